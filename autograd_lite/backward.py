@@ -1,0 +1,62 @@
+"""The backward pass: cotangents from an output node back to the input leaves.
+
+Reverse topological order by counting consumers (no recursion: a transformer's
+graph has thousands of nodes). A node runs its pullback once every node that
+consumed it has delivered its cotangent; each cotangent is dropped as soon as it
+is used, and with `release=True` each pullback (with the forward values it
+holds) is dropped too.
+"""
+
+
+def _consumer_counts(output):
+    """For each node reachable from `output`: how many recorded uses it has."""
+    counts = {output: 0}
+    stack = [output]
+    while stack:
+        node = stack.pop()
+        for _, parent in node.parents:
+            if parent in counts:
+                counts[parent] += 1
+            else:
+                counts[parent] = 1
+                stack.append(parent)
+    return counts
+
+
+def _check_cotangent(node, argnum, parent, g):
+    shape, dtype = getattr(g, "shape", None), getattr(g, "dtype", None)
+    if shape != parent.shape or dtype != parent.dtype:
+        got = f"{shape} {dtype}" if shape is not None else type(g).__name__
+        raise ValueError(f"{node.op}: the pullback's cotangent for argument {argnum} is {got}, "
+                         f"but that argument is {parent.shape} {parent.dtype}")
+
+
+def backward(output, seed, release):
+    """Propagate `seed` (the cotangent of `output`) to the leaves: {leaf node: cotangent}."""
+    pending = _consumer_counts(output)
+    cotangents = {output: seed}
+    ready = [output]
+    at_leaves = {}
+    while ready:
+        node = ready.pop()
+        g = cotangents.pop(node, None)
+        if not node.parents:
+            if g is not None:
+                at_leaves[node] = g
+            continue
+        grads = node.pullback(g) if g is not None else None
+        if grads is not None and type(grads) is not tuple:
+            raise TypeError(f"{node.op}: a pullback must return a tuple (one entry per "
+                            f"argument), got {type(grads).__name__}")
+        for argnum, parent in node.parents:
+            gp = grads[argnum] if grads is not None else None
+            if gp is not None:
+                _check_cotangent(node, argnum, parent, gp)
+                previous = cotangents.get(parent)
+                cotangents[parent] = gp if previous is None else previous + gp
+            pending[parent] -= 1
+            if pending[parent] == 0:
+                ready.append(parent)
+        if release:
+            node.pullback = None
+    return at_leaves

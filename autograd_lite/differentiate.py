@@ -1,0 +1,143 @@
+"""Whole-program reverse mode: gradient, value_and_gradient, grad, vjp.
+
+Each call opens a new trace, boxes every floating leaf of the arguments it
+differentiates, runs the function once, and sends the output's cotangent back
+through the recorded nodes. Gradients come back in the structure of the
+arguments; static leaves (integer arrays, None, ints, strings, functions) get None.
+Nothing is kept between calls.
+"""
+import numbers
+
+import numpy as np
+
+from .backward import backward
+from .tracer import Box, Node, Trace
+from .tree import tree_leaves, tree_map, tree_unflatten
+
+
+def is_float_leaf(x):
+    """A leaf that gets a gradient: floating arrays and scalars (and values traced outside)."""
+    if type(x) is Box or type(x) is float:
+        return True
+    if isinstance(x, np.ndarray):
+        return x.dtype.kind == "f"
+    return isinstance(x, np.floating)
+
+
+def _box_leaves(tree, trace):
+    """`tree` with each float leaf boxed as an input of `trace`; and the input nodes, in leaf order."""
+    nodes = []
+
+    def box(leaf):
+        if not is_float_leaf(leaf):
+            return leaf
+        value = leaf if type(leaf) is np.ndarray or type(leaf) is Box else np.asarray(leaf)
+        node = Node(None, (), "input", value.shape, value.dtype)
+        nodes.append(node)
+        return Box(value, trace, node)
+    return tree_map(box, tree), nodes
+
+
+def _gradient_leaf(leaf, g, seen):
+    """The cotangent of one input, as the leaf's own kind (float, numpy scalar or array)."""
+    if g is None:
+        g = np.zeros(np.shape(leaf) if type(leaf) is not Box else leaf.shape,
+                     dtype=leaf.dtype if hasattr(leaf, "dtype") else np.float64)
+    if type(g) is Box:
+        return g
+    if type(leaf) is float:
+        return float(g)
+    if isinstance(leaf, np.floating):
+        return leaf.dtype.type(g)
+    if not g.flags.writeable or id(g) in seen:  # a broadcast view, or shared with another leaf
+        g = np.array(g)
+    seen.add(id(g))
+    return g
+
+
+def _gradient_trees(args, argnums, input_nodes, at_leaves):
+    """One gradient tree per differentiated argument, None at every static leaf."""
+    nodes = iter(input_nodes)
+    seen = set()
+    trees = []
+    for i in argnums:
+        trees.append(tree_map(
+            lambda leaf: _gradient_leaf(leaf, at_leaves.get(next(nodes)), seen)
+            if is_float_leaf(leaf) else None, args[i]))
+    return tuple(trees)
+
+
+def _trace_call(f, args, argnums):
+    """Run f with the arguments at `argnums` boxed: (output, input nodes, trace)."""
+    trace = Trace()
+    boxed = list(args)
+    input_nodes = []
+    for i in argnums:
+        boxed[i], nodes = _box_leaves(args[i], trace)
+        input_nodes.extend(nodes)
+    return f(*boxed), input_nodes, trace
+
+
+def _output_of(out, trace):
+    """(value, node or None): the output seen from this trace."""
+    if type(out) is Box and out.trace is trace:
+        return out.value, out.node
+    if type(out) is Box or isinstance(out, (np.ndarray, np.generic, numbers.Number)):
+        return out, None
+    raise TypeError(f"the differentiated function must return an array, got {type(out).__name__}")
+
+
+def _value_and_gradient(f, args, argnums):
+    out, input_nodes, trace = _trace_call(f, args, argnums)
+    value, node = _output_of(out, trace)
+    if np.shape(value) != () if type(value) is not Box else value.shape != ():
+        raise ValueError(f"gradient: f must return a scalar, got an array of shape "
+                         f"{value.shape}; use vjp for non-scalar outputs")
+    at_leaves = {}
+    if node is not None:
+        at_leaves = backward(node, np.ones((), dtype=node.dtype), release=True)
+    if type(value) is np.ndarray:
+        value = value[()]
+    return value, _gradient_trees(args, argnums, input_nodes, at_leaves)
+
+
+def value_and_gradient(f, *args):
+    """(f(*args), gradients): one gradient tree per positional argument. f returns a scalar."""
+    return _value_and_gradient(f, args, range(len(args)))
+
+
+def gradient(f, *args):
+    """The gradient of scalar f at args: a tuple with one tree per argument, in its structure."""
+    return _value_and_gradient(f, args, range(len(args)))[1]
+
+
+def grad(f, argnums=0):
+    """The function x -> ∇f(x) (argnums an int), or -> (∇_i f, ...) (argnums a tuple).
+    Composes: grad(grad(f)) is the second derivative."""
+    single = isinstance(argnums, numbers.Integral)
+    nums = (argnums,) if single else tuple(argnums)
+
+    def gradient_of_f(*args):
+        grads = _value_and_gradient(f, args, nums)[1]
+        return grads[0] if single else grads
+    gradient_of_f.__name__ = f"grad_{getattr(f, '__name__', 'f')}"
+    return gradient_of_f
+
+
+def vjp(f, *args):
+    """(f(*args), pullback): pullback(cotangent) -> one gradient tree per argument.
+
+    The pullback may be called many times (e.g. once per row of a Jacobian).
+    """
+    out, input_nodes, trace = _trace_call(f, args, range(len(args)))
+    value, node = _output_of(out, trace)
+    shape, dtype = np.shape(value) if type(value) is not Box else value.shape, getattr(value, "dtype", None)
+
+    def pullback(cotangent):
+        c_shape, c_dtype = getattr(cotangent, "shape", None), getattr(cotangent, "dtype", None)
+        if c_shape != shape or c_dtype != dtype:
+            raise ValueError(f"vjp: the cotangent is {c_shape} {c_dtype}, but the output "
+                             f"is {shape} {dtype}")
+        at_leaves = backward(node, cotangent, release=False) if node is not None else {}
+        return _gradient_trees(args, range(len(args)), input_nodes, at_leaves)
+    return value, pullback

@@ -1,0 +1,183 @@
+"""Elementwise primitives: arithmetic with numpy broadcasting, and the unary functions.
+
+Each body computes its output and defines its pullback right below it. Binary
+pullbacks hand their cotangents to `unbroadcast`; Python numbers are constants
+and get None.
+"""
+import math
+
+import numpy as np
+
+from ..tracer import primal, primitive
+from .shapes import broadcast_binary, check_same_float_dtype, is_number, unbroadcast_to
+
+
+@primitive
+def add(a, b):
+    """a + b"""
+    def add_pullback(g):
+        return unbroadcast_to(g, a), unbroadcast_to(g, b)
+    return broadcast_binary("add", np.add, a, b), add_pullback
+
+
+@primitive
+def sub(a, b):
+    """a - b"""
+    def sub_pullback(g):
+        return unbroadcast_to(g, a), None if is_number(b) else unbroadcast_to(-g, b)
+    return broadcast_binary("sub", np.subtract, a, b), sub_pullback
+
+
+@primitive
+def mul(a, b):
+    """a * b"""
+    def mul_pullback(g):
+        return (None if is_number(a) else unbroadcast_to(g * b, a),
+                None if is_number(b) else unbroadcast_to(g * a, b))
+    return broadcast_binary("mul", np.multiply, a, b), mul_pullback
+
+
+@primitive
+def div(a, b):
+    """a / b"""
+    out = broadcast_binary("div", np.true_divide, a, b)
+
+    def div_pullback(g):
+        return (None if is_number(a) else unbroadcast_to(g / b, a),
+                None if is_number(b) else unbroadcast_to(-g * out / b, b))
+    return out, div_pullback
+
+
+@primitive
+def pow(a, b):
+    """a ** b. The derivative in b uses log(a) and is taken as 0 where a <= 0."""
+    out = broadcast_binary("pow", np.power, a, b)
+
+    def pow_pullback(g):
+        da = None if is_number(a) else unbroadcast_to(g * b * a ** (b - 1), a)
+        if is_number(b):
+            return da, None
+        log_a = np.log(np.where(primal(a) > 0, a, 1))
+        return da, unbroadcast_to(g * out * log_a, b)
+    return out, pow_pullback
+
+
+@primitive
+def neg(x):
+    """-x"""
+    return -x, lambda g: (-g,)
+
+
+@primitive
+def exp(x):
+    """e^x; d/dx = e^x, taken from the output."""
+    y = np.exp(x)
+    return y, lambda g: (g * y,)
+
+
+@primitive
+def log(x):
+    """Natural logarithm; d/dx = 1/x."""
+    return np.log(x), lambda g: (g / x,)
+
+
+@primitive
+def sqrt(x):
+    """√x; d/dx = 1 / (2√x)."""
+    y = np.sqrt(x)
+    return y, lambda g: (g / (2 * y),)
+
+
+@primitive
+def tanh(x):
+    """tanh x; d/dx = 1 - tanh²x."""
+    y = np.tanh(x)
+    return y, lambda g: (g * (1 - y * y),)
+
+
+@primitive
+def sigmoid(x):
+    """σ(x) = 1 / (1 + e^-x), computed as (1 + tanh(x/2)) / 2, stable for any x; σ' = σ(1 - σ)."""
+    y = (np.tanh(x * 0.5) + 1) * 0.5
+    return y, lambda g: (g * y * (1 - y),)
+
+
+@primitive
+def relu(x):
+    """max(x, 0); the derivative at 0 is 0 (as in PyTorch)."""
+    positive = primal(x) > 0
+    return x * positive, lambda g: (g * positive,)
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+@primitive
+def gelu(x):
+    """GELU, tanh form (GPT-2; torch's gelu(approximate="tanh")):
+
+        gelu(x) = x/2 · (1 + tanh(u)),  u = √(2/π) (x + 0.044715 x³)
+        gelu'(x) = (1 + t)/2 + x/2 · (1 - t²) · √(2/π) (1 + 3 · 0.044715 x²),  t = tanh(u)
+    """
+    t = np.tanh(_GELU_C * (x + 0.044715 * x * x * x))
+    out = 0.5 * x * (1 + t)
+
+    def gelu_pullback(g):
+        du = _GELU_C * (1 + 3 * 0.044715 * x * x)
+        return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du),)
+    return out, gelu_pullback
+
+
+@primitive
+def abs(x):
+    """|x|; the derivative at 0 is 0."""
+    sign = np.sign(primal(x))
+    return np.abs(x), lambda g: (g * sign,)
+
+
+def _tie_weights(a, b, out_dtype):
+    """1 where a wins, 1/2 where a and b tie, 0 where b wins (PyTorch splits ties evenly)."""
+    pa, pb = primal(a), primal(b)
+    return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
+
+
+@primitive
+def maximum(a, b):
+    """Elementwise max(a, b); a tie sends half the cotangent to each side."""
+    out = broadcast_binary("maximum", np.maximum, a, b)
+
+    def maximum_pullback(g):
+        wa = _tie_weights(a, b, out.dtype)
+        return unbroadcast_to(g * wa, a), unbroadcast_to(g * (1 - wa), b)
+    return out, maximum_pullback
+
+
+@primitive
+def minimum(a, b):
+    """Elementwise min(a, b); a tie sends half the cotangent to each side."""
+    out = broadcast_binary("minimum", np.minimum, a, b)
+
+    def minimum_pullback(g):
+        wb = _tie_weights(a, b, out.dtype)
+        return unbroadcast_to(g * (1 - wb), a), unbroadcast_to(g * wb, b)
+    return out, minimum_pullback
+
+
+@primitive
+def where(condition, x, y):
+    """x where `condition` (a bool array) holds, else y; broadcast like np.where."""
+    if getattr(condition, "dtype", None) != np.bool_:
+        raise TypeError(f"where: condition must be a bool array, got "
+                        f"{getattr(condition, 'dtype', type(condition).__name__)}")
+    check_same_float_dtype("where", x, y)
+    try:
+        out = np.where(condition, x, y)
+    except ValueError:
+        raise ValueError(f"where: condition {condition.shape}, x {np.shape(primal(x))} and "
+                         f"y {np.shape(primal(y))} do not broadcast together") from None
+
+    def where_pullback(g):
+        return (None,
+                unbroadcast_to(np.where(condition, g, 0), x),
+                unbroadcast_to(np.where(condition, 0, g), y))
+    return out, where_pullback

@@ -1,0 +1,47 @@
+"""Matrix product of stacks of matrices, with numpy's broadcasting of the batch axes.
+
+    out[..., i, j] = Σ_k a[..., i, k] b[..., k, j]
+    da = g @ bᵀ,  db = aᵀ @ g   (each summed over the batch axes its operand was broadcast along)
+"""
+import numpy as np
+
+from ..tracer import primitive
+from .shapes import check_same_float_dtype, unbroadcast
+
+
+def _check_matmul(a, b):
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"matmul: {a.shape} @ {b.shape}: both operands need at least 2 "
+                         "dimensions (reshape vectors to (1, n) or (n, 1))")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner dimensions "
+                         f"{a.shape[-1]} != {b.shape[-2]}")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: {a.shape} @ {b.shape}: batch dimensions {a.shape[:-2]} and "
+                         f"{b.shape[:-2]} do not broadcast") from None
+    check_same_float_dtype("matmul", a, b)
+
+
+def _contiguous_stack(x):
+    """BLAS handles a stack of matrices only when it is contiguous (e.g. not after a transpose)."""
+    if x.ndim > 2 and type(x) is np.ndarray and not x.flags.c_contiguous:
+        return np.ascontiguousarray(x)
+    return x
+
+
+@primitive
+def matmul(a, b):
+    """a @ b for 2-D, 3-D and 4-D operands (any rank >= 2)."""
+    _check_matmul(a, b)
+    a, b = _contiguous_stack(a), _contiguous_stack(b)
+
+    def matmul_pullback(g):
+        da = unbroadcast(g @ np.swapaxes(b, -1, -2), a.shape)
+        if b.ndim == 2:  # a weight shared across the batch: one large product, no batch sum
+            db = a.reshape(-1, a.shape[-1]).T @ g.reshape(-1, g.shape[-1])
+        else:
+            db = unbroadcast(np.swapaxes(a, -1, -2) @ g, b.shape)
+        return da, db
+    return a @ b, matmul_pullback

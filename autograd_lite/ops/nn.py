@@ -1,0 +1,190 @@
+"""Fused neural-network primitives: softmax, log_softmax, logsumexp, layer_norm,
+cross_entropy; and dropout, a one-liner over `mul`.
+
+Each fused rule costs one pass forward and one backward, instead of the handful
+of recorded ops their compositions would take. The gradient maths of each sits
+in a named helper with its equation, so that other rules can reuse it.
+"""
+import numpy as np
+
+from ..tracer import is_traced, primal, primitive
+from .elementwise import mul
+from .shapes import check_same_float_dtype, keepdims_shape, normalize_axes
+
+
+def _shifted(x, axis):
+    """x minus its (constant) maximum along `axis`, so that exp cannot overflow."""
+    return x - primal(x).max(axis=axis, keepdims=True)
+
+
+def softmax_backward(g, y, axis):
+    """∇softmax: dx = y ⊙ (g - Σ_axis g ⊙ y), from the output y alone."""
+    return y * (g - (g * y).sum(axis=axis, keepdims=True))
+
+
+def _check_mask(op, mask, shape):
+    if getattr(mask, "dtype", None) != np.bool_:
+        raise TypeError(f"{op}: mask must be a bool array (True = keep), got "
+                        f"{getattr(mask, 'dtype', type(mask).__name__)}")
+    try:
+        fits = np.broadcast_shapes(mask.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{op}: mask {mask.shape} does not broadcast to the scores {shape}")
+
+
+@primitive
+def softmax(x, axis=-1, mask=None):
+    """y = exp(x) / Σ_axis exp(x) over the entries where `mask` is True (bool, broadcastable to x).
+
+    Masked entries get 0; a row with every entry masked is all zeros, not NaN.
+    """
+    (axis,) = normalize_axes("softmax", axis, x.ndim)
+    if mask is None:
+        e = np.exp(_shifted(x, axis))
+        y = e / e.sum(axis=axis, keepdims=True)
+    else:
+        _check_mask("softmax", mask, x.shape)
+        x = np.where(mask, x, -np.inf)
+        row_max = primal(x).max(axis=axis, keepdims=True)
+        e = np.exp(x - np.where(row_max == -np.inf, 0, row_max))
+        total = e.sum(axis=axis, keepdims=True)
+        y = e / np.where(primal(total) == 0, 1, total)
+    return y, lambda g: (softmax_backward(g, y, axis), None, None)
+
+
+@primitive
+def log_softmax(x, axis=-1):
+    """x - logsumexp(x) along `axis`; stable for any finite x. dx = g - softmax(x) Σ_axis g."""
+    (axis,) = normalize_axes("log_softmax", axis, x.ndim)
+    shifted = _shifted(x, axis)
+    y = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+    def log_softmax_pullback(g):
+        return g - np.exp(y) * g.sum(axis=axis, keepdims=True), None
+    return y, log_softmax_pullback
+
+
+@primitive
+def logsumexp(x, axis=-1, keepdims=False):
+    """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x)."""
+    axes = normalize_axes("logsumexp", axis, x.ndim)
+    peak = primal(x).max(axis=axes, keepdims=True)
+    kept = np.log(np.exp(x - peak).sum(axis=axes, keepdims=True)) + peak
+    out = kept if keepdims else kept.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
+
+    def logsumexp_pullback(g):
+        return g.reshape(keepdims_shape(x.shape, axes)) * np.exp(x - kept), None, None
+    return out, logsumexp_pullback
+
+
+def layer_norm_backward(g, x_hat, inv_std, scale):
+    """The three-term layer norm derivative over the last axis (D entries):
+
+        ĝ = g ⊙ scale
+        dx = inv_std ⊙ (ĝ - mean(ĝ) - x̂ ⊙ mean(ĝ ⊙ x̂))
+    """
+    g_hat = g * scale
+    return inv_std * (g_hat - g_hat.mean(axis=-1, keepdims=True)
+                      - x_hat * (g_hat * x_hat).mean(axis=-1, keepdims=True))
+
+
+@primitive
+def layer_norm(x, scale, bias, eps=1e-5):
+    """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
+    (as torch.nn.functional.layer_norm). scale, bias: (D,) for x of shape (..., D)."""
+    d = x.shape[-1] if x.ndim else None
+    if x.ndim < 1 or scale.shape != (d,) or bias.shape != (d,):
+        raise ValueError(f"layer_norm: scale {scale.shape} and bias {bias.shape} must have "
+                         f"shape ({d},), the last axis of x {x.shape}")
+    check_same_float_dtype("layer_norm", x, scale)
+    check_same_float_dtype("layer_norm", x, bias)
+    centered = x - x.mean(axis=-1, keepdims=True)
+    inv_std = 1 / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + eps)
+    x_hat = centered * inv_std
+
+    def layer_norm_pullback(g):
+        leading = tuple(range(x.ndim - 1))
+        return (layer_norm_backward(g, x_hat, inv_std, scale),
+                (g * x_hat).sum(axis=leading), g.sum(axis=leading), None)
+    return x_hat * scale + bias, layer_norm_pullback
+
+
+def _check_labels(logits, labels, ignore_index):
+    dtype = getattr(labels, "dtype", None)
+    if dtype is None or dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: labels must be an integer array, got "
+                        f"{dtype if dtype is not None else type(labels).__name__}")
+    if logits.ndim < 1 or labels.shape != logits.shape[:-1]:
+        raise ValueError(f"cross_entropy: labels {labels.shape} must have the shape "
+                         f"{logits.shape[:-1]} of logits {logits.shape} without the class axis")
+    counted = labels if ignore_index is None else labels[labels != ignore_index]
+    n_classes = logits.shape[-1]
+    if counted.size and (counted.min() < 0 or counted.max() >= n_classes):
+        raise IndexError(f"cross_entropy: labels must lie in [0, {n_classes}) "
+                         f"(or equal ignore_index={ignore_index}), got values from "
+                         f"{counted.min()} to {counted.max()}")
+
+
+def softmax_minus_target(p, labels, smoothing):
+    """∂ loss / ∂ logits for one row: p - target, target = (1 - ε) onehot(label) + ε / C.
+
+    p: (N, C) probabilities, labels: (N,). Written in place on a fresh array, so
+    no one-hot of the class axis is ever built (except under higher order).
+    """
+    rows = np.arange(len(labels))
+    n_classes = p.shape[-1]
+    if is_traced(p):
+        target = np.zeros(p.shape, dtype=p.dtype)
+        target[rows, labels] = 1 - smoothing
+        return p - (target + smoothing / n_classes)
+    d = p - smoothing / n_classes if smoothing else p.copy()
+    d[rows, labels] -= 1 - smoothing
+    return d
+
+
+@primitive
+def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
+    """Mean over counted positions of -Σ_c target_c log softmax(logits)_c,
+    target = (1 - ε) onehot(label) + ε / C (torch.nn.functional.cross_entropy).
+
+    logits: (..., C); labels: integers of shape logits.shape[:-1]. Positions whose
+    label equals `ignore_index` are not counted; if none is counted the loss is NaN.
+    """
+    _check_labels(logits, labels, ignore_index)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}")
+    n_classes = logits.shape[-1]
+    flat_logits = logits.reshape(-1, n_classes)  # (N, C)
+    flat_labels = labels.reshape(-1)  # (N,)
+    counted = None if ignore_index is None else flat_labels != ignore_index
+    if counted is not None:
+        flat_labels = np.where(counted, flat_labels, 0)
+    n_counted = flat_labels.size if counted is None else int(counted.sum())
+    inv_count = 1.0 / n_counted if n_counted else float("nan")
+
+    log_p = log_softmax(flat_logits, -1)  # (N, C)
+    per_row = -log_p[np.arange(flat_labels.size), flat_labels]  # (N,)
+    if label_smoothing:
+        per_row = (1 - label_smoothing) * per_row - label_smoothing * log_p.mean(axis=-1)
+    if counted is not None:
+        per_row = per_row * counted
+    loss = per_row.sum() * inv_count
+
+    def cross_entropy_pullback(g):
+        row_weight = g * inv_count if counted is None else (g * inv_count) * counted
+        d = softmax_minus_target(np.exp(log_p), flat_labels, label_smoothing)
+        return (d * row_weight.reshape(-1, 1)).reshape(logits.shape), None, None, None
+    return loss, cross_entropy_pullback
+
+
+def dropout(x, rate, rng):
+    """Inverted dropout: each entry kept with probability 1 - rate and scaled by 1/(1 - rate).
+    The identity when rate is 0 or rng is None (inference)."""
+    if rate == 0 or rng is None:
+        return x
+    if not 0 <= rate < 1:
+        raise ValueError(f"dropout: rate must lie in [0, 1), got {rate}")
+    keep = rng.random(x.shape, dtype=np.float32) >= rate
+    return mul(x, keep * np.asarray(1 / (1 - rate), dtype=x.dtype))

@@ -1,0 +1,117 @@
+"""Python operators, methods and numpy functions on traced values.
+
+`x + y`, `x[i]`, `x.sum()`, `np.exp(x)`, `np.where(m, x, y)` all reach the
+library's ops, which is also how a primitive's numpy-written body and pullback
+are recorded when an enclosing trace differentiates them.
+"""
+import numpy as np
+
+from ..tracer import Box, primal
+from . import elementwise as ew
+from . import indexing, matmul as mm, reductions as red, shape as sh
+
+
+def _comparison(ufunc):
+    """Comparisons are not differentiable: they give plain bool arrays."""
+    return lambda self, other: ufunc(primal(self), primal(other))
+
+
+def _reshape_method(self, *shape):
+    return sh.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+
+
+def _transpose_method(self, *axes):
+    if not axes:
+        return sh.transpose(self)
+    return sh.transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes)
+
+
+def _iterate(self):
+    if not self.shape:
+        raise TypeError("iteration over a 0-d traced value")
+    return (indexing.getitem(self, i) for i in range(self.shape[0]))
+
+
+_BOX_METHODS = {
+    "__add__": ew.add, "__radd__": lambda s, o: ew.add(o, s),
+    "__sub__": ew.sub, "__rsub__": lambda s, o: ew.sub(o, s),
+    "__mul__": ew.mul, "__rmul__": lambda s, o: ew.mul(o, s),
+    "__truediv__": ew.div, "__rtruediv__": lambda s, o: ew.div(o, s),
+    "__pow__": ew.pow, "__rpow__": lambda s, o: ew.pow(o, s),
+    "__matmul__": mm.matmul, "__rmatmul__": lambda s, o: mm.matmul(o, s),
+    "__neg__": ew.neg, "__pos__": lambda s: s, "__abs__": ew.abs,
+    "__getitem__": indexing.getitem, "__iter__": _iterate,
+    "__lt__": _comparison(np.less), "__le__": _comparison(np.less_equal),
+    "__gt__": _comparison(np.greater), "__ge__": _comparison(np.greater_equal),
+    "__eq__": _comparison(np.equal), "__ne__": _comparison(np.not_equal),
+    "reshape": _reshape_method, "transpose": _transpose_method,
+    "swapaxes": sh.swapaxes, "squeeze": sh.squeeze,
+    "sum": red.sum, "mean": red.mean, "max": red.max, "var": red.var,
+    "T": property(lambda s: sh.transpose(s)),
+}
+Box.__hash__ = None
+
+_UFUNCS = {
+    np.add: ew.add, np.subtract: ew.sub, np.multiply: ew.mul, np.true_divide: ew.div,
+    np.power: ew.pow, np.negative: ew.neg, np.positive: lambda x: x,
+    np.exp: ew.exp, np.log: ew.log, np.sqrt: ew.sqrt, np.tanh: ew.tanh,
+    np.absolute: ew.abs, np.maximum: ew.maximum, np.minimum: ew.minimum,
+    np.matmul: mm.matmul, np.square: lambda x: ew.mul(x, x),
+}
+
+# Ufuncs without a derivative (or with derivative 0): computed on the plain values.
+_CONSTANT_UFUNCS = {
+    np.sign, np.floor, np.ceil, np.rint, np.isfinite, np.isnan, np.isinf, np.signbit,
+    np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
+    np.logical_and, np.logical_or, np.logical_not, np.logical_xor,
+}
+
+
+def _take(a, indices, axis=None):
+    if axis != 0:
+        raise TypeError("np.take on a traced value supports axis=0 only (ag.gather)")
+    return indexing.gather(a, indices)
+
+
+def _like(fill):
+    def like(a, dtype=None, *args, **kwargs):
+        return fill(a.shape, dtype=dtype or a.dtype)
+    return like
+
+
+_FUNCTIONS = {
+    np.sum: red.sum, np.mean: red.mean, np.max: red.max, np.amax: red.max, np.var: red.var,
+    np.reshape: sh.reshape, np.transpose: sh.transpose, np.swapaxes: sh.swapaxes,
+    np.expand_dims: sh.expand_dims, np.squeeze: sh.squeeze, np.concatenate: sh.concatenate,
+    np.stack: sh.stack, np.split: sh.split, np.where: ew.where, np.broadcast_to: red.broadcast_to,
+    np.take: _take, np.ascontiguousarray: lambda a, *args, **kwargs: a,
+    np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a: a.size,
+    np.zeros_like: _like(np.zeros), np.ones_like: _like(np.ones),
+}
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    if method == "__call__" and not kwargs:
+        if ufunc in _UFUNCS:
+            return _UFUNCS[ufunc](*inputs)
+        if ufunc in _CONSTANT_UFUNCS:
+            return ufunc(*(primal(x) for x in inputs))
+    raise TypeError(f"autograd_lite has no rule for numpy's {ufunc.__name__}"
+                    f"{'' if method == '__call__' else '.' + method}"
+                    f"{' with ' + ', '.join(kwargs) if kwargs else ''} on traced values; "
+                    "define one with ag.primitive")
+
+
+def _array_function(self, func, types, args, kwargs):
+    if func not in _FUNCTIONS:
+        raise TypeError(f"autograd_lite has no rule for np.{func.__name__} on traced values; "
+                        "define one with ag.primitive")
+    return _FUNCTIONS[func](*args, **kwargs)
+
+
+def install():
+    """Give Box its operators, methods and numpy protocol."""
+    for name, method in _BOX_METHODS.items():
+        setattr(Box, name, method)
+    Box.__array_ufunc__ = _array_ufunc
+    Box.__array_function__ = _array_function

@@ -1,0 +1,75 @@
+"""Reductions over an axis (int, tuple or None), with keepdims: sum, mean, max, var.
+
+A reduction's pullback reshapes the cotangent to the keepdims shape and lets it
+broadcast back over the reduced axes.
+"""
+import numpy as np
+
+from ..tracer import primal, primitive
+from .shapes import keepdims_shape, normalize_axes, unbroadcast
+
+
+@primitive
+def broadcast_to(x, shape):
+    """x broadcast to `shape` (a read-only view); its adjoint is `unbroadcast`."""
+    shape = tuple(shape)
+    try:
+        out = np.broadcast_to(x, shape)
+    except ValueError:
+        raise ValueError(f"broadcast_to: {x.shape} does not broadcast to {shape}") from None
+    return out, lambda g: (unbroadcast(g, x.shape), None)
+
+
+@primitive
+def sum(x, axis=None, keepdims=False):
+    """Σ over `axis`; the cotangent is copied back to every summed element."""
+    axes = normalize_axes("sum", axis, x.ndim)
+    out = x.sum(axis=axes, keepdims=keepdims)
+
+    def sum_pullback(g):
+        return (broadcast_to(g.reshape(keepdims_shape(x.shape, axes)), x.shape), None, None)
+    return out, sum_pullback
+
+
+@primitive
+def mean(x, axis=None, keepdims=False):
+    """Σ over `axis` divided by the number of elements summed."""
+    axes = normalize_axes("mean", axis, x.ndim)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    out = x.mean(axis=axes, keepdims=keepdims)
+
+    def mean_pullback(g):
+        g = g.reshape(keepdims_shape(x.shape, axes)) * (1.0 / count)
+        return broadcast_to(g, x.shape), None, None
+    return out, mean_pullback
+
+
+@primitive
+def max(x, axis=None, keepdims=False):
+    """Largest element over `axis`; tied maxima share the cotangent equally (like torch.amax)."""
+    axes = normalize_axes("max", axis, x.ndim)
+    if any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"max: cannot reduce an empty axis of {x.shape}")
+    out = x.max(axis=axes, keepdims=keepdims)
+
+    def max_pullback(g):
+        kept = keepdims_shape(x.shape, axes)
+        is_max = primal(x) == primal(out).reshape(kept)
+        share = (is_max / is_max.sum(axis=axes, keepdims=True)).astype(x.dtype)
+        return g.reshape(kept) * share, None, None
+    return out, max_pullback
+
+
+def var(x, axis=None, keepdims=False, ddof=0):
+    """Variance over `axis`: mean of squared deviations, divided by (n - ddof) instead of n."""
+    axes = normalize_axes("var", axis, x.ndim)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    centered = x - mean(x, axes, keepdims=True)
+    out = mean(centered * centered, axes, keepdims)
+    if ddof:
+        out = out * (count / (count - ddof))
+    return out

@@ -1,0 +1,79 @@
+"""Shape bookkeeping shared by the rules: broadcasting's adjoint and reduced shapes.
+
+`unbroadcast` is the one place that knows how numpy broadcasting is undone: the
+cotangent of a broadcast operand is the cotangent of the result summed over
+the axes that broadcasting added or stretched.
+"""
+import numbers
+
+import numpy as np
+
+
+def is_number(x):
+    """A Python scalar: a constant operand that never needs a gradient."""
+    return isinstance(x, numbers.Number)
+
+
+def unbroadcast(g, shape):
+    """Sum `g` down to `shape`, the shape of an operand that numpy broadcast to g.shape."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
+    return g.sum(axis=axes).reshape(shape)
+
+
+def unbroadcast_to(g, operand):
+    """`unbroadcast(g, operand.shape)`, or None for a Python number (a constant)."""
+    if is_number(operand):
+        return None
+    return unbroadcast(g, operand.shape)
+
+
+def normalize_axes(op, axis, ndim):
+    """`axis` (None, int or tuple) as a sorted tuple of non-negative axes, checked."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    normal = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{op}: axis {a} is out of range for an array of {ndim} dimensions")
+        normal.append(a % ndim)
+    if len(set(normal)) != len(normal):
+        raise ValueError(f"{op}: repeated axis in {axis}")
+    return tuple(sorted(normal))
+
+
+def keepdims_shape(shape, axes):
+    """`shape` with each reduced axis set to 1: where a reduction's cotangent is reshaped."""
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+def dtype_of(x):
+    return getattr(x, "dtype", None)
+
+
+def check_same_float_dtype(op, a, b):
+    """Refuse operands that numpy would silently promote (float32 with float64 or int64)."""
+    da, db = dtype_of(a), dtype_of(b)
+    if da is None or db is None or da == db:
+        return
+    if da.kind == "b" or db.kind == "b":
+        return
+    if da.kind in "fc" or db.kind in "fc":
+        raise TypeError(
+            f"{op}: operands {da} {tuple(a.shape)} and {db} {tuple(b.shape)} have different "
+            f"dtypes; numpy would promote them silently. Cast one explicitly (x.astype(...)).")
+
+
+def broadcast_binary(op, ufunc, a, b):
+    """`ufunc(a, b)` with numpy broadcasting; an error names the op and both shapes."""
+    check_same_float_dtype(op, a, b)
+    try:
+        return ufunc(a, b)
+    except ValueError:
+        raise ValueError(
+            f"{op}: shapes {np.shape(a) if is_number(a) else a.shape} and "
+            f"{np.shape(b) if is_number(b) else b.shape} do not broadcast together") from None

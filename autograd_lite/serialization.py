@@ -1,0 +1,115 @@
+"""save / load pytrees of arrays as .npz files, without pickle.
+
+The file holds one .npy entry per array leaf and a JSON description of the
+structure (container types, NamedTuple names and fields, dict keys, and the
+Python scalars, strings and None among the leaves). Functions among the leaves
+(an activation, say) are stored by name only: `load(path, like=params)` takes
+them, and the container types, from `like`. Writing goes to a temporary file that
+replaces the target only when complete, so a crash never leaves a half-written file.
+"""
+import collections
+import json
+import numbers
+import os
+
+import numpy as np
+
+from .tree import is_namedtuple, tree_leaves, tree_paths, tree_unflatten
+
+_STRUCTURE_KEY = "__structure__"
+
+
+def _describe(tree, arrays, path):
+    """JSON-able description of `tree`; array leaves go into `arrays` under 'a<i>'."""
+    if is_namedtuple(tree):
+        return {"namedtuple": type(tree).__name__, "fields": list(tree._fields),
+                "children": [_describe(c, arrays, f"{path}.{f}") for f, c in zip(tree._fields, tree)]}
+    if isinstance(tree, (tuple, list)):
+        return {type(tree).__name__ if type(tree) in (tuple, list) else "list":
+                [_describe(c, arrays, f"{path}[{i}]") for i, c in enumerate(tree)]}
+    if isinstance(tree, dict):
+        if not all(isinstance(k, str) for k in tree):
+            raise TypeError(f"save: dict keys at '{path}' must be strings")
+        return {"dict": [[k, _describe(c, arrays, f"{path}[{k!r}]")] for k, c in tree.items()]}
+    if isinstance(tree, (np.ndarray, np.generic)) and not isinstance(tree, np.bool_):
+        if tree.dtype.kind not in "biufc":
+            raise TypeError(f"save: the array at '{path}' has dtype {tree.dtype}; "
+                            "only numeric arrays are saved")
+        key = f"a{len(arrays)}"
+        arrays[key] = np.asarray(tree)
+        return {"array" if isinstance(tree, np.ndarray) else "scalar": key}
+    if tree is None or isinstance(tree, (bool, str, numbers.Integral, float, np.bool_)):
+        return {"value": tree.item() if isinstance(tree, np.bool_) else tree}
+    if callable(tree):
+        return {"function": getattr(tree, "__qualname__", repr(tree))}
+    raise TypeError(f"save: cannot store the {type(tree).__name__} at '{path or '(root)'}'")
+
+
+def save(path, tree):
+    """Write `tree` to `path` (.npz) atomically."""
+    arrays = {}
+    structure = _describe(tree, arrays, "")
+    arrays[_STRUCTURE_KEY] = np.array(json.dumps(structure))
+    path = os.fspath(path)
+    temporary = f"{path}.partial-{os.getpid()}"
+    try:
+        with open(temporary, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def _rebuild(spec, arrays):
+    """The tree a description stands for; NamedTuples come back as namedtuple types of the same name and fields."""
+    if "namedtuple" in spec:
+        cls = collections.namedtuple(spec["namedtuple"], spec["fields"])
+        return cls(*(_rebuild(c, arrays) for c in spec["children"]))
+    if "tuple" in spec:
+        return tuple(_rebuild(c, arrays) for c in spec["tuple"])
+    if "list" in spec:
+        return [_rebuild(c, arrays) for c in spec["list"]]
+    if "dict" in spec:
+        return {k: _rebuild(c, arrays) for k, c in spec["dict"]}
+    if "array" in spec:
+        return arrays[spec["array"]]
+    if "scalar" in spec:
+        return arrays[spec["scalar"]][()]
+    if "function" in spec:
+        return f"<function {spec['function']}>"
+    return spec["value"]
+
+
+def _check_leaf(path, wanted, stored):
+    if isinstance(wanted, (np.ndarray, np.generic)):
+        if not isinstance(stored, (np.ndarray, np.generic)) or (
+                stored.shape, stored.dtype) != (wanted.shape, wanted.dtype):
+            got = (f"{stored.shape} {stored.dtype}" if hasattr(stored, "dtype")
+                   else type(stored).__name__)
+            raise ValueError(f"load: '{path}' is {got} in the file, "
+                             f"but {wanted.shape} {wanted.dtype} in `like`")
+        return stored
+    if callable(wanted):
+        return wanted
+    return stored
+
+
+def load(path, like=None):
+    """Read a tree written by `save`. With `like`, return it in like's exact types,
+    checking that every path, shape and dtype agrees."""
+    with np.load(os.fspath(path), allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    tree = _rebuild(json.loads(str(arrays.pop(_STRUCTURE_KEY))), arrays)
+    if like is None:
+        return tree
+    stored_paths, wanted_paths = tree_paths(tree), tree_paths(like)
+    if stored_paths != wanted_paths:
+        missing = [p for p in wanted_paths if p not in set(stored_paths)]
+        extra = [p for p in stored_paths if p not in set(wanted_paths)]
+        raise ValueError(f"load: the file's structure differs from `like`: missing {missing[:5]}, "
+                         f"unexpected {extra[:5]}")
+    leaves = [_check_leaf(p, w, s) for p, w, s in zip(wanted_paths, tree_leaves(like), tree_leaves(tree))]
+    return tree_unflatten(like, leaves)

@@ -1,0 +1,169 @@
+"""Tracing: boxes that record which primitive made them, and the `primitive` decorator.
+
+A `Box` wraps a value (a numpy array, or a `Box` of an enclosing trace) together
+with the `Node` that produced it. Every call to `gradient`/`vjp` opens a `Trace`
+with a fresh, increasing level; the boxes it creates carry that trace.
+
+A primitive is one function over plain arrays that returns `(out, pullback)`.
+When it is called, the wrapper finds the innermost trace among the arguments,
+unboxes only that trace's boxes and calls the body. Arguments of enclosing traces
+stay boxed: the body runs on them with numpy's vocabulary (`np.exp(x)`, `x.sum()`,
+`a @ b`), which traced values hand back to the library's ops. So the body and
+its pullback are recorded by the enclosing trace, and `grad(grad(f))` works.
+With nothing traced the body runs on plain arrays at numpy speed and nothing is
+recorded.
+"""
+import functools
+import inspect
+import itertools
+
+import numpy as np
+
+_trace_levels = itertools.count(1)
+
+
+class Trace:
+    """One differentiation in progress; nested calls get higher levels."""
+
+    __slots__ = ("level",)
+
+    def __init__(self):
+        self.level = next(_trace_levels)
+
+
+class Node:
+    """A recorded primitive application (or an input leaf when `parents` is empty).
+
+    parents: tuple of (argument index, Node) for the arguments traced at this level.
+    shape, dtype: of the value the node produced; every cotangent must match them.
+    """
+
+    __slots__ = ("pullback", "parents", "op", "shape", "dtype")
+
+    def __init__(self, pullback, parents, op, shape, dtype):
+        self.pullback = pullback
+        self.parents = parents
+        self.op = op
+        self.shape = shape
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"Node({self.op}, {self.shape}, {self.dtype})"
+
+
+class Box:
+    """A traced value. Arithmetic, indexing and numpy functions on it are recorded."""
+
+    __slots__ = ("value", "trace", "node")
+    __array_priority__ = 1000.0
+
+    def __init__(self, value, trace, node):
+        self.value = value
+        self.trace = trace
+        self.node = node
+
+    shape = property(lambda self: self.value.shape)
+    dtype = property(lambda self: self.value.dtype)
+    ndim = property(lambda self: self.value.ndim)
+    size = property(lambda self: self.value.size)
+
+    def __len__(self):
+        return len(self.value)
+
+    def __bool__(self):
+        return bool(self.value)
+
+    def __repr__(self):
+        return f"Box(level={self.trace.level}, op={self.node.op}, {primal(self).__repr__()})"
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            f"a traced value ({self.shape}, {self.dtype}) cannot become a plain numpy array "
+            "inside a differentiated function: use autograd_lite ops, or ag.stop_gradient(x) "
+            "to treat it as a constant")
+
+    def __float__(self):
+        raise TypeError(
+            f"float() of a traced value {self.shape} would cut it from the gradient; "
+            "use ag.stop_gradient(x) first if that is what you mean")
+
+
+def primal(x):
+    """The plain value under every level of boxing (a constant for all traces)."""
+    while type(x) is Box:
+        x = x.value
+    return x
+
+
+def stop_gradient(x):
+    """`x` as a constant: no trace, at any level, differentiates through it."""
+    return primal(x)
+
+
+def is_traced(x):
+    return type(x) is Box
+
+
+def _positional_parameters(body):
+    """(name, default) for each parameter that may be passed by position."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [(p.name, p.default) for p in inspect.signature(body).parameters.values()
+            if p.kind in kinds]
+
+
+def _move_keywords_to_positions(op_name, parameters, args, kwargs):
+    """Pass positional-or-keyword parameters by position, so that any of them may be traced."""
+    args = list(args)
+    for name, default in parameters[len(args):]:
+        if name in kwargs:
+            args.append(kwargs.pop(name))
+        elif default is inspect.Parameter.empty:
+            raise TypeError(f"{op_name}: missing argument '{name}'")
+        else:
+            args.append(default)
+    return args, kwargs
+
+
+def primitive(body=None, *, name=None):
+    """Make `body(*arrays) -> (out, pullback)` an op that gradients flow through.
+
+    `pullback(cotangent)` returns one cotangent per positional argument (None
+    where there is none, e.g. integer indices). Write the body and the pullback
+    with numpy functions, operators and methods, or with this library's ops: on
+    traced values those are recorded, which is what makes higher order work.
+    `name` (default: the body's name) labels the op in errors and pictures.
+    Use as `@primitive` or `@primitive(name="...")`.
+    """
+    if body is None:
+        return functools.partial(primitive, name=name)
+    op_name = name or body.__name__
+    parameters = _positional_parameters(body)
+
+    @functools.wraps(body)
+    def op(*args, **kwargs):
+        if kwargs:
+            args, kwargs = _move_keywords_to_positions(op_name, parameters, args, kwargs)
+        top = None
+        for a in args:
+            if type(a) is Box and (top is None or a.trace.level > top.level):
+                top = a.trace
+        if top is None:
+            out = body(*args, **kwargs)[0]
+            return out if type(out) is np.ndarray else np.asarray(out)
+        values = []
+        parents = []
+        for i, a in enumerate(args):
+            if type(a) is Box and a.trace is top:
+                values.append(a.value)
+                parents.append((i, a.node))
+            else:
+                values.append(a)
+        out, pullback = body(*values, **kwargs)
+        if type(out) is not np.ndarray and type(out) is not Box:
+            out = np.asarray(out)
+        return Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype))
+
+    op.body = body
+    op.op_name = op_name
+    return op
+

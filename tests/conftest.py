@@ -1,0 +1,23 @@
+"""Shared fixtures. `torch` is the independent reference for many tests: with
+AUTOGRAD_LITE_REQUIRE_TORCH=1 (set by .ci/run) its absence is a failure, not a skip."""
+import os
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="session")
+def torch():
+    try:
+        import torch as torch_module
+    except ImportError:
+        if os.environ.get("AUTOGRAD_LITE_REQUIRE_TORCH") == "1":
+            pytest.fail("torch is required (AUTOGRAD_LITE_REQUIRE_TORCH=1) but not installed")
+        pytest.skip("torch is not installed")
+    torch_module.set_num_threads(1)
+    return torch_module
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
