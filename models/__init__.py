@@ -1,0 +1,17 @@
+"""The Transformer family as plain functions over parameter NamedTuples.
+
+    from models import transformer, classifier, lm
+    p = transformer.init(rng, src_vocab, tgt_vocab, ...)
+    logits = transformer.apply(p, src, tgt, src_pad=0)
+"""
+
+
+def __getattr__(name):
+    # Submodules load on first use; torch_bridge needs torch, which is optional.
+    import importlib
+    if name == "summary":
+        return importlib.import_module(".summary", __name__).summary
+    if name in ("transformer", "classifier", "lm", "torch_bridge", "layers", "attention",
+                "blocks", "summary_table"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'models' has no attribute '{name}'")

@@ -1,0 +1,88 @@
+"""Scaled dot-product and multi-head attention (§3.2), with boolean masks (True = may attend).
+
+Axis convention: activations (B, T, D); per-head arrays (B, H, T, d_head) with
+D = H · d_head. Masks broadcast to the scores (B, H, T_q, T_k): a padding mask
+is (B, 1, 1, T_k), a causal mask (1, 1, T_q, T_k).
+"""
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+import autograd_lite as ag
+
+from .layers import Dense, dense, dense_init
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, rate=0.0, rng=None):
+    """softmax(q kᵀ / √d_k) v, with dropout on the weights.
+
+    q: (B, H, T_q, d_k), k: (B, H, T_k, d_k), v: (B, H, T_k, d_v), mask: bool,
+    broadcastable to (B, H, T_q, T_k). Returns (out (B, H, T_q, d_v), weights (B, H, T_q, T_k)).
+    A query with every key masked attends to nothing: its row of weights is zero.
+    """
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ ag.swapaxes(k, -1, -2)  # (B, H, T_q, T_k)
+    weights = ag.softmax(scores, axis=-1, mask=mask)  # (B, H, T_q, T_k)
+    return ag.dropout(weights, rate, rng) @ v, weights  # (B, H, T_q, d_v)
+
+
+class MultiHeadAttention(NamedTuple):
+    wq: Dense  # (D, D)
+    wk: Dense  # (D, D)
+    wv: Dense  # (D, D)
+    wo: Dense  # (D, D)
+    n_heads: int
+
+
+def multihead_attention_init(rng, d_model, n_heads, dtype=np.float32):
+    if d_model % n_heads:
+        raise ValueError(f"multi-head attention: d_model={d_model} is not divisible by "
+                         f"n_heads={n_heads}")
+    wq, wk, wv, wo = (dense_init(rng, d_model, d_model, dtype) for _ in range(4))
+    return MultiHeadAttention(wq, wk, wv, wo, n_heads)
+
+
+def split_heads(x, n_heads):
+    """(B, T, D) -> (B, H, T, D/H)"""
+    b, t, d = x.shape
+    return ag.transpose(ag.reshape(x, (b, t, n_heads, d // n_heads)), (0, 2, 1, 3))
+
+
+def merge_heads(x):
+    """(B, H, T, d_head) -> (B, T, H·d_head)"""
+    b, h, t, d_head = x.shape
+    return ag.reshape(ag.transpose(x, (0, 2, 1, 3)), (b, t, h * d_head))
+
+
+def multihead_attention(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
+    """MultiHead(Q, K, V) = Concat(head_1..head_H) W_O, head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i).
+
+    x_q: (B, T_q, D) the queries' source; x_kv: (B, T_k, D) the keys' and values' source.
+    -> (B, T_q, D)
+    """
+    q = split_heads(dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
+    k = split_heads(dense(p.wk, x_kv), p.n_heads)  # (B, H, T_k, d_head)
+    v = split_heads(dense(p.wv, x_kv), p.n_heads)  # (B, H, T_k, d_head)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask, rate, rng)  # (B, H, T_q, d_head)
+    return dense(p.wo, merge_heads(heads))  # (B, T_q, D)
+
+
+def padding_mask(ids, pad):
+    """True at the keys that are not padding: ids (B, T) -> (B, 1, 1, T); None when pad is None."""
+    if pad is None:
+        return None
+    return (ids != pad)[:, None, None, :]
+
+
+def causal_mask(length):
+    """True where query t may attend key s, i.e. s <= t: -> (1, 1, T, T)."""
+    return np.tril(np.ones((length, length), dtype=bool))[None, None]
+
+
+def combine_masks(a, b):
+    """Both masks' permissions (either may be None)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a & b

@@ -1,0 +1,104 @@
+"""Layers as (parameters, function) pairs: dense, layer norm, embedding, position encoding,
+position-wise feed-forward.
+
+Axis convention: batch first, row major. Tokens (B, T), activations (B, T, D).
+Parameters are NamedTuples; `*_init(rng, ...)` builds them with Glorot-uniform
+weights and zero biases, from an explicit np.random.Generator.
+"""
+import functools
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+import autograd_lite as ag
+
+
+class Dense(NamedTuple):
+    w: np.ndarray  # (d_in, d_out)
+    b: np.ndarray  # (d_out,)
+
+
+def glorot_uniform(rng, d_in, d_out, dtype=np.float32):
+    """U(-a, a) with a = √(6 / (d_in + d_out)) (Glorot & Bengio 2010)."""
+    limit = math.sqrt(6.0 / (d_in + d_out))
+    return rng.uniform(-limit, limit, size=(d_in, d_out)).astype(dtype)
+
+
+def dense_init(rng, d_in, d_out, dtype=np.float32):
+    return Dense(glorot_uniform(rng, d_in, d_out, dtype), np.zeros(d_out, dtype=dtype))
+
+
+def dense(p, x):
+    """x W + b.  x: (..., d_in) -> (..., d_out)"""
+    return x @ p.w + p.b
+
+
+class LayerNorm(NamedTuple):
+    scale: np.ndarray  # (D,)
+    bias: np.ndarray  # (D,)
+
+
+def layer_norm_init(d, dtype=np.float32):
+    return LayerNorm(np.ones(d, dtype=dtype), np.zeros(d, dtype=dtype))
+
+
+def layer_norm(p, x, eps=1e-5):
+    """Normalize the last axis, then scale and shift.  x: (..., D) -> (..., D)"""
+    return ag.layer_norm(x, p.scale, p.bias, eps)
+
+
+class Embedding(NamedTuple):
+    table: np.ndarray  # (V, D)
+
+
+def embedding_init(rng, vocab_size, d, dtype=np.float32):
+    return Embedding(glorot_uniform(rng, vocab_size, d, dtype))
+
+
+def embed(p, ids):
+    """Rows of the table.  ids: (B, T) ints -> (B, T, D)"""
+    return ag.gather(p.table, ids)
+
+
+@functools.lru_cache(maxsize=None)
+def position_encoding(max_len, d_model, dtype=np.float32):
+    """The sinusoids of §3.5, positions from 0 (a read-only table, computed once):
+
+        PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))
+
+    -> (max_len, d_model)
+    """
+    positions = np.arange(max_len, dtype=np.float64)[:, None]  # (max_len, 1)
+    rates = 10000.0 ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)  # (ceil(d/2),)
+    angles = positions * rates  # (max_len, ceil(d/2))
+    table = np.empty((max_len, d_model), dtype=np.float64)
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    table = table.astype(dtype)
+    table.flags.writeable = False
+    return table
+
+
+def add_position_encoding(x, max_len):
+    """x + PE[:T] for x: (B, T, D); a sequence longer than the table is an error."""
+    length, d_model = x.shape[-2], x.shape[-1]
+    if length > max_len:
+        raise ValueError(f"position encoding: the sequence has {length} positions but the "
+                         f"table holds max_len={max_len}")
+    return x + position_encoding(max_len, d_model, np.dtype(x.dtype).type)[:length]
+
+
+class FeedForward(NamedTuple):
+    linear1: Dense  # (D, d_ff)
+    linear2: Dense  # (d_ff, D)
+
+
+def feed_forward_init(rng, d_model, d_ff, dtype=np.float32):
+    return FeedForward(dense_init(rng, d_model, d_ff, dtype), dense_init(rng, d_ff, d_model, dtype))
+
+
+def feed_forward(p, x, rate=0.0, rng=None, activation=ag.relu):
+    """Position-wise FFN (§3.3): W2 · dropout(relu(W1 x + b1)) + b2.  (B, T, D) -> (B, T, D)"""
+    h = activation(dense(p.linear1, x))  # (B, T, d_ff)
+    return dense(p.linear2, ag.dropout(h, rate, rng))  # (B, T, D)
