@@ -57,7 +57,10 @@ def pow(a, b):
         da = None if is_number(a) else unbroadcast_to(g * b * a ** (b - 1), a)
         if is_number(b):
             return da, None
-        log_a = np.log(np.where(primal(a) > 0, a, 1))
+        if is_number(a):  # a Python float, so that it keeps b's dtype (2 ** x, x float32)
+            log_a = math.log(a) if a > 0 else 0.0
+        else:
+            log_a = np.log(np.where(primal(a) > 0, a, 1))
         return da, unbroadcast_to(g * out * log_a, b)
     return out, pow_pullback
 
