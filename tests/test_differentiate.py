@@ -1,0 +1,407 @@
+"""gradient, value_and_gradient, grad, vjp and stop_gradient: argument structures, static
+leaves, errors, higher order, and the operators and numpy functions on traced values.
+
+Every number is checked against central differences, an analytic derivative or numpy."""
+import collections
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+
+
+def numerical_gradient(f, x, eps=1e-6):
+    """Central differences of a scalar function of one float64 array."""
+    x = np.asarray(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        g[i] = (float(f(x + d)) - float(f(x - d))) / (2 * eps)
+    return g
+
+
+# ---------------------------------------------------------------- argument structures
+
+class Inner(NamedTuple):
+    w: np.ndarray
+    b: np.ndarray
+
+
+class Outer(NamedTuple):
+    layers: list
+    head: Inner
+    n_heads: int
+
+
+Pair = collections.namedtuple("Pair", ["left", "right"])
+
+
+def test_gradient_of_nested_structures_keeps_container_types(rng):
+    w0, b0 = rng.standard_normal((3, 2)), rng.standard_normal(2)
+    w1, b1 = rng.standard_normal((2, 2)), rng.standard_normal(2)
+    hw, hb = rng.standard_normal((2, 1)), rng.standard_normal(1)
+    params = Outer([Inner(w0, b0), Inner(w1, b1)], Inner(hw, hb), 4)
+    batch = {"x": rng.standard_normal((5, 3)), "pair": Pair((rng.standard_normal(1),), [2.0])}
+
+    def loss(p, batch):
+        h = batch["x"]
+        for layer in p.layers:
+            h = ag.tanh(h @ layer.w + layer.b)
+        out = h @ p.head.w + p.head.b
+        scale = batch["pair"].left[0] * batch["pair"].right[0] * p.n_heads
+        return ag.sum(out * out) * ag.sum(scale)
+
+    dp, dbatch = ag.gradient(loss, params, batch)
+    assert type(dp) is Outer and type(dp.layers) is list and type(dp.layers[0]) is Inner
+    assert type(dp.head) is Inner and dp.n_heads is None
+    assert type(dbatch) is dict and list(dbatch) == ["x", "pair"]
+    assert type(dbatch["pair"]) is Pair and type(dbatch["pair"].left) is tuple
+    assert type(dbatch["pair"].right) is list and type(dbatch["pair"].right[0]) is float
+
+    def with_leaf(tree_index, leaf_index):
+        def f(value):
+            trees = [params, batch]
+            leaves = ag.tree_leaves(trees[tree_index])
+            leaves[leaf_index] = value if np.ndim(leaves[leaf_index]) else float(value)
+            trees[tree_index] = ag.tree_unflatten(trees[tree_index], leaves)
+            return loss(*trees)
+        return f
+
+    for tree_index, grads in ((0, dp), (1, dbatch)):
+        for k, (leaf, g) in enumerate(zip(ag.tree_leaves([params, batch][tree_index]),
+                                          ag.tree_leaves(grads))):
+            if isinstance(leaf, int):
+                assert g is None
+                continue
+            expected = numerical_gradient(with_leaf(tree_index, k), leaf)
+            np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_numpy_scalar_and_python_float_gradients():
+    gx, gz = ag.gradient(lambda x, z: x * x * z, np.float32(1.5), np.float32(-0.5))
+    assert type(gx) is np.float32 and gx == np.float32(2 * 1.5 * -0.5)
+    assert type(gz) is np.float32 and gz == np.float32(1.5 * 1.5)
+    gy, gw = ag.gradient(lambda y, w: y * w + y ** 2, 2.0, np.float64(-0.5))
+    assert type(gy) is float and gy == pytest.approx(-0.5 + 2 * 2.0)
+    assert type(gw) is np.float64 and gw == pytest.approx(2.0)
+
+
+def test_static_leaves_pass_through_and_get_none(rng):
+    def act(h):
+        return ag.tanh(h)
+    x = rng.standard_normal(4)
+    tokens = np.array([0, 2, 3])
+    mask = np.array([True, False, True, True])
+    seen = {}
+
+    def f(x, tokens, mask, nothing, name, n, fn):
+        seen.update(tokens=tokens, mask=mask, nothing=nothing, name=name, n=n, fn=fn)
+        return ag.sum(fn(x[tokens]) * n) + ag.sum(ag.where(mask, x, 0.0))
+
+    grads = ag.gradient(f, x, tokens, mask, None, "enc", 3, act)
+    assert grads[1:] == (None,) * 6
+    assert seen["tokens"] is tokens and seen["mask"] is mask and seen["fn"] is act
+    assert seen["nothing"] is None and seen["name"] == "enc" and seen["n"] == 3
+    expected = numerical_gradient(lambda v: f(v, tokens, mask, None, "enc", 3, act), x)
+    np.testing.assert_allclose(grads[0], expected, rtol=1e-6, atol=1e-8)
+
+
+def test_non_scalar_output_is_refused_naming_its_shape(rng):
+    with pytest.raises(ValueError, match=r"\(2, 3\)"):
+        ag.gradient(lambda x: x * 2.0, rng.standard_normal((2, 3)))
+
+
+def test_gradient_twice_gives_identical_answers(rng):
+    x = rng.standard_normal((3, 3))
+    f = lambda x: ag.sum(ag.tanh(x @ x) * x)  # noqa: E731
+    first, second = ag.gradient(f, x)[0], ag.gradient(f, x)[0]
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(first, numerical_gradient(f, x), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unused_input_gets_zeros_of_its_shape_and_dtype(dtype):
+    x, y = np.ones((2, 3), dtype=dtype), np.full(4, 2.0, dtype=dtype)
+    gx, gy = ag.gradient(lambda x, y: ag.sum(y * y), x, y)
+    assert gx.shape == (2, 3) and gx.dtype == dtype and not gx.any()
+    np.testing.assert_array_equal(gy, 2 * y)
+    assert ag.gradient(lambda x: 3.0, 1.0) == (0.0,)
+
+
+def test_value_and_gradient(rng):
+    x = rng.standard_normal(5)
+    value, (g,) = ag.value_and_gradient(lambda x: ag.sum(ag.exp(x)), x)
+    assert value == pytest.approx(np.exp(x).sum())
+    np.testing.assert_allclose(g, np.exp(x))
+
+
+def test_grad_argnums_int_and_tuple(rng):
+    a, b = rng.standard_normal(3), rng.standard_normal(3)
+
+    def f(a, b):
+        return ag.sum(a * a * b)
+
+    np.testing.assert_allclose(ag.grad(f)(a, b), 2 * a * b)
+    np.testing.assert_allclose(ag.grad(f, argnums=1)(a, b), a * a)
+    ga, gb = ag.grad(f, argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(ga, 2 * a * b)
+    np.testing.assert_allclose(gb, a * a)
+    (gb_only,) = ag.grad(f, argnums=(1,))(a, b)
+    np.testing.assert_allclose(gb_only, a * a)
+
+
+# ---------------------------------------------------------------- vjp
+
+def test_vjp_of_non_scalar_output_builds_the_jacobian(rng):
+    w, x = rng.standard_normal((3, 4)), rng.standard_normal(4)
+
+    def f(w, x):
+        return ag.tanh(w @ x.reshape(4, 1)).reshape(3)
+
+    out, pullback = ag.vjp(f, w, x)
+    np.testing.assert_allclose(out, np.tanh(w @ x))
+    jacobian_x = np.stack([pullback(e)[1] for e in np.eye(3)])
+    expected = (1 - np.tanh(w @ x) ** 2)[:, None] * w
+    np.testing.assert_allclose(jacobian_x, expected, rtol=1e-12)
+    c = rng.standard_normal(3)
+    first, second = pullback(c), pullback(c)
+    np.testing.assert_array_equal(first[0], second[0])
+    np.testing.assert_array_equal(first[1], second[1])
+    np.testing.assert_allclose(first[1], c @ expected, rtol=1e-12)
+
+
+def test_vjp_cotangent_must_match_shape_and_dtype(rng):
+    _, pullback = ag.vjp(lambda x: x * 2.0, rng.standard_normal((2, 3)))
+    with pytest.raises(ValueError, match=r"\(3, 2\).*\(2, 3\)"):
+        pullback(np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"float32.*float64"):
+        pullback(np.ones((2, 3), dtype=np.float32))
+
+
+def test_stop_gradient(rng):
+    x = rng.standard_normal(3)
+    (g,) = ag.gradient(lambda x: ag.sum(x * ag.stop_gradient(x)), x)
+    np.testing.assert_allclose(g, x)
+    # nested: the inner constant is constant for the outer trace too
+    d2 = ag.grad(ag.grad(lambda x: x * ag.stop_gradient(x) ** 2))(1.5)
+    assert d2 == 0.0
+
+
+# ---------------------------------------------------------------- higher order
+
+@pytest.mark.parametrize("f, d1, d2, x", [
+    (lambda x: x ** 3, lambda x: 3 * x ** 2, lambda x: 6 * x, 1.7),
+    (lambda x: ag.tanh(x), lambda x: 1 - np.tanh(x) ** 2,
+     lambda x: -2 * np.tanh(x) * (1 - np.tanh(x) ** 2), 0.4),
+    (lambda x: ag.exp(2.0 * x), lambda x: 2 * np.exp(2 * x), lambda x: 4 * np.exp(2 * x), -0.3),
+    (lambda x: ag.log(x) * x, lambda x: np.log(x) + 1, lambda x: 1 / x, 2.5),
+    (lambda x: 1.0 / (1.0 + x * x), lambda x: -2 * x / (1 + x * x) ** 2,
+     lambda x: (6 * x * x - 2) / (1 + x * x) ** 3, 0.8),
+])
+def test_second_derivatives_against_analytic(f, d1, d2, x):
+    assert ag.grad(f)(x) == pytest.approx(d1(x), rel=1e-12)
+    assert ag.grad(ag.grad(f))(x) == pytest.approx(d2(x), rel=1e-10)
+
+
+def test_third_derivative():
+    assert ag.grad(ag.grad(ag.grad(lambda x: x ** 4)))(1.3) == pytest.approx(24 * 1.3)
+
+
+def test_hessian_vector_product_against_differences_of_the_gradient(rng):
+    a = rng.standard_normal((4, 4))
+
+    def f(x):
+        return ag.sum(ag.tanh(a @ x) ** 2) + ag.sum(ag.exp(x * 0.5))
+
+    x, v = rng.standard_normal((4, 1)), rng.standard_normal((4, 1))
+    hvp = ag.grad(lambda x: ag.sum(ag.grad(f)(x) * v))(x)
+    eps = 1e-5
+    expected = (ag.grad(f)(x + eps * v) - ag.grad(f)(x - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(hvp, expected, rtol=1e-6, atol=1e-9)
+
+
+class MLP(NamedTuple):
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+
+
+def test_gradient_penalty_against_central_differences(rng):
+    params = MLP(rng.standard_normal((3, 5)), rng.standard_normal(5), rng.standard_normal((5, 1)))
+    x = rng.standard_normal((4, 3))
+
+    def loss(p, x):
+        return ag.sum(ag.tanh(x @ p.w1 + p.b1) @ p.w2)
+
+    def penalty(p):
+        dx = ag.grad(loss, argnums=1)(p, x)
+        return ag.sum(dx * dx)
+
+    # the penalty itself against an analytic input gradient
+    h = np.tanh(x @ params.w1 + params.b1)
+    dx = ((1 - h ** 2) * params.w2.T) @ params.w1.T
+    assert penalty(params) == pytest.approx(np.sum(dx ** 2), rel=1e-12)
+    (dp,) = ag.gradient(penalty, params)
+    assert type(dp) is MLP
+    for field in MLP._fields:
+        def moved(value, field=field):
+            return penalty(params._replace(**{field: value}))
+        np.testing.assert_allclose(getattr(dp, field), numerical_gradient(moved, getattr(params, field)),
+                                   rtol=1e-6, atol=1e-8)
+
+
+def test_no_perturbation_confusion():
+    # d/dx [x · d/dy (x + y)] = d/dx [x · 1] = 1, not 2
+    assert ag.grad(lambda x: x * ag.grad(lambda y: x + y)(1.0))(1.0) == pytest.approx(1.0)
+    # d/dx [x · d/dy (x · y)] = d/dx [x²] = 2x; at x = 3: 6 (confusing the two gives 2x + 1... or 3x)
+    assert ag.grad(lambda x: x * ag.grad(lambda y: x * y)(2.0))(3.0) == pytest.approx(6.0)
+    # d/dx [x · d/dy (x · y²)]|_{y=x} ... with y evaluated at x: d/dx [2x³] = 6x² = 24 at x = 2
+    assert ag.grad(lambda x: x * ag.grad(lambda y: x * y * y)(x))(2.0) == pytest.approx(24.0)
+
+
+# ---------------------------------------------------------------- traced values: operators
+
+def check(f, *args):
+    """gradient of f at args (float64 arrays) against central differences, argument by argument."""
+    grads = ag.gradient(f, *args)
+    for i, (a, g) in enumerate(zip(args, grads)):
+        def moved(value, i=i):
+            return f(*args[:i], value, *args[i + 1:])
+        np.testing.assert_allclose(g, numerical_gradient(moved, a), rtol=1e-6, atol=1e-8)
+    return grads
+
+
+@pytest.mark.parametrize("f", [
+    lambda x, y: ag.sum(x + y), lambda x, y: ag.sum(x - y), lambda x, y: ag.sum(x * y),
+    lambda x, y: ag.sum(x / y), lambda x, y: ag.sum(x ** y), lambda x, y: ag.sum(x @ y.T),
+    lambda x, y: ag.sum(-x * y), lambda x, y: ag.sum(x.T @ y), lambda x, y: ag.sum(abs(x) * y),
+])
+def test_binary_operators(f, rng):
+    x, y = rng.uniform(0.5, 2.0, (3, 3)), rng.uniform(0.5, 2.0, (3, 3))
+    check(f, x, y)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: ag.sum(2.0 - x), lambda x: ag.sum(x - 2.0), lambda x: ag.sum(2.0 / x),
+    lambda x: ag.sum(x / 2.0), lambda x: ag.sum(x ** 2), lambda x: ag.sum(2 ** x),
+    lambda x: ag.sum(2.0 ** x), lambda x: ag.sum(np.ones(3) * x), lambda x: ag.sum(x * np.ones(3)),
+    lambda x: ag.sum(np.arange(3.0) - x), lambda x: ag.sum(np.arange(1.0, 4.0) / x),
+    lambda x: ag.sum(np.arange(1.0, 4.0) ** x), lambda x: ag.sum(x ** np.arange(1.0, 4.0)),
+    lambda x: ag.sum(np.ones((2, 3)) @ x.reshape(3, 1)), lambda x: ag.sum(x.reshape(1, 3) @ np.ones((3, 2))),
+    lambda x: ag.sum(3 * x + 1), lambda x: ag.sum(+x),
+])
+def test_operators_with_constants_on_either_side(f, rng):
+    check(f, rng.uniform(0.5, 2.0, 3))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name, f, analytic", [
+    ("2 ** x", lambda x: ag.sum(2 ** x), lambda x: np.log(2) * 2 ** x),
+    ("2.0 ** x", lambda x: ag.sum(2.0 ** x), lambda x: np.log(2) * 2 ** x),
+    ("x ** 2", lambda x: ag.sum(x ** 2), lambda x: 2 * x),
+    ("2.0 - x", lambda x: ag.sum(2.0 - x), lambda x: -np.ones_like(x)),
+    ("1 / x", lambda x: ag.sum(1 / x), lambda x: -1 / x ** 2),
+])
+def test_python_scalars_keep_the_dtype(name, f, analytic, dtype):
+    x = np.array([0.5, 1.0, 1.5], dtype=dtype)
+    (g,) = ag.gradient(f, x)
+    assert g.dtype == dtype, name
+    np.testing.assert_allclose(g, analytic(x.astype(np.float64)), rtol=1e-6 if dtype == np.float32 else 1e-12)
+
+
+def test_comparisons_give_plain_bool_arrays(rng):
+    seen = []
+
+    def f(x, y):
+        for c in (x < y, x <= 0.0, x > y, x >= y, x == y, x != 0.0, 0.0 < x):
+            assert type(c) is np.ndarray and c.dtype == np.bool_
+            seen.append(c)
+        return ag.sum(ag.where(x > y, x, y))
+
+    x, y = rng.standard_normal(5), rng.standard_normal(5)
+    gx, gy = ag.gradient(f, x, y)
+    np.testing.assert_array_equal(seen[0], x < y)
+    np.testing.assert_array_equal(seen[1], x <= 0)
+    np.testing.assert_array_equal(gx, (x > y).astype(float))
+    np.testing.assert_array_equal(gy, (x <= y).astype(float))
+
+
+def test_indexing(rng):
+    x = rng.standard_normal((4, 3))
+    check(lambda x: ag.sum(x[1:3, ::2] ** 2), x)
+    check(lambda x: ag.sum(x[..., 1:2] * x[0]), x)
+    check(lambda x: ag.sum(x[None, 2] ** 3), x)
+    mask = x > 0
+    (g,) = check(lambda x: ag.sum(x[mask] ** 2), x)
+    np.testing.assert_allclose(g, np.where(mask, 2 * x, 0.0))
+    rows = np.array([0, 2, 2, 2, 3])
+    weights = np.arange(1.0, 6.0)[:, None]
+    (g,) = check(lambda x: ag.sum(x[rows] * weights), x)
+    np.testing.assert_allclose(g[:, 0], [1.0, 0.0, 2.0 + 3.0 + 4.0, 5.0])
+    check(lambda x: ag.sum(x[rows, np.array([0, 1, 1, 1, 2])] ** 2), x)
+
+
+def test_shape_attributes_len_and_iteration(rng):
+    x = rng.standard_normal((4, 3))
+    info = {}
+
+    def f(x):
+        info.update(shape=x.shape, ndim=x.ndim, dtype=x.dtype, size=x.size, len=len(x))
+        rows = list(x)
+        info["n_rows"] = len(rows)
+        total = rows[0] * 0.0
+        for i, row in enumerate(rows):
+            total = total + row * float(i + 1)
+        return ag.sum(total * x.reshape(2, 6).reshape((12,))[:3]) + ag.sum(x.T[0])
+
+    (g,) = check(f, x)
+    assert info == dict(shape=(4, 3), ndim=2, dtype=np.float64, size=12, len=4, n_rows=4)
+
+
+def test_iterating_a_scalar_is_an_error():
+    with pytest.raises(TypeError, match="0-d"):
+        ag.gradient(lambda x: sum(v for v in x), 1.0)
+
+
+# ---------------------------------------------------------------- traced values: numpy functions
+
+@pytest.mark.parametrize("numpy_f, ag_f", [
+    (lambda x: np.sum(np.exp(x), axis=0), lambda x: ag.sum(ag.exp(x), axis=0)),
+    (lambda x: np.mean(np.tanh(x)) * np.sqrt(np.abs(x) + 1.0),
+     lambda x: ag.mean(ag.tanh(x)) * ag.sqrt(ag.abs(x) + 1.0)),
+    (lambda x: np.where(x > 0, x, 0.1 * x), lambda x: ag.where(x > 0, x, 0.1 * x)),
+    (lambda x: np.concatenate([x, x * x], axis=1), lambda x: ag.concatenate([x, x * x], axis=1)),
+    (lambda x: np.maximum(x, 0.2) + np.minimum(x, -0.1), lambda x: ag.maximum(x, 0.2) + ag.minimum(x, -0.1)),
+    (lambda x: np.log(np.square(x) + 1.0), lambda x: ag.log(x * x + 1.0)),
+    (lambda x: np.reshape(np.transpose(x), (-1,)), lambda x: ag.reshape(ag.transpose(x), (-1,))),
+    (lambda x: x.sum(axis=1, keepdims=True) * x.mean(), lambda x: ag.sum(x, 1, True) * ag.mean(x)),
+    (lambda x: np.stack([x, -x]).max(axis=0), lambda x: ag.max(ag.stack([x, -x]), axis=0)),
+])
+def test_numpy_functions_on_traced_values_match_the_ops(numpy_f, ag_f, rng):
+    x = rng.standard_normal((3, 4))
+    c = rng.standard_normal(np.shape(ag_f(x)))
+    g_numpy = check(lambda x: ag.sum(numpy_f(x) * c), x)[0]
+    g_ag = ag.gradient(lambda x: ag.sum(ag_f(x) * c), x)[0]
+    np.testing.assert_allclose(g_numpy, g_ag, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(numpy_f(x), ag_f(x))  # untraced, the same values
+
+
+def test_unsupported_numpy_function_names_itself(rng):
+    x = rng.standard_normal(3)
+    with pytest.raises(TypeError, match="sin"):
+        ag.gradient(lambda x: ag.sum(np.sin(x)), x)
+    with pytest.raises(TypeError, match="cumsum"):
+        ag.gradient(lambda x: ag.sum(np.cumsum(x)), x)
+
+
+def test_traced_value_cannot_become_a_plain_array_or_float(rng):
+    x = rng.standard_normal(3)
+    with pytest.raises(TypeError, match="traced"):
+        ag.gradient(lambda x: ag.sum(np.asarray(x)), x)
+    with pytest.raises(TypeError, match="float"):
+        ag.gradient(lambda x: float(ag.sum(x)), x)
+    # stop_gradient is the way to ask for a constant
+    (g,) = ag.gradient(lambda x: ag.sum(x) * float(ag.stop_gradient(ag.sum(x))), x)
+    np.testing.assert_allclose(g, np.full(3, x.sum()))
