@@ -41,7 +41,7 @@ def _child_names(tree):
 def _check_same_container(path, tree, other):
     if (type(other) is not type(tree) or len(other) != len(tree)
             or (isinstance(tree, dict) and list(other.keys()) != list(tree.keys()))):
-        raise ValueError(f"tree_map: trees differ at '{path or '(root)'}': "
+        raise ValueError(f"tree_map: trees differ at '{path.lstrip('.') or '(root)'}': "
                          f"{type(tree).__name__} of {len(tree)} vs {type(other).__name__}"
                          f"{' of ' + str(len(other)) if hasattr(other, '__len__') else ''}")
 
