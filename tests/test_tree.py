@@ -1,0 +1,103 @@
+"""Pytrees: tree_map over several trees, leaf order, path strings, unflatten."""
+import collections
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+
+
+class Attention(NamedTuple):
+    wq: np.ndarray
+    wk: np.ndarray
+
+
+class Block(NamedTuple):
+    attn: Attention
+    n_heads: int
+
+
+class Model(NamedTuple):
+    encoder: list
+    head: dict
+
+
+Point = collections.namedtuple("Point", "x y")
+
+
+def make_model():
+    return Model(
+        encoder=[Block(Attention(np.ones(2), np.zeros(2)), 4),
+                 Block(Attention(np.full(2, 2.0), np.full(2, 3.0)), 8)],
+        head={"key": np.arange(3.0), "rest": (None, "name", Point(1.0, [5, 6]))})
+
+
+def test_tree_leaves_order_is_depth_first_in_declaration_order():
+    leaves = ag.tree_leaves(make_model())
+    assert len(leaves) == 12
+    np.testing.assert_array_equal(leaves[0], np.ones(2))
+    np.testing.assert_array_equal(leaves[1], np.zeros(2))
+    assert leaves[2] == 4
+    np.testing.assert_array_equal(leaves[3], np.full(2, 2.0))
+    assert leaves[5] == 8
+    np.testing.assert_array_equal(leaves[6], np.arange(3.0))
+    assert leaves[7:] == [None, "name", 1.0, 5, 6]
+
+
+def test_tree_paths():
+    paths = ag.tree_paths(make_model())
+    assert paths == [
+        "encoder[0].attn.wq", "encoder[0].attn.wk", "encoder[0].n_heads",
+        "encoder[1].attn.wq", "encoder[1].attn.wk", "encoder[1].n_heads",
+        "head['key']", "head['rest'][0]", "head['rest'][1]",
+        "head['rest'][2].x", "head['rest'][2].y[0]", "head['rest'][2].y[1]"]
+    assert ag.tree_paths({"key": 1, "other": [2, 3]}) == ["['key']", "['other'][0]", "['other'][1]"]
+    assert ag.tree_paths(Point(1, 2), "p") == ["p.x", "p.y"]
+    assert ag.tree_paths([Point(1, 2)], "args") == ["args[0].x", "args[0].y"]
+    assert ag.tree_paths(np.ones(3)) == [""]
+
+
+def test_tree_map_over_several_trees_keeps_types():
+    a, b = make_model(), make_model()
+    summed = ag.tree_map(lambda x, y: x + y if isinstance(x, np.ndarray) else x, a, b)
+    assert type(summed) is Model and type(summed.encoder) is list
+    assert type(summed.encoder[1]) is Block and type(summed.encoder[1].attn) is Attention
+    assert type(summed.head) is dict and list(summed.head) == ["key", "rest"]
+    assert type(summed.head["rest"]) is tuple and type(summed.head["rest"][2]) is Point
+    np.testing.assert_array_equal(summed.encoder[1].attn.wk, np.full(2, 6.0))
+    np.testing.assert_array_equal(summed.head["key"], 2 * np.arange(3.0))
+    assert summed.encoder[0].n_heads == 4 and summed.head["rest"][1] == "name"
+    three = ag.tree_map(lambda x, y, z: x * y - z, [1.0, (2.0,)], [3.0, (4.0,)], [1.0, (1.0,)])
+    assert three == [2.0, (7.0,)]
+
+
+@pytest.mark.parametrize("other, path", [
+    ([Block(Attention(1, 2), 4)], "encoder"),                    # list of 1 vs list of 2
+    ([Block(Attention(1, 2), 4), Block((1, 2), 8)], "encoder[1].attn"),  # tuple vs Attention
+    ({"key": 1, "rest": (None, "name")}, "head['rest']"),        # tuple of 3 vs 2
+    ({"rest": 1, "key": 2}, "head"),                             # keys in another order
+])
+def test_tree_map_mismatch_names_the_path(other, path):
+    a = make_model()
+    b = a._replace(encoder=other) if isinstance(other, list) else a._replace(head=other)
+    with pytest.raises(ValueError, match=f"'{path}'".replace("[", r"\[").replace("]", r"\]")):
+        ag.tree_map(lambda *xs: xs[0], a, b)
+
+
+def test_tree_map_mismatch_at_the_root():
+    with pytest.raises(ValueError, match=r"\(root\)"):
+        ag.tree_map(lambda x, y: x, [1, 2], (1, 2))
+
+
+def test_tree_unflatten_round_trip():
+    model = make_model()
+    leaves = ag.tree_leaves(model)
+    rebuilt = ag.tree_unflatten(model, leaves)
+    assert type(rebuilt) is Model and ag.tree_paths(rebuilt) == ag.tree_paths(model)
+    assert all(x is y for x, y in zip(ag.tree_leaves(rebuilt), leaves))
+    numbered = ag.tree_unflatten(model, list(range(len(leaves))))
+    assert numbered.encoder[1].attn.wk == 4 and numbered.head["rest"][2].y == [10, 11]
+    assert ag.tree_leaves(numbered) == list(range(12))
+    with pytest.raises(ValueError, match="more leaves"):
+        ag.tree_unflatten(model, list(range(13)))
