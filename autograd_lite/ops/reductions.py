@@ -69,7 +69,7 @@ def var(x, axis=None, keepdims=False, ddof=0):
     for a in axes:
         count *= x.shape[a]
     centered = x - mean(x, axes, keepdims=True)
-    out = mean(centered * centered, axes, keepdims)
-    if ddof:
-        out = out * (count / (count - ddof))
-    return out
+    squares = centered * centered
+    if ddof:  # scale before the mean: a 0-d array times a number would be a numpy scalar
+        squares = squares * (count / (count - ddof))
+    return mean(squares, axes, keepdims)
