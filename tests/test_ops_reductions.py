@@ -1,0 +1,129 @@
+"""Reductions (autograd_lite/ops/reductions.py): sum, mean, max, var, broadcast_to, over
+axis None / int / tuple with and without keepdims, against central differences and PyTorch."""
+import re
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from torch_reference import DTYPES, check_first_order, check_second_order, compare_with_torch
+
+
+def torch_dims(axis, ndim):
+    return tuple(range(ndim)) if axis is None else axis
+
+
+# name: (ag op, torch op taking (t, dims, keepdim))
+REDUCTIONS = {
+    "sum": (ag.sum, lambda t, dims, keep: t.sum(dim=dims, keepdim=keep)),
+    "mean": (ag.mean, lambda t, dims, keep: t.mean(dim=dims, keepdim=keep)),
+    "max": (ag.max, lambda t, dims, keep: t.amax(dim=dims, keepdim=keep)),
+    "var": (ag.var, lambda t, dims, keep: t.var(dim=dims, keepdim=keep, correction=0)),
+}
+AXES = [None, 0, -1, 1, (0, 2), (-1, 0, 1)]
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("axis", AXES)
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_first_order(name, axis, keepdims, rng):
+    op = REDUCTIONS[name][0]
+    check_first_order(lambda x: op(x, axis=axis, keepdims=keepdims), rng.standard_normal((2, 3, 4)))
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_one_dimensional_and_keyword_free(name, rng):
+    op = REDUCTIONS[name][0]
+    check_first_order(lambda x: op(x), rng.standard_normal(5))
+    check_first_order(lambda x: op(x, 0, True), rng.standard_normal((4, 2)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("axis", AXES)
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_matches_torch(name, axis, keepdims, dtype, rng, torch):
+    op, torch_op = REDUCTIONS[name]
+    x = rng.standard_normal((2, 3, 4)).astype(dtype)
+    compare_with_torch(torch, lambda x: op(x, axis=axis, keepdims=keepdims),
+                       lambda t: torch_op(t, torch_dims(axis, 3), keepdims), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis", [None, 1, (0, 1)])
+@pytest.mark.parametrize("ddof", [1, 2])
+def test_var_ddof_matches_torch(ddof, axis, dtype, rng, torch):
+    x = rng.standard_normal((4, 5)).astype(dtype)
+    compare_with_torch(torch, lambda x: ag.var(x, axis=axis, ddof=ddof),
+                       lambda t: t.var(dim=torch_dims(axis, 2), correction=ddof), x)
+    check_first_order(lambda x: ag.var(x, axis, ddof=ddof), x.astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_max_splits_ties_evenly_like_torch_amax(axis, dtype, torch):
+    x = np.array([[3.0, 1.0, 3.0], [2.0, 2.0, 2.0], [-1.0, 0.0, 3.0]], dtype=dtype)
+    compare_with_torch(torch, lambda x: ag.max(x, axis=axis),
+                       lambda t: t.amax(dim=torch_dims(axis, 2)), x)
+    g = ag.grad(lambda x: ag.sum(ag.max(x, axis=axis)))(x)
+    assert g.sum() == {None: 1, 0: 3, 1: 3}[axis]  # every output sends exactly its cotangent
+
+
+def test_var_second_order_and_analytic_hessian(rng):
+    x = rng.standard_normal((3, 4))
+    check_second_order(lambda x: ag.sum(ag.var(x, axis=1) ** 2), x)
+    # var over n entries: H = (2/n)(I - 11ᵀ/n), so H v = (2/n)(v - mean v)
+    v = rng.standard_normal(6)
+    hv = ag.grad(lambda y: ag.sum(ag.grad(ag.var)(y) * v))(rng.standard_normal(6))
+    np.testing.assert_allclose(hv, (2 / 6) * (v - v.mean()), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_second_order_through_the_pullback(name, rng):
+    """The pullbacks are recorded under an outer trace (grad of grad)."""
+    op = REDUCTIONS[name][0]
+    check_second_order(lambda x: ag.sum(ag.tanh(op(ag.tanh(x), axis=1, keepdims=True) * x)),
+                       rng.standard_normal((3, 4)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", [((3,), (2, 3)), ((2, 1), (2, 4)), ((1, 3, 1), (2, 3, 4)),
+                                    ((), (2, 2))])
+def test_broadcast_to(shapes, dtype, rng, torch):
+    source, target = shapes
+    x = rng.standard_normal(source).astype(dtype)
+    compare_with_torch(torch, lambda x: ag.broadcast_to(x, target),
+                       lambda t: t.broadcast_to(target), x)
+    check_first_order(lambda x: ag.broadcast_to(x, target), x.astype(np.float64))
+    check_second_order(lambda x: ag.sum(ag.tanh(ag.broadcast_to(x, target)) ** 2),
+                       x.astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_untraced_results_are_plain_arrays(dtype, rng):
+    x = rng.standard_normal((2, 3)).astype(dtype)
+    outs = [op(x, axis=axis, keepdims=k) for op, _ in REDUCTIONS.values()
+            for axis in (None, 1) for k in (False, True)]
+    outs += [ag.var(x, ddof=1), ag.var(x, axis=0, ddof=1), ag.broadcast_to(x, (4, 2, 3))]
+    for out in outs:
+        assert type(out) is np.ndarray and out.dtype == dtype, (type(out), out.dtype)
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_bad_axes(name):
+    op = REDUCTIONS[name][0]
+    x = np.ones((2, 3))
+    with pytest.raises(ValueError, match=re.escape(f"{name}: axis 2 is out of range for an "
+                                                   "array of 2 dimensions")):
+        op(x, axis=2)
+    with pytest.raises(ValueError, match=re.escape(f"{name}: axis -3 is out of range")):
+        op(x, axis=(0, -3))
+    with pytest.raises(ValueError, match=re.escape(f"{name}: repeated axis in (1, -1)")):
+        op(x, axis=(1, -1))
+
+
+def test_max_of_empty_axis_and_broadcast_failure():
+    with pytest.raises(ValueError, match=re.escape("max: cannot reduce an empty axis of (0, 3)")):
+        ag.max(np.ones((0, 3)), axis=0)
+    with pytest.raises(ValueError, match=re.escape("broadcast_to: (3,) does not broadcast to (2, 4)")):
+        ag.broadcast_to(np.ones(3), (2, 4))
