@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 
 from ..tracer import primitive
-from .shapes import normalize_axes
+from .shapes import check_same_float_dtype, normalize_axes
 
 
 def _as_shape(shape):
@@ -80,6 +80,8 @@ def concatenate_arrays(axis, *xs):
     (axis,) = normalize_axes("concatenate", axis, ndim)
     shapes = [x.shape for x in xs]
     _check_same_shapes_but("concatenate", shapes, axis, ndim)
+    for x in xs[1:]:
+        check_same_float_dtype("concatenate", xs[0], x)
     ends = np.cumsum([s[axis] for s in shapes])
 
     def concatenate_pullback(g):
@@ -102,6 +104,8 @@ def stack_arrays(axis, *xs):
     shapes = [x.shape for x in xs]
     if any(s != shapes[0] for s in shapes):
         raise ValueError(f"stack: all arrays must have the same shape, got {shapes}")
+    for x in xs[1:]:
+        check_same_float_dtype("stack", xs[0], x)
     ndim = xs[0].ndim + 1
     if not -ndim <= axis < ndim:
         raise ValueError(f"stack: axis {axis} is out of range for {ndim} dimensions")
