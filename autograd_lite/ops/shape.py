@@ -23,8 +23,8 @@ def reshape(x, shape):
     try:
         out = x.reshape(shape)
     except ValueError:
-        raise ValueError(f"reshape: cannot reshape {x.shape} (size {x.size}) "
-                         f"into {tuple(shape)}") from None
+        target = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+        raise ValueError(f"reshape: cannot reshape {x.shape} (size {x.size}) into {target}") from None
     return out, lambda g: (g.reshape(x.shape), None)
 
 
