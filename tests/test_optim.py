@@ -1,0 +1,200 @@
+"""Optimizers against torch.optim, step by step, with fixed gradients; schedules; clipping;
+static leaves; optimizer state saved and loaded."""
+from typing import Callable, NamedTuple
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+
+
+class Params(NamedTuple):
+    w: np.ndarray
+    b: np.ndarray
+    n_heads: int
+    act: Callable
+    extra: object
+
+
+N_STEPS = 5
+
+
+def make_params(rng, dtype):
+    return Params(rng.standard_normal((3, 2)).astype(dtype), rng.standard_normal(2).astype(dtype),
+                  4, np.tanh, None)
+
+
+def make_gradients(rng, params):
+    """One fixed gradient tree per step (static leaves get None, as from ag.gradient)."""
+    return [Params(rng.standard_normal(params.w.shape).astype(params.w.dtype),
+                   rng.standard_normal(params.b.shape).astype(params.b.dtype), None, None, None)
+            for _ in range(N_STEPS)]
+
+
+def torch_run(torch, make_optimizer, params, grads, scheduler=None):
+    tensors = [torch.tensor(params.w.copy(), requires_grad=True),
+               torch.tensor(params.b.copy(), requires_grad=True)]
+    optimizer = make_optimizer(tensors)
+    lr_scheduler = scheduler(optimizer) if scheduler else None
+    history = []
+    for g in grads:
+        tensors[0].grad = torch.tensor(g.w)
+        tensors[1].grad = torch.tensor(g.b)
+        optimizer.step()
+        if lr_scheduler:
+            lr_scheduler.step()
+        history.append([t.detach().numpy().copy() for t in tensors])
+    return history
+
+
+def our_run(optimizer, params, grads):
+    state = optimizer.init(params)
+    history = []
+    for g in grads:
+        params, state = optimizer.update(params, g, state)
+        history.append(params)
+    return history, state
+
+
+CASES = {
+    "sgd": (lambda: ag.optim.sgd(lr=0.1),
+            lambda torch: lambda ps: torch.optim.SGD(ps, lr=0.1)),
+    "sgd_momentum": (lambda: ag.optim.sgd(lr=0.1, momentum=0.9),
+                     lambda torch: lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+    "adam": (lambda: ag.optim.adam(lr=0.01, betas=(0.8, 0.95), eps=1e-6),
+             lambda torch: lambda ps: torch.optim.Adam(ps, lr=0.01, betas=(0.8, 0.95), eps=1e-6)),
+    "adam_weight_decay": (lambda: ag.optim.adam(lr=0.01, weight_decay=0.1),
+                          lambda torch: lambda ps: torch.optim.Adam(ps, lr=0.01, weight_decay=0.1)),
+    "adamw": (lambda: ag.optim.adamw(lr=0.01),
+              lambda torch: lambda ps: torch.optim.AdamW(ps, lr=0.01)),
+    "adamw_strong_decay": (lambda: ag.optim.adamw(lr=0.05, betas=(0.5, 0.9), weight_decay=0.5),
+                           lambda torch: lambda ps: torch.optim.AdamW(ps, lr=0.05, betas=(0.5, 0.9),
+                                                                      weight_decay=0.5)),
+}
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-6)])
+@pytest.mark.parametrize("name", list(CASES))
+def test_optimizer_matches_torch(name, dtype, rtol, torch, rng):
+    ours, theirs = CASES[name]
+    params = make_params(rng, dtype)
+    grads = make_gradients(rng, params)
+    history, _ = our_run(ours(), params, grads)
+    reference = torch_run(torch, theirs(torch), params, grads)
+    for step, (p, (w, b)) in enumerate(zip(history, reference)):
+        assert type(p) is Params
+        assert p.w.dtype == dtype and p.b.dtype == dtype, f"step {step + 1} changed the dtype"
+        np.testing.assert_allclose(p.w, w, rtol=rtol, atol=rtol * 1e-2, err_msg=f"step {step + 1}")
+        np.testing.assert_allclose(p.b, b, rtol=rtol, atol=rtol * 1e-2, err_msg=f"step {step + 1}")
+        # static leaves pass through untouched
+        assert p.n_heads == 4 and p.act is np.tanh and p.extra is None
+    assert not np.allclose(history[-1].w, params.w)  # the parameters did move
+
+
+def test_sgd_by_hand(rng):
+    params = make_params(rng, np.float64)
+    grads = make_gradients(rng, params)
+    history, _ = our_run(ag.optim.sgd(lr=0.1, momentum=0.5), params, grads)
+    w, b = params.w, np.zeros_like(params.w)
+    for g, p in zip(grads, history):
+        b = 0.5 * b + g.w
+        w = w - 0.1 * b
+        np.testing.assert_allclose(p.w, w, rtol=1e-14)
+
+
+def paper_rate(step, d_model, warmup):
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def test_warmup_schedule_values():
+    lr = ag.optim.warmup_schedule(512, 4000)
+    for step in (1, 2, 100, 3999, 4000, 4001, 10_000, 100_000):
+        assert lr(step) == pytest.approx(paper_rate(step, 512, 4000), rel=1e-14)
+    # rises linearly, peaks at `warmup`, then decays as step^-0.5
+    assert lr(2000) == pytest.approx(lr(1000) * 2)
+    assert lr(16000) == pytest.approx(lr(4000) / 2)
+    assert lr(4000) == pytest.approx(512 ** -0.5 * 4000 ** -0.5)
+    assert ag.optim.warmup_schedule(64, 10, factor=2.0)(5) == pytest.approx(2 * paper_rate(5, 64, 10))
+
+
+def test_schedule_drives_the_optimizer_like_torch_lambda_lr(torch, rng):
+    d_model, warmup = 16, 3
+    params = make_params(rng, np.float64)
+    grads = make_gradients(rng, params)
+    schedule = ag.optim.warmup_schedule(d_model, warmup)
+    history, state = our_run(ag.optim.adam(lr=schedule, betas=(0.9, 0.98), eps=1e-9), params, grads)
+    assert state.step == N_STEPS
+    # torch counts the scheduler's epochs from 0; our steps count from 1
+    reference = torch_run(
+        torch, lambda ps: torch.optim.Adam(ps, lr=1.0, betas=(0.9, 0.98), eps=1e-9), params, grads,
+        scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda epoch: paper_rate(epoch + 1, d_model, warmup)))
+    for p, (w, b) in zip(history, reference):
+        np.testing.assert_allclose(p.w, w, rtol=1e-12)
+        np.testing.assert_allclose(p.b, b, rtol=1e-12)
+
+
+def test_sgd_with_a_schedule_by_hand(rng):
+    params = make_params(rng, np.float64)
+    grads = make_gradients(rng, params)
+    history, _ = our_run(ag.optim.sgd(lr=lambda step: 0.1 / step), params, grads)
+    w = params.w
+    for k, (g, p) in enumerate(zip(grads, history), start=1):
+        w = w - 0.1 / k * g.w
+        np.testing.assert_allclose(p.w, w, rtol=1e-14)
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 3.0, 100.0])
+def test_clip_by_global_norm_matches_torch(max_norm, torch, rng):
+    grads = Params(rng.standard_normal((3, 2)), rng.standard_normal(2), None, None, None)
+    clipped = ag.optim.clip_by_global_norm(grads, max_norm)
+    tensors = [torch.zeros(3, 2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)]
+    tensors[0].grad, tensors[1].grad = torch.tensor(grads.w), torch.tensor(grads.b)
+    total = torch.nn.utils.clip_grad_norm_(tensors, max_norm)
+    assert float(total) == pytest.approx(np.sqrt(np.sum(grads.w ** 2) + np.sum(grads.b ** 2)))
+    assert type(clipped) is Params and clipped.n_heads is None
+    np.testing.assert_allclose(clipped.w, tensors[0].grad.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(clipped.b, tensors[1].grad.numpy(), rtol=1e-14)
+
+
+def test_clip_by_global_norm_in_float32_keeps_the_dtype(rng):
+    grads = [rng.standard_normal(4).astype(np.float32) * 10, None, 3]
+    clipped = ag.optim.clip_by_global_norm(grads, 1.0)
+    assert clipped[0].dtype == np.float32 and clipped[1] is None and clipped[2] == 3
+    assert np.linalg.norm(clipped[0].astype(np.float64)) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_leaves_without_a_gradient_do_not_move(rng):
+    params = make_params(rng, np.float64)
+    grads = Params(np.ones((3, 2)), None, None, None, None)
+    for optimizer in (ag.optim.sgd(0.1, momentum=0.9), ag.optim.adam(0.1), ag.optim.adamw(0.1)):
+        new, _ = optimizer.update(params, grads, optimizer.init(params))
+        assert new.b is params.b and new.n_heads == 4 and new.act is np.tanh
+        assert not np.allclose(new.w, params.w)
+
+
+@pytest.mark.parametrize("make", [lambda: ag.optim.adam(0.01, weight_decay=0.01),
+                                  lambda: ag.optim.sgd(0.1, momentum=0.9),
+                                  lambda: ag.optim.sgd(0.1)])
+def test_state_round_trips_through_save_and_load(make, tmp_path, rng):
+    optimizer = make()
+    params = make_params(rng, np.float32)
+    grads = make_gradients(rng, params)
+    state = optimizer.init(params)
+    for g in grads[:3]:
+        params, state = optimizer.update(params, g, state)
+    ag.save(tmp_path / "state.npz", state)
+    loaded = ag.load(tmp_path / "state.npz", like=state)
+    assert type(loaded) is type(state) and loaded.step == 3
+    for a, b in zip(ag.tree_leaves(loaded), ag.tree_leaves(state)):
+        if isinstance(b, np.ndarray):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+        else:
+            assert a == b
+    # continuing from the loaded state is the same as continuing from the original
+    for g in grads[3:]:
+        p1, state = optimizer.update(params, g, state)
+        p2, loaded = optimizer.update(params, g, loaded)
+        np.testing.assert_array_equal(p1.w, p2.w)
+        params = p1
