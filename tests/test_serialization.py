@@ -1,0 +1,162 @@
+"""save / load: round trips, `like` restores exact types and checks every path, shape and
+dtype, nothing is ever unpickled, and a failed write leaves the old file intact."""
+import os
+from typing import Callable, NamedTuple
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+
+
+class Attention(NamedTuple):
+    wq: np.ndarray
+    bias: np.ndarray
+
+
+class Layer(NamedTuple):
+    attn: Attention
+    ids: np.ndarray
+    scale: np.floating
+    n_heads: int
+    dropout: float
+    name: str
+    act: Callable
+    nothing: object
+
+
+class Model(NamedTuple):
+    layers: list
+    extras: dict
+
+
+def make_model(rng):
+    def layer(i):
+        return Layer(Attention(rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal(4)),
+                     np.arange(5, dtype=np.int64) * i, np.float32(0.5 + i), 2 + i, 0.1 * i,
+                     f"layer{i}", np.tanh, None)
+    return Model([layer(0), layer(1)], {"steps": (7, 2.5, True), "table": np.eye(2, dtype=np.int32)})
+
+
+def assert_same_tree(a, b, exact_types=True):
+    assert ag.tree_paths(a) == ag.tree_paths(b)
+    for path, x, y in zip(ag.tree_paths(a), ag.tree_leaves(a), ag.tree_leaves(b)):
+        if exact_types:
+            assert type(x) is type(y), path
+        if isinstance(y, (np.ndarray, np.generic)):
+            assert x.dtype == y.dtype and x.shape == y.shape, path
+            np.testing.assert_array_equal(x, y, err_msg=path)
+        elif callable(y):
+            assert x is y, path
+        else:
+            assert x == y, path
+
+
+def test_round_trip_with_like_gives_exact_types(tmp_path, rng):
+    model = make_model(rng)
+    ag.save(tmp_path / "model.npz", model)
+    loaded = ag.load(tmp_path / "model.npz", like=model)
+    assert type(loaded) is Model and type(loaded.layers) is list
+    assert type(loaded.layers[1]) is Layer and type(loaded.layers[1].attn) is Attention
+    assert type(loaded.extras) is dict and type(loaded.extras["steps"]) is tuple
+    assert_same_tree(loaded, model)
+    assert loaded.layers[0].act is np.tanh
+
+
+def test_round_trip_without_like(tmp_path, rng):
+    model = make_model(rng)
+    ag.save(str(tmp_path / "model.npz"), model)
+    loaded = ag.load(str(tmp_path / "model.npz"))
+    assert type(loaded).__name__ == "Model" and loaded._fields == Model._fields
+    assert type(loaded.layers[0]).__name__ == "Layer" and loaded.layers[0]._fields == Layer._fields
+    layer = loaded.layers[1]
+    np.testing.assert_array_equal(layer.attn.wq, model.layers[1].attn.wq)
+    assert layer.attn.wq.dtype == np.float32 and layer.attn.bias.dtype == np.float64
+    assert layer.ids.dtype == np.int64 and loaded.extras["table"].dtype == np.int32
+    assert type(layer.scale) is np.float32 and layer.scale == np.float32(1.5)
+    assert type(layer.n_heads) is int and layer.n_heads == 3
+    assert type(layer.dropout) is float and layer.dropout == 0.1
+    assert layer.name == "layer1" and layer.nothing is None
+    assert "tanh" in layer.act  # functions are stored by name; `like` gives them back
+    assert loaded.extras["steps"] == (7, 2.5, True) and type(loaded.extras["steps"][2]) is bool
+
+
+def test_file_without_npz_suffix_and_plain_arrays(tmp_path):
+    ag.save(tmp_path / "weights", np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(ag.load(tmp_path / "weights"), np.arange(6.0).reshape(2, 3))
+    assert os.listdir(tmp_path) == ["weights"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m._replace(layers=[m.layers[0]._replace(ids=np.arange(6)), m.layers[1]]),
+     r"layers\[0\]\.ids.*\(5,\) int64.*\(6,\) int64"),
+    (lambda m: m._replace(layers=[m.layers[0], m.layers[1]._replace(
+        attn=m.layers[1].attn._replace(wq=m.layers[1].attn.wq.astype(np.float64)))]),
+     r"layers\[1\]\.attn\.wq.*float32.*float64"),
+    (lambda m: m._replace(layers=[m.layers[0], m.layers[1]._replace(scale=np.float64(1.5))]),
+     r"layers\[1\]\.scale.*float32.*float64"),
+])
+def test_load_refuses_a_different_shape_or_dtype_naming_the_path(change, message, tmp_path, rng):
+    model = make_model(rng)
+    ag.save(tmp_path / "model.npz", model)
+    with pytest.raises(ValueError, match=message):
+        ag.load(tmp_path / "model.npz", like=change(model))
+
+
+def test_load_refuses_a_missing_or_extra_path(tmp_path, rng):
+    model = make_model(rng)
+    ag.save(tmp_path / "model.npz", model)
+    extras = dict(model.extras, table2=np.eye(2))
+    with pytest.raises(ValueError, match=r"missing.*extras\['table2'\]"):
+        ag.load(tmp_path / "model.npz", like=model._replace(extras=extras))
+    with pytest.raises(ValueError, match=r"unexpected.*layers\[1\]"):
+        ag.load(tmp_path / "model.npz", like=model._replace(layers=model.layers[:1]))
+
+
+UNPICKLED = []
+
+
+def _record_unpickling():
+    UNPICKLED.append(True)
+    return "payload"
+
+
+class Payload:
+    def __reduce__(self):
+        return (_record_unpickling, ())
+
+
+def test_load_never_unpickles(tmp_path):
+    path = tmp_path / "evil.npz"
+    objects = np.empty(1, dtype=object)
+    objects[0] = Payload()
+    np.savez(path, a0=objects, __structure__=np.array('{"array": "a0"}'))
+    with pytest.raises(ValueError, match="pickle"):
+        ag.load(path)
+    assert UNPICKLED == []
+    assert np.load(path, allow_pickle=True)["a0"][0] == "payload" and UNPICKLED == [True]
+
+
+def test_save_refuses_object_arrays(tmp_path):
+    with pytest.raises(TypeError, match=r"\['x'\].*object"):
+        ag.save(tmp_path / "x.npz", {"x": np.array([None, 1], dtype=object)})
+    assert os.listdir(tmp_path) == []
+
+
+def test_failed_write_leaves_the_old_file_and_no_partial_file(tmp_path, rng, monkeypatch):
+    path = tmp_path / "model.npz"
+    old = make_model(rng)
+    ag.save(path, old)
+    before = path.read_bytes()
+
+    def failing_savez(fh, **arrays):
+        fh.write(b"PK\x03\x04 half a zip file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez", failing_savez)
+    with pytest.raises(OSError, match="disk full"):
+        ag.save(path, make_model(np.random.default_rng(1)))
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == ["model.npz"]
+    assert_same_tree(ag.load(path, like=old), old)
