@@ -1,0 +1,129 @@
+"""The review classifier of TransformersLite.jl ("Transformers from first principles in
+Julia", L. Sinai 2022): an encoder-only Transformer that maps a review to star-rating logits.
+
+    p = classifier.init(rng, vocab_size=7455, n_labels=5)        # the posts' model
+    logits = classifier.apply(p, ids)                             # ids (B, 50) -> (B, 5)
+
+In the order of TransformersLite's `TransformerClassifier`:
+
+    x = E[ids] + PE[:T]                  token embeddings (N(0, 1) init, NOT scaled by √d_model)
+    x = Dropout(x)
+    x = EncoderBlock(x)  × n_layers      post-LN, relu feed-forward (blocks.py)
+    pool="flatten":  s = x w_agg + b_agg   (B, T, 1) -> (B, T);   logits = s W + b,  W (max_len, n_labels)
+    pool="mean":     m = Σ_t keep_t x_t / Σ_t keep_t  (B, D);    logits = m W + b,  W (D, n_labels)
+
+Checked against the posts' code (TransformersLite `src/classifier.jl`, `src/encoder.jl`,
+`src/Embed/*.jl`): the embedding is `randn` and is added to the position encoding
+unscaled, so it is drawn from N(0, 1) here too (Glorot-sized rows would be drowned by the
+unit-amplitude sinusoids). Deliberate differences, all invisible at inference except the
+first: positions count from 0 (DESIGN.md; Julia's table starts at pos = 1); dropout also
+acts on the attention weights and the feed-forward hidden layer (blocks.py, as in the paper
+and torch), where TransformersLite drops only each sublayer's output.
+
+Parameter count of the posts' model (vocab V = 7455, D = 32, H = 4, d_ff = 128, one
+block, max_len = 50, 5 labels): 21 arrays, 251,552 parameters,
+
+    embed.table                 V·D                    = 7455·32          = 238,560   1 array
+    encoder[0].self_attn        4 · (D·D + D)          = 4 · 1,056        =   4,224   8 arrays
+    encoder[0].norm1, norm2     2 · 2D                 = 2 · 64           =     128   4 arrays
+    encoder[0].ff               D·d_ff + d_ff + d_ff·D + D = 4,224 + 4,128 =   8,352   4 arrays
+    agg        Dense(D -> 1)    D + 1                                     =      33   2 arrays
+    head       Dense(50 -> 5)   50·5 + 5                                  =     255   2 arrays
+                                                                 total     = 251,552  21 arrays
+
+This is the 2022 TransformersLite, whose attention projections all carry biases (Flux
+`Dense` default); the 2024 refactor drops the biases of W_Q, W_K, W_V (18 arrays, 251,456).
+
+Axis convention: tokens (B, T), activations (B, T, D), masks True = may attend.
+"""
+from typing import NamedTuple
+
+import numpy as np
+
+import autograd_lite as ag
+
+from .attention import padding_mask
+from .blocks import encoder_block, encoder_block_init
+from .layers import Dense, Embedding, add_position_encoding, dense, dense_init, embed
+
+POOLS = ("flatten", "mean")
+
+
+class Classifier(NamedTuple):
+    embed: Embedding  # (V, D)
+    encoder: tuple  # n_layers EncoderBlocks (post-LN)
+    agg: Dense  # (D, 1) for pool="flatten"; None for pool="mean"
+    head: Dense  # (max_len, n_labels) for "flatten"; (D, n_labels) for "mean"
+    max_len: int
+    pool: str
+    pad: int  # the pad id, or None
+    dropout: str  # the rate as text, e.g. "0.1": a float field would be a trainable leaf
+
+
+def init(rng, vocab_size, n_labels, d_model=32, n_heads=4, d_ff=128, n_layers=1, max_len=50,
+         pool="flatten", pad=None, dropout=0.1, dtype=np.float32):
+    """Embedding ~ N(0, 1) (as TransformersLite's `Embed`); Glorot-uniform weights, zero
+    biases and unit layer-norm scales elsewhere, all drawn from `rng`."""
+    if pool not in POOLS:
+        raise ValueError(f"classifier.init: pool must be one of {POOLS}, got {pool!r}")
+    if pool == "mean" and pad is None:
+        raise ValueError("classifier.init: pool='mean' needs the pad id (pad=...) to leave "
+                         "padding out of the mean")
+    if not 0 <= dropout < 1:
+        raise ValueError(f"classifier.init: dropout must lie in [0, 1), got {dropout}")
+    table = rng.standard_normal((vocab_size, d_model)).astype(dtype)  # (V, D)
+    encoder = tuple(encoder_block_init(rng, d_model, n_heads, d_ff, dtype)
+                    for _ in range(n_layers))
+    if pool == "flatten":
+        agg, head = dense_init(rng, d_model, 1, dtype), dense_init(rng, max_len, n_labels, dtype)
+    else:
+        agg, head = None, dense_init(rng, d_model, n_labels, dtype)
+    return Classifier(Embedding(table), encoder, agg, head, max_len, pool, pad,
+                      repr(float(dropout)))
+
+
+def check_ids(p, ids):
+    """Integer tokens (B, T); with pool='flatten', T must be exactly max_len."""
+    ids = np.asarray(ids)
+    if ids.ndim != 2 or ids.dtype.kind not in "iu":
+        raise ValueError(f"classifier.apply: ids must be integer tokens (B, T), got "
+                         f"{ids.dtype} {ids.shape}")
+    if p.pool == "flatten" and ids.shape[1] != p.max_len:
+        raise ValueError(f"classifier.apply: pool='flatten' needs sequences of exactly "
+                         f"max_len={p.max_len} tokens, got ids {ids.shape} of length "
+                         f"{ids.shape[1]}; pad or truncate them to {p.max_len}")
+    if ids.shape[1] > p.max_len:
+        raise ValueError(f"classifier.apply: ids {ids.shape} are longer than "
+                         f"max_len={p.max_len}")
+    return ids
+
+
+def masked_mean(x, keep):
+    """Σ_t keep_t x_t / Σ_t keep_t: x (B, T, D), keep (B, T) bool -> (B, D).
+    A row with nothing kept gives zeros."""
+    weights = keep.astype(x.dtype)  # (B, T)
+    counts = np.maximum(weights.sum(axis=1, keepdims=True), 1)  # (B, 1)
+    return ag.sum(x * (weights / counts)[:, :, None], axis=1)  # (B, D)
+
+
+def encode(p, ids, rate=0.0, rng=None):
+    """Embeddings + positions, dropout, the encoder blocks.  ids (B, T) -> (B, T, D)"""
+    x = add_position_encoding(embed(p.embed, ids), p.max_len)  # (B, T, D)
+    x = ag.dropout(x, rate, rng)  # (B, T, D)
+    mask = padding_mask(ids, p.pad)  # (B, 1, 1, T) or None
+    for block in p.encoder:
+        x = encoder_block(block, x, mask, "post", rate, rng)  # (B, T, D)
+    return x
+
+
+def apply(p, ids, training=False, rng=None):
+    """Logits (B, n_labels) for token ids (B, T). Dropout only when training (needs rng)."""
+    ids = check_ids(p, ids)
+    if training and rng is None:
+        raise ValueError("classifier.apply: training=True needs an rng for dropout")
+    rate, rng = (float(p.dropout), rng) if training else (0.0, None)
+    x = encode(p, ids, rate, rng)  # (B, T, D)
+    if p.pool == "mean":
+        return dense(p.head, masked_mean(x, ids != p.pad))  # (B, n_labels)
+    scores = ag.reshape(dense(p.agg, x), ids.shape)  # (B, T)
+    return dense(p.head, scores)  # (B, n_labels)
