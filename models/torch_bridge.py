@@ -1,0 +1,188 @@
+"""A reference PyTorch module for models.transformer, and the parameter mapping both ways.
+
+    module = torch_module_for(p)            # a TorchTransformer holding p's weights, in p's dtype
+    sd = to_torch(p)                        # state_dict keys of TorchTransformer
+    p = from_torch(sd, like=p)              # back to our NamedTuple tree
+
+The same mapping converts gradient trees: to_torch(grads) holds, under each key,
+what torch puts in that parameter's .grad. Torch stores Linear weights as
+(d_out, d_in), the transpose of our Dense.w (d_in, d_out), and packs attention's
+W_Q, W_K, W_V into one in_proj_weight (3D, D) = [W_Qᵀ; W_Kᵀ; W_Vᵀ].
+torch is imported here only (models/__init__.py loads this module lazily).
+"""
+import math
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .blocks import DecoderBlock, EncoderBlock
+from .layers import Dense, Embedding, FeedForward, LayerNorm, position_encoding
+
+
+class TorchTransformer(nn.Module):
+    """nn.Transformer between embeddings (scaled by √d_model, plus the sinusoidal position
+    encoding) and an output Linear, with models.transformer.apply's masks."""
+
+    def __init__(self, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder=6,
+                 n_decoder=6, max_len=512, norm="post", dropout=0.1, share_embeddings=False):
+        super().__init__()
+        self.d_model, self.max_len = d_model, max_len
+        self.src_embed = nn.Embedding(src_vocab, d_model)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
+        with warnings.catch_warnings():  # "enable_nested_tensor is True, but ... norm_first"
+            warnings.simplefilter("ignore", UserWarning)
+            self.transformer = nn.Transformer(d_model, n_heads, n_encoder, n_decoder, d_ff,
+                                              dropout, activation="relu", batch_first=True,
+                                              norm_first=(norm == "pre"))
+        # The nested-tensor fast path zeroes padded outputs under no_grad: keep the plain path.
+        self.transformer.encoder.use_nested_tensor = False
+        self.out = nn.Linear(d_model, tgt_vocab)
+        if share_embeddings:
+            self.out.weight = self.tgt_embed.weight
+        self.embed_dropout = nn.Dropout(dropout)
+        pe = torch.from_numpy(np.array(position_encoding(max_len, d_model, np.float64)))
+        self.register_buffer("pe", pe, persistent=False)  # (max_len, D); not in state_dict
+
+    def embed(self, table, ids):
+        """Dropout(E[ids] · √d_model + PE[:T]).  ids: (B, T) -> (B, T, D)"""
+        x = table(ids) * math.sqrt(self.d_model)  # (B, T, D)
+        return self.embed_dropout(x + self.pe[:ids.shape[1]].to(x.dtype))
+
+    def forward(self, src, tgt, src_pad=None):
+        """src: (B, S), tgt: (B, T) long tensors -> logits (B, T, tgt_vocab)."""
+        length = tgt.shape[1]
+        causal = torch.triu(torch.ones(length, length, dtype=torch.bool), 1)  # True = masked
+        pad = None if src_pad is None else src == src_pad  # (B, S), True = masked
+        y = self.transformer(self.embed(self.src_embed, src), self.embed(self.tgt_embed, tgt),
+                             tgt_mask=causal, src_key_padding_mask=pad,
+                             memory_key_padding_mask=pad, tgt_is_causal=True)  # (B, T, D)
+        return self.out(y)  # (B, T, V)
+
+
+def torch_module_for(p):
+    """A TorchTransformer of p's sizes holding p's weights, in p's float dtype."""
+    attn = (p.encoder or p.decoder)[0].self_attn
+    module = TorchTransformer(
+        p.src_embed.table.shape[0], p.tgt_embed.table.shape[0], p.d_model, attn.n_heads,
+        (p.encoder or p.decoder)[0].ff.linear1.w.shape[1], len(p.encoder), len(p.decoder),
+        p.max_len, p.norm, p.dropout, share_embeddings=p.out.w is None)
+    module = module.to(torch.from_numpy(np.zeros(0, p.out.b.dtype)).dtype)
+    module.load_state_dict(to_torch(p))
+    return module
+
+
+# ---- our tree -> state_dict ------------------------------------------------------------
+
+def _tensor(a):
+    return torch.from_numpy(np.array(a))  # a copy: torch must not share our buffers
+
+
+def _linear(prefix, d):
+    return {prefix + "weight": _tensor(d.w.T), prefix + "bias": _tensor(d.b)}
+
+
+def _norm(prefix, n):
+    return {prefix + "weight": _tensor(n.scale), prefix + "bias": _tensor(n.bias)}
+
+
+def _attention(prefix, a):
+    """W_Q, W_K, W_V packed as torch's in_proj (3D, D), and out_proj."""
+    return {prefix + "in_proj_weight": _tensor(np.concatenate([a.wq.w.T, a.wk.w.T, a.wv.w.T])),
+            prefix + "in_proj_bias": _tensor(np.concatenate([a.wq.b, a.wk.b, a.wv.b])),
+            **_linear(prefix + "out_proj.", a.wo)}
+
+
+def _block(prefix, b):
+    """An EncoderBlock or DecoderBlock; torch's names match ours but for ff and cross_attn."""
+    sd = {**_attention(prefix + "self_attn.", b.self_attn)}
+    if isinstance(b, DecoderBlock):
+        sd.update(_attention(prefix + "multihead_attn.", b.cross_attn))
+    sd.update(_linear(prefix + "linear1.", b.ff.linear1))
+    sd.update(_linear(prefix + "linear2.", b.ff.linear2))
+    norms = ("norm1", "norm2", "norm3") if isinstance(b, DecoderBlock) else ("norm1", "norm2")
+    for name in norms:
+        sd.update(_norm(f"{prefix}{name}.", getattr(b, name)))
+    return sd
+
+
+def to_torch(tree):
+    """Our Transformer tree (parameters or gradients) -> a dict of torch tensors with exactly
+    the keys of TorchTransformer(...).state_dict(). With tied embeddings (out.w None),
+    out.weight is tgt_embed's table, as it is one parameter in torch."""
+    sd = {"src_embed.weight": _tensor(tree.src_embed.table),
+          "tgt_embed.weight": _tensor(tree.tgt_embed.table)}
+    for i, block in enumerate(tree.encoder):
+        sd.update(_block(f"transformer.encoder.layers.{i}.", block))
+    sd.update(_norm("transformer.encoder.norm.", tree.encoder_norm))
+    for i, block in enumerate(tree.decoder):
+        sd.update(_block(f"transformer.decoder.layers.{i}.", block))
+    sd.update(_norm("transformer.decoder.norm.", tree.decoder_norm))
+    if tree.out.w is None:
+        sd.update({"out.weight": sd["tgt_embed.weight"], "out.bias": _tensor(tree.out.b)})
+    else:
+        sd.update(_linear("out.", tree.out))
+    return sd
+
+
+# ---- state_dict -> our tree -------------------------------------------------------------
+
+def _array(sd, key, like):
+    return np.array(sd[key].detach().cpu().numpy(), dtype=like.dtype)
+
+
+def _from_linear(sd, prefix, like):
+    return Dense(_array(sd, prefix + "weight", like.w.T).T.copy(),
+                 _array(sd, prefix + "bias", like.b))
+
+
+def _from_norm(sd, prefix, like):
+    return LayerNorm(_array(sd, prefix + "weight", like.scale),
+                     _array(sd, prefix + "bias", like.bias))
+
+
+def _from_attention(sd, prefix, like):
+    """Unpack in_proj (3D, D) into W_Q, W_K, W_V (each (D, D), ours = torch's transposed)."""
+    w = np.split(_array(sd, prefix + "in_proj_weight", like.wq.w), 3)  # 3 x (D, D)
+    b = np.split(_array(sd, prefix + "in_proj_bias", like.wq.b), 3)  # 3 x (D,)
+    wq, wk, wv = (Dense(wi.T.copy(), bi.copy()) for wi, bi in zip(w, b))
+    return MultiHeadAttention(wq, wk, wv, _from_linear(sd, prefix + "out_proj.", like.wo),
+                              like.n_heads)
+
+
+def _from_block(sd, prefix, like):
+    self_attn = _from_attention(sd, prefix + "self_attn.", like.self_attn)
+    ff = FeedForward(_from_linear(sd, prefix + "linear1.", like.ff.linear1),
+                     _from_linear(sd, prefix + "linear2.", like.ff.linear2))
+    norm1, norm2 = (_from_norm(sd, f"{prefix}{n}.", getattr(like, n)) for n in ("norm1", "norm2"))
+    if isinstance(like, EncoderBlock):
+        return EncoderBlock(self_attn, norm1, ff, norm2)
+    cross = _from_attention(sd, prefix + "multihead_attn.", like.cross_attn)
+    return DecoderBlock(self_attn, norm1, cross, norm2, ff,
+                        _from_norm(sd, prefix + "norm3.", like.norm3))
+
+
+def from_torch(state_dict, like):
+    """A state_dict of TorchTransformer -> a tree shaped like `like` (a Transformer), with
+    like's dtypes and hyperparameters. Raises KeyError naming a missing key."""
+    missing = sorted(set(to_torch(like)) - set(state_dict))
+    if missing:
+        raise KeyError(f"from_torch: the state_dict lacks {len(missing)} keys of a model shaped "
+                       f"like `like`, e.g. {missing[:3]}")
+    sd = state_dict
+    if like.out.w is None:
+        out = Dense(None, _array(sd, "out.bias", like.out.b))
+    else:
+        out = _from_linear(sd, "out.", like.out)
+    return like._replace(
+        src_embed=Embedding(_array(sd, "src_embed.weight", like.src_embed.table)),
+        tgt_embed=Embedding(_array(sd, "tgt_embed.weight", like.tgt_embed.table)),
+        encoder=tuple(_from_block(sd, f"transformer.encoder.layers.{i}.", b)
+                      for i, b in enumerate(like.encoder)),
+        encoder_norm=_from_norm(sd, "transformer.encoder.norm.", like.encoder_norm),
+        decoder=tuple(_from_block(sd, f"transformer.decoder.layers.{i}.", b)
+                      for i, b in enumerate(like.decoder)),
+        decoder_norm=_from_norm(sd, "transformer.decoder.norm.", like.decoder_norm),
+        out=out)

@@ -1,0 +1,183 @@
+"""The encoder-decoder Transformer of "Attention is all you need" (Vaswani et al. 2017).
+
+    p = transformer.init(rng, src_vocab, tgt_vocab, **transformer.BASE)
+    logits = transformer.apply(p, src, tgt, src_pad=0)          # (B, T, tgt_vocab)
+
+In the paper's order: token embeddings scaled by √d_model plus the sinusoidal
+position encoding (§3.4, §3.5), a stack of N encoder blocks, a stack of N decoder
+blocks attending to the encoder's output ("memory") under a causal mask (§3.1),
+a final layer norm on each stack's output (as torch.nn.Transformer does, in both
+norm orders), and a linear map to the target vocabulary (§3.4). Dropout (§5.4)
+acts on embeddings + positions, on every sublayer output and on the attention
+weights, only when training=True and an rng is given.
+
+Axis convention: tokens (B, S) for the source and (B, T) for the target,
+activations (B, S, D) / (B, T, D); masks True = may attend (attention.py).
+Greedy and beam-search decoding live in decoding.py and are re-exported here.
+"""
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+import autograd_lite as ag
+
+from .attention import causal_mask, padding_mask
+from .blocks import (check_norm_order, decoder_block, decoder_block_init, encoder_block,
+                     encoder_block_init)
+from .layers import (Dense, Embedding, LayerNorm, add_position_encoding, dense, dense_init, embed,
+                     embedding_init, layer_norm, layer_norm_init, position_encoding)
+
+# Table 3 of the paper; use as init(rng, V, V, **BASE). (N = n_encoder = n_decoder, h = n_heads.)
+BASE = dict(d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6, dropout=0.1)
+BIG = dict(d_model=1024, n_heads=16, d_ff=4096, n_encoder=6, n_decoder=6, dropout=0.3)
+
+
+class Transformer(NamedTuple):
+    src_embed: Embedding  # (src_vocab, D)
+    tgt_embed: Embedding  # (tgt_vocab, D)
+    encoder: tuple  # of n_encoder blocks.EncoderBlock
+    encoder_norm: LayerNorm  # (D,)
+    decoder: tuple  # of n_decoder blocks.DecoderBlock
+    decoder_norm: LayerNorm  # (D,)
+    out: Dense  # w (D, tgt_vocab), or w=None when tied to tgt_embed.table (share_embeddings)
+    d_model: int
+    max_len: int
+    norm: str  # "post" (the paper) or "pre"
+    dropout: float
+
+
+def init(rng, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6,
+         max_len=512, norm="post", dropout=0.1, share_embeddings=False, dtype=np.float32):
+    """Glorot-uniform weights, zero biases, unit layer-norm scales, from `rng`.
+
+    share_embeddings=True ties the output projection to the target embedding
+    (§3.4): logits = x tgt_embed.tableᵀ + out.b, and out.w is None.
+    """
+    check_norm_order(norm)
+    if not 0 <= dropout < 1:
+        raise ValueError(f"transformer.init: dropout must lie in [0, 1), got {dropout}")
+    src_embed = embedding_init(rng, src_vocab, d_model, dtype)
+    tgt_embed = embedding_init(rng, tgt_vocab, d_model, dtype)
+    encoder = tuple(encoder_block_init(rng, d_model, n_heads, d_ff, dtype)
+                    for _ in range(n_encoder))
+    decoder = tuple(decoder_block_init(rng, d_model, n_heads, d_ff, dtype)
+                    for _ in range(n_decoder))
+    if share_embeddings:
+        out = Dense(None, np.zeros(tgt_vocab, dtype=dtype))
+    else:
+        out = dense_init(rng, d_model, tgt_vocab, dtype)
+    return Transformer(src_embed, tgt_embed, encoder, layer_norm_init(d_model, dtype), decoder,
+                       layer_norm_init(d_model, dtype), out, d_model, max_len, norm, float(dropout))
+
+
+def dropout_setting(p, training, rng):
+    """(rate, rng) for the forward pass: (0.0, None) at inference."""
+    if training and rng is not None:
+        return p.dropout, rng
+    return 0.0, None
+
+
+def embed_tokens(p, table, ids, rate=0.0, rng=None, start=0):
+    """Dropout(E[ids] · √d_model + PE[start : start + T]).  ids: (B, T) -> (B, T, D)
+
+    `start` offsets the positions, for decoding one token at a time.
+    """
+    x = embed(table, ids) * math.sqrt(p.d_model)  # (B, T, D); a Python float keeps the dtype
+    if start == 0:
+        x = add_position_encoding(x, p.max_len)  # (B, T, D)
+    else:
+        x = x + position_rows(p, start, x.shape[-2], x.dtype)  # (B, T, D)
+    return ag.dropout(x, rate, rng)
+
+
+def position_rows(p, start, length, dtype):
+    """PE[start : start + length] -> (length, D); positions past max_len are an error."""
+    if start + length > p.max_len:
+        raise ValueError(f"position encoding: position {start + length - 1} needs "
+                         f"{start + length} positions but the table holds max_len={p.max_len}")
+    return position_encoding(p.max_len, p.d_model, np.dtype(dtype).type)[start:start + length]
+
+
+def project(p, x):
+    """Logits over the target vocabulary.  x: (B, T, D) -> (B, T, tgt_vocab)"""
+    if p.out.w is None:  # tied to the target embedding (§3.4)
+        return x @ ag.transpose(p.tgt_embed.table) + p.out.b  # (B, T, V)
+    return dense(p.out, x)  # (B, T, V)
+
+
+def memory_mask(src, src_pad, memory):
+    """The source padding mask (B, 1, 1, S) for attention over `memory` (B, S, D), or None."""
+    if src_pad is None:
+        return None
+    if src is None:
+        raise ValueError(f"transformer.decode: src_pad={src_pad!r} needs src= (the source ids "
+                         f"(B, S)) to mask the padded positions of memory {memory.shape}")
+    if src.shape != memory.shape[:2]:
+        raise ValueError(f"transformer.decode: src {src.shape} does not match memory "
+                         f"{memory.shape}; expected src of shape {memory.shape[:2]}")
+    return padding_mask(src, src_pad)
+
+
+def check_tokens(fn, name, ids):
+    if getattr(ids, "ndim", None) != 2 or ids.dtype.kind not in "iu":
+        raise ValueError(f"transformer.{fn}: {name} must be an integer array (B, length), got "
+                         f"{getattr(ids, 'dtype', type(ids).__name__)} "
+                         f"{getattr(ids, 'shape', '')}")
+
+
+def encode(p, src, src_pad=None, training=False, rng=None):
+    """The encoder stack.  src: (B, S) ints -> memory (B, S, D)
+
+    Source positions holding `src_pad` are masked as keys in every self-attention.
+    """
+    check_tokens("encode", "src", src)
+    rate, rng = dropout_setting(p, training, rng)
+    mask = padding_mask(src, src_pad)  # (B, 1, 1, S) or None
+    x = embed_tokens(p, p.src_embed, src, rate, rng)  # (B, S, D)
+    for block in p.encoder:
+        x = encoder_block(block, x, mask, p.norm, rate, rng)  # (B, S, D)
+    return layer_norm(p.encoder_norm, x)  # (B, S, D)
+
+
+def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None):
+    """The decoder stack and the output projection.  memory: (B, S, D), tgt: (B, T) -> (B, T, V)
+
+    Each target position attends to itself and earlier positions only (the causal
+    mask is built here). With src_pad given, src= (the source ids (B, S) that made
+    `memory`) must be given too: memory positions where src == src_pad are masked.
+    """
+    check_tokens("decode", "tgt", tgt)
+    rate, rng = dropout_setting(p, training, rng)
+    mem_mask = memory_mask(src, src_pad, memory)  # (B, 1, 1, S) or None
+    self_mask = causal_mask(tgt.shape[1])  # (1, 1, T, T)
+    x = embed_tokens(p, p.tgt_embed, tgt, rate, rng)  # (B, T, D)
+    for block in p.decoder:
+        x = decoder_block(block, x, memory, self_mask, mem_mask, p.norm, rate, rng)  # (B, T, D)
+    return project(p, layer_norm(p.decoder_norm, x))  # (B, T, V)
+
+
+def apply(p, src, tgt, src_pad=None, training=False, rng=None):
+    """Logits of the next target token at each position.  src: (B, S), tgt: (B, T) -> (B, T, V)
+
+    Teacher forcing: tgt is the shifted-right target (starting with BOS); logits[:, t]
+    predicts the token after tgt[:, t].
+    """
+    if src.shape[0] != tgt.shape[0]:
+        raise ValueError(f"transformer.apply: src {src.shape} and tgt {tgt.shape} have "
+                         f"different batch sizes")
+    rate, rng = dropout_setting(p, training, rng)
+    memory = encode(p, src, src_pad, training, rng)  # (B, S, D)
+    return decode(p, memory, tgt, src_pad, src, training, rng)  # (B, T, V)
+
+
+def greedy_decode(p, src, bos, eos, max_len, src_pad=None):
+    """Greedy decoding with cached keys and values: see decoding.greedy_decode."""
+    from . import decoding
+    return decoding.greedy_decode(p, src, bos, eos, max_len, src_pad)
+
+
+def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None):
+    """Beam search with the length penalty of Wu et al. 2016: see decoding.beam_search."""
+    from . import decoding
+    return decoding.beam_search(p, src, bos, eos, max_len, beam_size, length_penalty, src_pad)
