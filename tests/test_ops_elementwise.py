@@ -134,7 +134,8 @@ def test_ties_split_the_gradient_like_torch(name, dtype, torch):
     op, torch_op = BINARY[name][:2]
     compare_with_torch(torch, op, torch_op, a, b)
     ga, gb = ag.gradient(lambda a, b: ag.sum(op(a, b)), a, b)
-    assert ga[0, 0] == 0.5 and ga[1, 2] == 0.5 and gb[0] == 0.5 + (name == "maximum")  # b also wins (1, 0) for maximum
+    assert ga[0, 0] == 0.5 and ga[1, 2] == 0.5
+    assert gb[0] == 0.5 + (name == "maximum")  # for maximum b also wins at (1, 0)
 
 
 # Python numbers are constants of the operand's dtype: (ag expression, torch expression)
@@ -228,7 +229,8 @@ elementwise_shapes = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max
 @given(shapes=elementwise_shapes, name=st.sampled_from(["add", "sub", "mul", "div"]),
        seed=st.integers(0, 2**16))
 def test_broadcast_gradients_property(torch, shapes, name, seed):
-    """∇ Σ f(a, b) ⊙ w for random broadcast-compatible shapes: torch's numbers, a's and b's shapes."""
+    """∇ Σ f(a, b) ⊙ w for random broadcast-compatible shapes: torch's numbers,
+    a's and b's shapes."""
     rng = np.random.default_rng(seed)
     op, torch_op, sample_a, sample_b = BINARY[name]
     a, b = sample_a(rng, shapes.input_shapes[0]), sample_b(rng, shapes.input_shapes[1])

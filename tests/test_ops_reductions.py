@@ -125,5 +125,6 @@ def test_bad_axes(name):
 def test_max_of_empty_axis_and_broadcast_failure():
     with pytest.raises(ValueError, match=re.escape("max: cannot reduce an empty axis of (0, 3)")):
         ag.max(np.ones((0, 3)), axis=0)
-    with pytest.raises(ValueError, match=re.escape("broadcast_to: (3,) does not broadcast to (2, 4)")):
+    with pytest.raises(ValueError,
+                       match=re.escape("broadcast_to: (3,) does not broadcast to (2, 4)")):
         ag.broadcast_to(np.ones(3), (2, 4))
