@@ -23,12 +23,11 @@ def _consumer_counts(output):
     return counts
 
 
-def _check_cotangent(node, argnum, parent, g):
+def _cotangent_mismatch(node, argnum, parent, g):
     shape, dtype = getattr(g, "shape", None), getattr(g, "dtype", None)
-    if shape != parent.shape or dtype != parent.dtype:
-        got = f"{shape} {dtype}" if shape is not None else type(g).__name__
-        raise ValueError(f"{node.op}: the pullback's cotangent for argument {argnum} is {got}, "
-                         f"but that argument is {parent.shape} {parent.dtype}")
+    got = f"{shape} {dtype}" if shape is not None else type(g).__name__
+    return ValueError(f"{node.op}: the pullback's cotangent for argument {argnum} is {got}, "
+                      f"but that argument is {parent.shape} {parent.dtype}")
 
 
 def backward(output, seed, release):
@@ -51,7 +50,12 @@ def backward(output, seed, release):
         for argnum, parent in node.parents:
             gp = grads[argnum] if grads is not None else None
             if gp is not None:
-                _check_cotangent(node, argnum, parent, gp)
+                try:
+                    matches = gp.shape == parent.shape and gp.dtype == parent.dtype
+                except AttributeError:
+                    matches = False
+                if not matches:
+                    raise _cotangent_mismatch(node, argnum, parent, gp)
                 previous = cotangents.get(parent)
                 cotangents[parent] = gp if previous is None else previous + gp
             pending[parent] -= 1

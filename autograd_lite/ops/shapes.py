@@ -8,10 +8,12 @@ import numbers
 
 import numpy as np
 
+_PYTHON_NUMBERS = (int, float, bool, complex)
+
 
 def is_number(x):
     """A Python scalar: a constant operand that never needs a gradient."""
-    return isinstance(x, numbers.Number)
+    return type(x) in _PYTHON_NUMBERS
 
 
 def unbroadcast(g, shape):
@@ -51,14 +53,13 @@ def keepdims_shape(shape, axes):
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
-def dtype_of(x):
-    return getattr(x, "dtype", None)
-
-
 def check_same_float_dtype(op, a, b):
-    """Refuse operands that numpy would silently promote (float32 with float64 or int64)."""
-    da, db = dtype_of(a), dtype_of(b)
-    if da is None or db is None or da == db:
+    """Refuse operands that numpy would silently promote (float32 with float64 or int64).
+    Python numbers are weak in numpy's promotion (NEP 50) and never change a dtype."""
+    if type(a) in _PYTHON_NUMBERS or type(b) in _PYTHON_NUMBERS:
+        return
+    da, db = a.dtype, b.dtype
+    if da == db:
         return
     if da.kind == "b" or db.kind == "b":
         return
