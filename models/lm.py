@@ -1,0 +1,166 @@
+"""A decoder-only (GPT-style) language model: pre-LN self-attention blocks under a causal
+mask, a final layer norm, and a linear map to the vocabulary; with sampling that reuses
+each layer's keys and values, so that every new token costs one query row.
+
+    p = lm.init(rng, vocab_size, d_model=64, n_heads=4, d_ff=256, n_layers=2, max_len=128)
+    logits = lm.apply(p, ids)                                       # (B, T, V)
+    ids = lm.generate(p, prompt, n_new=20, temperature=0.8, top_k=10, rng=rng)
+
+    x_0 = E[ids] · √d_model + PE[:T]                                (DESIGN.md convention)
+    x_l = x_{l-1} + MHA(LN(x_{l-1}), causal);  x_l += FFN(LN(x_l))    (blocks.py, norm="pre")
+    logits = LN(x_L) W + b
+
+Axis convention: tokens (B, T), activations (B, T, D), per-head keys and values
+(B, H, T, d_head); masks True = may attend. Sequences are limited to max_len (the
+position table): generating past it is an error, not a sliding window.
+"""
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+import autograd_lite as ag
+
+from .attention import (causal_mask, merge_heads, scaled_dot_product_attention, split_heads)
+from .blocks import encoder_block, encoder_block_init
+from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, embed, embedding_init,
+                     feed_forward, layer_norm, layer_norm_init, position_encoding)
+
+
+class LM(NamedTuple):
+    embed: Embedding  # (V, D)
+    blocks: tuple  # n_layers EncoderBlocks, used pre-LN under a causal mask
+    norm: LayerNorm  # (D,) the final layer norm
+    head: Dense  # (D, V)
+    max_len: int
+    dropout: str  # the rate as text, e.g. "0.1": a float field would be a trainable leaf
+
+
+def init(rng, vocab_size, d_model, n_heads, d_ff, n_layers, max_len, dropout=0.0,
+         dtype=np.float32):
+    """Glorot-uniform weights, zero biases, unit layer-norm scales, from `rng`."""
+    if not 0 <= dropout < 1:
+        raise ValueError(f"lm.init: dropout must lie in [0, 1), got {dropout}")
+    table = embedding_init(rng, vocab_size, d_model, dtype)
+    blocks = tuple(encoder_block_init(rng, d_model, n_heads, d_ff, dtype) for _ in range(n_layers))
+    return LM(table, blocks, layer_norm_init(d_model, dtype), dense_init(rng, d_model, vocab_size,
+              dtype), max_len, repr(float(dropout)))
+
+
+def check_ids(p, ids, start=0):
+    """Integer tokens (B, T) at positions start .. start + T - 1 < max_len."""
+    ids = np.asarray(ids)
+    if ids.ndim != 2 or ids.dtype.kind not in "iu":
+        raise ValueError(f"lm: ids must be integer tokens (B, T), got {ids.dtype} {ids.shape}")
+    if start + ids.shape[1] > p.max_len:
+        raise ValueError(f"lm: positions {start}..{start + ids.shape[1] - 1} (ids {ids.shape}) "
+                         f"run past max_len={p.max_len}")
+    return ids
+
+
+def embed_tokens(p, ids, start=0):
+    """E[ids] · √D + PE[start : start + T].  ids (B, T) -> (B, T, D)"""
+    x = embed(p.embed, ids)  # (B, T, D)
+    d_model = x.shape[-1]
+    pe = position_encoding(p.max_len, d_model, np.dtype(x.dtype).type)  # (max_len, D)
+    return x * math.sqrt(d_model) + pe[start:start + ids.shape[1]]  # (B, T, D)
+
+
+def apply(p, ids, training=False, rng=None):
+    """Next-token logits (B, T, V) for ids (B, T); position t sees tokens 0..t only."""
+    ids = check_ids(p, ids)
+    if training and rng is None:
+        raise ValueError("lm.apply: training=True needs an rng for dropout")
+    rate, rng = (float(p.dropout), rng) if training else (0.0, None)
+    x = ag.dropout(embed_tokens(p, ids), rate, rng)  # (B, T, D)
+    mask = causal_mask(ids.shape[1])  # (1, 1, T, T)
+    for block in p.blocks:
+        x = encoder_block(block, x, mask, "pre", rate, rng)  # (B, T, D)
+    return dense(p.head, layer_norm(p.norm, x))  # (B, T, V)
+
+
+# --- inference with a key/value cache -------------------------------------------------------
+
+def empty_cache(p, batch):
+    """One (keys, values) pair per block, each (B, H, 0, d_head): nothing seen yet."""
+    d_model = p.embed.table.shape[1]
+    out = []
+    for block in p.blocks:
+        h = block.self_attn.n_heads
+        empty = np.zeros((batch, h, 0, d_model // h), dtype=p.embed.table.dtype)
+        out.append((empty, empty))
+    return tuple(out)
+
+
+def cached_block(block, x, cache):
+    """encoder_block(norm="pre") for new rows x (B, t, D) whose predecessors' keys and
+    values are in cache ((B, H, s, d_head) each). Returns (out (B, t, D), cache with s + t)."""
+    a = block.self_attn
+    h = layer_norm(block.norm1, x)  # (B, t, D)
+    q = split_heads(dense(a.wq, h), a.n_heads)  # (B, H, t, d_head)
+    k_new = split_heads(dense(a.wk, h), a.n_heads)  # (B, H, t, d_head)
+    v_new = split_heads(dense(a.wv, h), a.n_heads)  # (B, H, t, d_head)
+    k = ag.concatenate([cache[0], k_new], axis=2)  # (B, H, s + t, d_head)
+    v = ag.concatenate([cache[1], v_new], axis=2)  # (B, H, s + t, d_head)
+    seen, t = cache[0].shape[2], x.shape[1]
+    mask = np.tril(np.ones((t, seen + t), dtype=bool), k=seen)[None, None]  # (1, 1, t, s+t)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, H, t, d_head)
+    x = x + dense(a.wo, merge_heads(heads))  # (B, t, D)
+    return x + feed_forward(block.ff, layer_norm(block.norm2, x)), (k, v)  # (B, t, D)
+
+
+def forward_cached(p, ids, cache):
+    """Logits (B, t, V) for ids (B, t) that follow the tokens whose keys and values are in
+    `cache`; returns (logits, new cache). Equals apply(p, all tokens)[:, -t:]."""
+    start = cache[0][0].shape[2]
+    ids = check_ids(p, ids, start)
+    x = embed_tokens(p, ids, start)  # (B, t, D)
+    new_cache = []
+    for block, kv in zip(p.blocks, cache):
+        x, kv = cached_block(block, x, kv)  # (B, t, D)
+        new_cache.append(kv)
+    return dense(p.head, layer_norm(p.norm, x)), tuple(new_cache)  # (B, t, V)
+
+
+def sample_next(logits, temperature=1.0, top_k=None, rng=None):
+    """One token per row of logits (B, V): greedy (argmax) when temperature == 0 or top_k == 1,
+    otherwise a draw from softmax(logits / temperature) restricted to the top_k largest."""
+    b, v = logits.shape
+    if temperature < 0:
+        raise ValueError(f"lm.sample_next: temperature must be >= 0, got {temperature}")
+    if top_k is not None and not 1 <= top_k <= v:
+        raise ValueError(f"lm.sample_next: top_k must lie in 1..{v} (the vocabulary), got {top_k}")
+    if temperature == 0 or top_k == 1:
+        return np.argmax(logits, axis=-1)  # (B,)
+    if rng is None:
+        raise ValueError("lm.sample_next: sampling (temperature > 0) needs an rng")
+    z = logits.astype(np.float64) / temperature  # (B, V)
+    if top_k is not None:
+        kth = np.partition(z, v - top_k, axis=-1)[:, v - top_k, None]  # (B, 1) k-th largest
+        z = np.where(z >= kth, z, -np.inf)  # (B, V)
+    probs = np.exp(z - z.max(axis=-1, keepdims=True))  # (B, V)
+    cdf = np.cumsum(probs, axis=-1)  # (B, V)
+    cdf /= cdf[:, -1:]  # the last entry exactly 1
+    u = rng.random((b, 1))  # (B, 1) in [0, 1)
+    return (cdf <= u).sum(axis=-1)  # (B,) the first token whose cdf exceeds u
+
+
+def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None):
+    """Extend prompt (B, T_p) by n_new sampled tokens -> (B, T_p + n_new).
+
+    The prompt is read in one pass; each later step feeds one token through the
+    cached blocks. T_p + n_new must not exceed max_len.
+    """
+    prompt = check_ids(p, prompt)
+    if prompt.shape[1] == 0:
+        raise ValueError("lm.generate: the prompt must hold at least one token")
+    if prompt.shape[1] + n_new > p.max_len:
+        raise ValueError(f"lm.generate: a prompt of {prompt.shape[1]} tokens plus n_new={n_new} "
+                         f"exceeds max_len={p.max_len}")
+    ids, step = prompt, prompt
+    cache = empty_cache(p, prompt.shape[0])
+    for _ in range(n_new):
+        logits, cache = forward_cached(p, step, cache)  # (B, t, V)
+        step = sample_next(logits[:, -1], temperature, top_k, rng)[:, None]  # (B, 1)
+        ids = np.concatenate([ids, step.astype(ids.dtype)], axis=1)  # (B, T + 1)
+    return ids
