@@ -4,13 +4,14 @@
     p = transformer.init(rng, src_vocab, tgt_vocab, ...)
     logits = transformer.apply(p, src, tgt, src_pad=0)
 """
+# Bound eagerly: importing the submodule models.summary sets the package attribute
+# `summary` to the module, which would shadow a lazily returned function.
+from .summary import summary
 
 
 def __getattr__(name):
     # Submodules load on first use; torch_bridge needs torch, which is optional.
     import importlib
-    if name == "summary":
-        return importlib.import_module(".summary", __name__).summary
     if name in ("transformer", "classifier", "lm", "torch_bridge", "layers", "attention",
                 "blocks", "summary_table"):
         return importlib.import_module(f".{name}", __name__)
