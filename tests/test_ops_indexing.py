@@ -23,7 +23,8 @@ MASK = np.array([[True, False, True, True], [False, False, True, False], [True, 
 INDICES = {
     "int": 1, "negative-int": -1, "scalar": (2, 3), "slice": slice(1, 3),
     "step": (slice(None), slice(None, None, 2)), "column": (slice(None), 2),
-    "ellipsis-none": (Ellipsis, None, 1), "bool-mask": MASK, "bool-rows": np.array([True, False, True]),
+    "ellipsis-none": (Ellipsis, None, 1), "bool-mask": MASK,
+    "bool-rows": np.array([True, False, True]),
     "repeats": np.array([0, 0, 2]), "list-repeats": [0, 0, 2],
     "2d-array": np.array([[0, 1], [1, 1]]), "pairs": (np.array([0, 1, 1]), np.array([2, 0, 2])),
     "slice-and-array": (slice(None), np.array([3, 3, 0])),
@@ -43,8 +44,9 @@ def test_getitem_first_and_second_order(name, rng):
 @pytest.mark.parametrize("name", INDICES)
 def test_getitem_matches_torch(name, dtype, rng, torch):
     index = INDICES[name]
-    compare_with_torch(torch, lambda x: ag.getitem(x, index), lambda t: t[torch_index(torch, index)],
-                       rng.standard_normal((3, 4)).astype(dtype))
+    x = rng.standard_normal((3, 4)).astype(dtype)
+    compare_with_torch(torch, lambda x: ag.getitem(x, index),
+                       lambda t: t[torch_index(torch, index)], x)
 
 
 def test_repeated_getitem_indices_accumulate(rng, torch):
@@ -137,7 +139,7 @@ def test_repeated_gather_indices_accumulate():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_gather_and_scatter_add_are_adjoints(seed):
-    """⟨gather(T, i), V⟩ = ⟨T, scatter_add(V, i, n)⟩ for random T, V and indices with repeats."""
+    """⟨gather(T, i), V⟩ = ⟨T, scatter_add(V, i, n)⟩ for random T, V, indices with repeats."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 6))
     table = rng.standard_normal((n, 3, 2))
