@@ -9,7 +9,7 @@ import numpy as np
 
 from ..tracer import is_traced, primal, primitive
 from .elementwise import mul
-from .shapes import check_same_float_dtype, keepdims_shape, normalize_axes
+from .shapes import check_same_float_dtype, keepdims_shape, mean_last, normalize_axes, sum_last
 
 
 def _shifted(x, axis):
@@ -17,9 +17,13 @@ def _shifted(x, axis):
     return x - primal(x).max(axis=axis, keepdims=True)
 
 
+def _sum_keepdims(x, axis):
+    return sum_last(x) if axis == x.ndim - 1 else x.sum(axis=axis, keepdims=True)
+
+
 def softmax_backward(g, y, axis):
     """∇softmax: dx = y ⊙ (g - Σ_axis g ⊙ y), from the output y alone."""
-    return y * (g - (g * y).sum(axis=axis, keepdims=True))
+    return y * (g - _sum_keepdims(g * y, axis))
 
 
 def _check_mask(op, mask, shape):
@@ -43,13 +47,13 @@ def softmax(x, axis=-1, mask=None):
     (axis,) = normalize_axes("softmax", axis, x.ndim)
     if mask is None:
         e = np.exp(_shifted(x, axis))
-        y = e / e.sum(axis=axis, keepdims=True)
+        y = e / _sum_keepdims(e, axis)
     else:
         _check_mask("softmax", mask, x.shape)
-        x = np.where(mask, x, -np.inf)
+        x = x + np.where(mask, 0, -np.inf).astype(x.dtype)  # -inf where masked (cheaper than where)
         row_max = primal(x).max(axis=axis, keepdims=True)
         e = np.exp(x - np.where(row_max == -np.inf, 0, row_max))
-        total = e.sum(axis=axis, keepdims=True)
+        total = _sum_keepdims(e, axis)
         y = e / np.where(primal(total) == 0, 1, total)
     return y, lambda g: (softmax_backward(g, y, axis), None, None)
 
@@ -59,10 +63,10 @@ def log_softmax(x, axis=-1):
     """x - logsumexp(x) along `axis`; stable for any finite x. dx = g - softmax(x) Σ_axis g."""
     (axis,) = normalize_axes("log_softmax", axis, x.ndim)
     shifted = _shifted(x, axis)
-    y = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    y = shifted - np.log(_sum_keepdims(np.exp(shifted), axis))
 
     def log_softmax_pullback(g):
-        return g - np.exp(y) * g.sum(axis=axis, keepdims=True), None
+        return g - np.exp(y) * _sum_keepdims(g, axis), None
     return y, log_softmax_pullback
 
 
@@ -86,8 +90,7 @@ def layer_norm_backward(g, x_hat, inv_std, scale):
         dx = inv_std ⊙ (ĝ - mean(ĝ) - x̂ ⊙ mean(ĝ ⊙ x̂))
     """
     g_hat = g * scale
-    return inv_std * (g_hat - g_hat.mean(axis=-1, keepdims=True)
-                      - x_hat * (g_hat * x_hat).mean(axis=-1, keepdims=True))
+    return inv_std * (g_hat - mean_last(g_hat) - x_hat * mean_last(g_hat * x_hat))
 
 
 @primitive
@@ -100,8 +103,8 @@ def layer_norm(x, scale, bias, eps=1e-5):
                          f"shape ({d},), the last axis of x {x.shape}")
     check_same_float_dtype("layer_norm", x, scale)
     check_same_float_dtype("layer_norm", x, bias)
-    centered = x - x.mean(axis=-1, keepdims=True)
-    inv_std = 1 / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + eps)
+    centered = x - mean_last(x)
+    inv_std = 1 / np.sqrt(mean_last(centered * centered) + eps)
     x_hat = centered * inv_std
 
     def layer_norm_pullback(g):

@@ -78,3 +78,16 @@ def broadcast_binary(op, ufunc, a, b):
         raise ValueError(
             f"{op}: shapes {np.shape(a) if is_number(a) else a.shape} and "
             f"{np.shape(b) if is_number(b) else b.shape} do not broadcast together") from None
+
+
+def sum_last(x):
+    """Σ over the last axis, keepdims. On plain arrays np.einsum does it ~4x faster than
+    x.sum(-1) for short rows (attention scores, layer norm); traced values use the op."""
+    if type(x) is np.ndarray:
+        return np.einsum("...i->...", x)[..., None]
+    return x.sum(axis=-1, keepdims=True)
+
+
+def mean_last(x):
+    """Mean over the last axis, keepdims (see sum_last)."""
+    return sum_last(x) * (1.0 / x.shape[-1])
