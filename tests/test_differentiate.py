@@ -405,3 +405,20 @@ def test_traced_value_cannot_become_a_plain_array_or_float(rng):
     # stop_gradient is the way to ask for a constant
     (g,) = ag.gradient(lambda x: ag.sum(x) * float(ag.stop_gradient(ag.sum(x))), x)
     np.testing.assert_allclose(g, np.full(3, x.sum()))
+
+
+def test_second_order_through_indexing_with_repeats():
+    x = np.arange(1.0, 5.0)
+    index = np.array([0, 2, 2])
+    counts = np.array([1.0, 0.0, 2.0, 0.0])
+    g = ag.grad(lambda x: ag.sum(x[index] ** 3))
+    np.testing.assert_allclose(g(x), 3 * x ** 2 * counts)
+    np.testing.assert_allclose(ag.grad(lambda x: ag.sum(g(x)))(x), 6 * x * counts)
+
+
+def test_gradients_are_fresh_writable_arrays(rng):
+    x = rng.standard_normal(3)
+    gx, gy = ag.gradient(lambda x, y: ag.sum(x + y), x, x)  # both from one broadcast cotangent
+    assert gx is not gy and gx.flags.writeable and gy.flags.writeable
+    gx += 1.0
+    np.testing.assert_array_equal(gy, np.ones(3))
