@@ -95,7 +95,7 @@ def _attention(prefix, a):
             **_linear(prefix + "out_proj.", a.wo)}
 
 
-def _block(prefix, b):
+def block_to_torch(prefix, b):
     """An EncoderBlock or DecoderBlock; torch's names match ours but for ff and cross_attn."""
     sd = {**_attention(prefix + "self_attn.", b.self_attn)}
     if isinstance(b, DecoderBlock):
@@ -115,10 +115,10 @@ def to_torch(tree):
     sd = {"src_embed.weight": _tensor(tree.src_embed.table),
           "tgt_embed.weight": _tensor(tree.tgt_embed.table)}
     for i, block in enumerate(tree.encoder):
-        sd.update(_block(f"transformer.encoder.layers.{i}.", block))
+        sd.update(block_to_torch(f"transformer.encoder.layers.{i}.", block))
     sd.update(_norm("transformer.encoder.norm.", tree.encoder_norm))
     for i, block in enumerate(tree.decoder):
-        sd.update(_block(f"transformer.decoder.layers.{i}.", block))
+        sd.update(block_to_torch(f"transformer.decoder.layers.{i}.", block))
     sd.update(_norm("transformer.decoder.norm.", tree.decoder_norm))
     if tree.out.w is None:
         sd.update({"out.weight": sd["tgt_embed.weight"], "out.bias": _tensor(tree.out.b)})

@@ -1,0 +1,212 @@
+"""models.transformer: the whole encoder-decoder against torch.nn.Transformer (through the
+bridge's TorchTransformer), masks, position encoding, dropout, presets, central differences."""
+import math
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from models import transformer
+
+SIZES = dict(d_model=8, n_heads=2, d_ff=16, n_encoder=2, n_decoder=2, max_len=16, dropout=0.0)
+SRC_VOCAB, TGT_VOCAB, PAD = 7, 9, 0
+
+
+def tiny(seed=0, dtype=np.float64, **overrides):
+    """A small model with nonzero biases and layer-norm parameters, so every leaf matters."""
+    rng = np.random.default_rng(seed)
+    p = transformer.init(rng, SRC_VOCAB, TGT_VOCAB, dtype=dtype, **{**SIZES, **overrides})
+    return ag.tree_map(lambda a: (a + 0.1 * rng.standard_normal(a.shape)).astype(dtype)
+                       if isinstance(a, np.ndarray) else a, p)
+
+
+def batch(seed=1, b=3, s=6, t=5):
+    """Source ids with padding at the end of two rows (never a whole row), target ids."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(1, SRC_VOCAB, (b, s))  # (B, S)
+    src[0, 4:] = PAD
+    src[1, 2:] = PAD
+    return src, rng.integers(0, TGT_VOCAB, (b, t))  # (B, T)
+
+
+def relative_error(got, want):
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+
+
+def torch_logits_and_grads(torch, p, src, tgt, weight, src_pad):
+    """TorchTransformer's logits and, for Σ logits ⊙ weight, the .grad under each state_dict key."""
+    from models import torch_bridge
+    module = torch_bridge.torch_module_for(p).eval()
+    logits = module(torch.from_numpy(src), torch.from_numpy(tgt), src_pad)
+    (logits * torch.from_numpy(weight)).sum().backward()
+    grads = {k: module.get_parameter(k).grad.numpy() for k in module.state_dict()}
+    return logits.detach().numpy(), grads
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-9), (np.float32, 1e-4)])
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("share", [False, True])
+def test_logits_and_every_gradient_match_torch(torch, dtype, rtol, norm, share):
+    from models import torch_bridge
+    p = tiny(dtype=dtype, norm=norm, share_embeddings=share)
+    src, tgt = batch()
+    weight = np.random.default_rng(5).standard_normal((3, 5, TGT_VOCAB)).astype(dtype)
+    logits = transformer.apply(p, src, tgt, src_pad=PAD)  # (B, T, V)
+    assert logits.shape == (3, 5, TGT_VOCAB) and logits.dtype == dtype
+    (grads,) = ag.gradient(lambda p: ag.sum(transformer.apply(p, src, tgt, PAD) * weight), p)
+    want_logits, want_grads = torch_logits_and_grads(torch, p, src, tgt, weight, PAD)
+    assert relative_error(logits, want_logits) < rtol
+    got_grads = torch_bridge.to_torch(grads)
+    assert got_grads.keys() == want_grads.keys()
+    for key, want in want_grads.items():
+        got = got_grads[key].numpy()
+        assert got.dtype == dtype, key
+        assert relative_error(got, want) < rtol, f"{key}: {relative_error(got, want):.3g}"
+
+
+def test_cross_entropy_gradient_matches_torch(torch):
+    from models import torch_bridge
+    p = tiny(norm="post")
+    src, tgt = batch()
+    labels = np.roll(tgt, -1, axis=1)  # (B, T)
+    (grads,) = ag.gradient(lambda p: ag.cross_entropy(transformer.apply(p, src, tgt, PAD),
+                                                      labels), p)
+    module = torch_bridge.torch_module_for(p)
+    logits = module(torch.from_numpy(src), torch.from_numpy(tgt), PAD)
+    torch.nn.functional.cross_entropy(logits.reshape(-1, TGT_VOCAB),
+                                      torch.from_numpy(labels).reshape(-1)).backward()
+    got = torch_bridge.to_torch(grads)
+    for key, param in module.named_parameters():
+        assert relative_error(got[key].numpy(), param.grad.numpy()) < 1e-9, key
+
+
+def test_check_gradients_at_a_tiny_size():
+    p = tiny(d_model=8, n_heads=2, n_encoder=1, n_decoder=1)
+    src, tgt = batch(b=2, s=4, t=3)
+    labels = np.roll(tgt, -1, axis=1)
+    errors = ag.check_gradients(
+        lambda p: ag.cross_entropy(transformer.apply(p, src, tgt, PAD), labels), p)
+    assert "p.decoder[0].cross_attn.wk.w" in errors and "p.out.w" in errors
+
+
+def test_a_padded_source_token_changes_no_output():
+    p = tiny()
+    src, tgt = batch()
+    table = p.src_embed.table.copy()
+    table[PAD] += 1.0  # what the padded positions hold
+    q = p._replace(src_embed=p.src_embed._replace(table=table))
+    np.testing.assert_allclose(transformer.apply(q, src, tgt, PAD),
+                               transformer.apply(p, src, tgt, PAD), rtol=0, atol=1e-14)
+    # without the mask the change is seen, so the comparison above can fail
+    assert relative_error(transformer.apply(q, src, tgt), transformer.apply(p, src, tgt)) > 1e-3
+
+
+def test_a_future_target_token_changes_no_earlier_output():
+    p = tiny()
+    src, tgt = batch()
+    later = tgt.copy()
+    later[:, 3:] = (tgt[:, 3:] + 1) % TGT_VOCAB
+    a, b = transformer.apply(p, src, tgt, PAD), transformer.apply(p, src, later, PAD)
+    np.testing.assert_allclose(b[:, :3], a[:, :3], rtol=0, atol=1e-14)
+    assert np.abs(b[:, 3:] - a[:, 3:]).max() > 1e-3
+
+
+def test_decode_of_encode_is_apply_and_needs_src_for_the_pad_mask():
+    p = tiny()
+    src, tgt = batch()
+    memory = transformer.encode(p, src, PAD)  # (B, S, D)
+    assert memory.shape == (3, 6, 8)
+    np.testing.assert_array_equal(transformer.decode(p, memory, tgt, PAD, src=src),
+                                  transformer.apply(p, src, tgt, PAD))
+    with pytest.raises(ValueError, match=r"decode: src_pad=0 needs src="):
+        transformer.decode(p, memory, tgt, PAD)
+    with pytest.raises(ValueError, match=r"src \(3, 5\) does not match memory \(3, 6, 8\)"):
+        transformer.decode(p, memory, tgt, PAD, src=src[:, :5])
+
+
+def test_position_encoding_is_the_papers_formula():
+    from models.layers import position_encoding
+    max_len, d = 12, 10
+    want = np.zeros((max_len, d))
+    for pos in range(max_len):
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            want[pos, 2 * i], want[pos, 2 * i + 1] = math.sin(angle), math.cos(angle)
+    np.testing.assert_allclose(position_encoding(max_len, d, np.float64), want, rtol=0, atol=1e-15)
+
+
+def test_embeddings_are_scaled_by_sqrt_d_model_before_the_positions():
+    p = tiny(n_encoder=0, n_decoder=0)
+    src = np.array([[3, 1]])
+    want = p.src_embed.table[src] * math.sqrt(8)  # (1, 2, D)
+    want[0, 1] += [math.sin(1 / 10000 ** (2 * i / 8)) if j == 0 else
+                   math.cos(1 / 10000 ** (2 * i / 8)) for i in range(4) for j in (0, 1)]
+    want[0, 0] += [0.0, 1.0] * 4
+    ln = p.encoder_norm
+    mu, var = want.mean(-1, keepdims=True), want.var(-1, keepdims=True)
+    np.testing.assert_allclose(transformer.encode(p, src),
+                               (want - mu) / np.sqrt(var + 1e-5) * ln.scale + ln.bias, atol=1e-12)
+
+
+def test_float32_stays_float32():
+    p = tiny(dtype=np.float32)
+    src, tgt = batch()
+    assert transformer.encode(p, src, PAD).dtype == np.float32
+    assert transformer.apply(p, src, tgt, PAD).dtype == np.float32
+
+
+def test_a_too_long_sequence_names_both_lengths():
+    p = tiny(max_len=4)
+    src, tgt = batch(s=6, t=3)
+    with pytest.raises(ValueError, match=r"6 positions but the table holds max_len=4"):
+        transformer.apply(p, src, tgt, PAD)
+
+
+def test_dropout_is_off_at_inference_and_reproducible_in_training():
+    p = tiny(dropout=0.3)
+    src, tgt = batch()
+    plain = transformer.apply(p, src, tgt, PAD)
+    rng = np.random.default_rng(3)
+    np.testing.assert_array_equal(transformer.apply(p, src, tgt, PAD, training=False, rng=rng),
+                                  plain)
+    np.testing.assert_array_equal(transformer.apply(p, src, tgt, PAD, training=True, rng=None),
+                                  plain)
+    train = [transformer.apply(p, src, tgt, PAD, training=True, rng=np.random.default_rng(s))
+             for s in (1, 1, 2)]
+    np.testing.assert_array_equal(train[0], train[1])
+    assert np.abs(train[0] - train[2]).max() > 1e-3
+    assert np.abs(train[0] - plain).max() > 1e-3
+
+
+def test_presets_are_table_3():
+    assert transformer.BASE == dict(d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6,
+                                    dropout=0.1)
+    assert transformer.BIG == dict(d_model=1024, n_heads=16, d_ff=4096, n_encoder=6, n_decoder=6,
+                                   dropout=0.3)
+    p = transformer.init(np.random.default_rng(0), 10, 11, **{**transformer.BASE, "d_ff": 8,
+                                                              "n_encoder": 1, "n_decoder": 1})
+    assert (p.d_model, p.dropout, p.encoder[0].self_attn.n_heads) == (512, 0.1, 8)
+    assert p.out.w.shape == (512, 11) and p.out.w.dtype == np.float32
+
+
+def test_shared_embeddings_use_the_target_table():
+    p = tiny(share_embeddings=True, n_encoder=1, n_decoder=0)
+    src, tgt = batch()
+    x = transformer.encode(p, src) * 0  # no decoder layers: logits = LN(embed) E^T + b
+    logits = transformer.decode(p, x, tgt)
+    h = p.tgt_embed.table[tgt] * math.sqrt(8) + transformer.position_rows(p, 0, 5, np.float64)
+    h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
+    h = h * p.decoder_norm.scale + p.decoder_norm.bias
+    np.testing.assert_allclose(logits, h @ p.tgt_embed.table.T + p.out.b, atol=1e-12)
+    assert p.out.w is None
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="norm must be one of"):
+        transformer.init(np.random.default_rng(0), 5, 5, **{**SIZES, "norm": "middle"})
+    p = tiny()
+    with pytest.raises(ValueError, match=r"apply: src \(2, 6\) and tgt \(3, 5\)"):
+        transformer.apply(p, batch(b=2)[0], batch()[1])
+    with pytest.raises(ValueError, match=r"encode: src must be an integer array"):
+        transformer.encode(p, np.zeros((2, 3)))
