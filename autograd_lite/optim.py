@@ -35,7 +35,8 @@ def _zeros_like_floats(params):
 
 
 def _learning_rate(lr, step):
-    return lr(step) if callable(lr) else lr
+    # a Python float: a numpy float64 scalar would promote float32 parameters (NEP 50)
+    return float(lr(step) if callable(lr) else lr)
 
 
 def _moves(p, g):
@@ -44,6 +45,8 @@ def _moves(p, g):
 
 def sgd(lr, momentum=0.0):
     """p ← p - lr·b,  b ← momentum·b + g  (PyTorch's SGD; b = g without momentum)."""
+    momentum = float(momentum)
+
     def init(params):
         return SGDState(0, _zeros_like_floats(params) if momentum else None)
 
@@ -62,7 +65,7 @@ def sgd(lr, momentum=0.0):
 
 
 def _adam(lr, betas, eps, weight_decay, decoupled):
-    beta1, beta2 = betas
+    beta1, beta2, eps, weight_decay = float(betas[0]), float(betas[1]), float(eps), float(weight_decay)
 
     def init(params):
         return AdamState(0, _zeros_like_floats(params), _zeros_like_floats(params))
@@ -116,7 +119,7 @@ def global_norm(grads):
 def clip_by_global_norm(grads, max_norm):
     """Scale all gradients by max_norm / ‖g‖ when the global norm ‖g‖ exceeds max_norm
     (torch.nn.utils.clip_grad_norm_, with its 1e-6 guard)."""
-    coefficient = max_norm / (global_norm(grads) + 1e-6)
+    coefficient = float(max_norm) / (global_norm(grads) + 1e-6)
     if coefficient >= 1.0:
         return grads
     return tree_map(lambda g: g * coefficient if g is not None and is_float_leaf(g) else g, grads)
