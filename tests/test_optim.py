@@ -198,3 +198,33 @@ def test_state_round_trips_through_save_and_load(make, tmp_path, rng):
         p2, loaded = optimizer.update(params, g, loaded)
         np.testing.assert_array_equal(p1.w, p2.w)
         params = p1
+
+
+@pytest.mark.parametrize("with_numpy_scalars, with_python_floats", [
+    (lambda: ag.optim.sgd(np.float64(0.1)), lambda: ag.optim.sgd(0.1)),
+    (lambda: ag.optim.sgd(0.1, momentum=np.float64(0.9)), lambda: ag.optim.sgd(0.1, momentum=0.9)),
+    (lambda: ag.optim.sgd(lambda step: np.float64(0.1) / step), lambda: ag.optim.sgd(lambda step: 0.1 / step)),
+    (lambda: ag.optim.adam(np.float64(0.01), betas=(np.float64(0.9), np.float64(0.99)),
+                           weight_decay=np.float64(0.1)),
+     lambda: ag.optim.adam(0.01, betas=(0.9, 0.99), weight_decay=0.1)),
+    (lambda: ag.optim.adamw(0.01, eps=np.float64(1e-8), weight_decay=np.float64(0.1)),
+     lambda: ag.optim.adamw(0.01, eps=1e-8, weight_decay=0.1)),
+])
+def test_numpy_scalar_hyperparameters_keep_float32(with_numpy_scalars, with_python_floats, rng):
+    """numpy scalars are not weak in numpy 2's promotion: they must not turn float32 into float64."""
+    params = make_params(rng, np.float32)
+    grads = make_gradients(rng, params)
+    history, state = our_run(with_numpy_scalars(), params, grads)
+    reference, _ = our_run(with_python_floats(), params, grads)  # checked against torch above
+    for p, r in zip(history, reference):
+        assert p.w.dtype == np.float32 and p.b.dtype == np.float32
+        np.testing.assert_allclose(p.w, r.w, rtol=1e-6)
+    assert all(leaf.dtype == np.float32 for leaf in ag.tree_leaves(state)
+               if isinstance(leaf, np.ndarray))
+
+
+def test_clip_with_a_numpy_max_norm_keeps_float32(rng):
+    grads = [rng.standard_normal(4).astype(np.float32) * 10]
+    clipped = ag.optim.clip_by_global_norm(grads, np.float64(1.0))
+    assert clipped[0].dtype == np.float32
+    assert np.linalg.norm(clipped[0].astype(np.float64)) == pytest.approx(1.0, rel=1e-5)
