@@ -1,0 +1,140 @@
+"""models.classifier: the seed model's size by hand, logits and every gradient against
+PyTorch, padding, dropout, gradient check, and errors."""
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from models import classifier
+from torch_encoder import (assert_grads_match, encoder_layer, encoder_layer_grads, float_leaves,
+                           leaf, relative_error, sinusoids)
+
+SMALL = dict(vocab_size=40, n_labels=3, d_model=16, n_heads=4, d_ff=24, n_layers=2, max_len=7)
+PAD = 0
+
+
+def test_seed_configuration_has_21_arrays_and_251552_parameters():
+    p = classifier.init(np.random.default_rng(0), 7455, 5)  # d 32, 4 heads, d_ff 128, 1 block, 50
+    V, D, F, T, L = 7455, 32, 128, 50, 5
+    by_layer = {"embed": (V * D, 1),
+                "self_attn q, k, v, o": (4 * (D * D + D), 8),
+                "norm1, norm2": (2 * (D + D), 4),
+                "ff": (D * F + F + F * D + D, 4),
+                "agg Dense(D -> 1)": (D * 1 + 1, 2),
+                "head Dense(max_len -> labels)": (T * L + L, 2)}
+    assert by_layer["embed"][0] == 238_560 and by_layer["ff"][0] == 8_352
+    arrays = list(float_leaves(p).values())
+    assert len(arrays) == sum(n for _, n in by_layer.values()) == 21
+    assert sum(a.size for a in arrays) == sum(c for c, _ in by_layer.values()) == 251_552
+
+
+def make_ids(rng, batch, length, vocab, pad=PAD):
+    """Tokens 1..vocab-1 with a tail of pads of random length (each row keeps >= 2 tokens)."""
+    ids = rng.integers(1, vocab, size=(batch, length))
+    for row, n_real in zip(ids, rng.integers(2, length + 1, size=batch)):
+        row[n_real:] = pad
+    return ids
+
+
+def torch_classifier(torch, p, ids):
+    """Logits and {path: leaf tensor} of an independent torch model holding p's weights."""
+    t = {path: leaf(torch, x) for path, x in float_leaves(p).items()
+         if path.startswith(("embed", "agg", "head"))}
+    x = torch.nn.functional.embedding(torch.from_numpy(ids), t["embed.table"])  # (B, T, D)
+    x = x + torch.from_numpy(sinusoids(ids.shape[1], x.shape[-1])).to(x.dtype)  # no √D scaling
+    layers = [encoder_layer(torch, block, norm_first=False) for block in p.encoder]
+    pad_mask = torch.from_numpy(ids == p.pad)  # (B, T) True = ignore
+    for layer in layers:
+        x = layer(x, src_key_padding_mask=pad_mask)  # (B, T, D)
+    if p.pool == "flatten":
+        scores = (x @ t["agg.w"] + t["agg.b"])[..., 0]  # (B, T)
+        return scores @ t["head.w"] + t["head.b"], t, layers
+    keep = torch.from_numpy(ids != p.pad).to(x.dtype)[..., None]  # (B, T, 1)
+    mean = (x * keep).sum(1) / keep.sum(1)  # (B, D)
+    return mean @ t["head.w"] + t["head.b"], t, layers
+
+
+@pytest.mark.parametrize("pool", ["flatten", "mean"])
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-9), (np.float32, 1e-4)])
+def test_logits_and_every_gradient_match_torch(torch, pool, dtype, rtol):
+    rng = np.random.default_rng(1)
+    p = classifier.init(rng, **SMALL, pool=pool, pad=PAD, dtype=dtype)
+    ids = make_ids(rng, 4, SMALL["max_len"], SMALL["vocab_size"])
+    cotangent = rng.standard_normal((4, SMALL["n_labels"])).astype(dtype)
+    logits, grads = ag.value_and_gradient(
+        lambda p: ag.sum(classifier.apply(p, ids) * cotangent), p)
+    ref_logits, t, layers = torch_classifier(torch, p, ids)
+    (ref_logits * torch.from_numpy(cotangent)).sum().backward()
+    ours = classifier.apply(p, ids)
+    assert ours.dtype == dtype and ours.shape == (4, SMALL["n_labels"])
+    assert relative_error(ours, ref_logits.detach().numpy()) < rtol
+    reference = {path: x.grad.numpy() for path, x in t.items()}
+    for i, layer in enumerate(layers):
+        reference.update(encoder_layer_grads(layer, f"encoder[{i}]"))
+    assert all(g.dtype == dtype for g in float_leaves(grads[0]).values())
+    assert_grads_match(float_leaves(grads[0]), reference, rtol)
+
+
+def test_embeddings_are_standard_normal():
+    """TransformersLite's Embed is randn (the torch model above adds it to PE unscaled)."""
+    p = classifier.init(np.random.default_rng(0), 7455, 5)
+    table = p.embed.table
+    assert abs(table.mean()) < 0.01 and abs(table.std() - 1) < 0.01
+
+
+def test_mean_pool_ignores_padding():
+    rng = np.random.default_rng(2)
+    p = classifier.init(rng, **SMALL, pool="mean", pad=PAD, dtype=np.float64)
+    ids = make_ids(rng, 3, 5, SMALL["vocab_size"])
+    ids[:, -1] = PAD
+    logits = classifier.apply(p, ids)
+    moved_pad = p._replace(embed=p.embed._replace(table=p.embed.table.copy()))
+    moved_pad.embed.table[PAD] += 5.0  # the pad token's embedding
+    longer = np.concatenate([ids, np.full((3, 2), PAD)], axis=1)  # (3, 7): more padding
+    np.testing.assert_allclose(classifier.apply(moved_pad, ids), logits, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(classifier.apply(p, longer), logits, rtol=0, atol=1e-12)
+    changed = ids.copy()
+    changed[:, 0] = changed[:, 0] % (SMALL["vocab_size"] - 1) + 1  # a real token changes
+    assert np.abs(classifier.apply(p, changed) - logits).min() > 1e-6
+
+
+def test_dropout_only_in_training_and_reproducible():
+    rng = np.random.default_rng(3)
+    p = classifier.init(rng, **SMALL, dropout=0.3, dtype=np.float64)
+    ids = make_ids(rng, 3, SMALL["max_len"], SMALL["vocab_size"])
+    inference = classifier.apply(p, ids)
+    np.testing.assert_array_equal(classifier.apply(p, ids, rng=np.random.default_rng(0)), inference)
+    a = classifier.apply(p, ids, training=True, rng=np.random.default_rng(7))
+    b = classifier.apply(p, ids, training=True, rng=np.random.default_rng(7))
+    c = classifier.apply(p, ids, training=True, rng=np.random.default_rng(8))
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - inference).max() > 1e-3 and np.abs(a - c).max() > 1e-3
+    no_drop = p._replace(dropout="0.0")
+    np.testing.assert_array_equal(
+        classifier.apply(no_drop, ids, training=True, rng=np.random.default_rng(7)), inference)
+
+
+@pytest.mark.parametrize("pool", ["flatten", "mean"])
+def test_check_gradients_tiny(pool):
+    rng = np.random.default_rng(4)
+    p = classifier.init(rng, vocab_size=6, n_labels=2, d_model=4, n_heads=2, d_ff=6, n_layers=1,
+                        max_len=4, pool=pool, pad=PAD, dtype=np.float64)
+    ids = np.array([[1, 2, 5, PAD], [3, 3, 4, 1]])
+    labels = np.array([0, 1])
+    ag.check_gradients(lambda p: ag.cross_entropy(classifier.apply(p, ids), labels), p)
+
+
+def test_errors_name_the_function_and_shapes():
+    p = classifier.init(np.random.default_rng(0), **SMALL)
+    with pytest.raises(ValueError, match=r"classifier.apply.*max_len=7.*length 5"):
+        classifier.apply(p, np.ones((2, 5), dtype=int))
+    with pytest.raises(ValueError, match=r"classifier.apply: ids must be integer.*float64"):
+        classifier.apply(p, np.ones((2, 7)))
+    with pytest.raises(ValueError, match="training=True needs an rng"):
+        classifier.apply(p, np.ones((2, 7), dtype=int), training=True)
+    with pytest.raises(ValueError, match="pool='mean' needs the pad id"):
+        classifier.init(np.random.default_rng(0), **SMALL, pool="mean")
+    with pytest.raises(ValueError, match="pool must be one of"):
+        classifier.init(np.random.default_rng(0), **SMALL, pool="max")
+    mean = classifier.init(np.random.default_rng(0), **SMALL, pool="mean", pad=PAD)
+    with pytest.raises(ValueError, match=r"classifier.apply: ids \(2, 9\).*max_len=7"):
+        classifier.apply(mean, np.ones((2, 9), dtype=int))
