@@ -4,7 +4,7 @@
     grads = ag.gradient(loss, params, batch)   # gradients in the structure of the arguments
 """
 from . import optim
-from .differentiate import grad, gradient, value_and_gradient, vjp
+from .differentiate import Hyper, grad, gradient, value_and_gradient, vjp
 from .ops import (abs, add, add_at, broadcast_to, concatenate, cross_entropy, div, dropout, exp,
                   expand_dims, gather, gelu, getitem, layer_norm, log, log_softmax, logsumexp,
                   matmul, max, maximum, mean, minimum, mul, neg, pow, relu, reshape, scatter_add,
@@ -18,6 +18,6 @@ from .serialization import load, save
 
 def __getattr__(name):
     if name == "viz":  # graphviz is optional: import the pictures module on first use
-        from . import viz
-        return viz
+        import importlib  # not `from . import viz`: its hasattr check would call back here
+        return importlib.import_module(".viz", __name__)
     raise AttributeError(f"module 'autograd_lite' has no attribute '{name}'")

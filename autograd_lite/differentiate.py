@@ -15,8 +15,20 @@ from .tracer import Box, Node, Trace
 from .tree import tree_leaves, tree_map, tree_unflatten
 
 
+class Hyper(float):
+    """A float setting kept in a parameter tree (a dropout rate, say): a static leaf.
+
+    It behaves as a float everywhere, but gradients, optimizers, gradient checks and
+    parameter counts pass it by, as they do ints and strings. ag.save/ag.load keep it.
+    """
+
+    def __repr__(self):
+        return f"Hyper({float(self)!r})"
+
+
 def is_float_leaf(x):
-    """A leaf that gets a gradient: floating arrays and scalars (and values traced outside)."""
+    """A leaf that gets a gradient: floating arrays and scalars (and values traced outside).
+    Exactly `float`: a `Hyper` (a float subclass) is static."""
     if type(x) is Box or type(x) is float:
         return True
     if isinstance(x, np.ndarray):

@@ -2,7 +2,7 @@
 
 The file holds one .npy entry per array leaf and a JSON description of the
 structure (container types, NamedTuple names and fields, dict keys, and the
-Python scalars, strings and None among the leaves). Functions among the leaves
+Python scalars, strings, None and `Hyper` settings among the leaves). Functions among the leaves
 (an activation, say) are stored by name only: `load(path, like=params)` takes
 them, and the container types, from `like`. Writing goes to a temporary file that
 replaces the target only when complete, so a crash never leaves a half-written file.
@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from .differentiate import Hyper
 from .tree import is_namedtuple, tree_leaves, tree_paths, tree_unflatten
 
 _STRUCTURE_KEY = "__structure__"
@@ -31,13 +32,15 @@ def _describe(tree, arrays, path):
         if not all(isinstance(k, str) for k in tree):
             raise TypeError(f"save: dict keys at '{path}' must be strings")
         return {"dict": [[k, _describe(c, arrays, f"{path}[{k!r}]")] for k, c in tree.items()]}
-    if isinstance(tree, (np.ndarray, np.generic)) and not isinstance(tree, np.bool_):
+    if isinstance(tree, (np.ndarray, np.generic)):  # np.bool_ too: it loads back as np.bool_
         if tree.dtype.kind not in "biufc":
             raise TypeError(f"save: the array at '{path}' has dtype {tree.dtype}; "
                             "only numeric arrays are saved")
         key = f"a{len(arrays)}"
         arrays[key] = np.asarray(tree)
         return {"array" if isinstance(tree, np.ndarray) else "scalar": key}
+    if isinstance(tree, Hyper):
+        return {"hyper": float(tree)}
     if tree is None or isinstance(tree, (bool, str, numbers.Integral, float, np.bool_)):
         return {"value": tree.item() if isinstance(tree, np.bool_) else tree}
     if callable(tree):
@@ -78,6 +81,8 @@ def _rebuild(spec, arrays):
         return arrays[spec["array"]]
     if "scalar" in spec:
         return arrays[spec["scalar"]][()]
+    if "hyper" in spec:
+        return Hyper(spec["hyper"])
     if "function" in spec:
         return f"<function {spec['function']}>"
     return spec["value"]

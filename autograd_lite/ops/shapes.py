@@ -12,8 +12,8 @@ _PYTHON_NUMBERS = (int, float, bool, complex)
 
 
 def is_number(x):
-    """A Python scalar: a constant operand that never needs a gradient."""
-    return type(x) in _PYTHON_NUMBERS
+    """A Python scalar (or a subclass, like ag.Hyper): a constant that never needs a gradient."""
+    return type(x) in _PYTHON_NUMBERS or (not hasattr(x, "shape") and isinstance(x, numbers.Number))
 
 
 def unbroadcast(g, shape):
@@ -56,7 +56,7 @@ def keepdims_shape(shape, axes):
 def check_same_float_dtype(op, a, b):
     """Refuse operands that numpy would silently promote (float32 with float64 or int64).
     Python numbers are weak in numpy's promotion (NEP 50) and never change a dtype."""
-    if type(a) in _PYTHON_NUMBERS or type(b) in _PYTHON_NUMBERS:
+    if is_number(a) or is_number(b):
         return
     da, db = a.dtype, b.dtype
     if da == db:
