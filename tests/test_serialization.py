@@ -160,3 +160,12 @@ def test_failed_write_leaves_the_old_file_and_no_partial_file(tmp_path, rng, mon
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["model.npz"]
     assert_same_tree(ag.load(path, like=old), old)
+
+
+def test_numpy_bool_scalars_and_bool_arrays_round_trip(tmp_path):
+    tree = {"flag": np.bool_(True), "plain": False, "mask": np.array([True, False])}
+    ag.save(tmp_path / "flags.npz", tree)
+    for loaded in (ag.load(tmp_path / "flags.npz"), ag.load(tmp_path / "flags.npz", like=tree)):
+        assert type(loaded["flag"]) is np.bool_ and loaded["flag"]
+        assert type(loaded["plain"]) is bool and loaded["plain"] is False
+        assert loaded["mask"].dtype == np.bool_ and loaded["mask"].tolist() == [True, False]
