@@ -1,0 +1,240 @@
+"""Graphviz text for a `View`, and rendering it with the `dot` program.
+
+We write DOT ourselves and run `dot` in a subprocess: the only thing a picture
+needs installed is Graphviz itself. Nodes get an SVG class (`op`, `param`,
+`data`, `input`, `const`, `call`, `output`, `legend`) so that tools and tests
+can find them in the SVG.
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import warnings
+
+from .graph import count_text, dtype_text, shape_text, size_text
+
+FORMATS = (".svg", ".png", ".pdf", ".dot")
+FONT = "Helvetica,Arial,sans-serif"
+GREY, DARK = "#64748b", "#334155"
+STYLE = {  # kind: (fill, border, what the legend calls it)
+    "param": ("#dbeafe", "#2563eb", "parameter"),
+    "input": ("#dcfce7", "#16a34a", "data input"),
+    "data": ("#dcfce7", "#16a34a", "data input"),
+    "const": ("#f8fafc", "#94a3b8", "constant"),
+    "op": ("#ffffff", "#475569", "op  (output shape) dtype"),
+    "call": ("#ede9fe", "#7c3aed", "function call (collapsed)"),
+    "output": ("#fee2e2", "#dc2626", "output"),
+}
+KEPT, GRADIENT = "#ea580c", "#dc2626"
+CLUSTER_FILLS = ("#f8fafc", "#eef2f7", "#e2e8f0", "#d5dde8")
+INSTALL = ("Install Graphviz:\n"
+           "  apt-get install graphviz                 (Debian, Ubuntu)\n"
+           "  brew install graphviz                    (macOS)\n"
+           "  conda install -c conda-forge graphviz    (conda)")
+MAX_PIXELS = 30000  # cairo's bitmaps stop at 32767 pixels a side
+
+
+class DotNotFoundError(RuntimeError):
+    """Graphviz's `dot` program is not installed (or not on PATH)."""
+
+
+def _esc(text):
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;"))
+
+
+def _small(text, color=GREY):
+    return f'<FONT POINT-SIZE="9" COLOR="{color}">{_esc(text)}</FONT>'
+
+
+def _typed(item):
+    return f"{shape_text(item.shape)} {dtype_text(item.dtype)}"
+
+
+def _node(name, kind, label, extra=""):
+    fill, border, _ = STYLE[kind]
+    style = "rounded,filled,dashed" if kind == "const" else "rounded,filled"
+    return (f'  {name} [label=<{label}>, class="{kind}", style="{style}", fillcolor="{fill}", '
+            f'color="{border}"{extra}];')
+
+
+def _kept_attrs(nbytes, backward):
+    return f', color="{KEPT}", penwidth=2.5' if backward and nbytes else ""
+
+
+def _item_node(view, item, backward, used):
+    if item.kind == "op":
+        label = (f"<B>{_esc(item.label)}</B>{_esc(item.extra and ' ' + item.extra)}"
+                 f"  {_small(_typed(item), DARK)}")
+        notes = []
+        if backward and item.kept:
+            notes.append(f"saved {size_text(item.kept)}")
+        if backward and item.residual:
+            notes.append(f"+{size_text(item.residual)} residuals")
+        if notes:
+            label += "<BR/>" + _small(" · ".join(notes), KEPT)
+        return _node(f"n{item.id}", "op", label, _kept_attrs(item.kept, backward))
+    label = f"{_esc(item.label)}<BR/>{_small(_typed(item))}"
+    if backward and item.kept:
+        label += "<BR/>" + _small(f"saved {size_text(item.kept)}", KEPT)
+    if item.id not in used:
+        label += "<BR/>" + _small("unused")
+    return _node(f"n{item.id}", item.kind, label, _kept_attrs(item.kept, backward))
+
+
+def _shapes(items, limit=3):
+    texts = [shape_text(it.shape) for it in items.values()]
+    return ", ".join(texts[:limit]) + (f" +{len(texts) - limit}" if len(texts) > limit else "") or "()"
+
+
+def _box_node(name, box, backward):
+    label = (f"<B>{_esc(box.scope.label)}</B><BR/>"
+             f"{_small(_shapes(box.inputs) + ' → ' + _shapes(box.outputs), DARK)}<BR/>"
+             f"{_small(f'{box.n_ops} ops · {len(box.params)} params ({count_text(box.n_param_values)})')}")
+    if backward and box.kept:
+        label += "<BR/>" + _small(f"saves {size_text(box.kept)} for backward", KEPT)
+    return _node(name, "call", label, ', shape="box3d"')
+
+
+def _legend(view, backward):
+    """One node: a row of cells in the colours of the kinds of node this picture has."""
+    present = {view.graph.items[i].kind for i in view.nodes} | {"op"}
+    kinds = [k for k in ("param", "input", "data", "const", "op") if k in present]
+    if "input" in kinds and "data" in kinds:
+        kinds.remove("data")
+    kinds += (["call"] if view.boxes else []) + (["output"] if view.graph.outputs else [])
+    cells = [f'<TD BGCOLOR="{STYLE[k][0]}" COLOR="{STYLE[k][1]}" STYLE="rounded">'
+             f'{_esc(STYLE[k][2])}</TD>' for k in kinds]
+    if backward:
+        cells.append(f'<TD COLOR="{KEPT}" BORDER="2" STYLE="rounded">saved for backward</TD>')
+        cells.append(f'<TD BORDER="0"><FONT COLOR="{GRADIENT}">⇠ gradient (dashed)</FONT></TD>')
+    return [f'  legend [shape=plaintext, class="legend", fontsize=9, label=<<TABLE BORDER="0" CELLBORDER="1" '
+            f'CELLSPACING="4" CELLPADDING="3"><TR><TD BORDER="0"><B>legend</B></TD>'
+            f'{"".join(cells)}</TR></TABLE>>];']
+
+
+def _title(view, backward):
+    graph = view.graph
+    text = graph.title() + ("" if view.depth is None else f", depth {view.depth}")
+    if backward:
+        made, given = graph.saved_bytes()
+        text += (f"<BR/>backward pass keeps {size_text(made + given)}: {size_text(made)} made "
+                 f"during the call, {size_text(given)} of the arguments")
+    return text
+
+
+def to_dot(view, backward=False):
+    """DOT text: nodes inside nested clusters (one per function call), edges, a legend."""
+    items = view.graph.items
+    names = {k: f"n{k}" for k in view.nodes}
+    names.update({s: f"call{i}" for i, s in enumerate(view.boxes)})
+    used = {source for _, _, source in view.edges}
+    tree = {}  # scope path -> (child clusters, node lines)
+    for key, path in view.cluster_of.items():
+        for n in range(len(path) + 1):
+            tree.setdefault(path[:n], ([], []))
+            if n and path[:n] not in tree[path[:n - 1]][0]:
+                tree[path[:n - 1]][0].append(path[:n])
+        line = (_box_node(names[key], view.boxes[key], backward) if type(key) is not int
+                else _item_node(view, items[key], backward, used))
+        tree[path][1].append(line)
+    tree.setdefault((), ([], []))
+    lines = ["digraph autograd_lite {",
+             f'  graph [rankdir=TB, newrank=true, fontname="{FONT}", fontsize=12, nodesep=0.25, '
+             f'ranksep=0.35, labelloc=t, labeljust=l, label=<{_title(view, backward)}>];',
+             f'  node [shape=box, fontname="{FONT}", fontsize=11, height=0.3, margin="0.1,0.04", '
+             f'penwidth=1.2];',
+             f'  edge [color="{GREY}", arrowsize=0.6, fontname="{FONT}", fontsize=9, '
+             f'fontcolor="{GREY}"];']
+    stack = [((), 0)]
+    order, cluster_ids = [], {}
+    while stack:  # clusters depth first, written with explicit open/close markers
+        path, state = stack.pop()
+        children, nodes = tree[path]
+        if state == 0:
+            if path:
+                scope, indent = path[-1], "  " * len(path)
+                fill = CLUSTER_FILLS[(len(path) - 1) % len(CLUSTER_FILLS)]
+                order.append(f'{indent}subgraph cluster_{cluster_ids.setdefault(scope, len(cluster_ids))} {{')
+                order.append(f'{indent}  label=<<B>{_esc(scope.label)}</B>>; class="scope"; '
+                             f'style="rounded,filled"; fillcolor="{fill}"; color="#94a3b8"; '
+                             f'fontsize=11; fontcolor="{DARK}";')
+            order += ["  " * len(path) + line for line in nodes]
+            stack.append((path, 1))
+            stack.extend((c, 0) for c in reversed(children))
+        elif path:
+            order.append("  " * len(path) + "}")
+    lines += order
+    for k, (label, source) in enumerate(view.graph.outputs):
+        out = f"out{k}"
+        lines.append(_node(out, "output", f"<B>{_esc(label)}</B>  {_small(_typed(items[source]), DARK)}"))
+        lines.append(f"  {names[view.key[source]]} -> {out};")
+    for s, t, source in view.edges:
+        attrs = []
+        item = items[source]
+        if type(s) is not int:
+            attrs.append(f'label=" {shape_text(item.shape)}"')
+        elif item.kind == "data":
+            shapes = {shape for i, shape in items[t].inputs if i == source} if type(t) is int else set()
+            if shapes and shapes != {item.shape}:
+                attrs.append(f'label=" {", ".join(map(shape_text, shapes))}"')
+        lines.append(f"  {names[s]} -> {names[t]}{' [' + ', '.join(attrs) + ']' if attrs else ''};")
+        if backward and item.kind in ("param", "input") and type(s) is int:
+            lines.append(f'  {names[t]} -> {names[s]} [style=dashed, color="{GRADIENT}", '
+                         f'constraint=false, arrowsize=0.5, class="gradient"];')
+    lines += _legend(view, backward)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def dot_executable():
+    return shutil.which("dot")
+
+
+def run_dot(text, fmt, *options):
+    """`dot -T<fmt>` on DOT text: the output bytes. Raises DotNotFoundError without Graphviz."""
+    exe = dot_executable()
+    if exe is None:
+        raise DotNotFoundError(f"Graphviz's `dot` program was not found on PATH. {INSTALL}")
+    done = subprocess.run([exe, f"-T{fmt}", *options], input=text.encode("utf-8"),
+                          capture_output=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"dot -T{fmt} failed: {done.stderr.decode(errors='replace').strip()}")
+    return done.stdout
+
+
+def _png_dpi(text, n_nodes):
+    """Dots per inch for a PNG: sharp for small pictures; for large ones as many as fit
+    cairo's limit, measured on a first layout (fonts keep their size, the canvas grows)."""
+    if n_nodes <= 60:
+        return 144
+    plain = run_dot(text, "plain").split(b"\n", 1)[0].split()  # graph scale width height
+    inches = max(float(plain[2]), float(plain[3]))
+    dpi = min(96, int(MAX_PIXELS / inches))
+    if dpi < 48:
+        warnings.warn(f"the picture is {inches:.0f} inches across: a PNG must shrink it to {dpi} "
+                      "dpi; use .svg or .pdf, or a smaller depth=", stacklevel=3)
+    return dpi
+
+
+def render(view, backward, path):
+    """Write the picture; the format comes from the suffix of `path`. Returns the path."""
+    path = pathlib.Path(os.fspath(path))
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"cannot render '{path.name}': unsupported suffix '{suffix}'; "
+                         f"use one of {', '.join(FORMATS)}")
+    text = to_dot(view, backward)
+    if suffix == ".dot":
+        path.write_text(text, encoding="utf-8")
+        return path
+    if dot_executable() is None:
+        dot_path = path.with_suffix(".dot")
+        dot_path.write_text(text, encoding="utf-8")
+        raise DotNotFoundError(
+            f"Graphviz's `dot` program was not found on PATH, so {path.name} cannot be drawn. "
+            f"{INSTALL}\nThe DOT text was written to {dot_path}; once Graphviz is installed: "
+            f"dot -T{suffix[1:]} {dot_path.name} -o {path.name}")
+    options = [f"-Gdpi={_png_dpi(text, view.count())}"] if suffix == ".png" else []
+    path.write_bytes(run_dot(text, suffix[1:], *options))
+    return path

@@ -1,0 +1,343 @@
+"""Recording one call for a picture, without touching the engine's normal path.
+
+`record(f, args)` boxes the float leaves of the arguments on a fresh engine
+trace (as `gradient` does) and runs `f` once under a `sys.setprofile` hook. The
+hook sees every Python call and return while the picture is being made, and
+only then:
+
+- a call of a user-level function (not numpy, the standard library or this
+  package) opens a scope; its return closes it. Comprehensions, lambdas and
+  generators are transparent. Composite ops of this package (`ag.var`,
+  `ag.dropout`, `ag.split`) open a scope named after them too.
+- the return of a primitive's wrapper (the `op` closure of `tracer.primitive`)
+  at the outermost level records one op: its traced inputs, its static operands
+  (integer token arrays and masks become input nodes, small constants are
+  folded into the label), the current scope and the returned `Node`. Primitives
+  that run inside another primitive's body are not recorded: they are that
+  primitive's business.
+
+Afterwards the pullback closures are inspected for the forward arrays they keep
+for the backward pass. The result is plain data (`Item`s and `Scope`s); the
+boxes, nodes and pullbacks are released.
+"""
+import inspect
+import os
+import sys
+import sysconfig
+import types
+
+import numpy as np
+
+from .. import ops as _ops
+from ..differentiate import is_float_leaf
+from ..tracer import Box, Node, Trace, primitive
+from ..tree import tree_leaves, tree_map, tree_paths
+
+_OP_CODE = primitive(lambda x: (x, None)).__code__  # the wrapper code every primitive shares
+_OP, _SCOPE = "op", "scope"
+_TRANSPARENT_NAMES = {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", "<module>"}
+_LAZY_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_OPERAND_NAMES = {"a", "b", "x", "y", "xs", "values", "table", "condition", "logits"}
+_OPTION_NAMES = {"axis", "axis1", "axis2", "axes", "n", "keepdims", "eps"}
+_FOLD_SIZE = 4  # constant arrays up to this many elements are written into their op's label
+
+
+class Scope:
+    """One call of a user-level function (or of a composite op) during the recorded call."""
+
+    __slots__ = ("name", "parent", "children", "composite", "label", "n_ops")
+
+    def __init__(self, name, parent, composite=False):
+        self.name, self.parent, self.composite = name, parent, composite
+        self.children, self.label, self.n_ops = [], name, 0
+
+    @property
+    def path(self):
+        """The scopes from the outermost down to this one."""
+        out, s = [], self
+        while s is not None:
+            out.append(s)
+            s = s.parent
+        return tuple(reversed(out))
+
+    def __repr__(self):
+        return "/".join(s.label for s in self.path)
+
+
+class Item:
+    """A node of the picture: an op, or a value that is not an op's output.
+
+    kind: 'param' (a float leaf inside an argument's container: p.encoder[0].attn.wq),
+    'input' (an argument that is itself a float array: x), 'data' (an array leaf that is
+    not float: token ids, masks), 'const' (an array made inside the call), 'op'.
+    inputs (ops): (item id, shape of the array passed) per array operand.
+    kept: bytes of this value that pullbacks keep for the backward pass;
+    residual (ops): bytes of other arrays this op's pullback keeps (x_hat, masks, ...).
+    """
+
+    __slots__ = ("id", "kind", "label", "shape", "dtype", "nbytes", "scope", "inputs",
+                 "extra", "kept", "residual")
+
+    def __init__(self, id, kind, label, shape, dtype, nbytes, scope=None):
+        self.id, self.kind, self.label, self.scope = id, kind, label, scope
+        self.shape, self.dtype, self.nbytes = tuple(shape), np.dtype(dtype), int(nbytes)
+        self.inputs, self.extra, self.kept, self.residual = [], "", 0, 0
+
+
+def _owner(a):
+    """The array that owns the memory of `a` (a view's base, followed to the end)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _under(path, directory):
+    return path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY_DIR = os.path.dirname(np.__file__)
+_SITE_DIRS = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+_STDLIB_DIRS = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+_COMPOSITES = {obj.__code__: name for name, obj in vars(_ops).items()
+               if isinstance(obj, types.FunctionType) and not hasattr(obj, "op_name")
+               and obj.__module__.startswith(_ops.__name__) and not name.startswith("_")}
+
+
+def _classify(code):
+    """_OP for a primitive's wrapper, _SCOPE for a user-level function, a name for a
+    composite op, None for frames that are not scopes."""
+    if code is _OP_CODE:
+        return _OP
+    if code in _COMPOSITES:
+        return _COMPOSITES[code]
+    name, path = code.co_name, code.co_filename
+    if (name in _TRANSPARENT_NAMES or code.co_flags & _LAZY_FLAGS or path == "<string>"
+            or path.startswith("<frozen") or _under(path, _PACKAGE_DIR) or _under(path, _NUMPY_DIR)
+            or any(_under(path, d) for d in _STDLIB_DIRS)
+            and not any(_under(path, d) for d in _SITE_DIRS)):
+        return None
+    return _SCOPE
+
+
+def argument_names(f, n):
+    """A root name for each positional argument: the function's parameter names."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
+                                                  params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        elif params and params[min(i, len(params) - 1)].kind is inspect.Parameter.VAR_POSITIONAL:
+            var = params[min(i, len(params) - 1)]
+            names.append(f"{var.name}[{i - params.index(var)}]")
+        else:
+            names.append(f"arg{i}")
+    return names
+
+
+def _number(v):
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return f"{float(v):.4g}"
+
+
+def _format_static(v):
+    """Short text for a static argument: numbers, tuples, slices, small arrays, indices."""
+    if v is None or v is Ellipsis:
+        return "None" if v is None else "..."
+    if isinstance(v, (bool, int, float, np.number, np.bool_)):
+        return _number(v)
+    if isinstance(v, slice):
+        parts = ["" if p is None else _format_static(p) for p in (v.start, v.stop, v.step)]
+        return ":".join(parts[:2] if v.step is None else parts)
+    if isinstance(v, np.ndarray):
+        if v.size <= _FOLD_SIZE and v.dtype.kind in "biuf":
+            return _number(v.item()) if v.ndim == 0 else "[" + ", ".join(map(_number, v.ravel())) + "]"
+        return f"{v.dtype.name}{list(v.shape)}"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(map(_format_static, v)) + ("," if len(v) == 1 else "") + ")"
+    if isinstance(v, list):
+        return "[" + ", ".join(map(_format_static, v)) + "]"
+    return type(v).__name__
+
+
+class Recorder:
+    """The profile hook's state while `f` runs: the scope stack and the recorded ops."""
+
+    def __init__(self, trace):
+        self.trace = trace
+        self.items = []
+        self.by_node = {}    # Node -> item id
+        self.by_owner = {}   # id(owning array) -> item id, for data, constants and outputs
+        self.keep = []       # every array seen, so that ids stay unique while recording
+        self.nodes = []      # (item id, Node) of each recorded op, for the saved-array analysis
+        self.stack, self.scope, self.op_depth, self.root = [], None, 0, None
+
+    def new_item(self, kind, label, value, scope=None):
+        item = Item(len(self.items), kind, label, value.shape, value.dtype, value.nbytes, scope)
+        self.items.append(item)
+        return item
+
+    def add_array(self, kind, label, value):
+        """An item for a plain array (an argument's leaf or a constant), one per owning array."""
+        owner = _owner(value)
+        if id(owner) not in self.by_owner:
+            self.keep.append(owner)
+            self.by_owner[id(owner)] = self.new_item(kind, label, value).id
+        return self.by_owner[id(owner)]
+
+    def hook(self, frame, event, arg):
+        if event == "call":
+            kind = _classify(frame.f_code)
+            if kind is _OP:
+                self.op_depth += 1
+                self.stack.append(_OP)
+            elif self.op_depth == 0 and (kind is not None or self.root is None):
+                self.scope = Scope(frame.f_code.co_name.strip("<>"), self.scope, kind is not _SCOPE
+                                   and kind is not None)
+                if self.root is None:
+                    self.root = self.scope
+                else:
+                    self.scope.parent.children.append(self.scope)
+                self.stack.append(self.scope)
+            else:
+                self.stack.append(None)
+        elif event == "return" and self.stack:
+            entry = self.stack.pop()
+            if entry is _OP:
+                if self.op_depth == 1 and type(arg) is Box and arg.trace is self.trace:
+                    self.record_op(frame.f_locals, arg)
+                self.op_depth -= 1
+            elif entry is not None:
+                self.scope = entry.parent
+
+    def record_op(self, local, box):
+        """One op from the wrapper's locals at its return: `args` (keywords moved to
+        their positions), `parameters` of the body, and the returned box."""
+        node = box.node
+        op = self.new_item("op", node.op, box.value, self.scope)
+        self.keep.append(box.value)
+        self.by_node[node] = op.id
+        self.by_owner.setdefault(id(_owner(box.value)), op.id)
+        self.nodes.append((op.id, node))
+        traced = dict(node.parents)
+        parameters = local.get("parameters", [])
+        positional, options = [], []
+        for i, a in enumerate(local.get("args", ())):
+            name, default = parameters[i] if i < len(parameters) else ("xs", inspect.Parameter.empty)
+            if i in traced:
+                source = self.by_node.get(traced[i])
+                if source is None:  # made where the hook could not see it
+                    source = self.new_item("const", "untracked", a.value).id
+                op.inputs.append((source, a.shape))
+                positional.append("·")
+            elif isinstance(a, np.ndarray) and (id(_owner(a)) in self.by_owner
+                                                or a.size > _FOLD_SIZE or a.dtype.kind not in "biuf"):
+                label = "const" if name in _OPERAND_NAMES else name
+                op.inputs.append((self.add_array("const", label, a), a.shape))
+                positional.append("·")
+            elif name == "index":
+                parts = a if isinstance(a, tuple) else (a,)
+                options.append("[" + ", ".join(map(_format_static, parts)) + "]")
+            elif name in _OPERAND_NAMES or (default is inspect.Parameter.empty
+                                            and name not in _OPTION_NAMES):
+                positional.append(_format_static(a))
+            elif name != "shape" and (default is inspect.Parameter.empty
+                                      or not (default is a or _equal(default, a))):
+                options.append(f"{name}={_format_static(a)}")
+        text = f"({', '.join(positional)})" if any(p != "·" for p in positional) else ""
+        op.extra = (text + " " + " ".join(options)).strip()
+
+
+def _equal(a, b):
+    try:
+        return bool(a == b)
+    except (ValueError, TypeError):
+        return False
+
+
+def _kept_arrays(pullback):
+    """The numpy arrays a pullback closure holds (through nested closures, tuples, lists, dicts)."""
+    out, seen, stack = [], set(), [pullback]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if type(obj) is np.ndarray:
+            out.append(obj)
+        elif isinstance(obj, (tuple, list)):
+            stack.extend(obj)
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, types.FunctionType) and obj.__closure__:
+            for cell in obj.__closure__:
+                try:
+                    stack.append(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    pass
+    return out
+
+
+def _measure_kept(recorder):
+    """Which values the pullbacks keep (item.kept) and their other arrays (op.residual)."""
+    counted = set()
+    for op_id, node in recorder.nodes:
+        for a in _kept_arrays(node.pullback):
+            owner = _owner(a)
+            if id(owner) in counted:
+                continue
+            counted.add(id(owner))
+            source = recorder.by_owner.get(id(owner))
+            if source is not None:
+                recorder.items[source].kept = owner.nbytes
+            else:
+                recorder.items[op_id].residual += owner.nbytes
+
+
+def record(f, args):
+    """Run f(*args) once with its float leaves traced: (items, root scope, outputs).
+
+    outputs: (label, item id) for each traced leaf of the result.
+    """
+    trace = Trace()
+    recorder = Recorder(trace)
+    boxed = []
+    for name, arg in zip(argument_names(f, len(args)), args):
+        leaves, paths = tree_leaves(arg), tree_paths(arg, root=name)
+        it = iter(zip(leaves, paths))
+
+        def box(leaf):
+            _, path = next(it)
+            if is_float_leaf(leaf):
+                value = leaf if type(leaf) in (np.ndarray, Box) else np.asarray(leaf)
+                node = Node(None, (), "input", value.shape, value.dtype)
+                kind = "param" if path != name else "input"  # a leaf inside a container, or a bare array
+                item = recorder.new_item(kind, path, value)
+                recorder.by_node[node] = item.id
+                if type(value) is np.ndarray:
+                    recorder.keep.append(value)
+                    recorder.by_owner[id(_owner(value))] = item.id
+                return Box(value, trace, node)
+            if isinstance(leaf, np.ndarray):
+                recorder.add_array("data", path, leaf)
+            return leaf
+        boxed.append(tree_map(box, arg))
+    previous = sys.getprofile()
+    sys.setprofile(recorder.hook)
+    try:
+        out = f(*boxed)
+    finally:
+        sys.setprofile(previous)
+    outputs = []
+    for leaf, path in zip(tree_leaves(out), tree_paths(out, root="output")):
+        if type(leaf) is Box and leaf.trace is trace and leaf.node in recorder.by_node:
+            outputs.append((path, recorder.by_node[leaf.node]))
+    _measure_kept(recorder)
+    return recorder.items, recorder.root, outputs
