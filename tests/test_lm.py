@@ -1,0 +1,164 @@
+"""models.lm: logits and every gradient against PyTorch, causality, dropout, gradient
+check; generation: the cache against recomputation, greedy, temperature and top-k."""
+import math
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from models import lm
+from torch_encoder import (assert_grads_match, encoder_layer, encoder_layer_grads, float_leaves,
+                           leaf, relative_error, sinusoids)
+
+SMALL = dict(vocab_size=23, d_model=16, n_heads=4, d_ff=32, n_layers=2, max_len=12)
+
+
+def torch_lm(torch, p, ids):
+    """Logits and leaf tensors of an independent pre-LN causal torch model with p's weights."""
+    t = {path: leaf(torch, x) for path, x in float_leaves(p).items()
+         if path.startswith(("embed", "norm", "head"))}
+    d_model = t["embed.table"].shape[1]
+    x = torch.nn.functional.embedding(torch.from_numpy(ids), t["embed.table"]) * math.sqrt(d_model)
+    x = x + torch.from_numpy(sinusoids(ids.shape[1], d_model)).to(x.dtype)  # (B, T, D)
+    future = torch.triu(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool), 1)  # True = hide
+    layers = [encoder_layer(torch, block, norm_first=True) for block in p.blocks]
+    for layer in layers:
+        x = layer(x, src_mask=future)  # (B, T, D)
+    x = torch.nn.functional.layer_norm(x, (d_model,), t["norm.scale"], t["norm.bias"], 1e-5)
+    return x @ t["head.w"] + t["head.b"], t, layers  # (B, T, V)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-9), (np.float32, 1e-4)])
+def test_logits_and_every_gradient_match_torch(torch, dtype, rtol):
+    rng = np.random.default_rng(1)
+    p = lm.init(rng, **SMALL, dtype=dtype)
+    ids = rng.integers(0, SMALL["vocab_size"], size=(3, 9))
+    cotangent = rng.standard_normal((3, 9, SMALL["vocab_size"])).astype(dtype)
+    logits, grads = ag.value_and_gradient(lambda p: ag.sum(lm.apply(p, ids) * cotangent), p)
+    ref_logits, t, layers = torch_lm(torch, p, ids)
+    (ref_logits * torch.from_numpy(cotangent)).sum().backward()
+    ours = lm.apply(p, ids)
+    assert ours.dtype == dtype and ours.shape == (3, 9, SMALL["vocab_size"])
+    assert relative_error(ours, ref_logits.detach().numpy()) < rtol
+    reference = {path: x.grad.numpy() for path, x in t.items()}
+    for i, layer in enumerate(layers):
+        reference.update(encoder_layer_grads(layer, f"blocks[{i}]"))
+    assert all(g.dtype == dtype for g in float_leaves(grads[0]).values())
+    assert_grads_match(float_leaves(grads[0]), reference, rtol)
+
+
+def test_future_tokens_change_no_earlier_logits():
+    rng = np.random.default_rng(2)
+    p = lm.init(rng, **SMALL, dtype=np.float64)
+    ids = rng.integers(0, SMALL["vocab_size"], size=(2, 8))
+    changed = ids.copy()
+    changed[:, 5] = (changed[:, 5] + 1) % SMALL["vocab_size"]
+    before, after = lm.apply(p, ids), lm.apply(p, changed)
+    np.testing.assert_allclose(after[:, :5], before[:, :5], rtol=0, atol=1e-12)
+    assert np.abs(after[:, 5:] - before[:, 5:]).min() > 1e-8
+
+
+def test_dropout_only_in_training_and_reproducible():
+    rng = np.random.default_rng(3)
+    p = lm.init(rng, **SMALL, dropout=0.2, dtype=np.float64)
+    ids = rng.integers(0, SMALL["vocab_size"], size=(2, 6))
+    inference = lm.apply(p, ids)
+    np.testing.assert_array_equal(lm.apply(p, ids, rng=np.random.default_rng(0)), inference)
+    a = lm.apply(p, ids, training=True, rng=np.random.default_rng(5))
+    b = lm.apply(p, ids, training=True, rng=np.random.default_rng(5))
+    c = lm.apply(p, ids, training=True, rng=np.random.default_rng(6))
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - inference).max() > 1e-3 and np.abs(a - c).max() > 1e-3
+    with pytest.raises(ValueError, match="lm.apply: training=True needs an rng"):
+        lm.apply(p, ids, training=True)
+
+
+def test_check_gradients_tiny():
+    rng = np.random.default_rng(4)
+    p = lm.init(rng, vocab_size=7, d_model=4, n_heads=2, d_ff=6, n_layers=2, max_len=5,
+                dtype=np.float64)
+    ids = rng.integers(0, 7, size=(2, 5))
+    ag.check_gradients(lambda p: ag.cross_entropy(lm.apply(p, ids[:, :-1]), ids[:, 1:]), p)
+
+
+def test_cached_steps_equal_recomputing_the_prefix():
+    """Prompt in one pass, then one token at a time: the last-position logits match
+    apply on the whole prefix at every step."""
+    rng = np.random.default_rng(5)
+    p = lm.init(rng, **SMALL, dtype=np.float64)
+    ids = rng.integers(0, SMALL["vocab_size"], size=(3, SMALL["max_len"]))
+    logits, cache = lm.forward_cached(p, ids[:, :4], lm.empty_cache(p, 3))
+    np.testing.assert_allclose(logits, lm.apply(p, ids[:, :4]), rtol=0, atol=1e-10)
+    for t in range(4, SMALL["max_len"]):
+        logits, cache = lm.forward_cached(p, ids[:, t:t + 1], cache)  # (B, 1, V)
+        assert logits.shape == (3, 1, SMALL["vocab_size"])
+        assert cache[0][0].shape == (3, SMALL["n_heads"], t + 1, 4)
+        np.testing.assert_allclose(logits[:, 0], lm.apply(p, ids[:, :t + 1])[:, -1],
+                                   rtol=0, atol=1e-10)
+
+
+def uncached_generate(p, prompt, n_new, temperature, top_k, rng):
+    """The reference: recompute apply on the whole prefix for every new token."""
+    ids = prompt
+    for _ in range(n_new):
+        token = lm.sample_next(lm.apply(p, ids)[:, -1], temperature, top_k, rng)
+        ids = np.concatenate([ids, token[:, None]], axis=1)
+    return ids
+
+
+@pytest.mark.parametrize("temperature, top_k", [(1.0, None), (0.7, 5), (0.0, None)])
+def test_generate_equals_uncached_sampling(temperature, top_k):
+    rng = np.random.default_rng(6)
+    p = lm.init(rng, **SMALL, dtype=np.float64)
+    prompt = rng.integers(0, SMALL["vocab_size"], size=(4, 3))
+    ours = lm.generate(p, prompt, 9, temperature, top_k, rng=np.random.default_rng(11))
+    reference = uncached_generate(p, prompt, 9, temperature, top_k, np.random.default_rng(11))
+    assert ours.shape == (4, 12)
+    np.testing.assert_array_equal(ours[:, :3], prompt)
+    np.testing.assert_array_equal(ours, reference)
+
+
+def test_top_k_1_and_temperature_0_are_argmax_greedy():
+    rng = np.random.default_rng(7)
+    p = lm.init(rng, **SMALL, dtype=np.float64)
+    prompt = rng.integers(0, SMALL["vocab_size"], size=(2, 2))
+    greedy = prompt
+    for _ in range(6):
+        greedy = np.concatenate([greedy, lm.apply(p, greedy)[:, -1].argmax(-1)[:, None]], axis=1)
+    np.testing.assert_array_equal(lm.generate(p, prompt, 6, top_k=1, rng=rng), greedy)
+    np.testing.assert_array_equal(lm.generate(p, prompt, 6, temperature=0.0), greedy)
+
+
+def softmax(z):
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def test_sampling_frequencies_follow_temperature_and_top_k():
+    """20,000 draws from one row of logits: with top_k=3 every token is among the 3 largest
+    and the frequencies are softmax(logits / T) over those 3; without top_k, over all."""
+    logits = np.array([1.0, -0.5, 2.0, 0.3, 1.7, -2.0, 0.9])
+    rows = np.tile(logits, (20000, 1))  # (N, V)
+    top3 = np.argsort(logits)[-3:]
+    drawn = lm.sample_next(rows, 0.5, 3, np.random.default_rng(8))
+    assert set(np.unique(drawn)) <= set(top3)
+    expected = np.zeros(7)
+    expected[top3] = softmax(logits[top3] / 0.5)
+    np.testing.assert_allclose(np.bincount(drawn, minlength=7) / 20000, expected, atol=0.012)
+    drawn = lm.sample_next(rows, 2.0, None, np.random.default_rng(9))
+    np.testing.assert_allclose(np.bincount(drawn, minlength=7) / 20000, softmax(logits / 2.0),
+                               atol=0.012)
+
+
+def test_errors_name_the_function_and_lengths():
+    p = lm.init(np.random.default_rng(0), **SMALL)
+    prompt = np.zeros((2, 5), dtype=int)
+    with pytest.raises(ValueError, match=r"lm.generate: a prompt of 5 tokens plus n_new=8 "
+                                         r"exceeds max_len=12"):
+        lm.generate(p, prompt, 8, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"lm: positions 0..12 \(ids \(2, 13\)\).*max_len=12"):
+        lm.apply(p, np.zeros((2, 13), dtype=int))
+    with pytest.raises(ValueError, match=r"lm.sample_next: top_k must lie in 1..23"):
+        lm.generate(p, prompt, 2, top_k=30, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="lm.sample_next: sampling .* needs an rng"):
+        lm.generate(p, prompt, 2)
