@@ -136,7 +136,8 @@ def lp(length, alpha):
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None):
+def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None,
+                return_scores=False):
     """Beam search maximizing log P(Y | src) / lp(Y) (Wu et al. 2016).
 
     Each source keeps beam_size hypotheses. At each step every unfinished hypothesis
@@ -149,6 +150,7 @@ def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_
     beam_size=1 is greedy_decode. The result is the best of the final beam, not
     necessarily at least as good as greedy's (pruning can drop greedy's prefix);
     with a beam wider than the number of prefixes it is the exact optimum.
+    return_scores=True also returns each result's log P / lp, (B,) float64.
     """
     check_decode_args("beam_search", p, src, max_len, beam_size)
     alpha, n_src, k = length_penalty, src.shape[0], beam_size
@@ -181,4 +183,5 @@ def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_
     final = log_p / lp(lengths, alpha)  # (B, K)
     winner = np.argmax(final, axis=1)  # (B,)
     chosen = ids[np.arange(n_src), winner]  # (B, L)
-    return chosen[:, :1 + lengths[np.arange(n_src), winner].max()]
+    chosen = chosen[:, :1 + lengths[np.arange(n_src), winner].max()]
+    return (chosen, final[np.arange(n_src), winner]) if return_scores else chosen

@@ -177,7 +177,9 @@ def greedy_decode(p, src, bos, eos, max_len, src_pad=None):
     return decoding.greedy_decode(p, src, bos, eos, max_len, src_pad)
 
 
-def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None):
+def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None,
+                return_scores=False):
     """Beam search with the length penalty of Wu et al. 2016: see decoding.beam_search."""
     from . import decoding
-    return decoding.beam_search(p, src, bos, eos, max_len, beam_size, length_penalty, src_pad)
+    return decoding.beam_search(p, src, bos, eos, max_len, beam_size, length_penalty, src_pad,
+                                return_scores)
