@@ -72,6 +72,12 @@ def neg(x):
 
 
 @primitive
+def astype(x, dtype):
+    """x converted to the float dtype `dtype`; the cotangent is converted back to x's dtype."""
+    return x.astype(dtype), lambda g: (g.astype(x.dtype), None)
+
+
+@primitive
 def exp(x):
     """e^x; d/dx = e^x, taken from the output."""
     y = np.exp(x)

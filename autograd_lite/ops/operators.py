@@ -26,6 +26,13 @@ def _transpose_method(self, *axes):
     return sh.transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes)
 
 
+def _astype_method(self, dtype, *args, **kwargs):
+    """x.astype(float dtype) is recorded; any other dtype gives a constant (no gradient)."""
+    if np.dtype(dtype).kind == "f":
+        return ew.astype(self, np.dtype(dtype))
+    return primal(self).astype(dtype, *args, **kwargs)
+
+
 def _iterate(self):
     if not self.shape:
         raise TypeError("iteration over a 0-d traced value")
@@ -46,7 +53,7 @@ _BOX_METHODS = {
     "__eq__": _comparison(np.equal), "__ne__": _comparison(np.not_equal),
     "reshape": _reshape_method, "transpose": _transpose_method,
     "swapaxes": sh.swapaxes, "squeeze": sh.squeeze,
-    "sum": red.sum, "mean": red.mean, "max": red.max, "var": red.var,
+    "sum": red.sum, "mean": red.mean, "max": red.max, "var": red.var, "astype": _astype_method,
     "T": property(lambda s: sh.transpose(s)),
 }
 Box.__hash__ = None
