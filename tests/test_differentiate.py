@@ -422,3 +422,20 @@ def test_gradients_are_fresh_writable_arrays(rng):
     assert gx is not gy and gx.flags.writeable and gy.flags.writeable
     gx += 1.0
     np.testing.assert_array_equal(gy, np.ones(3))
+
+
+def test_astype_on_traced_values(rng):
+    """The dtype-mismatch error says `x.astype(...)`: that must work on traced values."""
+    x32, y = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3)
+    with pytest.raises(TypeError, match=r"astype"):
+        ag.gradient(lambda x, y: ag.sum(x * y), x32, y)
+    gx, gy = ag.gradient(lambda x, y: ag.sum(x.astype(np.float64) * y ** 2), x32, y)
+    assert gx.dtype == np.float32 and gy.dtype == np.float64
+    np.testing.assert_allclose(gx, (y ** 2).astype(np.float32), rtol=1e-6)
+    np.testing.assert_allclose(gy, 2 * x32.astype(np.float64) * y, rtol=1e-12)
+    # second order through a cast; and a cast to int is a constant
+    d2 = ag.grad(lambda x: ag.sum(ag.grad(lambda x: ag.sum(x.astype(np.float32) ** 3))(x)))(y)
+    assert d2.dtype == np.float64
+    np.testing.assert_allclose(d2, 6 * y, rtol=1e-6)
+    (g,) = ag.gradient(lambda x: ag.sum(x[x.astype(int) != 0] * 2.0), 3 * y)
+    np.testing.assert_array_equal(g, np.where((3 * y).astype(int) != 0, 2.0, 0.0))
