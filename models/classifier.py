@@ -9,8 +9,8 @@ In the order of TransformersLite's `TransformerClassifier`:
     x = E[ids] + PE[:T]                  token embeddings (N(0, 1) init, NOT scaled by √d_model)
     x = Dropout(x)
     x = EncoderBlock(x)  × n_layers      post-LN, relu feed-forward (blocks.py)
-    pool="flatten":  s = x w_agg + b_agg   (B, T, 1) -> (B, T);   logits = s W + b,  W (max_len, n_labels)
-    pool="mean":     m = Σ_t keep_t x_t / Σ_t keep_t  (B, D);    logits = m W + b,  W (D, n_labels)
+    pool="flatten":  s = x w_agg + b_agg  (B, T, 1) -> (B, T);  logits = s W + b, W (max_len, L)
+    pool="mean":     m = Σ_t keep_t x_t / Σ_t keep_t  (B, D);  logits = m W + b, W (D, L)
 
 Checked against the posts' code (TransformersLite `src/classifier.jl`, `src/encoder.jl`,
 `src/Embed/*.jl`): the embedding is `randn` and is added to the position encoding

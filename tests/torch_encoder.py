@@ -80,7 +80,8 @@ def float_leaves(tree):
 
 def relative_error(ours, reference):
     reference = np.asarray(reference, dtype=np.float64)
-    return np.max(np.abs(np.asarray(ours, dtype=np.float64) - reference)) / np.max(np.abs(reference))
+    ours = np.asarray(ours, dtype=np.float64)
+    return np.max(np.abs(ours - reference)) / np.max(np.abs(reference))
 
 
 def assert_grads_match(ours, reference, rtol):

@@ -1,0 +1,57 @@
+"""models.summary: per-layer rows and the total line, checked by hand arithmetic."""
+import numpy as np
+
+import models
+from models import classifier, lm
+
+
+def seed_summary():
+    return models.summary(classifier.init(np.random.default_rng(0), 7455, 5))
+
+
+def test_total_line_of_the_seed_classifier():
+    n_parameters = 7455 * 32 + 4 * (32 * 32 + 32) + 2 * 64 + (32 * 128 + 128 + 128 * 32 + 32) \
+        + (32 + 1) + (50 * 5 + 5)
+    assert n_parameters == 251_552
+    mib = n_parameters * 4 / 2 ** 20  # float32: 4 bytes each
+    assert seed_summary().splitlines()[-1] == f"Total: 21 arrays, 251,552 parameters, {mib:.3f} MiB"
+    assert f"{mib:.3f}" == "0.960"
+
+
+def test_one_row_per_layer_with_shapes_and_counts():
+    lines = seed_summary().splitlines()
+    assert lines[0] == "Classifier"
+    rows = {line.split()[0]: line for line in lines[1:-1]}
+    assert list(rows) == ["embed", "encoder[0].self_attn.wq", "encoder[0].self_attn.wk",
+                          "encoder[0].self_attn.wv", "encoder[0].self_attn.wo", "encoder[0].norm1",
+                          "encoder[0].ff.linear1", "encoder[0].ff.linear2", "encoder[0].norm2",
+                          "agg", "head"]
+    assert "table (7455, 32)" in rows["embed"] and rows["embed"].endswith(" 238,560")
+    assert "w (32, 32), b (32,)" in rows["encoder[0].self_attn.wq"]
+    assert rows["encoder[0].self_attn.wq"].endswith(" 1,056")  # 32·32 + 32
+    assert rows["encoder[0].ff.linear1"].endswith(" 4,224")  # 32·128 + 128
+    assert rows["encoder[0].norm2"].endswith(" 64")
+    assert "w (50, 5), b (5,)" in rows["head"] and rows["head"].endswith(" 255")
+    counts = [int(line.split()[-1].replace(",", "")) for line in lines[1:-1]]
+    assert sum(counts) == 251_552
+
+
+def test_hyperparameters_are_left_out_and_float64_counts_8_bytes():
+    p = lm.init(np.random.default_rng(0), vocab_size=10, d_model=4, n_heads=2, d_ff=8,
+                n_layers=2, max_len=6, dtype=np.float64)
+    text = models.summary(p)
+    # rows: embed; per block q, k, v, o, norm1, linear1, linear2, norm2; final norm; head
+    layers = 1 + 2 * 8 + 1 + 1
+    arrays = 1 + 2 * (4 * 2 + 2 * 2 + 2 * 2) + 2 + 2  # each dense and norm holds 2 arrays
+    n = 10 * 4 + 2 * (4 * (16 + 4) + 2 * 8 + (4 * 8 + 8) + (8 * 4 + 4)) + 8 + (4 * 10 + 10)
+    assert len(text.splitlines()) == 1 + layers + 1
+    assert "max_len" not in text and "n_heads" not in text and "dropout" not in text
+    mib = n * 8 / 2 ** 20
+    assert text.splitlines()[-1] == f"Total: {arrays} arrays, {n:,} parameters, {mib:.3f} MiB"
+
+
+def test_models_summary_is_the_function_whichever_import_came_first():
+    import models.summary  # the submodule import must not shadow the function
+    assert callable(models.summary)
+    assert models.summary({"w": np.zeros((2, 3))}).splitlines() == [
+        "dict", "  (root)  ['w'] (2, 3)  6", "Total: 1 arrays, 6 parameters, 0.000 MiB"]
