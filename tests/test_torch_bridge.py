@@ -1,0 +1,92 @@
+"""models.torch_bridge: state_dict keys, exact round trips, tied weights, torch -> ours."""
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from models import transformer
+
+SIZES = dict(d_model=8, n_heads=2, d_ff=12, n_encoder=2, n_decoder=1, max_len=10, dropout=0.0)
+
+
+def tiny(dtype=np.float64, **overrides):
+    return transformer.init(np.random.default_rng(0), 6, 5, dtype=dtype, **{**SIZES, **overrides})
+
+
+@pytest.fixture
+def bridge(torch):
+    from models import torch_bridge
+    return torch_bridge
+
+
+@pytest.mark.parametrize("share", [False, True])
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_keys_are_those_of_the_torch_module(bridge, share, norm):
+    p = tiny(share_embeddings=share, norm=norm)
+    module = bridge.TorchTransformer(6, 5, norm=norm, share_embeddings=share, **SIZES)
+    assert list(bridge.to_torch(p)) == list(module.state_dict())
+    assert "transformer.decoder.layers.0.multihead_attn.in_proj_weight" in module.state_dict()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("share", [False, True])
+def test_round_trip_is_exact(bridge, dtype, share):
+    p = tiny(dtype, share_embeddings=share)
+    q = bridge.from_torch(bridge.to_torch(p), like=p)
+    assert type(q) is type(p)
+    assert ag.tree_paths(q) == ag.tree_paths(p)
+    for path, a, b in zip(ag.tree_paths(p), ag.tree_leaves(p), ag.tree_leaves(q)):
+        if isinstance(a, np.ndarray):
+            assert b.dtype == a.dtype and b.shape == a.shape, path
+            np.testing.assert_array_equal(b, a, err_msg=path)
+        else:
+            assert a == b, path
+
+
+def test_packed_attention_layout(bridge):
+    p = tiny()
+    sd = bridge.to_torch(p)
+    attn = p.encoder[1].self_attn
+    w = sd["transformer.encoder.layers.1.self_attn.in_proj_weight"].numpy()  # (3D, D)
+    np.testing.assert_array_equal(w, np.vstack([attn.wq.w.T, attn.wk.w.T, attn.wv.w.T]))
+    np.testing.assert_array_equal(sd["transformer.encoder.layers.1.linear2.weight"].numpy(),
+                                  p.encoder[1].ff.linear2.w.T)  # torch's (d_out, d_in)
+
+
+def test_a_torch_initialized_module_runs_the_same_in_our_model(bridge, torch):
+    """The other direction: weights made by torch, converted, give torch's logits."""
+    torch.manual_seed(0)
+    module = bridge.TorchTransformer(6, 5, norm="pre", **SIZES).double().eval()
+    p = bridge.from_torch(module.state_dict(), like=tiny(norm="pre"))
+    src = np.array([[1, 2, 3, 0], [4, 5, 0, 0]])
+    tgt = np.array([[1, 4, 2], [3, 3, 1]])
+    with torch.no_grad():
+        want = module(torch.from_numpy(src), torch.from_numpy(tgt), 0).numpy()
+    np.testing.assert_allclose(transformer.apply(p, src, tgt, src_pad=0), want, rtol=1e-10,
+                               atol=1e-12)
+
+
+def test_tied_embeddings_are_one_torch_parameter(bridge):
+    p = tiny(share_embeddings=True)
+    module = bridge.torch_module_for(p)
+    assert module.out.weight is module.tgt_embed.weight
+    np.testing.assert_array_equal(module.out.weight.detach().numpy(), p.tgt_embed.table)
+    np.testing.assert_array_equal(module.out.bias.detach().numpy(), p.out.b)
+
+
+@pytest.mark.parametrize("dtype,torch_dtype", [(np.float64, "float64"), (np.float32, "float32")])
+def test_module_for_has_our_sizes_and_dtype(bridge, torch, dtype, torch_dtype):
+    p = tiny(dtype, norm="pre", dropout=0.2)
+    module = bridge.torch_module_for(p)
+    layer = module.transformer.encoder.layers[0]
+    assert module.src_embed.weight.dtype == getattr(torch, torch_dtype)
+    assert (layer.self_attn.num_heads, layer.linear1.out_features, layer.norm_first,
+            layer.dropout.p) == (2, 12, True, 0.2)
+    assert (len(module.transformer.encoder.layers), len(module.transformer.decoder.layers)) == (2, 1)
+
+
+def test_a_missing_key_is_named(bridge):
+    p = tiny()
+    sd = bridge.to_torch(p)
+    del sd["transformer.decoder.norm.bias"]
+    with pytest.raises(KeyError, match=r"lacks 1 keys.*transformer\.decoder\.norm\.bias"):
+        bridge.from_torch(sd, like=p)
