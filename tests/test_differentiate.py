@@ -439,3 +439,19 @@ def test_astype_on_traced_values(rng):
     np.testing.assert_allclose(d2, 6 * y, rtol=1e-6)
     (g,) = ag.gradient(lambda x: ag.sum(x[x.astype(int) != 0] * 2.0), 3 * y)
     np.testing.assert_array_equal(g, np.where((3 * y).astype(int) != 0, 2.0, 0.0))
+
+
+def test_vjp_of_the_gradient_is_the_hessian(rng):
+    a = rng.standard_normal((3, 3))
+
+    def f(x):
+        return ag.sum(ag.tanh(a @ x) ** 2) + ag.sum(x ** 4)
+
+    x = rng.standard_normal((3, 1))
+    g, pullback = ag.vjp(ag.grad(f), x)
+    np.testing.assert_allclose(g, numerical_gradient(f, x), rtol=1e-6, atol=1e-8)
+    hessian = np.stack([pullback(e.reshape(3, 1))[0].ravel() for e in np.eye(3)])
+    expected = np.stack([numerical_gradient(lambda x: ag.grad(f)(x)[i, 0], x).ravel()
+                         for i in range(3)])
+    np.testing.assert_allclose(hessian, expected, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(hessian, hessian.T, rtol=1e-12, atol=1e-14)
