@@ -123,6 +123,20 @@ def test_check_gradients_tiny(pool):
     ag.check_gradients(lambda p: ag.cross_entropy(classifier.apply(p, ids), labels), p)
 
 
+def test_gradients_through_dropout_in_training():
+    """The same seed in every call gives the same masks, so differences see one function;
+    the rate is static (no gradient), not a trainable float leaf."""
+    rng = np.random.default_rng(5)
+    p = classifier.init(rng, vocab_size=6, n_labels=2, d_model=4, n_heads=2, d_ff=6, n_layers=1,
+                        max_len=4, dropout=0.3, dtype=np.float64)
+    ids, labels = np.array([[1, 2, 5, 0], [3, 3, 4, 1]]), np.array([0, 1])
+
+    def loss(p):
+        return ag.cross_entropy(classifier.apply(p, ids, True, np.random.default_rng(0)), labels)
+    ag.check_gradients(loss, p)
+    assert ag.gradient(loss, p)[0].dropout is None
+
+
 def test_errors_name_the_function_and_shapes():
     p = classifier.init(np.random.default_rng(0), **SMALL)
     with pytest.raises(ValueError, match=r"classifier.apply.*max_len=7.*length 5"):
