@@ -35,7 +35,7 @@ def relative_error(got, want):
 
 
 def torch_logits_and_grads(torch, p, src, tgt, weight, src_pad):
-    """TorchTransformer's logits and, for Σ logits ⊙ weight, the .grad under each state_dict key."""
+    """TorchTransformer's logits and, for Σ logits ⊙ weight, each state_dict key's .grad."""
     from models import torch_bridge
     module = torch_bridge.torch_module_for(p).eval()
     logits = module(torch.from_numpy(src), torch.from_numpy(tgt), src_pad)

@@ -1,0 +1,129 @@
+"""models.attention: scaled dot-product attention by hand and against torch, multi-head attention
+against nn.MultiheadAttention (values and every gradient), heads as slices, masks."""
+import math
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from models import attention
+from models.attention import (MultiHeadAttention, causal_mask, multihead_attention, padding_mask,
+                              scaled_dot_product_attention)
+from models.layers import Dense
+from torch_reference import compare_with_torch
+
+
+def test_scaled_dot_product_attention_by_hand():
+    q = np.array([[[[1.0, 0.0], [0.0, 2.0]]]])  # (1, 1, 2, 2)
+    k = np.array([[[[1.0, 1.0], [2.0, -1.0]]]])
+    v = np.array([[[[1.0, 10.0], [3.0, -2.0]]]])
+    out, weights = scaled_dot_product_attention(q, k, v)
+    want_w = []
+    for row in q[0, 0]:
+        scores = [float(row @ key) / math.sqrt(2) for key in k[0, 0]]
+        e = [math.exp(s) for s in scores]
+        want_w.append([x / sum(e) for x in e])
+    want_out = [[w[0] * v[0, 0, 0, j] + w[1] * v[0, 0, 1, j] for j in range(2)] for w in want_w]
+    np.testing.assert_allclose(weights[0, 0], want_w, rtol=1e-15)
+    np.testing.assert_allclose(out[0, 0], want_out, rtol=1e-14)
+    keep = np.array([[True, False], [True, True]])  # query 0 may not see key 1
+    masked, w = scaled_dot_product_attention(q, k, v, mask=keep)
+    np.testing.assert_allclose(masked[0, 0, 0], v[0, 0, 0], rtol=1e-15)  # only key 0 left
+    np.testing.assert_array_equal(w[0, 0, 0], [1.0, 0.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_scaled_dot_product_attention_matches_torch(torch, rng, dtype):
+    q, k, v = (rng.standard_normal((2, 3, n, 4)).astype(dtype) for n in (5, 6, 6))
+    mask = rng.random((2, 1, 5, 6)) > 0.3
+    mask[..., 0] = True  # every query keeps a key: torch gives NaN for an empty row
+    compare_with_torch(
+        torch, lambda q, k, v, m: scaled_dot_product_attention(q, k, v, m)[0],
+        lambda q, k, v, m: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        q, k, v, mask, rtol=1e-12 if dtype == np.float64 else 1e-5)
+
+
+def random_attention(rng, d_model=8, n_heads=2, dtype=np.float64):
+    def dense():
+        return Dense(rng.standard_normal((d_model, d_model)).astype(dtype) / 3,
+                     rng.standard_normal(d_model).astype(dtype))
+    return MultiHeadAttention(dense(), dense(), dense(), dense(), n_heads)
+
+
+def torch_attention(torch, p):
+    """nn.MultiheadAttention holding p: in_proj (3D, D) = [W_Qᵀ; W_Kᵀ; W_Vᵀ] (a local mapping)."""
+    d = p.wq.w.shape[0]
+    m = torch.nn.MultiheadAttention(d, p.n_heads, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(torch.from_numpy(np.vstack([p.wq.w.T, p.wk.w.T, p.wv.w.T])))
+        m.in_proj_bias.copy_(torch.from_numpy(np.concatenate([p.wq.b, p.wk.b, p.wv.b])))
+        m.out_proj.weight.copy_(torch.from_numpy(p.wo.w.T))
+        m.out_proj.bias.copy_(torch.from_numpy(p.wo.b))
+    return m
+
+
+def test_multihead_attention_matches_torch_with_both_masks(torch, rng):
+    p = random_attention(rng)
+    x_q, x_kv = rng.standard_normal((3, 4, 8)), rng.standard_normal((3, 5, 8))
+    keep_keys = np.ones((3, 5), dtype=bool)
+    keep_keys[0, 3:] = keep_keys[2, 1:] = False
+    attn_keep = rng.random((4, 5)) > 0.4
+    attn_keep[:, 0] = True
+    mask = padding_mask(np.where(keep_keys, 1, 0), 0) & attn_keep  # (B, 1, T_q, T_k)
+    weight = rng.standard_normal((3, 4, 8))
+    out = multihead_attention(p, x_q, x_kv, mask)  # (B, T_q, D)
+    grads = ag.gradient(lambda p, a, b: ag.sum(multihead_attention(p, a, b, mask) * weight),
+                        p, x_q, x_kv)
+
+    m = torch_attention(torch, p)
+    tq, tkv = (torch.from_numpy(a).requires_grad_(True) for a in (x_q, x_kv))
+    want, _ = m(tq, tkv, tkv, key_padding_mask=torch.from_numpy(~keep_keys),
+                attn_mask=torch.from_numpy(~attn_keep))  # torch: True = masked out
+    (want * torch.from_numpy(weight)).sum().backward()
+    np.testing.assert_allclose(out, want.detach().numpy(), rtol=1e-12, atol=1e-12)
+    dp, dq, dkv = grads
+    np.testing.assert_allclose(dq, tq.grad.numpy(), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(dkv, tkv.grad.numpy(), rtol=1e-11, atol=1e-12)
+    in_w, in_b = (np.split(t.grad.numpy(), 3) for t in (m.in_proj_weight, m.in_proj_bias))
+    for i, dense in enumerate((dp.wq, dp.wk, dp.wv)):
+        np.testing.assert_allclose(dense.w, in_w[i].T, rtol=1e-11, atol=1e-12)
+        np.testing.assert_allclose(dense.b, in_b[i], rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(dp.wo.w, m.out_proj.weight.grad.numpy().T, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(dp.wo.b, m.out_proj.bias.grad.numpy(), rtol=1e-11, atol=1e-12)
+
+
+def test_each_head_is_single_head_attention_on_its_slice(rng):
+    p = random_attention(rng, d_model=12, n_heads=3)
+    x = rng.standard_normal((2, 5, 12))
+    heads = []
+    for h in range(3):
+        cols = slice(4 * h, 4 * h + 4)
+        q, k, v = ((x @ d.w[:, cols] + d.b[cols])[:, None] for d in (p.wq, p.wk, p.wv))
+        heads.append(scaled_dot_product_attention(q, k, v, causal_mask(5))[0][:, 0])  # (B, T, 4)
+    want = np.concatenate(heads, axis=-1) @ p.wo.w + p.wo.b  # (B, T, D)
+    np.testing.assert_allclose(multihead_attention(p, x, x, causal_mask(5)), want, rtol=1e-13,
+                               atol=1e-13)
+
+
+def test_a_fully_padded_row_gives_no_nan(rng):
+    p = random_attention(rng)
+    x = rng.standard_normal((2, 3, 8))
+    mask = padding_mask(np.array([[0, 0, 0], [1, 2, 0]]), 0)  # row 0: every key is padding
+    out = multihead_attention(p, x, x, mask)
+    np.testing.assert_allclose(out[0], np.broadcast_to(p.wo.b, (3, 8)), rtol=1e-15)  # no heads
+    grads = ag.gradient(lambda p, x: ag.sum(multihead_attention(p, x, x, mask) ** 2), p, x)
+    assert all(np.isfinite(g).all() for g in ag.tree_leaves(grads) if g is not None)
+    np.testing.assert_array_equal(grads[1][0], 0.0)  # nothing flows to an ignored row
+
+
+def test_masks():
+    np.testing.assert_array_equal(causal_mask(3)[0, 0], [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
+    np.testing.assert_array_equal(padding_mask(np.array([[5, 0, 2]]), 0),
+                                  [[[[True, False, True]]]])
+    assert padding_mask(np.array([[5, 0]]), None) is None
+    assert attention.combine_masks(None, causal_mask(2)) is not None
+
+
+def test_heads_must_divide_d_model(rng):
+    with pytest.raises(ValueError, match=r"d_model=10 is not divisible by n_heads=4"):
+        attention.multihead_attention_init(rng, 10, 4)
