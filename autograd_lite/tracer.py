@@ -147,6 +147,10 @@ def primitive(body=None, *, name=None):
         for a in args:
             if type(a) is Box and (top is None or a.trace.level > top.level):
                 top = a.trace
+        for key, value in kwargs.items():  # keyword-only: never unboxed, so it must not be traced here
+            if type(value) is Box and (top is None or value.trace.level >= top.level):
+                raise TypeError(f"{op_name}: the keyword-only argument '{key}' is a traced value; "
+                                "make it a positional parameter of the primitive to differentiate it")
         if top is None:
             out = body(*args, **kwargs)[0]
             return out if type(out) is np.ndarray else np.asarray(out)
