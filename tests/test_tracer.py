@@ -137,3 +137,21 @@ def test_traced_call_returns_a_box_recording_the_op():
 
     ag.gradient(f, X)
     assert seen == dict(type=Box, op="softplus", shape=X.shape, parents=1)
+
+
+@ag.primitive
+def scale_by(x, *, s):
+    """x · s with s keyword-only: s is a constant of this op."""
+    return x * s, lambda g: (g * s,)
+
+
+def test_traced_keyword_only_argument_is_refused_not_silently_wrong():
+    x, s = np.array([1.0, -2.0]), np.array(3.0)
+    with pytest.raises(TypeError, match="scale_by.*keyword-only.*'s'"):
+        ag.gradient(lambda x, s: ag.sum(scale_by(x, s=s)), x, s)
+    with pytest.raises(TypeError, match="scale_by.*keyword-only.*'s'"):
+        ag.gradient(lambda s: ag.sum(scale_by(x, s=s)), s)
+    np.testing.assert_array_equal(ag.gradient(lambda x: ag.sum(scale_by(x, s=3.0)), x)[0], [3.0, 3.0])
+    # traced by an enclosing trace only, it is recorded there: d/ds Σ_i ∂/∂x_i Σ (x s)² = d/ds 2 s² Σ x
+    d = ag.grad(lambda s: ag.sum(ag.grad(lambda x: ag.sum(scale_by(x, s=s) ** 2))(x)))(3.0)
+    assert d == pytest.approx(4 * 3.0 * x.sum())
