@@ -57,7 +57,7 @@ class Classifier(NamedTuple):
     max_len: int
     pool: str
     pad: int  # the pad id, or None
-    dropout: str  # the rate as text, e.g. "0.1": a float field would be a trainable leaf
+    dropout: ag.Hyper  # the rate: a float setting, static in the tree (no gradient, no update)
 
 
 def init(rng, vocab_size, n_labels, d_model=32, n_heads=4, d_ff=128, n_layers=1, max_len=50,
@@ -79,7 +79,7 @@ def init(rng, vocab_size, n_labels, d_model=32, n_heads=4, d_ff=128, n_layers=1,
     else:
         agg, head = None, dense_init(rng, d_model, n_labels, dtype)
     return Classifier(Embedding(table), encoder, agg, head, max_len, pool, pad,
-                      repr(float(dropout)))
+                      ag.Hyper(dropout))
 
 
 def check_ids(p, ids):
@@ -121,7 +121,7 @@ def apply(p, ids, training=False, rng=None):
     ids = check_ids(p, ids)
     if training and rng is None:
         raise ValueError("classifier.apply: training=True needs an rng for dropout")
-    rate, rng = (float(p.dropout), rng) if training else (0.0, None)
+    rate, rng = (p.dropout, rng) if training else (0.0, None)
     x = encode(p, ids, rate, rng)  # (B, T, D)
     if p.pool == "mean":
         return dense(p.head, masked_mean(x, ids != p.pad))  # (B, n_labels)

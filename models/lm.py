@@ -33,7 +33,7 @@ class LM(NamedTuple):
     norm: LayerNorm  # (D,) the final layer norm
     head: Dense  # (D, V)
     max_len: int
-    dropout: str  # the rate as text, e.g. "0.1": a float field would be a trainable leaf
+    dropout: ag.Hyper  # the rate: a float setting, static in the tree (no gradient, no update)
 
 
 def init(rng, vocab_size, d_model, n_heads, d_ff, n_layers, max_len, dropout=0.0,
@@ -44,7 +44,7 @@ def init(rng, vocab_size, d_model, n_heads, d_ff, n_layers, max_len, dropout=0.0
     table = embedding_init(rng, vocab_size, d_model, dtype)
     blocks = tuple(encoder_block_init(rng, d_model, n_heads, d_ff, dtype) for _ in range(n_layers))
     return LM(table, blocks, layer_norm_init(d_model, dtype), dense_init(rng, d_model, vocab_size,
-              dtype), max_len, repr(float(dropout)))
+              dtype), max_len, ag.Hyper(dropout))
 
 
 def check_ids(p, ids, start=0):
@@ -71,7 +71,7 @@ def apply(p, ids, training=False, rng=None):
     ids = check_ids(p, ids)
     if training and rng is None:
         raise ValueError("lm.apply: training=True needs an rng for dropout")
-    rate, rng = (float(p.dropout), rng) if training else (0.0, None)
+    rate, rng = (p.dropout, rng) if training else (0.0, None)
     x = ag.dropout(embed_tokens(p, ids), rate, rng)  # (B, T, D)
     mask = causal_mask(ids.shape[1])  # (1, 1, T, T)
     for block in p.blocks:

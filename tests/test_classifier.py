@@ -108,7 +108,7 @@ def test_dropout_only_in_training_and_reproducible():
     c = classifier.apply(p, ids, training=True, rng=np.random.default_rng(8))
     np.testing.assert_array_equal(a, b)
     assert np.abs(a - inference).max() > 1e-3 and np.abs(a - c).max() > 1e-3
-    no_drop = p._replace(dropout="0.0")
+    no_drop = p._replace(dropout=ag.Hyper(0.0))
     np.testing.assert_array_equal(
         classifier.apply(no_drop, ids, training=True, rng=np.random.default_rng(7)), inference)
 
