@@ -44,9 +44,10 @@ def backward(output, seed, release):
                 at_leaves[node] = g
             continue
         grads = node.pullback(g) if g is not None else None
-        if grads is not None and type(grads) is not tuple:
+        if grads is not None and (type(grads) is not tuple or len(grads) <= node.parents[-1][0]):
+            got = f"tuple of {len(grads)}" if type(grads) is tuple else type(grads).__name__
             raise TypeError(f"{node.op}: a pullback must return a tuple (one entry per "
-                            f"argument), got {type(grads).__name__}")
+                            f"argument), got {got}")
         for argnum, parent in node.parents:
             gp = grads[argnum] if grads is not None else None
             if gp is not None:
