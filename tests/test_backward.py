@@ -186,3 +186,15 @@ def test_pullback_returning_none_for_a_traced_argument_gives_zeros():
     gx, gy = ag.gradient(lambda x, y: ag.sum(blocks(x, y)), np.ones(2), np.full(2, 3.0))
     np.testing.assert_array_equal(gx, [3.0, 3.0])
     np.testing.assert_array_equal(gy, [0.0, 0.0])
+
+
+def test_pullback_returning_too_few_cotangents_is_a_clear_error():
+    @ag.primitive
+    def too_short(x, y):
+        return x * y, lambda g: (g * y,)
+
+    with pytest.raises(TypeError, match="too_short.*tuple.*tuple of 1"):
+        ag.gradient(lambda x, y: ag.sum(too_short(x, y)), np.ones(2), np.ones(2))
+    # only the traced arguments need an entry: y constant, one entry is enough
+    (g,) = ag.gradient(lambda x: ag.sum(too_short(x, np.full(2, 3.0))), np.ones(2))
+    np.testing.assert_array_equal(g, [3.0, 3.0])
