@@ -139,7 +139,7 @@ def test_repeated_gather_indices_accumulate():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_gather_and_scatter_add_are_adjoints(seed):
-    """⟨gather(T, i), V⟩ = ⟨T, scatter_add(V, i, n)⟩ for random T, V, indices with repeats."""
+    """⟨gather(T, i), V⟩ = ⟨T, scatter_add(V, i, n)⟩: random T, V, indices with repeats."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 6))
     table = rng.standard_normal((n, 3, 2))

@@ -37,7 +37,7 @@ def test_second_order(shapes, rng):
 
 
 def test_second_order_of_a_quadratic_form_is_analytic(rng):
-    """f(x) = Σ (x @ W) ⊙ x  has Hessian W + Wᵀ (rows of x independent): H v = v @ (W + Wᵀ)."""
+    """f(x) = Σ (x @ W) ⊙ x has Hessian W + Wᵀ per row of x: H v = v @ (W + Wᵀ)."""
     x, w, v = (rng.standard_normal(s) for s in [(3, 4), (4, 4), (3, 4)])
     hv = ag.grad(lambda x: ag.sum(ag.grad(lambda x: ag.sum(ag.matmul(x, w) * x))(x) * v))(x)
     np.testing.assert_allclose(hv, v @ (w + w.T), rtol=1e-12, atol=1e-12)
