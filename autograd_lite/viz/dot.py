@@ -87,10 +87,15 @@ def _shapes(items, limit=3):
     return ", ".join(texts[:limit]) + (f" +{len(texts) - limit}" if len(texts) > limit else "") or "()"
 
 
+def _plural(n, word):
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _box_node(name, box, backward):
+    counts = (f"{_plural(box.n_ops, 'op')} · {_plural(len(box.params), 'param')} "
+              f"({count_text(box.n_param_values)})")
     label = (f"<B>{_esc(box.scope.label)}</B><BR/>"
-             f"{_small(_shapes(box.inputs) + ' → ' + _shapes(box.outputs), DARK)}<BR/>"
-             f"{_small(f'{box.n_ops} ops · {len(box.params)} params ({count_text(box.n_param_values)})')}")
+             f"{_small(_shapes(box.inputs) + ' → ' + _shapes(box.outputs), DARK)}<BR/>{_small(counts)}")
     if backward and box.kept:
         label += "<BR/>" + _small(f"saves {size_text(box.kept)} for backward", KEPT)
     return _node(name, "call", label, ', shape="box3d"')

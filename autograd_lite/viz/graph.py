@@ -133,14 +133,33 @@ class View:
                 self.boxes.setdefault(s, BoxInfo(s)).outputs.setdefault(source, items[source])
         self.cluster_of = {}
         for k in self.nodes:
-            scope = items[k].scope
-            self.cluster_of[k] = scope.path if scope is not None else ()
+            if items[k].kind == "op":
+                scope = items[k].scope
+                self.cluster_of[k] = scope.path if scope is not None else ()
+        placed = {}  # a parameter or constant sits in the innermost cluster holding all its uses
+        for op in graph.ops:
+            where = self.cluster_of.get(op.id) or (self.key[op.id].path[:-1]
+                                                   if type(self.key[op.id]) is not int else ())
+            for source, _ in op.inputs:
+                if items[source].kind in ("param", "const") and self.key[source] == source:
+                    placed[source] = _common(placed.get(source, where), where)
+        for k in self.nodes:
+            if items[k].kind != "op":
+                self.cluster_of[k] = placed.get(k, ())
         for s in self.boxes:
             self.cluster_of[s] = s.path[:-1]
 
     def count(self):
         """Nodes drawn (ops, boxes, inputs, constants and outputs), legend excluded."""
         return len(self.nodes) + len(self.boxes) + len(self.graph.outputs)
+
+
+def _common(a, b):
+    """The longest common prefix of two scope paths."""
+    n = 0
+    while n < len(a) and n < len(b) and a[n] is b[n]:
+        n += 1
+    return a[:n]
 
 
 class BoxInfo:

@@ -185,10 +185,12 @@ class Recorder:
         return item
 
     def add_array(self, kind, label, value):
-        """An item for a plain array (an argument's leaf or a constant), one per owning array."""
+        """An item for a plain array (an argument's leaf or a constant), one per owning array.
+        `label`: a string, or a function that finds one (called only for a new item)."""
         owner = _owner(value)
         if id(owner) not in self.by_owner:
             self.keep.append(owner)
+            label = label if isinstance(label, str) else label()
             self.by_owner[id(owner)] = self.new_item(kind, label, value).id
         return self.by_owner[id(owner)]
 
@@ -212,15 +214,15 @@ class Recorder:
             entry = self.stack.pop()
             if entry is _OP:
                 if self.op_depth == 1 and type(arg) is Box and arg.trace is self.trace:
-                    self.record_op(frame.f_locals, arg)
+                    self.record_op(frame, arg)
                 self.op_depth -= 1
             elif entry is not None:
                 self.scope = entry.parent
 
-    def record_op(self, local, box):
+    def record_op(self, frame, box):
         """One op from the wrapper's locals at its return: `args` (keywords moved to
         their positions), `parameters` of the body, and the returned box."""
-        node = box.node
+        local, node = frame.f_locals, box.node
         op = self.new_item("op", node.op, box.value, self.scope)
         self.keep.append(box.value)
         self.by_node[node] = op.id
@@ -239,20 +241,35 @@ class Recorder:
                 positional.append("·")
             elif isinstance(a, np.ndarray) and (id(_owner(a)) in self.by_owner
                                                 or a.size > _FOLD_SIZE or a.dtype.kind not in "biuf"):
-                label = "const" if name in _OPERAND_NAMES else name
-                op.inputs.append((self.add_array("const", label, a), a.shape))
+                fallback = "const" if name in _OPERAND_NAMES else name
+                op.inputs.append((self.add_array(
+                    "const", lambda: _bound_name(frame.f_back, a) or fallback, a), a.shape))
                 positional.append("·")
+            elif name == "shape":
+                pass  # the output shape says it
             elif name == "index":
                 parts = a if isinstance(a, tuple) else (a,)
                 options.append("[" + ", ".join(map(_format_static, parts)) + "]")
             elif name in _OPERAND_NAMES or (default is inspect.Parameter.empty
                                             and name not in _OPTION_NAMES):
                 positional.append(_format_static(a))
-            elif name != "shape" and (default is inspect.Parameter.empty
-                                      or not (default is a or _equal(default, a))):
+            elif default is inspect.Parameter.empty or not (default is a or _equal(default, a)):
                 options.append(f"{name}={_format_static(a)}")
         text = f"({', '.join(positional)})" if any(p != "·" for p in positional) else ""
         op.extra = (text + " " + " ".join(options)).strip()
+
+
+def _bound_name(frame, value):
+    """The name a constant has in the outermost user-level function that holds it
+    (`self_mask` rather than the `mask` it is called further down), or None."""
+    name = None
+    while frame is not None and frame.f_code is not _RECORD_CODE:
+        if _classify(frame.f_code) is _SCOPE:
+            for var, v in frame.f_locals.items():
+                if v is value:
+                    name = var
+        frame = frame.f_back
+    return name
 
 
 def _equal(a, b):
@@ -341,3 +358,6 @@ def record(f, args):
             outputs.append((path, recorder.by_node[leaf.node]))
     _measure_kept(recorder)
     return recorder.items, recorder.root, outputs
+
+
+_RECORD_CODE = record.__code__

@@ -1,0 +1,265 @@
+"""ag.viz: pictures of traced calls, rendered with the real Graphviz `dot`."""
+import re
+import struct
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from autograd_lite import tracer
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+class Dense(NamedTuple):
+    w: np.ndarray
+    b: np.ndarray
+
+
+class MLP(NamedTuple):
+    l1: Dense
+    l2: Dense
+
+
+def dense(p, x):
+    return x @ p.w + p.b  # matmul, add
+
+
+def layer(p, x):
+    return ag.tanh(dense(p, x))  # tanh
+
+
+def mlp(p, x):
+    return dense(p.l2, layer(p.l1, x))
+
+
+MLP_OPS = ["matmul", "add", "tanh", "matmul", "add"]  # counted by hand from the code above
+MLP_PATHS = ["p.l1.w", "p.l1.b", "p.l2.w", "p.l2.b", "x"]
+
+
+@pytest.fixture
+def mlp_args(rng):
+    p = MLP(Dense(rng.standard_normal((3, 4)), rng.standard_normal(4)),
+            Dense(rng.standard_normal((4, 2)), rng.standard_normal(2)))
+    return p, rng.standard_normal((5, 3))
+
+
+def svg_groups(svg_text, cls):
+    """{g elements whose class list holds `cls`}: (title, all their text)."""
+    root = ET.fromstring(svg_text)
+    out = []
+    for g in root.iter(SVG + "g"):
+        if cls in g.get("class", "").split():
+            title = g.find(SVG + "title").text
+            out.append((title, " ".join(t.text or "" for t in g.iter(SVG + "text"))))
+    return out
+
+
+def render_svg(graph, tmp_path, **options):
+    path = graph.render(tmp_path / "g.svg", **options)
+    return path.read_text()
+
+
+def test_svg_has_a_cluster_per_call_and_every_parameter_path(mlp_args, tmp_path):
+    svg = render_svg(ag.viz.trace(mlp, *mlp_args), tmp_path)
+    clusters = sorted(text.strip() for _, text in svg_groups(svg, "scope"))
+    assert clusters == ["dense", "dense", "layer", "mlp"]  # dense in layer, dense in mlp
+    inputs = [text for _, text in svg_groups(svg, "param") + svg_groups(svg, "input")]
+    for path in MLP_PATHS:
+        assert sum(text.split()[0] == path for text in inputs) == 1, path
+    assert "x" in [t.split()[0] for _, t in svg_groups(svg, "input")]
+
+
+def test_one_node_per_primitive_call(mlp_args, tmp_path):
+    g = ag.viz.trace(mlp, *mlp_args)
+    svg = render_svg(g, tmp_path)
+    ops = [text.split()[0] for _, text in svg_groups(svg, "op")]
+    assert len(ops) == len(MLP_OPS)
+    assert sorted(ops) == sorted(MLP_OPS)
+    assert [op.label for op in g.ops] == MLP_OPS  # in the order they ran
+
+
+def _engine_node_count(f, *args):
+    """Primitive applications as the engine itself records them: the nodes reachable
+    from the output of one traced call."""
+    trace = tracer.Trace()
+    boxed = [tracer.Box(a, trace, tracer.Node(None, (), "input", a.shape, a.dtype)) for a in args]
+    out = f(*boxed)
+    seen, stack = set(), [out.node]
+    while stack:
+        node = stack.pop()
+        if node in seen or not node.parents:
+            continue
+        seen.add(node)
+        stack.extend(parent for _, parent in node.parents)
+    return len(seen)
+
+
+@ag.primitive
+def softplus(x):
+    out = np.logaddexp(0, x)  # its body's own numpy ops are not pictured
+    return out, lambda g: (g * ag.sigmoid(x),)
+
+
+def messy(x, w):
+    """Operators, numpy functions on traced values, composite ops, a fused op with nested
+    primitives inside (cross_entropy), a user primitive, a comprehension."""
+    h = np.tanh(x @ w) * 0.5 + ag.var(x, axis=1, keepdims=True)
+    parts = ag.split(h, 2, axis=1)
+    h = ag.concatenate([softplus(q) for q in parts], axis=1)
+    return ag.cross_entropy(h, np.array([0, 1, 2, 3])) + ag.sum(np.exp(h.T))
+
+
+def test_node_count_equals_the_engines_count_of_primitive_calls(rng, tmp_path):
+    x, w = rng.standard_normal((4, 6)), rng.standard_normal((6, 6))
+    g = ag.viz.trace(messy, x, w)
+    expected = _engine_node_count(messy, x, w)
+    assert len(g.ops) == expected
+    svg = render_svg(g, tmp_path)
+    assert len(svg_groups(svg, "op")) == expected
+    # composite ops with several primitives get a cluster of their own; concatenate does not
+    labels = sorted(text.strip() for _, text in svg_groups(svg, "scope"))
+    assert labels == ["messy", "split", "var"]
+    assert "cross_entropy" in [op.label for op in g.ops] and "log_softmax" not in [op.label for op in g.ops]
+
+
+def test_depth_collapses_calls_into_boxes(mlp_args, tmp_path):
+    g = ag.viz.trace(mlp, *mlp_args)
+
+    def kinds(depth):
+        svg = render_svg(g, tmp_path, depth=depth)
+        return ({k: len(svg_groups(svg, k)) for k in ("op", "call", "param", "input", "output")},
+                sorted(t.split()[0] for _, t in svg_groups(svg, "call")))
+    assert kinds(None) == ({"op": 5, "call": 0, "param": 4, "input": 1, "output": 1}, [])
+    # depth 0: the whole call is one box, its parameters drawn inside it
+    assert kinds(0) == ({"op": 0, "call": 1, "param": 0, "input": 1, "output": 1}, ["mlp"])
+    # depth 1: the calls mlp makes are boxes
+    assert kinds(1) == ({"op": 0, "call": 2, "param": 0, "input": 1, "output": 1},
+                        ["dense", "layer"])
+    # depth 2: the ops of layer (tanh) and of mlp's dense are drawn, layer's dense is a box
+    assert kinds(2) == ({"op": 3, "call": 1, "param": 2, "input": 1, "output": 1}, ["dense"])
+    assert kinds(3) == kinds(None)
+    assert g.view(0).count() < g.view(1).count() < g.view(2).count() < g.view(None).count()
+    box = svg_groups(render_svg(g, tmp_path, depth=1), "call")
+    layer_text = next(t for _, t in box if t.split()[0] == "layer")
+    assert "(5, 3) → (5, 4)" in layer_text and "3 ops · 2 params (16)" in layer_text
+    with pytest.raises(ValueError, match="depth"):
+        g.to_dot(depth=-1)
+
+
+def test_png_pdf_and_dot_files(mlp_args, tmp_path):
+    g = ag.viz.trace(mlp, *mlp_args)
+    png = g.render(tmp_path / "g.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert g.render(tmp_path / "g.pdf").read_bytes()[:5] == b"%PDF-"
+    assert g.render(tmp_path / "g.dot").read_text().startswith("digraph")
+    # a small picture is drawn at 144 dpi: twice the SVG's size in points
+    svg_width = float(re.search(r'<svg width="(\d+)pt"', render_svg(g, tmp_path)).group(1))
+    png_width = struct.unpack(">I", png[16:20])[0]
+    assert png_width == pytest.approx(2 * svg_width, rel=0.02)
+    with pytest.raises(ValueError, match=r"'\.jpg'.*\.svg, \.png, \.pdf, \.dot"):
+        g.render(tmp_path / "g.jpg")
+
+
+def test_draw_writes_the_file(mlp_args, tmp_path):
+    g = ag.viz.draw(mlp, *mlp_args, path=tmp_path / "d.svg", depth=1, backward=True)
+    assert isinstance(g, ag.viz.Graph)
+    assert len(svg_groups((tmp_path / "d.svg").read_text(), "call")) == 2
+
+
+def test_summary_lists_every_op(mlp_args):
+    text = ag.viz.trace(mlp, *mlp_args).summary()
+    lines = text.splitlines()
+    ops = lines[lines.index("ops") + 1:lines.index("outputs")]
+    assert [line.split()[1] for line in ops] == MLP_OPS
+    assert [line.split()[0] for line in ops] == ["mlp/layer/dense"] * 2 + ["mlp/layer"] + ["mlp/dense"] * 2
+    assert "x:f64[5,3], p.l1.w:f64[3,4] -> %1:f64[5,4]" in ops[0]
+    assert lines[lines.index("outputs") + 1].split() == ["output", "=", "%5:f64[5,2]"]
+
+
+def test_missing_dot_says_how_to_install_and_writes_the_dot_file(mlp_args, tmp_path, monkeypatch):
+    g = ag.viz.trace(mlp, *mlp_args)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(ag.viz.DotNotFoundError) as error:
+        g.render(tmp_path / "g.svg")
+    message = str(error.value)
+    for hint in ("apt-get install graphviz", "brew install graphviz",
+                 "conda install -c conda-forge graphviz", "g.dot"):
+        assert hint in message
+    assert (tmp_path / "g.dot").read_text() == g.to_dot()
+    assert not (tmp_path / "g.svg").exists()
+    with pytest.raises(ag.viz.DotNotFoundError):
+        g._repr_svg_()
+
+
+def test_notebook_svg(mlp_args):
+    svg = ag.viz.trace(mlp, *mlp_args)._repr_svg_()
+    assert "<svg" in svg and len(svg_groups(svg, "op")) == 5
+
+
+def test_backward_shows_saved_values_and_gradient_edges(mlp_args, tmp_path):
+    g = ag.viz.trace(mlp, *mlp_args)
+    svg = render_svg(g, tmp_path, backward=True)
+    assert len(svg_groups(svg, "gradient")) == 5  # one per parameter or input use
+    tanh = next(t for _, t in svg_groups(svg, "op") if t.startswith("tanh"))
+    assert "saved 160 B" in tanh  # tanh's pullback keeps its output, 5·4 float64
+    assert "backward pass keeps" in svg
+
+
+def test_saved_bytes_follow_the_pullbacks(rng):
+    # exp's pullback keeps its output y (not x); sum's keeps the same y for its shape
+    g = ag.viz.trace(lambda x: ag.sum(ag.exp(x)), rng.standard_normal((3, 4)))
+    assert g.saved_bytes() == (96, 0)
+    # matmul keeps both operands: the argument x and the parameter w
+    g = ag.viz.trace(lambda x, w: x @ w, rng.standard_normal((2, 3)), rng.standard_normal((3, 5)))
+    assert g.saved_bytes() == (0, 2 * 3 * 8 + 3 * 5 * 8)
+
+
+class Block(NamedTuple):
+    w: np.ndarray
+
+
+def block(p, h):
+    return ag.relu(h @ p.w)
+
+
+def stack_of_blocks(blocks, table, ids):
+    h = ag.gather(table, ids) * 0.5
+    for p in blocks:
+        h = block(p, h)
+    return h
+
+
+def test_repeated_calls_tokens_and_folded_constants(rng, tmp_path):
+    blocks = [Block(rng.standard_normal((4, 4)).astype(np.float32)) for _ in range(3)]
+    table = rng.standard_normal((10, 4)).astype(np.float32)
+    ids = np.array([[1, 2, 3], [4, 5, 6]])
+    g = ag.viz.trace(stack_of_blocks, blocks, table, ids)
+    svg = render_svg(g, tmp_path)
+    labels = sorted(t.strip() for _, t in svg_groups(svg, "scope"))
+    assert labels == ["block #1", "block #2", "block #3", "stack_of_blocks"]
+    assert [t.split()[0] for _, t in svg_groups(svg, "data")] == ["ids"]
+    assert [t.split()[0] for _, t in svg_groups(svg, "param")] == ["blocks[0].w", "blocks[1].w",
+                                                                  "blocks[2].w"]
+    mul = next(t for _, t in svg_groups(svg, "op") if t.startswith("mul"))
+    assert mul.split() == ["mul", "(·,", "0.5)", "(2,", "3,", "4)", "f32"]
+    gather = next(t for _, t in svg_groups(svg, "op") if t.startswith("gather"))
+    assert gather.split() == ["gather", "(2,", "3,", "4)", "f32"]
+    # depth 1: gather, mul, three block boxes (their weights inside), table, ids, output
+    assert g.view(1).count() == 8
+
+
+def test_recording_leaves_no_trace_on_the_normal_path(mlp_args):
+    ag.viz.trace(mlp, *mlp_args)
+    assert sys.getprofile() is None
+    assert tracer.Node.__slots__ == ("pullback", "parents", "op", "shape", "dtype")
+    code = ("import sys, numpy as np, autograd_lite as ag\n"
+            "ag.gradient(lambda x: ag.sum(ag.tanh(x)), np.ones(3))\n"
+            "assert 'autograd_lite.viz' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
