@@ -1,0 +1,118 @@
+"""Pictures of the models: the encoder-decoder and the classifier at depth 1 and 2."""
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from autograd_lite import tracer
+from models import classifier, transformer
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def svg_groups(svg_text, cls):
+    """(title, text) of each SVG group whose class list holds `cls` (e.g. 'call', 'scope')."""
+    out = []
+    for g in ET.fromstring(svg_text).iter(SVG + "g"):
+        if cls in g.get("class", "").split():
+            out.append((g.find(SVG + "title").text,
+                        " ".join(t.text or "" for t in g.iter(SVG + "text"))))
+    return out
+
+
+def calls_and_clusters(graph, tmp_path, depth):
+    svg = graph.render(tmp_path / f"depth{depth}.svg", depth=depth).read_text()
+    calls = sorted(t for _, t in svg_groups(svg, "call"))
+    clusters = sorted(t.strip() for _, t in svg_groups(svg, "scope"))
+    nodes = [g for g in svg_groups(svg, "node") if g[0] != "legend"]
+    return calls, clusters, len(nodes)
+
+
+def _box_label(text):
+    """'encoder_block #1 (2, 7, 16) → ...' -> 'encoder_block #1'"""
+    return text.split(" (")[0].strip()
+
+
+def engine_node_count(f, *args):
+    """Primitive applications as the engine records them (nodes reachable from the output)."""
+    trace = tracer.Trace()
+
+    def box(leaf):
+        if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f":
+            return tracer.Box(leaf, trace, tracer.Node(None, (), "input", leaf.shape, leaf.dtype))
+        return leaf
+    out = f(*(ag.tree_map(box, a) for a in args))
+    seen, stack = set(), [out.node]
+    while stack:
+        node = stack.pop()
+        if node not in seen and node.parents:
+            seen.add(node)
+            stack.extend(parent for _, parent in node.parents)
+    return len(seen)
+
+
+@pytest.fixture
+def tokens(rng):
+    src = rng.integers(1, 11, (2, 7))
+    src[0, -2:] = 0
+    return src, rng.integers(1, 13, (2, 6))
+
+
+def transformer_graph(rng, tokens, n_layers):
+    p = transformer.init(rng, 11, 13, d_model=16, n_heads=2, d_ff=32, n_encoder=n_layers,
+                         n_decoder=n_layers, max_len=20)
+    return p, ag.viz.trace(transformer.apply, p, *tokens, 0)
+
+
+def test_transformer_pictures_at_depth_1_and_2(rng, tokens, tmp_path):
+    p, g = transformer_graph(rng, tokens, 2)
+    assert len(g.ops) == engine_node_count(lambda p, s, t: transformer.apply(p, s, t, 0), p, *tokens)
+
+    calls, clusters, _ = calls_and_clusters(g, tmp_path, 1)
+    assert [_box_label(c) for c in calls] == ["decode", "encode"]
+    assert clusters == ["apply"]
+
+    calls, clusters, _ = calls_and_clusters(g, tmp_path, 2)
+    labels = [_box_label(c) for c in calls]
+    assert clusters == ["apply", "decode", "encode"]
+    for name in ("encoder_block #1", "encoder_block #2", "decoder_block #1", "decoder_block #2"):
+        assert labels.count(name) == 1, name
+    assert not any(label.startswith("multihead_attention") for label in labels)
+
+    # every op knows its full scope: attention inside a block inside a stack inside apply
+    scopes = {repr(op.scope) for op in g.ops}
+    assert "apply/encode/encoder_block #2/multihead_attention/scaled_dot_product_attention" in scopes
+    assert "apply/decode/decoder_block #1/multihead_attention #2/scaled_dot_product_attention" in scopes
+
+
+def test_base_transformer_at_depth_2_stays_readable(rng, tokens, tmp_path):
+    _, g = transformer_graph(rng, tokens, 6)  # the base model's 6 + 6 layers, a small width
+    assert len(g.ops) > 400
+    calls, _, n_nodes = calls_and_clusters(g, tmp_path, 2)
+    assert n_nodes < 80
+    labels = [_box_label(c) for c in calls]
+    assert sum(label.startswith("encoder_block #") for label in labels) == 6
+    assert sum(label.startswith("decoder_block #") for label in labels) == 6
+
+
+def test_classifier_pictures_at_depth_1_and_2(rng, tmp_path):
+    p = classifier.init(rng, 30, 5, d_model=16, n_heads=2, d_ff=32, n_layers=2, max_len=10, pad=0)
+    ids = rng.integers(0, 30, (3, 10))
+    g = ag.viz.trace(classifier.apply, p, ids)
+    assert len(g.ops) == engine_node_count(classifier.apply, p, ids)
+
+    calls, clusters, _ = calls_and_clusters(g, tmp_path, 1)
+    assert "encode" in [_box_label(c) for c in calls]
+    assert clusters == ["apply"]
+
+    calls, clusters, _ = calls_and_clusters(g, tmp_path, 2)
+    labels = [_box_label(c) for c in calls]
+    assert "encode" in clusters and "apply" in clusters
+    assert labels.count("encoder_block #1") == 1 and labels.count("encoder_block #2") == 1
+    svg = g.render(tmp_path / "full.svg").read_text()
+    assert [t.split()[0] for _, t in svg_groups(svg, "data")] == ["ids"]
+    params = [t.split()[0] for _, t in svg_groups(svg, "param")]
+    assert sorted(params) == sorted(ag.tree_paths(p, root="p")[i]
+                                    for i, leaf in enumerate(ag.tree_leaves(p))
+                                    if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f")
