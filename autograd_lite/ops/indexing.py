@@ -24,7 +24,8 @@ def _selects_each_element_once(index):
 def _check_index(index):
     parts = index if isinstance(index, tuple) else (index,)
     for p in parts:
-        if is_traced(p):
+        # a traced index of the same trace arrives here unboxed: refuse float arrays too
+        if is_traced(p) or getattr(getattr(p, "dtype", None), "kind", None) == "f":
             raise TypeError("getitem: an index cannot be a traced (float) value; "
                             "indices must be integers, slices or bool masks")
 
