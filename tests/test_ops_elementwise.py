@@ -117,6 +117,18 @@ def test_binary_second_order(name, rng):
     check_second_order(lambda a, b: ag.sum(ag.tanh(op(a, b))), a, b)
 
 
+@pytest.mark.parametrize("name", ["relu", "abs", "neg", "maximum", "minimum", "add", "sub"])
+def test_piecewise_linear_ops_under_second_order(name, rng):
+    """Away from kinks: ∇² Σ op(x, ...)³ via the op's pullback recorded by an outer trace."""
+    x, y = away_from_zero(rng, (3, 4)), normal(rng, (4,))
+    if name in UNARY:
+        op = UNARY[name][0]
+        check_second_order(lambda x: ag.sum(op(x) ** 3), x)
+    else:
+        op = BINARY[name][0]
+        check_second_order(lambda x, y: ag.sum(op(x, y) ** 3), x, y)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 1, 4), (3, 1))])
 @pytest.mark.parametrize("name", BINARY)

@@ -194,6 +194,11 @@ def test_errors_name_the_op_and_shapes(make, error, message):
         make()
 
 
-def test_traced_index_is_refused():
-    with pytest.raises(TypeError, match="getitem: an index cannot be a traced"):
-        ag.gradient(lambda x: ag.sum(x[(0, x)]), np.ones((3, 3)))
+@pytest.mark.parametrize("index", [lambda x: x, lambda x: (0, x), lambda x: (x[0] > 0, x[1])],
+                         ids=["same-trace", "in-a-tuple", "float-in-a-tuple"])
+def test_float_or_traced_index_is_refused(index):
+    message = "getitem: an index cannot be a traced (float) value"
+    with pytest.raises(TypeError, match=re.escape(message)):
+        ag.gradient(lambda x: ag.sum(x[index(x)]), np.ones((3, 3)))
+    with pytest.raises(TypeError, match=re.escape(message)):
+        ag.getitem(np.ones((3, 3)), index(np.ones((3, 3))))
