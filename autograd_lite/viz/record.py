@@ -32,14 +32,13 @@ from .. import ops as _ops
 from ..differentiate import is_float_leaf
 from ..tracer import Box, Node, Trace, primitive
 from ..tree import tree_leaves, tree_map, tree_paths
+from .labels import OPERAND_NAMES, describe, foldable
+from .saved import measure_kept, owner
 
 _OP_CODE = primitive(lambda x: (x, None)).__code__  # the wrapper code every primitive shares
 _OP, _SCOPE = "op", "scope"
 _TRANSPARENT_NAMES = {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", "<module>"}
 _LAZY_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
-_OPERAND_NAMES = {"a", "b", "x", "y", "xs", "values", "table", "condition", "logits"}
-_OPTION_NAMES = {"axis", "axis1", "axis2", "axes", "n", "keepdims", "eps"}
-_FOLD_SIZE = 4  # constant arrays up to this many elements are written into their op's label
 
 
 class Scope:
@@ -82,13 +81,6 @@ class Item:
         self.id, self.kind, self.label, self.scope = id, kind, label, scope
         self.shape, self.dtype, self.nbytes = tuple(shape), np.dtype(dtype), int(nbytes)
         self.inputs, self.extra, self.kept, self.residual = [], "", 0, 0
-
-
-def _owner(a):
-    """The array that owns the memory of `a` (a view's base, followed to the end)."""
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
 
 
 def _under(path, directory):
@@ -139,34 +131,6 @@ def argument_names(f, n):
     return names
 
 
-def _number(v):
-    if isinstance(v, (bool, np.bool_)):
-        return str(bool(v))
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    return f"{float(v):.4g}"
-
-
-def _format_static(v):
-    """Short text for a static argument: numbers, tuples, slices, small arrays, indices."""
-    if v is None or v is Ellipsis:
-        return "None" if v is None else "..."
-    if isinstance(v, (bool, int, float, np.number, np.bool_)):
-        return _number(v)
-    if isinstance(v, slice):
-        parts = ["" if p is None else _format_static(p) for p in (v.start, v.stop, v.step)]
-        return ":".join(parts[:2] if v.step is None else parts)
-    if isinstance(v, np.ndarray):
-        if v.size <= _FOLD_SIZE and v.dtype.kind in "biuf":
-            return _number(v.item()) if v.ndim == 0 else "[" + ", ".join(map(_number, v.ravel())) + "]"
-        return f"{v.dtype.name}{list(v.shape)}"
-    if isinstance(v, tuple):
-        return "(" + ", ".join(map(_format_static, v)) + ("," if len(v) == 1 else "") + ")"
-    if isinstance(v, list):
-        return "[" + ", ".join(map(_format_static, v)) + "]"
-    return type(v).__name__
-
-
 class Recorder:
     """The profile hook's state while `f` runs: the scope stack and the recorded ops."""
 
@@ -187,12 +151,12 @@ class Recorder:
     def add_array(self, kind, label, value):
         """An item for a plain array (an argument's leaf or a constant), one per owning array.
         `label`: a string, or a function that finds one (called only for a new item)."""
-        owner = _owner(value)
-        if id(owner) not in self.by_owner:
-            self.keep.append(owner)
+        base = owner(value)
+        if id(base) not in self.by_owner:
+            self.keep.append(base)
             label = label if isinstance(label, str) else label()
-            self.by_owner[id(owner)] = self.new_item(kind, label, value).id
-        return self.by_owner[id(owner)]
+            self.by_owner[id(base)] = self.new_item(kind, label, value).id
+        return self.by_owner[id(base)]
 
     def hook(self, frame, event, arg):
         if event == "call":
@@ -226,7 +190,7 @@ class Recorder:
         op = self.new_item("op", node.op, box.value, self.scope)
         self.keep.append(box.value)
         self.by_node[node] = op.id
-        self.by_owner.setdefault(id(_owner(box.value)), op.id)
+        self.by_owner.setdefault(id(owner(box.value)), op.id)
         self.nodes.append((op.id, node))
         traced = dict(node.parents)
         parameters = local.get("parameters", [])
@@ -239,22 +203,15 @@ class Recorder:
                     source = self.new_item("const", "untracked", a.value).id
                 op.inputs.append((source, a.shape))
                 positional.append("·")
-            elif isinstance(a, np.ndarray) and (id(_owner(a)) in self.by_owner
-                                                or a.size > _FOLD_SIZE or a.dtype.kind not in "biuf"):
-                fallback = "const" if name in _OPERAND_NAMES else name
+            elif isinstance(a, np.ndarray) and (id(owner(a)) in self.by_owner or not foldable(a)):
+                fallback = "const" if name in OPERAND_NAMES else name
                 op.inputs.append((self.add_array(
                     "const", lambda: _bound_name(frame.f_back, a) or fallback, a), a.shape))
                 positional.append("·")
-            elif name == "shape":
-                pass  # the output shape says it
-            elif name == "index":
-                parts = a if isinstance(a, tuple) else (a,)
-                options.append("[" + ", ".join(map(_format_static, parts)) + "]")
-            elif name in _OPERAND_NAMES or (default is inspect.Parameter.empty
-                                            and name not in _OPTION_NAMES):
-                positional.append(_format_static(a))
-            elif default is inspect.Parameter.empty or not (default is a or _equal(default, a)):
-                options.append(f"{name}={_format_static(a)}")
+            else:
+                shown = describe(name, default, a)
+                if shown is not None:
+                    (positional if shown[0] == "operand" else options).append(shown[1])
         text = f"({', '.join(positional)})" if any(p != "·" for p in positional) else ""
         op.extra = (text + " " + " ".join(options)).strip()
 
@@ -270,52 +227,6 @@ def _bound_name(frame, value):
                     name = var
         frame = frame.f_back
     return name
-
-
-def _equal(a, b):
-    try:
-        return bool(a == b)
-    except (ValueError, TypeError):
-        return False
-
-
-def _kept_arrays(pullback):
-    """The numpy arrays a pullback closure holds (through nested closures, tuples, lists, dicts)."""
-    out, seen, stack = [], set(), [pullback]
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if type(obj) is np.ndarray:
-            out.append(obj)
-        elif isinstance(obj, (tuple, list)):
-            stack.extend(obj)
-        elif isinstance(obj, dict):
-            stack.extend(obj.values())
-        elif isinstance(obj, types.FunctionType) and obj.__closure__:
-            for cell in obj.__closure__:
-                try:
-                    stack.append(cell.cell_contents)
-                except ValueError:  # an empty cell
-                    pass
-    return out
-
-
-def _measure_kept(recorder):
-    """Which values the pullbacks keep (item.kept) and their other arrays (op.residual)."""
-    counted = set()
-    for op_id, node in recorder.nodes:
-        for a in _kept_arrays(node.pullback):
-            owner = _owner(a)
-            if id(owner) in counted:
-                continue
-            counted.add(id(owner))
-            source = recorder.by_owner.get(id(owner))
-            if source is not None:
-                recorder.items[source].kept = owner.nbytes
-            else:
-                recorder.items[op_id].residual += owner.nbytes
 
 
 def record(f, args):
@@ -340,7 +251,7 @@ def record(f, args):
                 recorder.by_node[node] = item.id
                 if type(value) is np.ndarray:
                     recorder.keep.append(value)
-                    recorder.by_owner[id(_owner(value))] = item.id
+                    recorder.by_owner[id(owner(value))] = item.id
                 return Box(value, trace, node)
             if isinstance(leaf, np.ndarray):
                 recorder.add_array("data", path, leaf)
@@ -356,7 +267,7 @@ def record(f, args):
     for leaf, path in zip(tree_leaves(out), tree_paths(out, root="output")):
         if type(leaf) is Box and leaf.trace is trace and leaf.node in recorder.by_node:
             outputs.append((path, recorder.by_node[leaf.node]))
-    _measure_kept(recorder)
+    measure_kept(recorder)
     return recorder.items, recorder.root, outputs
 
 

@@ -1,0 +1,66 @@
+"""How an op's static arguments appear in its label: small constants folded in
+(`mul(·, 0.125)`), options that differ from their defaults (`transpose axes=(0, 2, 1, 3)`),
+indices as subscripts (`getitem [:, 0]`)."""
+import inspect
+
+import numpy as np
+
+OPERAND_NAMES = {"a", "b", "x", "y", "xs", "values", "table", "condition", "logits"}
+OPTION_NAMES = {"axis", "axis1", "axis2", "axes", "n", "keepdims", "eps"}
+FOLD_SIZE = 4  # constant arrays up to this many elements are written into their op's label
+
+
+def _number(v):
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return f"{float(v):.4g}"
+
+
+def format_static(v):
+    """Short text for a static argument: numbers, tuples, slices, small arrays, indices."""
+    if v is None or v is Ellipsis:
+        return "None" if v is None else "..."
+    if isinstance(v, (bool, int, float, np.number, np.bool_)):
+        return _number(v)
+    if isinstance(v, slice):
+        parts = ["" if p is None else format_static(p) for p in (v.start, v.stop, v.step)]
+        return ":".join(parts[:2] if v.step is None else parts)
+    if isinstance(v, np.ndarray):
+        if foldable(v):
+            return _number(v.item()) if v.ndim == 0 else "[" + ", ".join(map(_number, v.ravel())) + "]"
+        return f"{v.dtype.name}{list(v.shape)}"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(map(format_static, v)) + ("," if len(v) == 1 else "") + ")"
+    if isinstance(v, list):
+        return "[" + ", ".join(map(format_static, v)) + "]"
+    return type(v).__name__
+
+
+def _equal(a, b):
+    try:
+        return bool(a == b)
+    except (ValueError, TypeError):
+        return False
+
+
+def foldable(value):
+    """A constant array small enough to be written into its op's label."""
+    return value.size <= FOLD_SIZE and value.dtype.kind in "biuf"
+
+
+def describe(name, default, value):
+    """('operand', text), ('option', text) or None for a static argument `name=value`
+    of an op whose parameter `name` has `default`."""
+    if name == "shape":
+        return None  # the output shape says it
+    if name == "index":
+        parts = value if isinstance(value, tuple) else (value,)
+        return "option", "[" + ", ".join(map(format_static, parts)) + "]"
+    required = default is inspect.Parameter.empty
+    if name in OPERAND_NAMES or (required and name not in OPTION_NAMES):
+        return "operand", format_static(value)
+    if required or not (default is value or _equal(default, value)):
+        return "option", f"{name}={format_static(value)}"
+    return None

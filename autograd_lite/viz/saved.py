@@ -1,0 +1,55 @@
+"""What the backward pass keeps: the forward arrays held by each pullback closure.
+
+A pullback is a closure; its cells hold the forward values it will need (arrays,
+possibly in tuples, or in closures of closures). Each array is counted once, by
+the array that owns its memory (a view keeps its base alive).
+"""
+import types
+
+import numpy as np
+
+
+def owner(a):
+    """The array that owns the memory of `a` (a view's base, followed to the end)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def kept_arrays(pullback):
+    """The numpy arrays a pullback closure holds (through nested closures, tuples, lists, dicts)."""
+    out, seen, stack = [], set(), [pullback]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if type(obj) is np.ndarray:
+            out.append(obj)
+        elif isinstance(obj, (tuple, list)):
+            stack.extend(obj)
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, types.FunctionType) and obj.__closure__:
+            for cell in obj.__closure__:
+                try:
+                    stack.append(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    pass
+    return out
+
+
+def measure_kept(recorder):
+    """Which values the pullbacks keep (item.kept) and their other arrays (op.residual)."""
+    counted = set()
+    for op_id, node in recorder.nodes:
+        for a in kept_arrays(node.pullback):
+            base = owner(a)
+            if id(base) in counted:
+                continue
+            counted.add(id(base))
+            source = recorder.by_owner.get(id(base))
+            if source is not None:
+                recorder.items[source].kept = base.nbytes
+            else:
+                recorder.items[op_id].residual += base.nbytes
