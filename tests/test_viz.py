@@ -263,3 +263,22 @@ def test_recording_leaves_no_trace_on_the_normal_path(mlp_args):
             "ag.gradient(lambda x: ag.sum(ag.tanh(x)), np.ones(3))\n"
             "assert 'autograd_lite.viz' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+class Scale:
+    """A callable object: its __call__ is pictured under the class name."""
+
+    def __call__(self, x):
+        return x * 2.0
+
+
+def strings_and_objects(x):
+    namespace = {"ag": ag}
+    exec("def from_a_string(x):\n    return ag.exp(x)\n", namespace)  # as notebooks and docs run code
+    return Scale()(namespace["from_a_string"](x))
+
+
+def test_code_run_from_strings_and_callable_objects_get_clusters(rng):
+    g = ag.viz.trace(strings_and_objects, rng.standard_normal(3))
+    assert [repr(op.scope) for op in g.ops] == ["strings_and_objects/from_a_string",
+                                                "strings_and_objects/Scale"]

@@ -92,8 +92,9 @@ def _plural(n, word):
 
 
 def _box_node(name, box, backward):
-    counts = (f"{_plural(box.n_ops, 'op')} · {_plural(len(box.params), 'param')} "
-              f"({count_text(box.n_param_values)})")
+    counts = _plural(box.n_ops, "op")
+    if box.params:
+        counts += f" · {_plural(len(box.params), 'param')} ({count_text(box.n_param_values)})"
     label = (f"<B>{_esc(box.scope.label)}</B><BR/>"
              f"{_small(_shapes(box.inputs) + ' → ' + _shapes(box.outputs), DARK)}<BR/>{_small(counts)}")
     if backward and box.kept:

@@ -104,7 +104,8 @@ def _classify(code):
     if code in _COMPOSITES:
         return _COMPOSITES[code]
     name, path = code.co_name, code.co_filename
-    if (name in _TRANSPARENT_NAMES or code.co_flags & _LAZY_FLAGS or path == "<string>"
+    if (name in _TRANSPARENT_NAMES or code.co_flags & _LAZY_FLAGS
+            or (path == "<string>" and name.startswith("__"))  # NamedTuple.__new__ and the like
             or path.startswith("<frozen") or _under(path, _PACKAGE_DIR) or _under(path, _NUMPY_DIR)
             or any(_under(path, d) for d in _STDLIB_DIRS)
             and not any(_under(path, d) for d in _SITE_DIRS)):
@@ -165,8 +166,10 @@ class Recorder:
                 self.op_depth += 1
                 self.stack.append(_OP)
             elif self.op_depth == 0 and (kind is not None or self.root is None):
-                self.scope = Scope(frame.f_code.co_name.strip("<>"), self.scope, kind is not _SCOPE
-                                   and kind is not None)
+                name = frame.f_code.co_name.strip("<>")
+                if name == "__call__" and "self" in frame.f_code.co_varnames:  # a callable object
+                    name = type(frame.f_locals["self"]).__name__
+                self.scope = Scope(name, self.scope, kind is not _SCOPE and kind is not None)
                 if self.root is None:
                     self.root = self.scope
                 else:
