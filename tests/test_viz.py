@@ -282,3 +282,14 @@ def test_code_run_from_strings_and_callable_objects_get_clusters(rng):
     g = ag.viz.trace(strings_and_objects, rng.standard_normal(3))
     assert [repr(op.scope) for op in g.ops] == ["strings_and_objects/from_a_string",
                                                 "strings_and_objects/Scale"]
+
+
+def test_a_picture_of_a_gradient_holds_the_forward_and_the_backward_ops(rng):
+    def loss(x):
+        return ag.sum(ag.tanh(x) ** 2)
+    g = ag.viz.trace(ag.grad(loss), rng.standard_normal(4))
+    forward = [(op.label, repr(op.scope)) for op in g.ops[:3]]
+    assert forward == [("tanh", "gradient_of_f/loss"), ("pow", "gradient_of_f/loss"),
+                       ("sum", "gradient_of_f/loss")]
+    assert len(g.ops) > 3 and all(g.items[i].kind != "const" for op in g.ops for i, _ in op.inputs)
+    assert [g.items[i].label for _, i in g.outputs] == ["mul"]  # the last op of tanh's pullback

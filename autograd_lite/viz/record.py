@@ -10,11 +10,14 @@ only then:
   generators are transparent. Composite ops of this package (`ag.var`,
   `ag.dropout`, `ag.split`) open a scope named after them too.
 - the return of a primitive's wrapper (the `op` closure of `tracer.primitive`)
-  at the outermost level records one op: its traced inputs, its static operands
-  (integer token arrays and masks become input nodes, small constants are
-  folded into the label), the current scope and the returned `Node`. Primitives
-  that run inside another primitive's body are not recorded: they are that
-  primitive's business.
+  with a value of this trace records one op: its traced inputs, its static
+  operands (integer token arrays and masks become input nodes, small constants
+  are folded into the label), the current scope and the returned `Node`. So
+  exactly what the engine records is pictured: a primitive's body runs on plain
+  arrays, and the primitives it calls are not recorded; only when the call
+  itself differentiates (a picture of `ag.grad(f)`) do bodies run on this
+  trace's values, and then their ops are the ones the engine records. Scopes are
+  not opened inside primitives' bodies.
 
 Afterwards the pullback closures are inspected for the forward arrays they keep
 for the backward pass. The result is plain data (`Item`s and `Scope`s); the
@@ -145,7 +148,8 @@ class Recorder:
         self.stack, self.scope, self.op_depth, self.root = [], None, 0, None
 
     def new_item(self, kind, label, value, scope=None):
-        item = Item(len(self.items), kind, label, value.shape, value.dtype, value.nbytes, scope)
+        nbytes = int(np.prod(value.shape)) * np.dtype(value.dtype).itemsize  # value may be a Box
+        item = Item(len(self.items), kind, label, value.shape, value.dtype, nbytes, scope)
         self.items.append(item)
         return item
 
@@ -180,7 +184,7 @@ class Recorder:
         elif event == "return" and self.stack:
             entry = self.stack.pop()
             if entry is _OP:
-                if self.op_depth == 1 and type(arg) is Box and arg.trace is self.trace:
+                if type(arg) is Box and arg.trace is self.trace:
                     self.record_op(frame, arg)
                 self.op_depth -= 1
             elif entry is not None:

@@ -10,8 +10,9 @@ import numpy as np
 
 
 def owner(a):
-    """The array that owns the memory of `a` (a view's base, followed to the end)."""
-    while isinstance(a.base, np.ndarray):
+    """The array that owns the memory of `a` (a view's base, followed to the end);
+    `a` itself if it is not an array (a value traced by an enclosing differentiation)."""
+    while isinstance(getattr(a, "base", None), np.ndarray):
         a = a.base
     return a
 
