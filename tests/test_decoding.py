@@ -75,10 +75,7 @@ def test_greedy_stops_at_eos_or_max_len_and_pads_with_eos():
     ids = transformer.greedy_decode(p, src, BOS, eos, 6)
     assert ids.shape[1] == 6 or (ids == eos).any(axis=1).all()  # stopped early: all ended
     assert ids[0, 1] == eos and (ids[0, 1:] == eos).all()
-    for row in ids:
-        first_eos = np.flatnonzero(row[1:] == eos)
-        if first_eos.size:
-            assert (row[1 + first_eos[0]:] == eos).all()
+    assert_only_eos_after_eos(ids, eos)
     assert transformer.greedy_decode(p, src, BOS, EOS, 1).tolist() == [[BOS]] * 6
 
 
@@ -113,19 +110,61 @@ def test_beam_search_with_a_wide_beam_is_the_exact_optimum():
         assert row[:n].tolist() == [BOS, *tail] and (row[n:] == EOS).all()
 
 
+def assert_only_eos_after_eos(ids, eos):
+    ended = np.cumsum(ids[:, 1:] == eos, axis=1) > 0  # (B, L-1): at or after the first eos
+    after = np.concatenate([np.zeros((len(ids), 1), bool), ended[:, :-1]], axis=1)
+    assert (ids[:, 1:][after] == eos).all(), ids
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_beam_scores_are_log_prob_over_length_penalty_under_apply(alpha, norm):
-    p = tiny(seed=5, norm=norm)
+def test_beam_scores_are_log_prob_over_length_penalty_under_apply(alpha):
+    """Every eos id in turn, so that hypotheses end at different steps (this pre-LN model's
+    choices depend on the prefix more than the small post-LN ones', which repeat a token)."""
+    p = tiny(seed=6, norm="pre")
     src = sources(b=4)
-    for k in (2, 3):
-        ids, scores = transformer.beam_search(p, src, BOS, EOS, 8, beam_size=k,
+    ends = set()
+    for eos, k in itertools.product(range(6), (2, 3)):
+        ids, scores = transformer.beam_search(p, src, BOS, eos, 8, beam_size=k,
                                               length_penalty=alpha, src_pad=PAD,
                                               return_scores=True)
         assert ids.shape[0] == 4 and ids.shape[1] <= 8 and (ids[:, 0] == BOS).all()
-        log_p, length = sequence_log_prob(p, src, ids)
+        assert_only_eos_after_eos(ids, eos)
+        log_p, length = sequence_log_prob(p, src, ids, eos)
         np.testing.assert_allclose(scores, log_p / ((5 + length) / 6) ** alpha, rtol=0,
                                    atol=1e-10)
+        ends.update(length.tolist())
+    assert len(ends) >= 3  # the fixture does exercise hypotheses of different lengths
+
+
+def reference_beam_search(p, src, eos, max_len, k, alpha):
+    """The same search, one source (1, S) at a time, written plainly: hypotheses as tuples,
+    log-probabilities from transformer.apply over the whole prefix (no cache)."""
+    beam = [((BOS,), 0.0, 0, False)]  # (tokens, log P, |Y|, finished)
+    for t in range(1, max_len):
+        if all(finished for *_, finished in beam):
+            break
+        candidates = []
+        for tokens, log_p, length, finished in beam:
+            if finished:
+                candidates.append((tokens + (eos,), log_p, length, True))
+                continue
+            step = ag.log_softmax(transformer.apply(p, src, np.array([tokens]), PAD)[0, -1])
+            candidates += [(tokens + (v,), log_p + step[v], t, v == eos) for v in range(len(step))]
+        candidates.sort(key=lambda c: -c[1] / ((5 + c[2]) / 6) ** alpha)  # stable
+        beam = candidates[:k]
+    tokens, log_p, length, _ = max(beam, key=lambda c: c[1] / ((5 + c[2]) / 6) ** alpha)
+    return list(tokens[:1 + length])
+
+
+@pytest.mark.parametrize("norm,seed", [("pre", 6), ("post", 3)])
+def test_beam_search_equals_a_plain_search_over_recomputed_prefixes(norm, seed):
+    p = tiny(seed=seed, norm=norm)
+    src = sources(b=3)
+    for eos, k in itertools.product(range(0, 6, 2), (2, 3)):
+        ids = transformer.beam_search(p, src, BOS, eos, 7, beam_size=k, src_pad=PAD)
+        for row, source in zip(ids, src):
+            want = reference_beam_search(p, source[None], eos, 7, k, 0.6)
+            assert row[:len(want)].tolist() == want and (row[len(want):] == eos).all()
 
 
 def test_beam_search_can_score_below_greedy():
