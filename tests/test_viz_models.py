@@ -1,4 +1,6 @@
 """Pictures of the models: the encoder-decoder and the classifier at depth 1 and 2."""
+import re
+import struct
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -116,3 +118,15 @@ def test_classifier_pictures_at_depth_1_and_2(rng, tmp_path):
     assert sorted(params) == sorted(ag.tree_paths(p, root="p")[i]
                                     for i, leaf in enumerate(ag.tree_leaves(p))
                                     if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f")
+
+
+def test_large_pictures_grow_their_canvas_instead_of_shrinking_the_text(rng, tokens, tmp_path):
+    _, g = transformer_graph(rng, tokens, 1)
+    assert g.view().count() > 100
+    assert not re.search(r"[^t]size=", g.to_dot())  # no page size: Graphviz never scales the drawing down
+    svg = g.render(tmp_path / "full.svg").read_text()
+    svg_width = float(re.search(r'<svg width="(\d+)pt"', svg).group(1))
+    png = g.render(tmp_path / "full.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # 96 dpi: 11 pt text stays 15 px high, however wide the picture is
+    assert struct.unpack(">I", png[16:20])[0] == pytest.approx(svg_width * 96 / 72, rel=0.02)
