@@ -148,6 +148,9 @@ def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None):
     `memory`) must be given too: memory positions where src == src_pad are masked.
     """
     check_tokens("decode", "tgt", tgt)
+    if memory.ndim != 3 or memory.shape[0] != tgt.shape[0] or memory.shape[2] != p.d_model:
+        raise ValueError(f"transformer.decode: memory {memory.shape} must be (B, S, {p.d_model}) "
+                         f"with the batch size of tgt {tgt.shape}")
     rate, rng = dropout_setting(p, training, rng)
     mem_mask = memory_mask(src, src_pad, memory)  # (B, 1, 1, S) or None
     self_mask = causal_mask(tgt.shape[1])  # (1, 1, T, T)
@@ -161,12 +164,11 @@ def apply(p, src, tgt, src_pad=None, training=False, rng=None):
     """Logits of the next target token at each position.  src: (B, S), tgt: (B, T) -> (B, T, V)
 
     Teacher forcing: tgt is the shifted-right target (starting with BOS); logits[:, t]
-    predicts the token after tgt[:, t].
+    predicts the token after tgt[:, t]. One rng draws the encoder's dropout, then the decoder's.
     """
     if src.shape[0] != tgt.shape[0]:
         raise ValueError(f"transformer.apply: src {src.shape} and tgt {tgt.shape} have "
                          f"different batch sizes")
-    rate, rng = dropout_setting(p, training, rng)
     memory = encode(p, src, src_pad, training, rng)  # (B, S, D)
     return decode(p, memory, tgt, src_pad, src, training, rng)  # (B, T, V)
 

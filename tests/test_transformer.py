@@ -123,6 +123,8 @@ def test_decode_of_encode_is_apply_and_needs_src_for_the_pad_mask():
         transformer.decode(p, memory, tgt, PAD)
     with pytest.raises(ValueError, match=r"src \(3, 5\) does not match memory \(3, 6, 8\)"):
         transformer.decode(p, memory, tgt, PAD, src=src[:, :5])
+    with pytest.raises(ValueError, match=r"memory \(2, 6, 8\) must be \(B, S, 8\) with the batch"):
+        transformer.decode(p, memory[:2], tgt)
 
 
 def test_position_encoding_is_the_papers_formula():
