@@ -245,11 +245,10 @@ def record(f, args):
     recorder = Recorder(trace)
     boxed = []
     for name, arg in zip(argument_names(f, len(args)), args):
-        leaves, paths = tree_leaves(arg), tree_paths(arg, root=name)
-        it = iter(zip(leaves, paths))
+        paths = iter(tree_paths(arg, root=name))  # in the order tree_map visits the leaves
 
         def box(leaf):
-            _, path = next(it)
+            path = next(paths)
             if is_float_leaf(leaf):
                 value = leaf if type(leaf) in (np.ndarray, Box) else np.asarray(leaf)
                 node = Node(None, (), "input", value.shape, value.dtype)
