@@ -44,7 +44,7 @@ class Transformer(NamedTuple):
     d_model: int
     max_len: int
     norm: str  # "post" (the paper) or "pre"
-    dropout: float
+    dropout: ag.Hyper  # the rate: a float setting, static in the tree (no gradient, no update)
 
 
 def init(rng, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6,
@@ -68,7 +68,7 @@ def init(rng, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder
     else:
         out = dense_init(rng, d_model, tgt_vocab, dtype)
     return Transformer(src_embed, tgt_embed, encoder, layer_norm_init(d_model, dtype), decoder,
-                       layer_norm_init(d_model, dtype), out, d_model, max_len, norm, float(dropout))
+                       layer_norm_init(d_model, dtype), out, d_model, max_len, norm, ag.Hyper(dropout))
 
 
 def dropout_setting(p, training, rng):

@@ -181,6 +181,19 @@ def test_dropout_is_off_at_inference_and_reproducible_in_training():
     assert np.abs(train[0] - plain).max() > 1e-3
 
 
+def test_gradients_through_dropout_in_training_match_central_differences():
+    """The rate is static (ag.Hyper): no gradient, and the same dropout masks each call."""
+    p = tiny(dropout=0.3, n_encoder=1, n_decoder=1)
+    src, tgt = batch(b=2, s=4, t=3)
+    labels = np.random.default_rng(5).integers(0, 11, (2, 3))
+
+    def loss(p):
+        logits = transformer.apply(p, src, tgt, PAD, training=True, rng=np.random.default_rng(7))
+        return ag.cross_entropy(logits, labels)
+    assert ag.gradient(loss, p)[0].dropout is None
+    ag.check_gradients(loss, p)
+
+
 def test_presets_are_table_3():
     assert transformer.BASE == dict(d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6,
                                     dropout=0.1)
