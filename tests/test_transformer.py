@@ -185,7 +185,7 @@ def test_gradients_through_dropout_in_training_match_central_differences():
     """The rate is static (ag.Hyper): no gradient, and the same dropout masks each call."""
     p = tiny(dropout=0.3, n_encoder=1, n_decoder=1)
     src, tgt = batch(b=2, s=4, t=3)
-    labels = np.random.default_rng(5).integers(0, 11, (2, 3))
+    labels = np.random.default_rng(5).integers(0, TGT_VOCAB, (2, 3))
 
     def loss(p):
         logits = transformer.apply(p, src, tgt, PAD, training=True, rng=np.random.default_rng(7))
