@@ -3,7 +3,7 @@
     import autograd_lite as ag
     grads = ag.gradient(loss, params, batch)   # gradients in the structure of the arguments
 """
-from . import optim
+from . import memory, optim
 from .differentiate import Hyper, grad, gradient, value_and_gradient, vjp
 from .ops import (abs, add, add_at, broadcast_to, concatenate, cross_entropy, div, dropout, exp,
                   expand_dims, gather, gelu, getitem, layer_norm, log, log_softmax, logsumexp,
@@ -21,3 +21,6 @@ def __getattr__(name):
         import importlib  # not `from . import viz`: its hasattr check would call back here
         return importlib.import_module(".viz", __name__)
     raise AttributeError(f"module 'autograd_lite' has no attribute '{name}'")
+
+
+memory.apply_default()
