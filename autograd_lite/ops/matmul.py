@@ -24,9 +24,11 @@ def _check_matmul(a, b):
     check_same_float_dtype("matmul", a, b)
 
 
-def _contiguous_stack(x):
-    """BLAS handles a stack of matrices only when it is contiguous (e.g. not after a transpose)."""
-    if x.ndim > 2 and type(x) is np.ndarray and not x.flags.c_contiguous:
+def _blas_ready(x):
+    """x, copied if its matrices have neither contiguous rows nor contiguous columns: numpy's
+    matmul hands a matrix to BLAS only when one of its two strides is the item size
+    (a transposed or head-split view qualifies; a strided slice does not)."""
+    if type(x) is np.ndarray and x.itemsize not in x.strides[-2:]:
         return np.ascontiguousarray(x)
     return x
 
@@ -40,7 +42,7 @@ def _rows(x):
 def matmul(a, b):
     """a @ b for 2-D, 3-D and 4-D operands (any rank >= 2)."""
     _check_matmul(a, b)
-    a, b = _contiguous_stack(a), _contiguous_stack(b)
+    a, b = _blas_ready(a), _blas_ready(b)
     shared_right = b.ndim == 2 and a.ndim > 2  # (..., n, k) @ (k, m), e.g. activations @ weights
     if shared_right:
         out = (_rows(a) @ b).reshape(a.shape[:-1] + (b.shape[-1],))
