@@ -55,3 +55,12 @@ def test_models_summary_is_the_function_whichever_import_came_first():
     assert callable(models.summary)
     assert models.summary({"w": np.zeros((2, 3))}).splitlines() == [
         "dict", "  (root)  ['w'] (2, 3)  6", "Total: 1 arrays, 6 parameters, 0.000 MiB"]
+
+
+def test_the_package_lists_no_missing_submodule():
+    """`summary` is a function; a name with no module behind it is an AttributeError
+    (hasattr is False), not a ModuleNotFoundError from the lazy loader."""
+    assert callable(models.summary)
+    assert not hasattr(models, "summary_table")
+    for name in ("transformer", "decoding", "classifier", "lm", "layers", "attention", "blocks"):
+        assert getattr(models, name).__name__ == f"models.{name}"
