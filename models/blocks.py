@@ -42,13 +42,15 @@ def encoder_block_init(rng, d_model, n_heads, d_ff, dtype=np.float32):
 
 def encoder_block(p, x, mask=None, norm="post", rate=0.0, rng=None):
     """Self-attention, then the feed-forward network.  x: (B, T, D) -> (B, T, D)"""
+    check_norm_order(norm)
     if norm == "post":
         a = multihead_attention(p.self_attn, x, x, mask, rate, rng)  # (B, T, D)
         x = layer_norm(p.norm1, x + ag.dropout(a, rate, rng))  # (B, T, D)
         f = feed_forward(p.ff, x, rate, rng)  # (B, T, D)
         return layer_norm(p.norm2, x + ag.dropout(f, rate, rng))  # (B, T, D)
     h = layer_norm(p.norm1, x)  # (B, T, D)
-    x = x + ag.dropout(multihead_attention(p.self_attn, h, h, mask, rate, rng), rate, rng)
+    a = multihead_attention(p.self_attn, h, h, mask, rate, rng)  # (B, T, D)
+    x = x + ag.dropout(a, rate, rng)  # (B, T, D)
     f = feed_forward(p.ff, layer_norm(p.norm2, x), rate, rng)  # (B, T, D)
     return x + ag.dropout(f, rate, rng)  # (B, T, D)
 
@@ -75,9 +77,10 @@ def decoder_block(p, x, memory, self_mask=None, memory_mask=None, norm="post", r
                   rng=None):
     """Masked self-attention, attention over the encoder's memory, feed-forward.
 
-    x: (B, T, D) targets so far; memory: (B, S, D); self_mask: (1, 1, T, T) causal
-    (and target padding); memory_mask: (B, 1, 1, S) source padding. -> (B, T, D)
+    x: (B, T, D) targets so far; memory: (B, S, D); self_mask: (1, 1, T, T) causal;
+    memory_mask: (B, 1, 1, S) source padding. -> (B, T, D)
     """
+    check_norm_order(norm)
     if norm == "post":
         a = multihead_attention(p.self_attn, x, x, self_mask, rate, rng)  # (B, T, D)
         x = layer_norm(p.norm1, x + ag.dropout(a, rate, rng))  # (B, T, D)
@@ -86,9 +89,10 @@ def decoder_block(p, x, memory, self_mask=None, memory_mask=None, norm="post", r
         f = feed_forward(p.ff, x, rate, rng)  # (B, T, D)
         return layer_norm(p.norm3, x + ag.dropout(f, rate, rng))  # (B, T, D)
     h = layer_norm(p.norm1, x)  # (B, T, D)
-    x = x + ag.dropout(multihead_attention(p.self_attn, h, h, self_mask, rate, rng), rate, rng)
+    a = multihead_attention(p.self_attn, h, h, self_mask, rate, rng)  # (B, T, D)
+    x = x + ag.dropout(a, rate, rng)  # (B, T, D)
     h = layer_norm(p.norm2, x)  # (B, T, D)
-    x = x + ag.dropout(multihead_attention(p.cross_attn, h, memory, memory_mask, rate, rng),
-                       rate, rng)  # (B, T, D)
+    c = multihead_attention(p.cross_attn, h, memory, memory_mask, rate, rng)  # (B, T, D)
+    x = x + ag.dropout(c, rate, rng)  # (B, T, D)
     f = feed_forward(p.ff, layer_norm(p.norm3, x), rate, rng)  # (B, T, D)
     return x + ag.dropout(f, rate, rng)  # (B, T, D)

@@ -96,3 +96,14 @@ def test_dropout_in_a_block_is_seeded(rng):
 def test_an_unknown_norm_order_is_named():
     with pytest.raises(ValueError, match=r"norm must be one of \('post', 'pre'\), got 'mid'"):
         blocks.check_norm_order("mid")
+
+
+def test_blocks_reject_an_unknown_norm_order(rng):
+    """"Post" is not "post": before the check, any other string ran silently as pre-LN."""
+    x = rng.standard_normal((1, 3, D))
+    encoder = blocks.encoder_block_init(rng, D, H, D_FF, np.float64)
+    decoder = blocks.decoder_block_init(rng, D, H, D_FF, np.float64)
+    with pytest.raises(ValueError, match=r"norm must be one of \('post', 'pre'\), got 'Post'"):
+        blocks.encoder_block(encoder, x, norm="Post")
+    with pytest.raises(ValueError, match=r"norm must be one of \('post', 'pre'\), got 'Post'"):
+        blocks.decoder_block(decoder, x, x, norm="Post")
