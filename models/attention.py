@@ -78,11 +78,3 @@ def causal_mask(length):
     """True where query t may attend key s, i.e. s <= t: -> (1, 1, T, T)."""
     return np.tril(np.ones((length, length), dtype=bool))[None, None]
 
-
-def combine_masks(a, b):
-    """Both masks' permissions (either may be None)."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a & b

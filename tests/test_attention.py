@@ -121,7 +121,6 @@ def test_masks():
     np.testing.assert_array_equal(padding_mask(np.array([[5, 0, 2]]), 0),
                                   [[[[True, False, True]]]])
     assert padding_mask(np.array([[5, 0]]), None) is None
-    assert attention.combine_masks(None, causal_mask(2)) is not None
 
 
 def test_heads_must_divide_d_model(rng):
