@@ -129,8 +129,15 @@ def to_torch(tree):
 
 # ---- state_dict -> our tree -------------------------------------------------------------
 
-def _array(sd, key, like):
-    return np.array(sd[key].detach().cpu().numpy(), dtype=like.dtype)
+def _array(sd, key, like, shape=None):
+    """sd[key] as an array of like's dtype; its shape must be `shape` (default like's, in
+    torch's layout), else a ValueError names the key and both shapes."""
+    a = sd[key].detach().cpu().numpy()
+    want = like.shape if shape is None else shape
+    if a.shape != want:
+        raise ValueError(f"from_torch: {key} has shape {tuple(a.shape)} but a model shaped like "
+                         f"`like` needs {tuple(want)}")
+    return np.array(a, dtype=like.dtype)
 
 
 def _from_linear(sd, prefix, like):
@@ -145,8 +152,10 @@ def _from_norm(sd, prefix, like):
 
 def _from_attention(sd, prefix, like):
     """Unpack in_proj (3D, D) into W_Q, W_K, W_V (each (D, D), ours = torch's transposed)."""
-    w = np.split(_array(sd, prefix + "in_proj_weight", like.wq.w), 3)  # 3 x (D, D)
-    b = np.split(_array(sd, prefix + "in_proj_bias", like.wq.b), 3)  # 3 x (D,)
+    d_in, d_out = like.wq.w.shape
+    packed = _array(sd, prefix + "in_proj_weight", like.wq.w, (3 * d_out, d_in))  # (3D, D)
+    w = np.split(packed, 3)  # 3 x (D, D)
+    b = np.split(_array(sd, prefix + "in_proj_bias", like.wq.b, (3 * d_out,)), 3)  # 3 x (D,)
     wq, wk, wv = (Dense(wi.T.copy(), bi.copy()) for wi, bi in zip(w, b))
     return MultiHeadAttention(wq, wk, wv, _from_linear(sd, prefix + "out_proj.", like.wo),
                               like.n_heads)
@@ -166,7 +175,8 @@ def _from_block(sd, prefix, like):
 
 def from_torch(state_dict, like):
     """A state_dict of TorchTransformer -> a tree shaped like `like` (a Transformer), with
-    like's dtypes and hyperparameters. Raises KeyError naming a missing key."""
+    like's dtypes and hyperparameters. Raises KeyError naming a missing key, ValueError naming
+    a key whose shape differs from like's."""
     missing = sorted(set(to_torch(like)) - set(state_dict))
     if missing:
         raise KeyError(f"from_torch: the state_dict lacks {len(missing)} keys of a model shaped "

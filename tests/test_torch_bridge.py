@@ -91,3 +91,19 @@ def test_a_missing_key_is_named(bridge):
     del sd["transformer.decoder.norm.bias"]
     with pytest.raises(KeyError, match=r"lacks 1 keys.*transformer\.decoder\.norm\.bias"):
         bridge.from_torch(sd, like=p)
+
+
+def test_a_shape_that_does_not_match_like_is_named(bridge):
+    """A model with d_ff=20 loaded into one shaped with d_ff=12 used to come back with
+    (8, 20) weights inside a tree that claims d_ff=12."""
+    like = tiny()
+    other = bridge.to_torch(tiny(d_ff=20))
+    with pytest.raises(ValueError, match=r"transformer\.encoder\.layers\.0\.linear1\.weight has "
+                                         r"shape \(20, 8\) but .* needs \(12, 8\)"):
+        bridge.from_torch(other, like=like)
+    sd = bridge.to_torch(like)
+    sd["transformer.decoder.layers.0.multihead_attn.in_proj_weight"] = sd[
+        "transformer.decoder.layers.0.multihead_attn.in_proj_weight"][:16]
+    with pytest.raises(ValueError, match=r"multihead_attn\.in_proj_weight has shape \(16, 8\) "
+                                         r"but .* needs \(24, 8\)"):
+        bridge.from_torch(sd, like=like)
