@@ -9,7 +9,7 @@ blocks attending to the encoder's output ("memory") under a causal mask (§3.1),
 a final layer norm on each stack's output (as torch.nn.Transformer does, in both
 norm orders), and a linear map to the target vocabulary (§3.4). Dropout (§5.4)
 acts on embeddings + positions, on every sublayer output and on the attention
-weights, only when training=True and an rng is given.
+weights, only when training=True (which needs an rng).
 
 Axis convention: tokens (B, S) for the source and (B, T) for the target,
 activations (B, S, D) / (B, T, D); masks True = may attend (attention.py).
@@ -71,11 +71,13 @@ def init(rng, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder
                        layer_norm_init(d_model, dtype), out, d_model, max_len, norm, ag.Hyper(dropout))
 
 
-def dropout_setting(p, training, rng):
-    """(rate, rng) for the forward pass: (0.0, None) at inference."""
-    if training and rng is not None:
-        return p.dropout, rng
-    return 0.0, None
+def dropout_setting(fn, p, training, rng):
+    """(rate, rng) for the forward pass: (0.0, None) at inference; training needs an rng."""
+    if not training:
+        return 0.0, None
+    if rng is None:
+        raise ValueError(f"transformer.{fn}: training=True needs an rng for dropout")
+    return p.dropout, rng
 
 
 def embed_tokens(p, table, ids, rate=0.0, rng=None, start=0):
@@ -132,7 +134,7 @@ def encode(p, src, src_pad=None, training=False, rng=None):
     Source positions holding `src_pad` are masked as keys in every self-attention.
     """
     check_tokens("encode", "src", src)
-    rate, rng = dropout_setting(p, training, rng)
+    rate, rng = dropout_setting("encode", p, training, rng)
     mask = padding_mask(src, src_pad)  # (B, 1, 1, S) or None
     x = embed_tokens(p, p.src_embed, src, rate, rng)  # (B, S, D)
     for block in p.encoder:
@@ -151,7 +153,7 @@ def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None):
     if memory.ndim != 3 or memory.shape[0] != tgt.shape[0] or memory.shape[2] != p.d_model:
         raise ValueError(f"transformer.decode: memory {memory.shape} must be (B, S, {p.d_model}) "
                          f"with the batch size of tgt {tgt.shape}")
-    rate, rng = dropout_setting(p, training, rng)
+    rate, rng = dropout_setting("decode", p, training, rng)
     mem_mask = memory_mask(src, src_pad, memory)  # (B, 1, 1, S) or None
     self_mask = causal_mask(tgt.shape[1])  # (1, 1, T, T)
     x = embed_tokens(p, p.tgt_embed, tgt, rate, rng)  # (B, T, D)
@@ -169,6 +171,7 @@ def apply(p, src, tgt, src_pad=None, training=False, rng=None):
     if src.shape[0] != tgt.shape[0]:
         raise ValueError(f"transformer.apply: src {src.shape} and tgt {tgt.shape} have "
                          f"different batch sizes")
+    dropout_setting("apply", p, training, rng)  # raises for training without an rng
     memory = encode(p, src, src_pad, training, rng)  # (B, S, D)
     return decode(p, memory, tgt, src_pad, src, training, rng)  # (B, T, V)
 

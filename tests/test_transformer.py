@@ -172,8 +172,10 @@ def test_dropout_is_off_at_inference_and_reproducible_in_training():
     rng = np.random.default_rng(3)
     np.testing.assert_array_equal(transformer.apply(p, src, tgt, PAD, training=False, rng=rng),
                                   plain)
-    np.testing.assert_array_equal(transformer.apply(p, src, tgt, PAD, training=True, rng=None),
-                                  plain)
+    with pytest.raises(ValueError, match="transformer.apply: training=True needs an rng"):
+        transformer.apply(p, src, tgt, PAD, training=True, rng=None)  # it ran without dropout
+    with pytest.raises(ValueError, match="transformer.encode: training=True needs an rng"):
+        transformer.encode(p, src, PAD, training=True)
     train = [transformer.apply(p, src, tgt, PAD, training=True, rng=np.random.default_rng(s))
              for s in (1, 1, 2)]
     np.testing.assert_array_equal(train[0], train[1])
