@@ -74,7 +74,26 @@ def padding_mask(ids, pad):
     return (ids != pad)[:, None, None, :]
 
 
-def causal_mask(length):
-    """True where query t may attend key s, i.e. s <= t: -> (1, 1, T, T)."""
-    return np.tril(np.ones((length, length), dtype=bool))[None, None]
+def causal_mask(length, offset=0):
+    """True where query t (at position offset + t) may attend key s, i.e. s <= offset + t:
+    -> (1, 1, T, offset + T). offset counts the keys that come before the queries (a cache)."""
+    return np.tril(np.ones((length, offset + length), dtype=bool), k=offset)[None, None]
+
+
+def cached_self_attention(p, x, cache):
+    """Self-attention of new rows x (B, t, D), which follow the s rows whose keys and values
+    are in cache = (keys, values), each (B, H, s, d_head): new row i sees the s cached rows
+    and new rows 0..i (the causal mask, offset by s).
+
+    -> (out (B, t, D), (keys, values) each (B, H, s + t, d_head))
+    """
+    q = split_heads(dense(p.wq, x), p.n_heads)  # (B, H, t, d_head)
+    k = split_heads(dense(p.wk, x), p.n_heads)  # (B, H, t, d_head)
+    v = split_heads(dense(p.wv, x), p.n_heads)  # (B, H, t, d_head)
+    k = ag.concatenate([cache[0], k], axis=2)  # (B, H, s + t, d_head)
+    v = ag.concatenate([cache[1], v], axis=2)  # (B, H, s + t, d_head)
+    seen, t = cache[0].shape[2], x.shape[1]
+    mask = causal_mask(t, seen) if t > 1 else None  # (1, 1, t, s + t); one row sees every key
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, H, t, d_head)
+    return dense(p.wo, merge_heads(heads)), (k, v)  # (B, t, D)
 

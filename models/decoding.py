@@ -16,9 +16,10 @@ import numpy as np
 
 import autograd_lite as ag
 
-from .attention import merge_heads, padding_mask, scaled_dot_product_attention, split_heads
-from .layers import dense, feed_forward, layer_norm
-from .transformer import check_tokens, embed_tokens, encode, project
+from .attention import (cached_self_attention, merge_heads, padding_mask,
+                        scaled_dot_product_attention, split_heads)
+from .layers import dense, embed_with_positions, feed_forward, layer_norm
+from .transformer import check_tokens, encode, project
 
 
 class LayerCache(NamedTuple):
@@ -46,22 +47,10 @@ def start(p, memory, memory_mask=None):
     return DecoderState(tuple(layers), memory_mask, 0)
 
 
-def cached_self_attention(a, x, cache):
-    """Self-attention of one new row x (N, 1, D) over the cached rows and itself.
-
-    No mask: the cache holds only earlier positions. -> (out (N, 1, D), k, v (N, H, t+1, d_head))
-    """
-    q = split_heads(dense(a.wq, x), a.n_heads)  # (N, H, 1, d_head)
-    k = np.concatenate([cache.self_k, split_heads(dense(a.wk, x), a.n_heads)], axis=2)
-    v = np.concatenate([cache.self_v, split_heads(dense(a.wv, x), a.n_heads)], axis=2)
-    heads, _ = scaled_dot_product_attention(q, k, v)  # (N, H, 1, d_head)
-    return dense(a.wo, merge_heads(heads)), k, v  # (N, 1, D)
-
-
 def cached_cross_attention(a, x, cache, mask):
     """Attention of x (N, 1, D) over the memory's cached keys/values -> (N, 1, D)."""
     q = split_heads(dense(a.wq, x), a.n_heads)  # (N, H, 1, d_head)
-    heads, _ = scaled_dot_product_attention(q, cache.cross_k, cache.cross_v, mask)
+    heads, _ = scaled_dot_product_attention(q, cache.cross_k, cache.cross_v, mask)  # (N, H, 1, d_h)
     return dense(a.wo, merge_heads(heads))  # (N, 1, D)
 
 
@@ -70,22 +59,26 @@ def decoder_block_step(block, x, cache, mask, norm):
 
     -> (x (N, 1, D), the cache with this row's self-attention keys/values appended)
     """
+    kv = (cache.self_k, cache.self_v)  # (N, H, t, d_head) each
     if norm == "post":
-        a, k, v = cached_self_attention(block.self_attn, x, cache)  # (N, 1, D)
+        a, (k, v) = cached_self_attention(block.self_attn, x, kv)  # (N, 1, D)
         x = layer_norm(block.norm1, x + a)  # (N, 1, D)
-        x = layer_norm(block.norm2, x + cached_cross_attention(block.cross_attn, x, cache, mask))
+        c = cached_cross_attention(block.cross_attn, x, cache, mask)  # (N, 1, D)
+        x = layer_norm(block.norm2, x + c)  # (N, 1, D)
         x = layer_norm(block.norm3, x + feed_forward(block.ff, x))  # (N, 1, D)
     else:
-        a, k, v = cached_self_attention(block.self_attn, layer_norm(block.norm1, x), cache)
+        h = layer_norm(block.norm1, x)  # (N, 1, D)
+        a, (k, v) = cached_self_attention(block.self_attn, h, kv)  # (N, 1, D)
         x = x + a  # (N, 1, D)
-        x = x + cached_cross_attention(block.cross_attn, layer_norm(block.norm2, x), cache, mask)
+        h = layer_norm(block.norm2, x)  # (N, 1, D)
+        x = x + cached_cross_attention(block.cross_attn, h, cache, mask)  # (N, 1, D)
         x = x + feed_forward(block.ff, layer_norm(block.norm3, x))  # (N, 1, D)
-    return x, cache._replace(self_k=k, self_v=v)
+    return x, cache._replace(self_k=k, self_v=v)  # k, v: (N, H, t + 1, d_head)
 
 
 def step(p, state, tokens):
     """Feed the last token of each prefix.  tokens: (N,) -> (logits (N, V), next state)"""
-    x = embed_tokens(p, p.tgt_embed, tokens[:, None], start=state.length)  # (N, 1, D)
+    x = embed_with_positions(p.tgt_embed, tokens[:, None], p.max_len, state.length)  # (N, 1, D)
     layers = []
     for block, cache in zip(p.decoder, state.layers):
         x, cache = decoder_block_step(block, x, cache, state.memory_mask, p.norm)  # (N, 1, D)

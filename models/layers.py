@@ -80,13 +80,26 @@ def position_encoding(max_len, d_model, dtype=np.float32):
     return table
 
 
-def add_position_encoding(x, max_len):
-    """x + PE[:T] for x: (B, T, D); a sequence longer than the table is an error."""
-    length, d_model = x.shape[-2], x.shape[-1]
-    if length > max_len:
-        raise ValueError(f"position encoding: the sequence has {length} positions but the "
-                         f"table holds max_len={max_len}")
-    return x + position_encoding(max_len, d_model, np.dtype(x.dtype).type)[:length]
+def position_rows(max_len, d_model, start, length, dtype=np.float32):
+    """PE[start : start + length] -> (length, d_model); positions past the table are an error."""
+    if start + length > max_len:
+        raise ValueError(f"position encoding: positions {start}..{start + length - 1} need "
+                         f"{start + length} positions but the table holds max_len={max_len}")
+    return position_encoding(max_len, d_model, np.dtype(dtype).type)[start:start + length]
+
+
+def add_position_encoding(x, max_len, start=0):
+    """x + PE[start : start + T] for x: (B, T, D) -> (B, T, D)"""
+    return x + position_rows(max_len, x.shape[-1], start, x.shape[-2], x.dtype)
+
+
+def embed_with_positions(p, ids, max_len, start=0):
+    """E[ids] · √d_model + PE[start : start + T] (§3.4, §3.5).  ids: (B, T) -> (B, T, D)
+
+    `start` offsets the positions, for feeding tokens after those already in a cache.
+    """
+    x = embed(p, ids)  # (B, T, D)
+    return add_position_encoding(x * math.sqrt(x.shape[-1]), max_len, start)  # (B, T, D)
 
 
 class FeedForward(NamedTuple):

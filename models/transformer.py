@@ -15,7 +15,6 @@ Axis convention: tokens (B, S) for the source and (B, T) for the target,
 activations (B, S, D) / (B, T, D); masks True = may attend (attention.py).
 Greedy and beam-search decoding live in decoding.py and are re-exported here.
 """
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -25,8 +24,8 @@ import autograd_lite as ag
 from .attention import causal_mask, padding_mask
 from .blocks import (check_norm_order, decoder_block, decoder_block_init, encoder_block,
                      encoder_block_init)
-from .layers import (Dense, Embedding, LayerNorm, add_position_encoding, dense, dense_init, embed,
-                     embedding_init, layer_norm, layer_norm_init, position_encoding)
+from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, embed_with_positions,
+                     embedding_init, layer_norm, layer_norm_init)
 
 # Table 3 of the paper; use as init(rng, V, V, **BASE). (N = n_encoder = n_decoder, h = n_heads.)
 BASE = dict(d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6, dropout=0.1)
@@ -80,27 +79,6 @@ def dropout_setting(fn, p, training, rng):
     return p.dropout, rng
 
 
-def embed_tokens(p, table, ids, rate=0.0, rng=None, start=0):
-    """Dropout(E[ids] · √d_model + PE[start : start + T]).  ids: (B, T) -> (B, T, D)
-
-    `start` offsets the positions, for decoding one token at a time.
-    """
-    x = embed(table, ids) * math.sqrt(p.d_model)  # (B, T, D); a Python float keeps the dtype
-    if start == 0:
-        x = add_position_encoding(x, p.max_len)  # (B, T, D)
-    else:
-        x = x + position_rows(p, start, x.shape[-2], x.dtype)  # (B, T, D)
-    return ag.dropout(x, rate, rng)
-
-
-def position_rows(p, start, length, dtype):
-    """PE[start : start + length] -> (length, D); positions past max_len are an error."""
-    if start + length > p.max_len:
-        raise ValueError(f"position encoding: position {start + length - 1} needs "
-                         f"{start + length} positions but the table holds max_len={p.max_len}")
-    return position_encoding(p.max_len, p.d_model, np.dtype(dtype).type)[start:start + length]
-
-
 def project(p, x):
     """Logits over the target vocabulary.  x: (B, T, D) -> (B, T, tgt_vocab)"""
     if p.out.w is None:  # tied to the target embedding (§3.4)
@@ -136,7 +114,7 @@ def encode(p, src, src_pad=None, training=False, rng=None):
     check_tokens("encode", "src", src)
     rate, rng = dropout_setting("encode", p, training, rng)
     mask = padding_mask(src, src_pad)  # (B, 1, 1, S) or None
-    x = embed_tokens(p, p.src_embed, src, rate, rng)  # (B, S, D)
+    x = ag.dropout(embed_with_positions(p.src_embed, src, p.max_len), rate, rng)  # (B, S, D)
     for block in p.encoder:
         x = encoder_block(block, x, mask, p.norm, rate, rng)  # (B, S, D)
     return layer_norm(p.encoder_norm, x)  # (B, S, D)
@@ -156,7 +134,7 @@ def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None):
     rate, rng = dropout_setting("decode", p, training, rng)
     mem_mask = memory_mask(src, src_pad, memory)  # (B, 1, 1, S) or None
     self_mask = causal_mask(tgt.shape[1])  # (1, 1, T, T)
-    x = embed_tokens(p, p.tgt_embed, tgt, rate, rng)  # (B, T, D)
+    x = ag.dropout(embed_with_positions(p.tgt_embed, tgt, p.max_len), rate, rng)  # (B, T, D)
     for block in p.decoder:
         x = decoder_block(block, x, memory, self_mask, mem_mask, p.norm, rate, rng)  # (B, T, D)
     return project(p, layer_norm(p.decoder_norm, x))  # (B, T, V)

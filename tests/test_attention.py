@@ -126,3 +126,24 @@ def test_masks():
 def test_heads_must_divide_d_model(rng):
     with pytest.raises(ValueError, match=r"d_model=10 is not divisible by n_heads=4"):
         attention.multihead_attention_init(rng, 10, 4)
+
+
+def test_cached_self_attention_equals_causal_attention_over_the_whole_sequence(rng):
+    """Rows fed in chunks of 3, 1 and 2 after a cache: each chunk's output is that of
+    multihead_attention over all rows so far under the causal mask (checked against torch
+    above), and the cache grows to every row's keys and values."""
+    p = random_attention(rng, d_model=8, n_heads=2)
+    x = rng.standard_normal((2, 6, 8))
+    want = multihead_attention(p, x, x, causal_mask(6))  # (B, T, D)
+    cache = (np.zeros((2, 2, 0, 4)), np.zeros((2, 2, 0, 4)))
+    for lo, hi in ((0, 3), (3, 4), (4, 6)):
+        out, cache = attention.cached_self_attention(p, x[:, lo:hi], cache)
+        np.testing.assert_allclose(out, want[:, lo:hi], rtol=0, atol=1e-13)
+    keys = (x @ p.wk.w + p.wk.b).reshape(2, 6, 2, 4).transpose(0, 2, 1, 3)  # (B, H, T, d_head)
+    np.testing.assert_allclose(cache[0], keys, rtol=0, atol=1e-13)
+    assert cache[1].shape == (2, 2, 6, 4)
+
+
+def test_an_offset_causal_mask_lets_new_rows_see_every_cached_row():
+    np.testing.assert_array_equal(causal_mask(2, offset=3)[0, 0],
+                                  [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])

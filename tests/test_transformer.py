@@ -161,8 +161,13 @@ def test_float32_stays_float32():
 def test_a_too_long_sequence_names_both_lengths():
     p = tiny(max_len=4)
     src, tgt = batch(s=6, t=3)
-    with pytest.raises(ValueError, match=r"6 positions but the table holds max_len=4"):
+    with pytest.raises(ValueError, match=r"positions 0\.\.5 need 6 positions but the table "
+                                         r"holds max_len=4"):
         transformer.apply(p, src, tgt, PAD)
+    from models.layers import embed_with_positions  # an offset, as when decoding with a cache
+    with pytest.raises(ValueError, match=r"positions 3\.\.4 need 5 positions but the table "
+                                         r"holds max_len=4"):
+        embed_with_positions(p.tgt_embed, tgt[:, :2], 4, start=3)
 
 
 def test_dropout_is_off_at_inference_and_reproducible_in_training():
@@ -208,11 +213,12 @@ def test_presets_are_table_3():
 
 
 def test_shared_embeddings_use_the_target_table():
+    from models.layers import position_encoding  # checked against the paper's formula above
     p = tiny(share_embeddings=True, n_encoder=1, n_decoder=0)
     src, tgt = batch()
     x = transformer.encode(p, src) * 0  # no decoder layers: logits = LN(embed) E^T + b
     logits = transformer.decode(p, x, tgt)
-    h = p.tgt_embed.table[tgt] * math.sqrt(8) + transformer.position_rows(p, 0, 5, np.float64)
+    h = p.tgt_embed.table[tgt] * math.sqrt(8) + position_encoding(16, 8, np.float64)[:5]
     h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
     h = h * p.decoder_norm.scale + p.decoder_norm.bias
     np.testing.assert_allclose(logits, h @ p.tgt_embed.table.T + p.out.b, atol=1e-12)
