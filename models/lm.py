@@ -14,17 +14,16 @@ Axis convention: tokens (B, T), activations (B, T, D), per-head keys and values
 (B, H, T, d_head); masks True = may attend. Sequences are limited to max_len (the
 position table): generating past it is an error, not a sliding window.
 """
-import math
 from typing import NamedTuple
 
 import numpy as np
 
 import autograd_lite as ag
 
-from .attention import (causal_mask, merge_heads, scaled_dot_product_attention, split_heads)
+from .attention import cached_self_attention, causal_mask
 from .blocks import encoder_block, encoder_block_init
-from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, embed, embedding_init,
-                     feed_forward, layer_norm, layer_norm_init, position_encoding)
+from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, embed_with_positions,
+                     embedding_init, feed_forward, layer_norm, layer_norm_init)
 
 
 class LM(NamedTuple):
@@ -58,21 +57,13 @@ def check_ids(p, ids, start=0):
     return ids
 
 
-def embed_tokens(p, ids, start=0):
-    """E[ids] · √D + PE[start : start + T].  ids (B, T) -> (B, T, D)"""
-    x = embed(p.embed, ids)  # (B, T, D)
-    d_model = x.shape[-1]
-    pe = position_encoding(p.max_len, d_model, np.dtype(x.dtype).type)  # (max_len, D)
-    return x * math.sqrt(d_model) + pe[start:start + ids.shape[1]]  # (B, T, D)
-
-
 def apply(p, ids, training=False, rng=None):
     """Next-token logits (B, T, V) for ids (B, T); position t sees tokens 0..t only."""
     ids = check_ids(p, ids)
     if training and rng is None:
         raise ValueError("lm.apply: training=True needs an rng for dropout")
     rate, rng = (p.dropout, rng) if training else (0.0, None)
-    x = ag.dropout(embed_tokens(p, ids), rate, rng)  # (B, T, D)
+    x = ag.dropout(embed_with_positions(p.embed, ids, p.max_len), rate, rng)  # (B, T, D)
     mask = causal_mask(ids.shape[1])  # (1, 1, T, T)
     for block in p.blocks:
         x = encoder_block(block, x, mask, "pre", rate, rng)  # (B, T, D)
@@ -81,45 +72,41 @@ def apply(p, ids, training=False, rng=None):
 
 # --- inference with a key/value cache -------------------------------------------------------
 
+class Cache(NamedTuple):
+    layers: tuple  # one (keys, values) pair per block, each (B, H, length, d_head)
+    length: int  # tokens seen so far: the next token's position
+
+
 def empty_cache(p, batch):
-    """One (keys, values) pair per block, each (B, H, 0, d_head): nothing seen yet."""
+    """Nothing seen yet: per block, keys and values (B, H, 0, d_head)."""
     d_model = p.embed.table.shape[1]
-    out = []
+    layers = []
     for block in p.blocks:
         h = block.self_attn.n_heads
         empty = np.zeros((batch, h, 0, d_model // h), dtype=p.embed.table.dtype)
-        out.append((empty, empty))
-    return tuple(out)
+        layers.append((empty, empty))
+    return Cache(tuple(layers), 0)
 
 
-def cached_block(block, x, cache):
+def cached_block(block, x, kv):
     """encoder_block(norm="pre") for new rows x (B, t, D) whose predecessors' keys and
-    values are in cache ((B, H, s, d_head) each). Returns (out (B, t, D), cache with s + t)."""
-    a = block.self_attn
-    h = layer_norm(block.norm1, x)  # (B, t, D)
-    q = split_heads(dense(a.wq, h), a.n_heads)  # (B, H, t, d_head)
-    k_new = split_heads(dense(a.wk, h), a.n_heads)  # (B, H, t, d_head)
-    v_new = split_heads(dense(a.wv, h), a.n_heads)  # (B, H, t, d_head)
-    k = ag.concatenate([cache[0], k_new], axis=2)  # (B, H, s + t, d_head)
-    v = ag.concatenate([cache[1], v_new], axis=2)  # (B, H, s + t, d_head)
-    seen, t = cache[0].shape[2], x.shape[1]
-    mask = np.tril(np.ones((t, seen + t), dtype=bool), k=seen)[None, None]  # (1, 1, t, s+t)
-    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, H, t, d_head)
-    x = x + dense(a.wo, merge_heads(heads))  # (B, t, D)
-    return x + feed_forward(block.ff, layer_norm(block.norm2, x)), (k, v)  # (B, t, D)
+    values are kv ((B, H, s, d_head) each). Returns (out (B, t, D), kv with s + t rows)."""
+    a, kv = cached_self_attention(block.self_attn, layer_norm(block.norm1, x), kv)  # (B, t, D)
+    x = x + a  # (B, t, D)
+    return x + feed_forward(block.ff, layer_norm(block.norm2, x)), kv  # (B, t, D)
 
 
 def forward_cached(p, ids, cache):
-    """Logits (B, t, V) for ids (B, t) that follow the tokens whose keys and values are in
-    `cache`; returns (logits, new cache). Equals apply(p, all tokens)[:, -t:]."""
-    start = cache[0][0].shape[2]
-    ids = check_ids(p, ids, start)
-    x = embed_tokens(p, ids, start)  # (B, t, D)
-    new_cache = []
-    for block, kv in zip(p.blocks, cache):
+    """Logits (B, t, V) for ids (B, t) that follow the cache.length tokens whose keys and
+    values are in `cache`; returns (logits, new cache). Equals apply(p, all tokens)[:, -t:]."""
+    ids = check_ids(p, ids, cache.length)
+    x = embed_with_positions(p.embed, ids, p.max_len, cache.length)  # (B, t, D)
+    layers = []
+    for block, kv in zip(p.blocks, cache.layers):
         x, kv = cached_block(block, x, kv)  # (B, t, D)
-        new_cache.append(kv)
-    return dense(p.head, layer_norm(p.norm, x)), tuple(new_cache)  # (B, t, V)
+        layers.append(kv)
+    logits = dense(p.head, layer_norm(p.norm, x))  # (B, t, V)
+    return logits, Cache(tuple(layers), cache.length + ids.shape[1])
 
 
 def sample_next(logits, temperature=1.0, top_k=None, rng=None):
@@ -134,11 +121,16 @@ def sample_next(logits, temperature=1.0, top_k=None, rng=None):
         return np.argmax(logits, axis=-1)  # (B,)
     if rng is None:
         raise ValueError("lm.sample_next: sampling (temperature > 0) needs an rng")
-    z = logits.astype(np.float64) / temperature  # (B, V)
+    z = logits.astype(np.float64)  # (B, V)
+    # Shift before dividing: z - max <= 0, so a tiny temperature gives -inf, never inf - inf.
+    with np.errstate(over="ignore"):
+        z = (z - z.max(axis=-1, keepdims=True)) / temperature  # (B, V), max 0
     if top_k is not None:
-        kth = np.partition(z, v - top_k, axis=-1)[:, v - top_k, None]  # (B, 1) k-th largest
-        z = np.where(z >= kth, z, -np.inf)  # (B, V)
-    probs = np.exp(z - z.max(axis=-1, keepdims=True))  # (B, V)
+        top = np.argpartition(-z, top_k - 1, axis=-1)[:, :top_k]  # (B, k): exactly k, ties too
+        keep = np.zeros(z.shape, dtype=bool)  # (B, V)
+        np.put_along_axis(keep, top, True, axis=-1)
+        z = np.where(keep, z, -np.inf)  # (B, V)
+    probs = np.exp(z)  # (B, V); the largest is exp(0) = 1
     cdf = np.cumsum(probs, axis=-1)  # (B, V)
     cdf /= cdf[:, -1:]  # the last entry exactly 1
     u = rng.random((b, 1))  # (B, 1) in [0, 1)
@@ -146,7 +138,7 @@ def sample_next(logits, temperature=1.0, top_k=None, rng=None):
 
 
 def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None):
-    """Extend prompt (B, T_p) by n_new sampled tokens -> (B, T_p + n_new).
+    """Extend prompt (B, T_p) by n_new sampled tokens -> (B, T_p + n_new) int64.
 
     The prompt is read in one pass; each later step feeds one token through the
     cached blocks. T_p + n_new must not exceed max_len.
@@ -157,10 +149,11 @@ def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None):
     if prompt.shape[1] + n_new > p.max_len:
         raise ValueError(f"lm.generate: a prompt of {prompt.shape[1]} tokens plus n_new={n_new} "
                          f"exceeds max_len={p.max_len}")
-    ids, step = prompt, prompt
+    ids = step = prompt.astype(np.int64)  # (B, T_p); a narrow prompt dtype cannot hold V
     cache = empty_cache(p, prompt.shape[0])
     for _ in range(n_new):
         logits, cache = forward_cached(p, step, cache)  # (B, t, V)
-        step = sample_next(logits[:, -1], temperature, top_k, rng)[:, None]  # (B, 1)
-        ids = np.concatenate([ids, step.astype(ids.dtype)], axis=1)  # (B, T + 1)
+        token = sample_next(logits[:, -1], temperature, top_k, rng)  # (B,)
+        step = token.astype(np.int64)[:, None]  # (B, 1)
+        ids = np.concatenate([ids, step], axis=1)  # (B, T + 1)
     return ids

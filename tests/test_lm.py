@@ -92,9 +92,37 @@ def test_cached_steps_equal_recomputing_the_prefix():
     for t in range(4, SMALL["max_len"]):
         logits, cache = lm.forward_cached(p, ids[:, t:t + 1], cache)  # (B, 1, V)
         assert logits.shape == (3, 1, SMALL["vocab_size"])
-        assert cache[0][0].shape == (3, SMALL["n_heads"], t + 1, 4)
+        assert cache.layers[0][0].shape == (3, SMALL["n_heads"], t + 1, 4)
+        assert cache.length == t + 1
         np.testing.assert_allclose(logits[:, 0], lm.apply(p, ids[:, :t + 1])[:, -1],
                                    rtol=0, atol=1e-10)
+
+
+def test_generate_without_layers_equals_recomputing_apply():
+    """n_layers=0 (logits = LN(E[ids]·√D + PE) W + b): the cache holds no layer to read its
+    length from, so it is carried explicitly (this raised IndexError)."""
+    rng = np.random.default_rng(12)
+    p = lm.init(rng, **{**SMALL, "n_layers": 0}, dtype=np.float64)
+    prompt = rng.integers(0, SMALL["vocab_size"], size=(2, 3))
+    ours = lm.generate(p, prompt, 5, temperature=0.0)
+    want = prompt
+    for _ in range(5):
+        want = np.concatenate([want, lm.apply(p, want)[:, -1].argmax(-1)[:, None]], axis=1)
+    np.testing.assert_array_equal(ours, want)
+    ours = lm.generate(p, prompt, 5, 0.9, 4, rng=np.random.default_rng(3))
+    np.testing.assert_array_equal(ours, uncached_generate(p, prompt, 5, 0.9, 4,
+                                                          np.random.default_rng(3)))
+
+
+def test_generate_returns_int64_whatever_the_prompt_dtype():
+    """A uint8 prompt with a 300-token vocabulary: token 299 came back as 299 mod 256 = 43."""
+    rng = np.random.default_rng(13)
+    p = lm.init(rng, 300, 8, 2, 16, 1, 10, dtype=np.float64)
+    head = p.head._replace(b=np.where(np.arange(300) == 299, 100.0, 0.0))  # 299 always wins
+    p = p._replace(head=head)
+    ids = lm.generate(p, np.array([[1, 2]], dtype=np.uint8), 3, temperature=0.0)
+    assert ids.dtype == np.int64
+    assert ids.tolist() == [[1, 2, 299, 299, 299]]
 
 
 def uncached_generate(p, prompt, n_new, temperature, top_k, rng):
@@ -162,3 +190,22 @@ def test_errors_name_the_function_and_lengths():
         lm.generate(p, prompt, 2, top_k=30, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="lm.sample_next: sampling .* needs an rng"):
         lm.generate(p, prompt, 2)
+
+
+def test_a_tiny_temperature_is_argmax():
+    """logits / 1e-308 overflowed to inf, inf - inf = NaN, and token 0 came back."""
+    logits = np.array([[1.0, 2.0, 0.5], [3.0, -1.0, 2.9]])
+    for temperature in (1e-308, 5e-324):
+        drawn = lm.sample_next(logits, temperature, None, np.random.default_rng(0))
+        assert drawn.tolist() == [1, 0]
+
+
+def test_top_k_keeps_exactly_k_tokens_when_the_kth_value_is_tied():
+    """logits (1, 1, 1, 0) with top_k=2: two of the three tied tokens, each drawn half the
+    time (equal logits), never the third and never token 3."""
+    rows = np.tile([1.0, 1.0, 1.0, 0.0], (20000, 1))
+    drawn = lm.sample_next(rows, 1.0, 2, np.random.default_rng(0))
+    kept = np.unique(drawn)
+    assert len(kept) == 2 and set(kept) <= {0, 1, 2}
+    np.testing.assert_allclose(np.bincount(drawn, minlength=4)[kept] / 20000, [0.5, 0.5],
+                               atol=0.012)
