@@ -1,5 +1,10 @@
 """The backward pass: cotangents from an output node back to the input leaves.
 
+A pullback returns one entry per argument: a cotangent, None, or a function of no
+arguments that computes the cotangent. The engine calls such a function only for
+an argument that is traced, so a rule does no work for constants (a dropout mask,
+a position table, the data of a first layer).
+
 Reverse topological order by counting consumers (no recursion: a transformer's
 graph has thousands of nodes). A node runs its pullback once every node that
 consumed it has delivered its cotangent; each cotangent is dropped as soon as it
@@ -50,6 +55,8 @@ def backward(output, seed, release):
                             f"argument), got {got}")
         for argnum, parent in node.parents:
             gp = grads[argnum] if grads is not None else None
+            if callable(gp):  # a lazy cotangent: computed only for arguments that are traced
+                gp = gp()
             if gp is not None:
                 try:
                     matches = gp.shape == parent.shape and gp.dtype == parent.dtype

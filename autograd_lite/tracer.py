@@ -124,11 +124,20 @@ def _move_keywords_to_positions(op_name, parameters, args, kwargs):
     return args, kwargs
 
 
+def _check_keyword_only(op_name, kwargs, top):
+    """Keyword-only arguments are never unboxed, so none may be traced at the op's level."""
+    for key, value in kwargs.items():
+        if type(value) is Box and (top is None or value.trace.level >= top.level):
+            raise TypeError(f"{op_name}: the keyword-only argument '{key}' is a traced value; "
+                            "make it a positional parameter of the primitive to differentiate it")
+
+
 def primitive(body=None, *, name=None):
     """Make `body(*arrays) -> (out, pullback)` an op that gradients flow through.
 
     `pullback(cotangent)` returns one cotangent per positional argument (None
-    where there is none, e.g. integer indices). Write the body and the pullback
+    where there is none, e.g. integer indices; or a function of no arguments that
+    computes it, which the engine calls only if that argument is traced). Write the body and the pullback
     with numpy functions, operators and methods, or with this library's ops: on
     traced values those are recorded, which is what makes higher order work.
     `name` (default: the body's name) labels the op in errors and pictures.
@@ -147,10 +156,8 @@ def primitive(body=None, *, name=None):
         for a in args:
             if type(a) is Box and (top is None or a.trace.level > top.level):
                 top = a.trace
-        for key, value in kwargs.items():  # keyword-only: never unboxed, so it must not be traced here
-            if type(value) is Box and (top is None or value.trace.level >= top.level):
-                raise TypeError(f"{op_name}: the keyword-only argument '{key}' is a traced value; "
-                                "make it a positional parameter of the primitive to differentiate it")
+        if kwargs:
+            _check_keyword_only(op_name, kwargs, top)
         if top is None:
             out = body(*args, **kwargs)[0]
             return out if type(out) is np.ndarray else np.asarray(out)

@@ -198,3 +198,41 @@ def test_pullback_returning_too_few_cotangents_is_a_clear_error():
     # only the traced arguments need an entry: y constant, one entry is enough
     (g,) = ag.gradient(lambda x: ag.sum(too_short(x, np.full(2, 3.0))), np.ones(2))
     np.testing.assert_array_equal(g, [3.0, 3.0])
+
+
+def test_lazy_cotangents_are_computed_only_for_traced_arguments():
+    calls = []
+
+    @ag.primitive
+    def scaled(x, c):
+        def scaled_pullback(g):
+            return (lambda: calls.append("x") or g * c), (lambda: calls.append("c") or g * x)
+        return x * c, scaled_pullback
+
+    x, c = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    (gx,) = ag.gradient(lambda x: ag.sum(scaled(x, c)), x)
+    np.testing.assert_array_equal(gx, c)
+    assert calls == ["x"]
+
+
+def test_a_constant_operand_of_matmul_costs_no_product():
+    """matmul's pullback entries are lazy: d/dW sum(X @ W) needs Xᵀ g only, and g Wᵀ
+    (for the constant X) is never formed."""
+    x, w = np.arange(6.0).reshape(3, 2), np.ones((2, 4))
+    (gw,) = ag.gradient(lambda w: ag.sum(x @ w), w)
+    np.testing.assert_allclose(gw, np.repeat(x.sum(axis=0)[:, None], 4, axis=1))
+    _, pullback = ag.matmul.body(x, w)
+    gx_entry, gw_entry = pullback(np.ones((3, 4)))
+    assert callable(gx_entry) and callable(gw_entry)  # nothing multiplied until asked for
+    np.testing.assert_allclose(gw_entry(), gw)
+
+
+def test_pow_with_exponent_zero_has_zero_derivative_at_zero():
+    """d/dx x⁰ = 0 everywhere, and the third derivative of x² is 0 (a ** (b-1) is inf at 0)."""
+    x = np.array([0.0, 1.0, -2.0])
+    np.testing.assert_array_equal(ag.grad(lambda x: ag.sum(x ** 0))(x), [0.0, 0.0, 0.0])
+    third = ag.grad(lambda x: ag.sum(ag.grad(lambda x: ag.sum(ag.grad(
+        lambda x: ag.sum(x ** 2))(x)))(x)))(x)
+    np.testing.assert_array_equal(third, [0.0, 0.0, 0.0])
+    b = np.array([0.0, 2.0, 1.0])
+    np.testing.assert_array_equal(ag.grad(lambda x: ag.sum(x ** b))(x), [0.0, 2.0, 1.0])

@@ -9,14 +9,14 @@ import math
 import numpy as np
 
 from ..tracer import primal, primitive
-from .shapes import broadcast_binary, check_same_float_dtype, is_number, unbroadcast_to
+from .shapes import broadcast_binary, check_same_float_dtype, is_number, lazy, unbroadcast
 
 
 @primitive
 def add(a, b):
     """a + b"""
     def add_pullback(g):
-        return unbroadcast_to(g, a), unbroadcast_to(g, b)
+        return lazy(a, lambda: unbroadcast(g, a.shape)), lazy(b, lambda: unbroadcast(g, b.shape))
     return broadcast_binary("add", np.add, a, b), add_pullback
 
 
@@ -24,7 +24,7 @@ def add(a, b):
 def sub(a, b):
     """a - b"""
     def sub_pullback(g):
-        return unbroadcast_to(g, a), None if is_number(b) else unbroadcast_to(-g, b)
+        return lazy(a, lambda: unbroadcast(g, a.shape)), lazy(b, lambda: unbroadcast(-g, b.shape))
     return broadcast_binary("sub", np.subtract, a, b), sub_pullback
 
 
@@ -32,8 +32,8 @@ def sub(a, b):
 def mul(a, b):
     """a * b"""
     def mul_pullback(g):
-        return (None if is_number(a) else unbroadcast_to(g * b, a),
-                None if is_number(b) else unbroadcast_to(g * a, b))
+        return (lazy(a, lambda: unbroadcast(g * b, a.shape)),
+                lazy(b, lambda: unbroadcast(g * a, b.shape)))
     return broadcast_binary("mul", np.multiply, a, b), mul_pullback
 
 
@@ -43,9 +43,18 @@ def div(a, b):
     out = broadcast_binary("div", np.true_divide, a, b)
 
     def div_pullback(g):
-        return (None if is_number(a) else unbroadcast_to(g / b, a),
-                None if is_number(b) else unbroadcast_to(-g * out / b, b))
+        return (lazy(a, lambda: unbroadcast(g / b, a.shape)),
+                lazy(b, lambda: unbroadcast(-g * out / b, b.shape)))
     return out, div_pullback
+
+
+def _power_below(a, b):
+    """a ** (b - 1), the factor of d(a^b)/da, taken as 0 where b == 0 (where a^(b-1) may be
+    inf at a = 0 and 0 · inf would give NaN; torch does the same)."""
+    if is_number(b):
+        return 0.0 if b == 0 else a ** (b - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):  # the inf at a = 0, b = 0 is discarded
+        return np.where(b == 0, 0, a ** (b - 1))
 
 
 @primitive
@@ -54,14 +63,14 @@ def pow(a, b):
     out = broadcast_binary("pow", np.power, a, b)
 
     def pow_pullback(g):
-        da = None if is_number(a) else unbroadcast_to(g * b * a ** (b - 1), a)
+        da = lazy(a, lambda: unbroadcast(g * b * _power_below(a, b), a.shape))
         if is_number(b):
             return da, None
         if is_number(a):  # a Python float, so that it keeps b's dtype (2 ** x, x float32)
             log_a = math.log(a) if a > 0 else 0.0
         else:
             log_a = np.log(np.where(primal(a) > 0, a, 1))
-        return da, unbroadcast_to(g * out * log_a, b)
+        return da, lambda: unbroadcast(g * out * log_a, b.shape)
     return out, pow_pullback
 
 
@@ -157,7 +166,8 @@ def maximum(a, b):
 
     def maximum_pullback(g):
         wa = _tie_weights(a, b, out.dtype)
-        return unbroadcast_to(g * wa, a), unbroadcast_to(g * (1 - wa), b)
+        return (lazy(a, lambda: unbroadcast(g * wa, a.shape)),
+                lazy(b, lambda: unbroadcast(g * (1 - wa), b.shape)))
     return out, maximum_pullback
 
 
@@ -168,7 +178,8 @@ def minimum(a, b):
 
     def minimum_pullback(g):
         wb = _tie_weights(a, b, out.dtype)
-        return unbroadcast_to(g * (1 - wb), a), unbroadcast_to(g * wb, b)
+        return (lazy(a, lambda: unbroadcast(g * (1 - wb), a.shape)),
+                lazy(b, lambda: unbroadcast(g * wb, b.shape)))
     return out, minimum_pullback
 
 
@@ -187,6 +198,6 @@ def where(condition, x, y):
 
     def where_pullback(g):
         return (None,
-                unbroadcast_to(np.where(condition, g, 0), x),
-                unbroadcast_to(np.where(condition, 0, g), y))
+                lazy(x, lambda: unbroadcast(np.where(condition, g, 0), x.shape)),
+                lazy(y, lambda: unbroadcast(np.where(condition, 0, g), y.shape)))
     return out, where_pullback

@@ -49,10 +49,9 @@ def matmul(a, b):
     else:
         out = a @ b
 
-    def matmul_pullback(g):
+    def matmul_pullback(g):  # lazy: a constant operand (data, a mask) costs no product
         if shared_right:
-            return (_rows(g) @ b.T).reshape(a.shape), _rows(a).T @ _rows(g)
-        da = unbroadcast(g @ np.swapaxes(b, -1, -2), a.shape)
-        db = unbroadcast(np.swapaxes(a, -1, -2) @ g, b.shape)
-        return da, db
+            return (lambda: (_rows(g) @ b.T).reshape(a.shape), lambda: _rows(a).T @ _rows(g))
+        return (lambda: unbroadcast(g @ np.swapaxes(b, -1, -2), a.shape),
+                lambda: unbroadcast(np.swapaxes(a, -1, -2) @ g, b.shape))
     return out, matmul_pullback

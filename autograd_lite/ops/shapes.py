@@ -8,12 +8,17 @@ import numbers
 
 import numpy as np
 
+from ..tracer import Box
+
 _PYTHON_NUMBERS = (int, float, bool, complex)
 
 
 def is_number(x):
     """A Python scalar (or a subclass, like ag.Hyper): a constant that never needs a gradient."""
-    return type(x) in _PYTHON_NUMBERS or (not hasattr(x, "shape") and isinstance(x, numbers.Number))
+    t = type(x)
+    if t is np.ndarray or t is Box:
+        return False
+    return t in _PYTHON_NUMBERS or (not hasattr(x, "shape") and isinstance(x, numbers.Number))
 
 
 def unbroadcast(g, shape):
@@ -26,11 +31,10 @@ def unbroadcast(g, shape):
     return g.sum(axis=axes).reshape(shape)
 
 
-def unbroadcast_to(g, operand):
-    """`unbroadcast(g, operand.shape)`, or None for a Python number (a constant)."""
-    if is_number(operand):
-        return None
-    return unbroadcast(g, operand.shape)
+def lazy(operand, compute):
+    """A pullback entry for `operand`: None for a Python number, else `compute` itself,
+    a function of no arguments that the engine calls only if the operand is traced."""
+    return None if is_number(operand) else compute
 
 
 def normalize_axes(op, axis, ndim):
