@@ -6,13 +6,15 @@ through the recorded nodes. Gradients come back in the structure of the
 arguments; static leaves (integer arrays, None, ints, strings, functions) get None.
 Nothing is kept between calls.
 """
+import functools
+import inspect
 import numbers
 
 import numpy as np
 
 from .backward import backward
 from .tracer import Box, Node, Trace
-from .tree import tree_leaves, tree_map, tree_unflatten
+from .tree import tree_map
 
 
 class Hyper(float):
@@ -43,11 +45,36 @@ def _box_leaves(tree, trace):
     def box(leaf):
         if not is_float_leaf(leaf):
             return leaf
-        value = leaf if type(leaf) is np.ndarray or type(leaf) is Box else np.asarray(leaf)
-        node = Node(None, (), "input", value.shape, value.dtype)
-        nodes.append(node)
-        return Box(value, trace, node)
+        boxed = box_input(leaf, trace)
+        nodes.append(boxed.node)
+        return boxed
     return tree_map(box, tree), nodes
+
+
+def box_input(leaf, trace):
+    """A float leaf as an input of `trace` (a Box over an array, whose node has no parents)."""
+    value = leaf if type(leaf) is np.ndarray or type(leaf) is Box else np.asarray(leaf)
+    return Box(value, trace, Node(None, (), "input", value.shape, value.dtype))
+
+
+def argument_names(f, n):
+    """A root name for each of n positional arguments: f's parameter names ('p', 'x'),
+    'args[i]' under *args, 'arg{i}' where the signature says nothing."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
+                                                  params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        elif params and params[min(i, len(params) - 1)].kind is inspect.Parameter.VAR_POSITIONAL:
+            var = params[min(i, len(params) - 1)]
+            names.append(f"{var.name}[{i - params.index(var)}]")
+        else:
+            names.append(f"arg{i}")
+    return names
 
 
 def _gradient_leaf(leaf, g, seen):
@@ -61,16 +88,24 @@ def _gradient_leaf(leaf, g, seen):
         return float(g)
     if isinstance(leaf, np.floating):
         return leaf.dtype.type(g)
-    if not g.flags.writeable or id(g) in seen:  # a broadcast view, or shared with another leaf
-        g = np.array(g)
-    seen.add(id(g))
+    if not g.flags.writeable or id(_memory_owner(g)) in seen:  # a broadcast view, or memory
+        g = np.array(g)                                            # another result shares
+    seen.add(id(_memory_owner(g)))
     return g
 
 
-def _gradient_trees(args, argnums, input_nodes, at_leaves):
-    """One gradient tree per differentiated argument, None at every static leaf."""
+def _memory_owner(a):
+    """The array that owns a view's memory (the array itself if it owns it)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _gradient_trees(args, argnums, input_nodes, at_leaves, caller_arrays=()):
+    """One gradient tree per differentiated argument, None at every static leaf. No two
+    results share memory, nor share it with `caller_arrays` (a cotangent given to vjp)."""
     nodes = iter(input_nodes)
-    seen = set()
+    seen = {id(_memory_owner(a)) for a in caller_arrays if isinstance(a, np.ndarray)}
     trees = []
     for i in argnums:
         trees.append(tree_map(
@@ -129,10 +164,10 @@ def grad(f, argnums=0):
     single = isinstance(argnums, numbers.Integral)
     nums = (argnums,) if single else tuple(argnums)
 
+    @functools.wraps(f)  # keeps f's name and signature: argument names in reports and pictures
     def gradient_of_f(*args):
         grads = _value_and_gradient(f, args, nums)[1]
         return grads[0] if single else grads
-    gradient_of_f.__name__ = f"grad_{getattr(f, '__name__', 'f')}"
     return gradient_of_f
 
 
@@ -143,13 +178,17 @@ def vjp(f, *args):
     """
     out, input_nodes, trace = _trace_call(f, args, range(len(args)))
     value, node = _output_of(out, trace)
-    shape, dtype = np.shape(value) if type(value) is not Box else value.shape, getattr(value, "dtype", None)
+    if type(value) is not Box:
+        value = np.asarray(value)
+    shape, dtype = value.shape, value.dtype
 
     def pullback(cotangent):
+        if shape == () and isinstance(cotangent, numbers.Number):
+            cotangent = np.asarray(cotangent, dtype=dtype)
         c_shape, c_dtype = getattr(cotangent, "shape", None), getattr(cotangent, "dtype", None)
         if c_shape != shape or c_dtype != dtype:
             raise ValueError(f"vjp: the cotangent is {c_shape} {c_dtype}, but the output "
                              f"is {shape} {dtype}")
         at_leaves = backward(node, cotangent, release=False) if node is not None else {}
-        return _gradient_trees(args, range(len(args)), input_nodes, at_leaves)
-    return value, pullback
+        return _gradient_trees(args, range(len(args)), input_nodes, at_leaves, (cotangent,))
+    return value[()] if type(value) is np.ndarray and shape == () else value, pullback

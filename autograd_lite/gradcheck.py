@@ -3,28 +3,15 @@
     ∂f/∂x_i ≈ (f(x + h e_i) - f(x - h e_i)) / 2h          (small leaves: every coordinate)
     ⟨∇f, d⟩ ≈ (f(x + h d) - f(x - h d)) / 2h               (large leaves: random unit directions d)
 """
-import inspect
-
 import numpy as np
 
-from .differentiate import gradient, is_float_leaf
+from .differentiate import argument_names, gradient, is_float_leaf
 from .tracer import primal
 from .tree import tree_leaves, tree_map, tree_paths, tree_unflatten
 
 
 def _as_float64(leaf):
     return np.asarray(leaf, dtype=np.float64) if is_float_leaf(leaf) else leaf
-
-
-def _argument_names(f, n):
-    try:
-        params = list(inspect.signature(f).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if len(names) < n:
-        names = [f"args[{i}]" for i in range(n)]
-    return names[:n]
 
 
 def _directions(leaf, max_coordinates, n_directions, rng):
@@ -52,7 +39,7 @@ def check_gradients(f, *args, eps=1e-6, rtol=1e-5, atol=1e-8, max_coordinates=16
     grads = gradient(f, *args)
     leaves = tree_leaves(args)
     grad_leaves = tree_leaves(grads)
-    paths = [p for name, a in zip(_argument_names(f, len(args)), args) for p in tree_paths(a, name)]
+    paths = [p for name, a in zip(argument_names(f, len(args)), args) for p in tree_paths(a, name)]
 
     def f_at(i, value):
         moved = list(leaves)

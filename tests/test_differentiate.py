@@ -455,3 +455,33 @@ def test_vjp_of_the_gradient_is_the_hessian(rng):
                          for i in range(3)])
     np.testing.assert_allclose(hessian, expected, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(hessian, hessian.T, rtol=1e-12, atol=1e-14)
+
+
+def test_no_two_gradients_share_memory_and_none_aliases_the_cotangent():
+    ga, gb = ag.gradient(lambda a, b: ag.sum((a + b.reshape(2, 3)) * 2), np.ones((2, 3)),
+                         np.ones(6))
+    assert not np.shares_memory(ga, gb)
+    ga *= 0
+    np.testing.assert_array_equal(gb, np.full(6, 2.0))
+    _, pullback = ag.vjp(lambda x: x + 0.0, np.ones(3))
+    cotangent = np.array([1.0, 2.0, 3.0])
+    (g,) = pullback(cotangent)
+    assert not np.shares_memory(g, cotangent)
+    np.testing.assert_array_equal(g, [1.0, 2.0, 3.0])
+
+
+def test_vjp_of_a_scalar_takes_a_number_and_returns_the_value_like_value_and_gradient():
+    f = lambda x: ag.sum(x * x)  # noqa: E731
+    x = np.array([1.0, -2.0])
+    value, pullback = ag.vjp(f, x)
+    assert value == ag.value_and_gradient(f, x)[0] == 5.0 and np.ndim(value) == 0
+    np.testing.assert_array_equal(pullback(3.0)[0], 3.0 * 2 * x)
+
+
+def test_grad_keeps_the_name_and_signature_of_f():
+    def loss(p, x):
+        return ag.sum(p * x)
+    g = ag.grad(loss)
+    assert g.__name__ == "loss"
+    assert ag.differentiate.argument_names(g, 2) == ["p", "x"]  # reports and pictures say p, x
+    np.testing.assert_array_equal(g(np.ones(2), np.array([3.0, 4.0])), [3.0, 4.0])

@@ -32,8 +32,8 @@ import types
 import numpy as np
 
 from .. import ops as _ops
-from ..differentiate import is_float_leaf
-from ..tracer import Box, Node, Trace, primitive
+from ..differentiate import argument_names, box_input, is_float_leaf
+from ..tracer import Box, Trace, primitive
 from ..tree import tree_leaves, tree_map, tree_paths
 from .labels import OPERAND_NAMES, describe, foldable
 from .saved import measure_kept, owner
@@ -114,25 +114,6 @@ def _classify(code):
             and not any(_under(path, d) for d in _SITE_DIRS)):
         return None
     return _SCOPE
-
-
-def argument_names(f, n):
-    """A root name for each positional argument: the function's parameter names."""
-    try:
-        params = list(inspect.signature(f).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    names = []
-    for i in range(n):
-        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
-                                                  params[i].POSITIONAL_OR_KEYWORD):
-            names.append(params[i].name)
-        elif params and params[min(i, len(params) - 1)].kind is inspect.Parameter.VAR_POSITIONAL:
-            var = params[min(i, len(params) - 1)]
-            names.append(f"{var.name}[{i - params.index(var)}]")
-        else:
-            names.append(f"arg{i}")
-    return names
 
 
 class Recorder:
@@ -250,15 +231,15 @@ def record(f, args):
         def box(leaf):
             path = next(paths)
             if is_float_leaf(leaf):
-                value = leaf if type(leaf) in (np.ndarray, Box) else np.asarray(leaf)
-                node = Node(None, (), "input", value.shape, value.dtype)
+                boxed = box_input(leaf, trace)
+                value, node = boxed.value, boxed.node
                 kind = "param" if path != name else "input"  # a leaf inside a container, or a bare array
                 item = recorder.new_item(kind, path, value)
                 recorder.by_node[node] = item.id
                 if type(value) is np.ndarray:
                     recorder.keep.append(value)
                     recorder.by_owner[id(owner(value))] = item.id
-                return Box(value, trace, node)
+                return boxed
             if isinstance(leaf, np.ndarray):
                 recorder.add_array("data", path, leaf)
             return leaf
