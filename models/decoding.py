@@ -110,16 +110,29 @@ def greedy_decode(p, src, bos, eos, max_len, src_pad=None):
     """The most probable next token at each step, until every sequence has emitted eos
     or has max_len tokens (bos included).  src: (B, S) -> ids (B, L), L <= max_len"""
     check_decode_args("greedy_decode", p, src, max_len)
+    return greedy(p, src, bos, eos, max_len, src_pad)[0]
+
+
+def greedy(p, src, bos, eos, max_len, src_pad=None):
+    """greedy_decode's ids (B, L), with each sequence's log P (B,) float64 and its length
+    |Y| (B,): the tokens after bos, eos included."""
     mask = padding_mask(src, src_pad)  # (B, 1, 1, S) or None
     state = start(p, encode(p, src, src_pad), mask)
-    ids = np.full((src.shape[0], 1), bos, dtype=np.int64)  # (B, 1)
-    done = np.zeros(src.shape[0], dtype=bool)  # (B,)
+    n_src = src.shape[0]
+    ids = np.full((n_src, 1), bos, dtype=np.int64)  # (B, 1)
+    log_p = np.zeros(n_src)  # (B,)
+    done = np.zeros(n_src, dtype=bool)  # (B,)
     while ids.shape[1] < max_len and not done.all():
         logits, state = step(p, state, ids[:, -1])  # (B, V)
-        token = np.where(done, eos, np.argmax(logits, axis=-1))  # (B,)
+        best = np.argmax(logits, axis=-1)  # (B,)
+        picked = ag.log_softmax(logits.astype(np.float64))[np.arange(n_src), best]  # (B,)
+        log_p += np.where(done, 0.0, picked)  # (B,)
+        token = np.where(done, eos, best)  # (B,)
         ids = np.concatenate([ids, token[:, None]], axis=1)  # (B, t + 1)
         done |= token == eos
-    return ids
+    ended = np.cumsum(ids[:, 1:] == eos, axis=1) > 0  # (B, L - 1): at or after the first eos
+    lengths = (~ended).sum(axis=1) + ended.any(axis=1)  # (B,) up to the first eos, included
+    return ids, log_p, lengths
 
 
 def lp(length, alpha):
@@ -131,50 +144,68 @@ def lp(length, alpha):
 
 def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None,
                 return_scores=False):
-    """Beam search maximizing log P(Y | src) / lp(Y) (Wu et al. 2016).
+    """Beam search maximizing log P(Y | src) / lp(Y) (Wu et al. 2016), the way fairseq and
+    Hugging Face run it: finished hypotheses leave the beam.
 
-    Each source keeps beam_size hypotheses. At each step every unfinished hypothesis
-    is extended by every token, a finished one (it has emitted eos) by eos alone with
-    its score frozen, and the beam_size best candidates by score are kept (candidates
-    of one step that are unfinished all have the same length, so among them this is
-    the order of log P). Stops when every hypothesis is finished or has max_len tokens;
-    returns each source's best hypothesis, padded with eos.  src: (B, S) -> (B, L)
+    Each source keeps beam_size live (unfinished) hypotheses. At each step every live
+    hypothesis is extended by every token: the extensions by eos are finished, and the best
+    finished hypothesis so far (by log P / lp) is kept per source, outside the beam; the
+    beam_size most probable extensions by other tokens are the next beam (they all have the
+    same length, so this is the order of the score). A source stops when no live hypothesis
+    can beat its best finished one: log P only falls as tokens are added, so a live
+    hypothesis can score at most log P / (the largest lp of a length still possible). At
+    max_len tokens the live hypotheses end unfinished. The result is the better of the best
+    finished hypothesis and the best live one, padded with eos.  src: (B, S) -> (B, L)
 
-    beam_size=1 is greedy_decode. The result is the best of the final beam, not
-    necessarily at least as good as greedy's (pruning can drop greedy's prefix);
-    with a beam wider than the number of prefixes it is the exact optimum.
+    beam_size=1 is greedy_decode (Hugging Face also runs one beam as greedy search). With
+    beam_size >= 2 the result is never worse than a finished hypothesis the search saw (among
+    them [bos, eos]), but it can be worse than greedy's (pruning can drop greedy's prefix);
+    with a beam at least as wide as the number of prefixes it is the exact optimum.
     return_scores=True also returns each result's log P / lp, (B,) float64.
     """
     check_decode_args("beam_search", p, src, max_len, beam_size)
     alpha, n_src, k = length_penalty, src.shape[0], beam_size
+    if k == 1:
+        ids, log_p, lengths = greedy(p, src, bos, eos, max_len, src_pad)
+        return (ids, log_p / lp(lengths, alpha)) if return_scores else ids
     mask = padding_mask(src, src_pad)  # (B, 1, 1, S) or None
     memory = np.repeat(encode(p, src, src_pad), k, axis=0)  # (B·K, S, D)
     state = start(p, memory, None if mask is None else np.repeat(mask, k, axis=0))
-    ids = np.full((n_src, k, 1), bos, dtype=np.int64)  # (B, K, 1)
+    rows = np.arange(n_src)  # (B,)
+    ids = np.full((n_src, k, 1), bos, dtype=np.int64)  # (B, K, 1) the live hypotheses
     log_p = np.full((n_src, k), -np.inf)  # (B, K): one live hypothesis, K - 1 empty slots
     log_p[:, 0] = 0.0
-    finished = np.isinf(log_p)  # (B, K); empty slots count as finished at -inf
-    lengths = np.zeros((n_src, k), dtype=np.int64)  # (B, K) tokens after bos
+    best = np.full(n_src, -np.inf)  # (B,) the best finished score of each source
+    best_ids = np.full((n_src, max_len), eos, dtype=np.int64)  # (B, max_len) padded with eos
+    best_len = np.zeros(n_src, dtype=np.int64)  # (B,) its |Y|
     for t in range(1, max_len):
-        if finished.all():
-            break
         logits, state = step(p, state, ids[:, :, -1].reshape(-1))  # (B·K, V)
         n_vocab = logits.shape[-1]
         cand = log_p[:, :, None] + ag.log_softmax(logits.astype(np.float64)).reshape(n_src, k, -1)
-        cand[finished] = -np.inf  # (B, K, V): a finished hypothesis only "extends" by eos
-        cand[:, :, eos] = np.where(finished, log_p, cand[:, :, eos])
-        cand_len = np.where(finished, lengths, t)  # (B, K)
-        score = (cand / lp(cand_len, alpha)[:, :, None]).reshape(n_src, -1)  # (B, K·V)
-        best = np.argsort(-score, axis=1, kind="stable")[:, :k]  # (B, K)
-        origin, token = np.divmod(best, n_vocab)  # (B, K) each
-        rows = np.arange(n_src)[:, None]  # (B, 1)
-        log_p = np.take_along_axis(cand.reshape(n_src, -1), best, axis=1)  # (B, K)
-        lengths = np.where(finished[rows, origin], lengths[rows, origin], t)  # (B, K)
-        finished = finished[rows, origin] | (token == eos) | np.isinf(log_p)
-        ids = np.concatenate([ids[rows, origin], token[:, :, None]], axis=2)  # (B, K, t + 1)
-        state = reorder(state, (origin + rows * k).reshape(-1))
-    final = log_p / lp(lengths, alpha)  # (B, K)
-    winner = np.argmax(final, axis=1)  # (B,)
-    chosen = ids[np.arange(n_src), winner]  # (B, L)
-    chosen = chosen[:, :1 + lengths[np.arange(n_src), winner].max()]
-    return (chosen, final[np.arange(n_src), winner]) if return_scores else chosen
+        ended = cand[:, :, eos] / lp(t, alpha)  # (B, K): the scores of the eos extensions
+        j = np.argmax(ended, axis=1)  # (B,)
+        better = ended[rows, j] > best  # (B,)
+        best = np.where(better, ended[rows, j], best)  # (B,)
+        best_ids[better, :t] = ids[rows, j][better]  # its prefix; eos follows (the padding)
+        best_len[better] = t
+        cand[:, :, eos] = -np.inf  # (B, K, V): the live candidates
+        flat = cand.reshape(n_src, -1)  # (B, K·V)
+        top = np.argsort(-flat, axis=1, kind="stable")[:, :k]  # (B, K)
+        origin, token = np.divmod(top, n_vocab)  # (B, K) each
+        log_p = np.take_along_axis(flat, top, axis=1)  # (B, K)
+        ids = np.concatenate([ids[rows[:, None], origin], token[:, :, None]], axis=2)  # (B, K, t+1)
+        state = reorder(state, (origin + rows[:, None] * k).reshape(-1))
+        # log P <= 0, so log P / lp is largest at the largest lp of the lengths t+1 .. max_len-1
+        ceiling = log_p.max(axis=1) / max(lp(t + 1, alpha), lp(max_len - 1, alpha))  # (B,)
+        log_p[best >= ceiling] = -np.inf  # a stopped source's live hypotheses cannot win
+        if np.isneginf(log_p).all():
+            break
+    live = log_p / lp(ids.shape[2] - 1, alpha)  # (B, K)
+    j = np.argmax(live, axis=1)  # (B,)
+    use_live = live[rows, j] > best  # (B,)
+    score = np.where(use_live, live[rows, j], best)  # (B,)
+    length = 1 + np.where(use_live, ids.shape[2] - 1, best_len).max()
+    chosen = best_ids[:, :length]  # (B, L)
+    if use_live.any():  # then L is the live hypotheses' length
+        chosen[use_live] = ids[rows, j][use_live]
+    return (chosen, score) if return_scores else chosen

@@ -83,16 +83,22 @@ def test_greedy_stops_at_eos_or_max_len_and_pads_with_eos():
 def test_greedy_equals_beam_size_one(seed):
     p = tiny(seed=seed, dtype=np.float32 if seed % 2 else np.float64)
     src = sources(seed=seed)
-    np.testing.assert_array_equal(
-        transformer.beam_search(p, src, BOS, EOS, 10, beam_size=1, src_pad=PAD),
-        transformer.greedy_decode(p, src, BOS, EOS, 10, src_pad=PAD))
+    ids, scores = transformer.beam_search(p, src, BOS, EOS, 10, beam_size=1, src_pad=PAD,
+                                          return_scores=True)
+    np.testing.assert_array_equal(ids, transformer.greedy_decode(p, src, BOS, EOS, 10,
+                                                                 src_pad=PAD))
+    log_p, length = sequence_log_prob(p, src, ids)
+    np.testing.assert_allclose(scores, log_p / ((5 + length) / 6) ** 0.6, rtol=0,
+                               atol=1e-5 if seed % 2 else 1e-10)
 
 
-def test_beam_search_with_a_wide_beam_is_the_exact_optimum():
-    """With more slots than prefixes, nothing is pruned: beam search must return the
-    maximum of log P / lp over every sequence (eos-terminated, or max_len long)."""
-    vocab, max_len, alpha = 4, 4, 0.6
-    p = tiny(seed=3, vocab=vocab)
+@pytest.mark.parametrize("alpha,seed", [(0.6, 3), (0.0, 3), (2.0, 3), (0.0, 10), (1.0, 10)])
+def test_beam_search_with_a_wide_beam_is_the_exact_optimum(alpha, seed):
+    """With more slots than prefixes, nothing is pruned and the early stop must not cut off
+    anything better: beam search must return the maximum of log P / lp over every sequence
+    (eos-terminated, or max_len long), found here by enumerating them all."""
+    vocab, max_len = 4, 4
+    p = tiny(seed=seed, vocab=vocab)
     src = sources(b=2)
     found = transformer.beam_search(p, src, BOS, EOS, max_len, beam_size=vocab ** 3,
                                     length_penalty=alpha, src_pad=PAD)
@@ -137,51 +143,114 @@ def test_beam_scores_are_log_prob_over_length_penalty_under_apply(alpha):
 
 
 def reference_beam_search(p, src, eos, max_len, k, alpha):
-    """The same search, one source (1, S) at a time, written plainly: hypotheses as tuples,
-    log-probabilities from transformer.apply over the whole prefix (no cache)."""
-    beam = [((BOS,), 0.0, 0, False)]  # (tokens, log P, |Y|, finished)
-    for t in range(1, max_len):
-        if all(finished for *_, finished in beam):
-            break
-        candidates = []
-        for tokens, log_p, length, finished in beam:
-            if finished:
-                candidates.append((tokens + (eos,), log_p, length, True))
-                continue
+    """The standard search (fairseq, Hugging Face), one source (1, S) at a time, written
+    plainly: hypotheses as tuples, log-probabilities from transformer.apply over the whole
+    prefix (no cache). Every eos extension is finished and leaves the beam; the k most
+    probable other extensions are the next beam. No early stop: it runs to max_len, so
+    agreeing with it also shows that beam_search stops only when nothing could beat its
+    best finished hypothesis. -> (tokens, log P / lp)"""
+    def score(tokens, log_p):
+        return log_p / ((5 + len(tokens) - 1) / 6) ** alpha
+
+    finished, live = [], [((BOS,), 0.0)]  # finished: (score, tokens) in the order found
+    for _ in range(1, max_len):
+        extensions = []
+        for tokens, log_p in live:
             step = ag.log_softmax(transformer.apply(p, src, np.array([tokens]), PAD)[0, -1])
-            candidates += [(tokens + (v,), log_p + step[v], t, v == eos) for v in range(len(step))]
-        candidates.sort(key=lambda c: -c[1] / ((5 + c[2]) / 6) ** alpha)  # stable
-        beam = candidates[:k]
-    tokens, log_p, length, _ = max(beam, key=lambda c: c[1] / ((5 + c[2]) / 6) ** alpha)
-    return list(tokens[:1 + length])
+            for v, s in enumerate(step):
+                if v == eos:
+                    finished.append((score(tokens + (v,), log_p + s), tokens + (v,)))
+                else:
+                    extensions.append((tokens + (v,), log_p + s))
+        extensions.sort(key=lambda c: -c[1])  # stable
+        live = extensions[:k]
+    ends = finished + [(score(tokens, log_p), tokens) for tokens, log_p in live]
+    best_score, tokens = max(ends, key=lambda e: e[0])  # the first of equal scores
+    return list(tokens), best_score
 
 
 @pytest.mark.parametrize("norm,seed", [("pre", 6), ("post", 3)])
-def test_beam_search_equals_a_plain_search_over_recomputed_prefixes(norm, seed):
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_search_equals_a_plain_search_over_recomputed_prefixes(norm, seed, alpha):
     p = tiny(seed=seed, norm=norm)
     src = sources(b=3)
     for eos, k in itertools.product(range(0, 6, 2), (2, 3)):
-        ids = transformer.beam_search(p, src, BOS, eos, 7, beam_size=k, src_pad=PAD)
-        for row, source in zip(ids, src):
-            want = reference_beam_search(p, source[None], eos, 7, k, 0.6)
+        ids, scores = transformer.beam_search(p, src, BOS, eos, 7, beam_size=k,
+                                              length_penalty=alpha, src_pad=PAD,
+                                              return_scores=True)
+        for row, score, source in zip(ids, scores, src):
+            want, want_score = reference_beam_search(p, source[None], eos, 7, k, alpha)
             assert row[:len(want)].tolist() == want and (row[len(want):] == eos).all()
+            assert abs(score - want_score) < 1e-10
+
+
+def review_model(seed):
+    """The reviewer's fixture: a random vocabulary size, weights perturbed by N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    vocab = int(rng.integers(4, 9))
+    p = transformer.init(rng, 7, vocab, d_model=8, n_heads=2, d_ff=16, n_encoder=1, n_decoder=1,
+                         max_len=12, dtype=np.float64)
+    p = ag.tree_map(lambda a: a + rng.standard_normal(a.shape) if isinstance(a, np.ndarray)
+                    else a, p)
+    return p, rng.integers(1, 7, (1, 5))
+
+
+def test_a_finished_hypothesis_is_not_pushed_out_of_the_beam(monkeypatch):
+    """The review's case: [bos, eos] has log P -3.0234 (eos ranks third at step 1) and is
+    finished at step 1. The old search kept it in the beam, where unfinished hypotheses
+    pushed it out, and returned greedy's [1, 3, 0, 3, 0, 3, 0, 3, 0] with log P -6.0628."""
+    p, src = review_model(10)
+    first = ag.log_softmax(transformer.apply(p, src, np.array([[BOS]]), PAD)[0, -1])  # (V,)
+    assert round(float(first[EOS]), 4) == -3.0234 and (first > first[EOS]).sum() == 2
+    greedy = transformer.greedy_decode(p, src, BOS, EOS, 9, src_pad=PAD)
+    assert greedy.tolist() == [[1, 3, 0, 3, 0, 3, 0, 3, 0]]
+    assert round(float(sequence_log_prob(p, src, greedy)[0][0]), 4) == -6.0628
+    steps = []
+    counted = decoding.step
+    monkeypatch.setattr(decoding, "step", lambda *args: steps.append(1) or counted(*args))
+    for k in (2, 3, 4):
+        del steps[:]
+        ids, score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=k,
+                                             length_penalty=0.0, src_pad=PAD,
+                                             return_scores=True)
+        assert ids.tolist() == [[BOS, EOS]]
+        np.testing.assert_allclose(score, [first[EOS]], rtol=0, atol=1e-12)
+        assert reference_beam_search(p, src, EOS, 9, k, 0.0)[0] == [BOS, EOS]
+        assert len(steps) < 8  # stopped once no live hypothesis could beat -3.0234
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_beam_search_never_scores_below_the_finished_bos_eos(alpha):
+    """[bos, eos] is finished at step 1 of every search: no result may score below it. The
+    old search lost it (as in the review's case) whenever unfinished hypotheses outranked it."""
+    for seed in range(12):
+        p, src = review_model(seed)
+        first = ag.log_softmax(transformer.apply(p, src, np.array([[BOS]]), PAD)[0, -1])
+        for k in (2, 3):
+            ids, score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=k,
+                                                 length_penalty=alpha, src_pad=PAD,
+                                                 return_scores=True)
+            log_p, length = sequence_log_prob(p, src, ids)
+            np.testing.assert_allclose(score, log_p / ((5 + length) / 6) ** alpha, atol=1e-10)
+            assert score[0] >= first[EOS] / (6 / 6) ** alpha - 1e-12, (seed, k)
 
 
 def test_beam_search_can_score_below_greedy():
     """Not guaranteed: pruning can drop greedy's prefix, and the survivors can end worse.
-    A concrete case (found by searching seeds): beam size 2 loses to greedy on source 5."""
-    rng = np.random.default_rng(126)
-    p = transformer.init(rng, 7, 12, d_model=8, n_heads=2, d_ff=16, n_encoder=1, n_decoder=1,
+    A concrete case (found by searching seeds): beam size 2 loses to greedy on source 4."""
+    rng = np.random.default_rng(14)
+    p = transformer.init(rng, 7, 10, d_model=8, n_heads=2, d_ff=16, n_encoder=1, n_decoder=1,
                          max_len=12, dtype=np.float64)
-    p = ag.tree_map(lambda a: a + 0.3 * rng.standard_normal(a.shape)
+    p = ag.tree_map(lambda a: a + 0.5 * rng.standard_normal(a.shape)
                     if isinstance(a, np.ndarray) else a, p)
-    src = sources(seed=126, b=8)
+    src = sources(seed=14, b=8)
     greedy = transformer.greedy_decode(p, src, BOS, EOS, 10, src_pad=PAD)
-    beam, scores = transformer.beam_search(p, src, BOS, EOS, 10, beam_size=2, length_penalty=0.0,
+    beam, scores = transformer.beam_search(p, src, BOS, EOS, 10, beam_size=2, length_penalty=1.0,
                                            src_pad=PAD, return_scores=True)
-    greedy_log_p, _ = sequence_log_prob(p, src, greedy)
-    np.testing.assert_allclose(scores, sequence_log_prob(p, src, beam)[0], atol=1e-10)
-    assert scores[5] < greedy_log_p[5] - 0.5
+    greedy_log_p, greedy_length = sequence_log_prob(p, src, greedy)
+    log_p, length = sequence_log_prob(p, src, beam)
+    np.testing.assert_allclose(scores, log_p / ((5 + length) / 6), atol=1e-10)
+    assert scores[4] < greedy_log_p[4] / ((5 + greedy_length[4]) / 6) - 0.4
 
 
 def test_bad_arguments_are_named():
