@@ -19,7 +19,7 @@ import sys
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _LARGEST_HEAP_BLOCK = 32 * 2**20  # glibc's ceiling for M_MMAP_THRESHOLD on 64-bit
-_KEEP_UP_TO = 2**30  # free memory at the top of the heap kept before trimming
+_KEEP_UP_TO = 256 * 2**20  # free memory at the top of the heap kept before trimming
 
 
 def keep_freed_memory():

@@ -112,8 +112,9 @@ def load(path, like=None):
         return tree
     stored_paths, wanted_paths = tree_paths(tree), tree_paths(like)
     if stored_paths != wanted_paths:
-        missing = [p for p in wanted_paths if p not in set(stored_paths)]
-        extra = [p for p in stored_paths if p not in set(wanted_paths)]
+        stored, wanted = set(stored_paths), set(wanted_paths)
+        missing = [p for p in wanted_paths if p not in stored]
+        extra = [p for p in stored_paths if p not in wanted]
         raise ValueError(f"load: the file's structure differs from `like`: missing {missing[:5]}, "
                          f"unexpected {extra[:5]}")
     leaves = [_check_leaf(p, w, s) for p, w, s in zip(wanted_paths, tree_leaves(like), tree_leaves(tree))]

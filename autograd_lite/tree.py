@@ -90,7 +90,13 @@ def tree_paths(tree, root=""):
 def tree_unflatten(like, leaves):
     """The structure of `like` with its leaves replaced, in order, by `leaves`."""
     it = iter(leaves)
-    result = tree_map(lambda _: next(it), like)
+
+    def next_leaf(_):
+        leaf = next(it, it)
+        if leaf is it:
+            raise ValueError("tree_unflatten: fewer leaves than the structure holds")
+        return leaf
+    result = tree_map(next_leaf, like)
     if next(it, it) is not it:
         raise ValueError("tree_unflatten: more leaves than the structure holds")
     return result

@@ -248,3 +248,11 @@ def test_broadcast_gradients_property(torch, shapes, name, seed):
     a, b = sample_a(rng, shapes.input_shapes[0]), sample_b(rng, shapes.input_shapes[1])
     out = compare_with_torch(torch, op, torch_op, a, b)
     assert out.shape == shapes.result_shape
+
+
+def test_float64_with_integer_arrays_is_allowed_but_a_list_is_named():
+    x = np.array([1.0, 2.0, 4.0])
+    np.testing.assert_array_equal(ag.mul(x, np.arange(3)), x * np.arange(3))
+    np.testing.assert_array_equal(ag.div(np.int64(2), x), 2 / x)
+    with pytest.raises(TypeError, match=r"add: operands must be arrays or Python numbers, got list"):
+        ag.add(x, [1.0, 2.0, 3.0])

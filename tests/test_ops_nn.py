@@ -299,3 +299,17 @@ ERRORS = [
 def test_errors_name_the_op_and_shapes(make, error, message):
     with pytest.raises(error, match=re.escape(message)):
         make()
+
+
+def test_logsumexp_of_a_row_of_minus_infinity_is_minus_infinity_as_in_torch(torch):
+    x = np.array([[-np.inf, -np.inf], [0.0, 1.0]])
+    want = torch.logsumexp(torch.tensor(x), dim=-1).numpy()
+    np.testing.assert_array_equal(ag.logsumexp(x, axis=-1), want)
+    with pytest.raises(ValueError, match=r"logsumexp: cannot reduce an empty axis of \(2, 0\)"):
+        ag.logsumexp(np.zeros((2, 0)))
+
+
+def test_softmax_axis_must_be_one_axis():
+    with pytest.raises(TypeError, match=r"softmax: axis must be an int, got None"):
+        ag.softmax(np.ones((2, 3)), axis=None)
+    np.testing.assert_allclose(ag.softmax(np.zeros((2, 3)), axis=np.int64(1)), np.full((2, 3), 1 / 3))

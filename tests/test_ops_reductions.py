@@ -128,3 +128,15 @@ def test_max_of_empty_axis_and_broadcast_failure():
     with pytest.raises(ValueError,
                        match=re.escape("broadcast_to: (3,) does not broadcast to (2, 4)")):
         ag.broadcast_to(np.ones(3), (2, 4))
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value encountered")
+def test_mean_over_an_empty_axis_has_an_empty_gradient():  # the value is NaN, as numpy's
+    x = np.zeros((0, 3))
+    (g,) = ag.gradient(lambda x: ag.sum(ag.mean(x, axis=0) * 0.0), x)
+    assert g.shape == (0, 3)
+
+
+def test_var_with_no_degrees_of_freedom_is_named():
+    with pytest.raises(ValueError, match=r"var: ddof=3 leaves no degrees of freedom for 3"):
+        ag.var(np.ones(3), ddof=3)

@@ -150,3 +150,10 @@ def test_mixed_dtypes_raise_under_tracing_too():
     for join in (ag.concatenate, ag.stack):
         with pytest.raises(TypeError, match="float32 .* float64"):
             ag.gradient(lambda a, b: ag.sum(join([a, b])), a, b)
+
+
+def test_expand_dims_takes_a_tuple_of_axes_like_numpy():
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(ag.expand_dims(x, (0, 3)), np.expand_dims(x, (0, 3)))
+    (g,) = ag.gradient(lambda x: ag.sum(ag.expand_dims(x, (0, -1)) * 2.0), x)
+    np.testing.assert_array_equal(g, np.full((2, 3), 2.0))

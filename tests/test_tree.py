@@ -101,3 +101,8 @@ def test_tree_unflatten_round_trip():
     assert ag.tree_leaves(numbered) == list(range(12))
     with pytest.raises(ValueError, match="more leaves"):
         ag.tree_unflatten(model, list(range(13)))
+
+
+def test_tree_unflatten_with_too_few_leaves_is_named():
+    with pytest.raises(ValueError, match="fewer leaves"):
+        ag.tree_unflatten([1, (2, 3)], [1, 2])

@@ -8,6 +8,6 @@ from .nn import (cross_entropy, dropout, layer_norm, log_softmax, logsumexp, sof
                  softmax_backward, layer_norm_backward)
 from .reductions import broadcast_to, max, mean, sum, var
 from .shape import concatenate, expand_dims, reshape, split, squeeze, stack, swapaxes, transpose
-from .shapes import unbroadcast
+from .common import unbroadcast
 
 operators.install()

@@ -1,4 +1,5 @@
-"""Shape bookkeeping shared by the rules: broadcasting's adjoint and reduced shapes.
+"""What the op families share: broadcasting and its adjoint, axes, dtype rules,
+lazy pullback entries, and fast sums over the last axis.
 
 `unbroadcast` is the one place that knows how numpy broadcasting is undone: the
 cotangent of a broadcast operand is the cotangent of the result summed over
@@ -57,17 +58,26 @@ def keepdims_shape(shape, axes):
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
+def dtype_of(op, x):
+    """The dtype of an array operand; anything else (a list, say) is refused by name."""
+    try:
+        return x.dtype
+    except AttributeError:
+        raise TypeError(f"{op}: operands must be arrays or Python numbers, got "
+                        f"{type(x).__name__} (use np.asarray)") from None
+
+
 def check_same_float_dtype(op, a, b):
-    """Refuse operands that numpy would silently promote (float32 with float64 or int64).
-    Python numbers are weak in numpy's promotion (NEP 50) and never change a dtype."""
+    """Refuse operands that numpy would silently promote: two float dtypes, or a float with
+    an integer array that changes it (float32 with int64). Python numbers are weak in
+    numpy's promotion (NEP 50) and never change a dtype."""
     if is_number(a) or is_number(b):
         return
-    da, db = a.dtype, b.dtype
-    if da == db:
+    da, db = dtype_of(op, a), dtype_of(op, b)
+    floats = [d for d in (da, db) if d.kind in "fc"]
+    if da == db or not floats:
         return
-    if da.kind == "b" or db.kind == "b":
-        return
-    if da.kind in "fc" or db.kind in "fc":
+    if len(floats) == 2 or np.result_type(da, db) != floats[0]:  # float64 with int64 is fine
         raise TypeError(
             f"{op}: operands {da} {tuple(a.shape)} and {db} {tuple(b.shape)} have different "
             f"dtypes; numpy would promote them silently. Cast one explicitly (x.astype(...)).")
@@ -90,6 +100,11 @@ def sum_last(x):
     if type(x) is np.ndarray:
         return np.einsum("...i->...", x)[..., None]
     return x.sum(axis=-1, keepdims=True)
+
+
+def sum_keepdims(x, axis):
+    """Σ over one axis, keepdims (the fast path when it is the last)."""
+    return sum_last(x) if axis == x.ndim - 1 else x.sum(axis=axis, keepdims=True)
 
 
 def mean_last(x):

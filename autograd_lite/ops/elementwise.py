@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..tracer import primal, primitive
-from .shapes import broadcast_binary, check_same_float_dtype, is_number, lazy, unbroadcast
+from .common import broadcast_binary, check_same_float_dtype, is_number, lazy, unbroadcast
 
 
 @primitive

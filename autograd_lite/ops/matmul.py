@@ -6,7 +6,7 @@
 import numpy as np
 
 from ..tracer import primitive
-from .shapes import check_same_float_dtype, unbroadcast
+from .common import check_same_float_dtype, unbroadcast
 
 
 def _check_matmul(a, b):

@@ -5,11 +5,14 @@ Each fused rule costs one pass forward and one backward, instead of the handful
 of recorded ops their compositions would take. The gradient maths of each sits
 in a named helper with its equation, so that other rules can reuse it.
 """
+import numbers
+
 import numpy as np
 
 from ..tracer import is_traced, primal, primitive
 from .elementwise import mul
-from .shapes import check_same_float_dtype, keepdims_shape, mean_last, normalize_axes, sum_last
+from .common import (check_same_float_dtype, keepdims_shape, mean_last, normalize_axes,
+                     sum_keepdims)
 
 
 def _shifted(x, axis):
@@ -17,13 +20,15 @@ def _shifted(x, axis):
     return x - primal(x).max(axis=axis, keepdims=True)
 
 
-def _sum_keepdims(x, axis):
-    return sum_last(x) if axis == x.ndim - 1 else x.sum(axis=axis, keepdims=True)
+def _one_axis(op, axis, ndim):
+    if not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    return normalize_axes(op, axis, ndim)[0]
 
 
 def softmax_backward(g, y, axis):
     """∇softmax: dx = y ⊙ (g - Σ_axis g ⊙ y), from the output y alone."""
-    return y * (g - _sum_keepdims(g * y, axis))
+    return y * (g - sum_keepdims(g * y, axis))
 
 
 def _check_mask(op, mask, shape):
@@ -44,16 +49,16 @@ def softmax(x, axis=-1, mask=None):
 
     Masked entries get 0; a row with every entry masked is all zeros, not NaN.
     """
-    (axis,) = normalize_axes("softmax", axis, x.ndim)
+    axis = _one_axis("softmax", axis, x.ndim)
     if mask is None:
         e = np.exp(_shifted(x, axis))
-        y = e / _sum_keepdims(e, axis)
+        y = e / sum_keepdims(e, axis)
     else:
         _check_mask("softmax", mask, x.shape)
         x = x + np.where(mask, 0, -np.inf).astype(x.dtype)  # -inf where masked (cheaper than where)
         row_max = primal(x).max(axis=axis, keepdims=True)
         e = np.exp(x - np.where(row_max == -np.inf, 0, row_max))
-        total = _sum_keepdims(e, axis)
+        total = sum_keepdims(e, axis)
         y = e / np.where(primal(total) == 0, 1, total)
     return y, lambda g: (softmax_backward(g, y, axis), None, None)
 
@@ -61,12 +66,12 @@ def softmax(x, axis=-1, mask=None):
 @primitive
 def log_softmax(x, axis=-1):
     """x - logsumexp(x) along `axis`; stable for any finite x. dx = g - softmax(x) Σ_axis g."""
-    (axis,) = normalize_axes("log_softmax", axis, x.ndim)
+    axis = _one_axis("log_softmax", axis, x.ndim)
     shifted = _shifted(x, axis)
-    y = shifted - np.log(_sum_keepdims(np.exp(shifted), axis))
+    y = shifted - np.log(sum_keepdims(np.exp(shifted), axis))
 
     def log_softmax_pullback(g):
-        return g - np.exp(y) * _sum_keepdims(g, axis), None
+        return g - np.exp(y) * sum_keepdims(g, axis), None
     return y, log_softmax_pullback
 
 
@@ -74,8 +79,12 @@ def log_softmax(x, axis=-1):
 def logsumexp(x, axis=-1, keepdims=False):
     """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x)."""
     axes = normalize_axes("logsumexp", axis, x.ndim)
+    if any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"logsumexp: cannot reduce an empty axis of {x.shape}")
     peak = primal(x).max(axis=axes, keepdims=True)
-    kept = np.log(np.exp(x - peak).sum(axis=axes, keepdims=True)) + peak
+    peak = np.where(np.isfinite(peak), peak, 0)  # a row of -inf: log Σ e^x = log 0 = -inf
+    with np.errstate(divide="ignore"):
+        kept = np.log(np.exp(x - peak).sum(axis=axes, keepdims=True)) + peak
     out = kept if keepdims else kept.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
 
     def logsumexp_pullback(g):

@@ -56,7 +56,6 @@ _BOX_METHODS = {
     "sum": red.sum, "mean": red.mean, "max": red.max, "var": red.var, "astype": _astype_method,
     "T": property(lambda s: sh.transpose(s)),
 }
-Box.__hash__ = None
 
 _UFUNCS = {
     np.add: ew.add, np.subtract: ew.sub, np.multiply: ew.mul, np.true_divide: ew.div,
@@ -120,5 +119,6 @@ def install():
     """Give Box its operators, methods and numpy protocol."""
     for name, method in _BOX_METHODS.items():
         setattr(Box, name, method)
+    Box.__hash__ = None  # __eq__ compares elementwise, so traced values cannot be dict keys
     Box.__array_ufunc__ = _array_ufunc
     Box.__array_function__ = _array_function

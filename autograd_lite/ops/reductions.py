@@ -3,10 +3,12 @@
 A reduction's pullback reshapes the cotangent to the keepdims shape and lets it
 broadcast back over the reduced axes.
 """
+import math
+
 import numpy as np
 
 from ..tracer import primal, primitive
-from .shapes import keepdims_shape, normalize_axes, unbroadcast
+from .common import keepdims_shape, normalize_axes, unbroadcast
 
 
 @primitive
@@ -35,13 +37,11 @@ def sum(x, axis=None, keepdims=False):
 def mean(x, axis=None, keepdims=False):
     """Σ over `axis` divided by the number of elements summed."""
     axes = normalize_axes("mean", axis, x.ndim)
-    count = 1
-    for a in axes:
-        count *= x.shape[a]
+    count = math.prod(x.shape[a] for a in axes)
     out = x.mean(axis=axes, keepdims=keepdims)
 
-    def mean_pullback(g):
-        g = g.reshape(keepdims_shape(x.shape, axes)) * (1.0 / count)
+    def mean_pullback(g):  # an empty reduction has an empty cotangent: any scale will do
+        g = g.reshape(keepdims_shape(x.shape, axes)) * (1.0 / count if count else 0.0)
         return broadcast_to(g, x.shape), None, None
     return out, mean_pullback
 
@@ -65,9 +65,9 @@ def max(x, axis=None, keepdims=False):
 def var(x, axis=None, keepdims=False, ddof=0):
     """Variance over `axis`: mean of squared deviations, divided by (n - ddof) instead of n."""
     axes = normalize_axes("var", axis, x.ndim)
-    count = 1
-    for a in axes:
-        count *= x.shape[a]
+    count = math.prod(x.shape[a] for a in axes)
+    if ddof and count - ddof <= 0:
+        raise ValueError(f"var: ddof={ddof} leaves no degrees of freedom for {count} elements")
     centered = x - mean(x, axes, keepdims=True)
     squares = centered * centered
     if ddof:  # scale before the mean: a 0-d array times a number would be a numpy scalar

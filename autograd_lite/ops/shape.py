@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 
 from ..tracer import primitive
-from .shapes import check_same_float_dtype, normalize_axes
+from .common import check_same_float_dtype, normalize_axes
 
 
 def _as_shape(shape):
@@ -50,8 +50,9 @@ def swapaxes(x, axis1, axis2):
 
 @primitive
 def expand_dims(x, axis):
-    """Insert a length-1 axis at `axis`."""
-    if not -x.ndim - 1 <= axis <= x.ndim:
+    """Insert a length-1 axis at `axis` (an int or a tuple, as np.expand_dims)."""
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    if not all(-x.ndim - len(axes) <= a < x.ndim + len(axes) for a in axes):
         raise ValueError(f"expand_dims: axis {axis} is out of range for {x.shape}")
     return np.expand_dims(x, axis), lambda g: (g.reshape(x.shape), None)
 
