@@ -44,7 +44,8 @@ import autograd_lite as ag
 
 from .attention import padding_mask
 from .blocks import encoder_block, encoder_block_init
-from .layers import Dense, Embedding, add_position_encoding, dense, dense_init, embed
+from .layers import (Dense, Embedding, add_position_encoding, dense, dense_init, dropout_setting,
+                     embed)
 
 POOLS = ("flatten", "mean")
 
@@ -119,9 +120,7 @@ def encode(p, ids, rate=0.0, rng=None):
 def apply(p, ids, training=False, rng=None):
     """Logits (B, n_labels) for token ids (B, T). Dropout only when training (needs rng)."""
     ids = check_ids(p, ids)
-    if training and rng is None:
-        raise ValueError("classifier.apply: training=True needs an rng for dropout")
-    rate, rng = (p.dropout, rng) if training else (0.0, None)
+    rate, rng = dropout_setting("classifier.apply", p.dropout, training, rng)
     x = encode(p, ids, rate, rng)  # (B, T, D)
     if p.pool == "mean":
         return dense(p.head, masked_mean(x, ids != p.pad))  # (B, n_labels)

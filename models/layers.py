@@ -115,3 +115,13 @@ def feed_forward(p, x, rate=0.0, rng=None, activation=ag.relu):
     """Position-wise FFN (§3.3): W2 · dropout(relu(W1 x + b1)) + b2.  (B, T, D) -> (B, T, D)"""
     h = activation(dense(p.linear1, x))  # (B, T, d_ff)
     return dense(p.linear2, ag.dropout(h, rate, rng))  # (B, T, D)
+
+
+def dropout_setting(caller, rate, training, rng):
+    """(rate, rng) for a forward pass: (0.0, None) at inference; training needs an rng.
+    `caller` names the function in the error, e.g. "lm.apply"."""
+    if not training:
+        return 0.0, None
+    if rng is None:
+        raise ValueError(f"{caller}: training=True needs an rng for dropout")
+    return rate, rng

@@ -22,8 +22,8 @@ import autograd_lite as ag
 
 from .attention import cached_self_attention, causal_mask
 from .blocks import encoder_block, encoder_block_init
-from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, embed_with_positions,
-                     embedding_init, feed_forward, layer_norm, layer_norm_init)
+from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, dropout_setting,
+                     embed_with_positions, embedding_init, feed_forward, layer_norm, layer_norm_init)
 
 
 class LM(NamedTuple):
@@ -60,9 +60,7 @@ def check_ids(p, ids, start=0):
 def apply(p, ids, training=False, rng=None):
     """Next-token logits (B, T, V) for ids (B, T); position t sees tokens 0..t only."""
     ids = check_ids(p, ids)
-    if training and rng is None:
-        raise ValueError("lm.apply: training=True needs an rng for dropout")
-    rate, rng = (p.dropout, rng) if training else (0.0, None)
+    rate, rng = dropout_setting("lm.apply", p.dropout, training, rng)
     x = ag.dropout(embed_with_positions(p.embed, ids, p.max_len), rate, rng)  # (B, T, D)
     mask = causal_mask(ids.shape[1])  # (1, 1, T, T)
     for block in p.blocks:

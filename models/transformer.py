@@ -24,8 +24,8 @@ import autograd_lite as ag
 from .attention import causal_mask, padding_mask
 from .blocks import (check_norm_order, decoder_block, decoder_block_init, encoder_block,
                      encoder_block_init)
-from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, embed_with_positions,
-                     embedding_init, layer_norm, layer_norm_init)
+from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, dropout_setting,
+                     embed_with_positions, embedding_init, layer_norm, layer_norm_init)
 
 # Table 3 of the paper; use as init(rng, V, V, **BASE). (N = n_encoder = n_decoder, h = n_heads.)
 BASE = dict(d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6, dropout=0.1)
@@ -70,15 +70,6 @@ def init(rng, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder
                        layer_norm_init(d_model, dtype), out, d_model, max_len, norm, ag.Hyper(dropout))
 
 
-def dropout_setting(fn, p, training, rng):
-    """(rate, rng) for the forward pass: (0.0, None) at inference; training needs an rng."""
-    if not training:
-        return 0.0, None
-    if rng is None:
-        raise ValueError(f"transformer.{fn}: training=True needs an rng for dropout")
-    return p.dropout, rng
-
-
 def project(p, x):
     """Logits over the target vocabulary.  x: (B, T, D) -> (B, T, tgt_vocab)"""
     if p.out.w is None:  # tied to the target embedding (§3.4)
@@ -112,7 +103,7 @@ def encode(p, src, src_pad=None, training=False, rng=None):
     Source positions holding `src_pad` are masked as keys in every self-attention.
     """
     check_tokens("encode", "src", src)
-    rate, rng = dropout_setting("encode", p, training, rng)
+    rate, rng = dropout_setting("transformer.encode", p.dropout, training, rng)
     mask = padding_mask(src, src_pad)  # (B, 1, 1, S) or None
     x = ag.dropout(embed_with_positions(p.src_embed, src, p.max_len), rate, rng)  # (B, S, D)
     for block in p.encoder:
@@ -131,7 +122,7 @@ def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None):
     if memory.ndim != 3 or memory.shape[0] != tgt.shape[0] or memory.shape[2] != p.d_model:
         raise ValueError(f"transformer.decode: memory {memory.shape} must be (B, S, {p.d_model}) "
                          f"with the batch size of tgt {tgt.shape}")
-    rate, rng = dropout_setting("decode", p, training, rng)
+    rate, rng = dropout_setting("transformer.decode", p.dropout, training, rng)
     mem_mask = memory_mask(src, src_pad, memory)  # (B, 1, 1, S) or None
     self_mask = causal_mask(tgt.shape[1])  # (1, 1, T, T)
     x = ag.dropout(embed_with_positions(p.tgt_embed, tgt, p.max_len), rate, rng)  # (B, T, D)
@@ -149,7 +140,7 @@ def apply(p, src, tgt, src_pad=None, training=False, rng=None):
     if src.shape[0] != tgt.shape[0]:
         raise ValueError(f"transformer.apply: src {src.shape} and tgt {tgt.shape} have "
                          f"different batch sizes")
-    dropout_setting("apply", p, training, rng)  # raises for training without an rng
+    dropout_setting("transformer.apply", p.dropout, training, rng)  # raises for training without an rng
     memory = encode(p, src, src_pad, training, rng)  # (B, S, D)
     return decode(p, memory, tgt, src_pad, src, training, rng)  # (B, T, V)
 
