@@ -67,11 +67,10 @@ def test_diamond_graphs_accumulate(rng):
 
 
 def test_wide_fan_out_and_fan_in(rng):
+    """x feeds 200 products (fan-out), stacked into one op (fan-in): d/dx = sum of 0..199."""
     x = rng.standard_normal(3)
-    parts = [x * float(i) for i in range(200)]
     (g,) = ag.gradient(lambda x: ag.sum(ag.stack([x * float(i) for i in range(200)])), x)
-    np.testing.assert_allclose(g, np.full(3, sum(range(200))))
-    assert len(parts) == 200
+    np.testing.assert_allclose(g, np.full(3, 199 * 200 / 2), rtol=0)
 
 
 def test_nothing_from_the_trace_outlives_gradient(rng):

@@ -88,3 +88,31 @@ def test_large_leaf_passes_with_few_evaluations(rng):
     errors = ag.check_gradients(f, a, b, n_directions=4, max_coordinates=16)
     assert set(errors) == {"a", "b"} and max(errors.values()) < 1e-7
     assert len(calls) == 1 + 2 * 4 + 2 * 4  # b has 20 > 16 elements: random directions too
+
+
+def scaled_exp(factor):
+    """exp with its pullback scaled by `factor` (1 is the true derivative)."""
+    @ag.primitive(name=f"exp_times_{factor}")
+    def op(x):
+        y = np.exp(x)
+        return y, lambda g: (g * y * factor,)
+    return op
+
+
+@pytest.mark.parametrize("factor", [1.01, 1.0001, 0.999])
+def test_a_gradient_wrong_by_a_small_fraction_fails(factor):
+    """The default tolerance (rtol 1e-5) catches relative errors of 1e-4 and more."""
+    op = scaled_exp(factor)
+    with pytest.raises(AssertionError, match="worst leaf 'x'"):
+        ag.check_gradients(lambda x: ag.sum(op(x)), np.array([0.3, -0.7, 1.1]))
+
+
+def test_the_tolerance_is_what_the_caller_sets():
+    op = scaled_exp(1.01)
+    x = np.array([0.3, -0.7, 1.1])
+    errors = ag.check_gradients(lambda x: ag.sum(op(x)), x, rtol=0.02)
+    # the error is 1% of exp(x) for the largest coordinate, analytically
+    assert errors["x"] == pytest.approx(0.01 * np.exp(1.1), rel=1e-6)
+    with pytest.raises(AssertionError):
+        ag.check_gradients(lambda x: ag.sum(op(x)), x, rtol=0.005)
+    assert ag.check_gradients(lambda x: ag.sum(scaled_exp(1 + 1e-9)(x)), x)["x"] < 1e-7

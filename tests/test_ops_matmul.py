@@ -108,7 +108,7 @@ def matmul_shapes(draw):
     return batch.input_shapes[0] + (m, k), batch.input_shapes[1] + (k, n)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(shapes=matmul_shapes(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
 def test_random_shapes_match_torch(torch, shapes, dtype, seed):
     rng = np.random.default_rng(seed)
