@@ -152,3 +152,24 @@ def test_errors_name_the_function_and_shapes():
     mean = classifier.init(np.random.default_rng(0), **SMALL, pool="mean", pad=PAD)
     with pytest.raises(ValueError, match=r"classifier.apply: ids \(2, 9\).*max_len=7"):
         classifier.apply(mean, np.ones((2, 9), dtype=int))
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.0, 2.0, float("nan")])
+def test_init_refuses_a_dropout_rate_outside_0_to_1(rate):
+    with pytest.raises(ValueError,
+                       match=rf"classifier.init: dropout must lie in \[0, 1\), got {rate}$"):
+        classifier.init(np.random.default_rng(0), **SMALL, dropout=rate)
+    with pytest.raises(ValueError,
+                       match=rf"classifier.init: dropout must lie in \[0, 1\), got {rate}$"):
+        classifier.init(np.random.default_rng(0), **SMALL, pool="mean", pad=PAD, dropout=rate)
+
+
+def test_a_dropout_rate_set_after_init_is_refused_when_training():
+    """A rate replaced in the tree bypasses init's check: ag.dropout refuses it when
+    training; inference never reads it."""
+    p = classifier.init(np.random.default_rng(0), **SMALL, dropout=0.0, dtype=np.float64)
+    bad = p._replace(dropout=ag.Hyper(1.5))
+    ids = make_ids(np.random.default_rng(1), 2, SMALL["max_len"], SMALL["vocab_size"])
+    np.testing.assert_array_equal(classifier.apply(bad, ids), classifier.apply(p, ids))
+    with pytest.raises(ValueError, match=r"dropout: rate must lie in \[0, 1\), got .*1\.5"):
+        classifier.apply(bad, ids, training=True, rng=np.random.default_rng(0))

@@ -485,3 +485,30 @@ def test_grad_keeps_the_name_and_signature_of_f():
     assert g.__name__ == "loss"
     assert ag.differentiate.argument_names(g, 2) == ["p", "x"]  # reports and pictures say p, x
     np.testing.assert_array_equal(g(np.ones(2), np.array([3.0, 4.0])), [3.0, 4.0])
+
+
+@pytest.mark.parametrize("f, returned", [
+    (lambda x: "loss", "str"),
+    (lambda x: (ag.sum(x), ag.sum(x * x)), "tuple"),
+    (lambda x: [ag.sum(x)], "list"),
+    (lambda x: {"loss": ag.sum(x)}, "dict"),
+    (lambda x: None, "NoneType"),
+])
+def test_a_function_that_does_not_return_an_array_is_refused_naming_what_it_returned(f, returned):
+    x = np.arange(3.0)
+    message = rf"the differentiated function must return an array, got {returned}$"
+    for differentiate in (lambda: ag.gradient(f, x), lambda: ag.value_and_gradient(f, x),
+                          lambda: ag.grad(f)(x), lambda: ag.vjp(f, x)):
+        with pytest.raises(TypeError, match=message):
+            differentiate()
+
+
+def test_numbers_and_untraced_arrays_are_outputs_with_zero_gradient():
+    """The other side of the check: a Python number or a constant array is an output
+    (one that does not depend on x), not an error."""
+    x = np.arange(3.0)
+    for f, value in ((lambda x: 2.5, 2.5), (lambda x: 7, 7), (lambda x: np.float32(1.5), 1.5),
+                     (lambda x: np.array(4.0), 4.0)):
+        out, (g,) = ag.value_and_gradient(f, x)
+        assert out == value
+        np.testing.assert_array_equal(g, np.zeros(3))

@@ -209,3 +209,58 @@ def test_top_k_keeps_exactly_k_tokens_when_the_kth_value_is_tied():
     assert len(kept) == 2 and set(kept) <= {0, 1, 2}
     np.testing.assert_allclose(np.bincount(drawn, minlength=4)[kept] / 20000, [0.5, 0.5],
                                atol=0.012)
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.0, 1.5, float("nan")])
+def test_init_refuses_a_dropout_rate_outside_0_to_1(rate):
+    with pytest.raises(ValueError, match=rf"lm.init: dropout must lie in \[0, 1\), got {rate}$"):
+        lm.init(np.random.default_rng(0), **SMALL, dropout=rate)
+
+
+def test_a_dropout_rate_set_after_init_is_refused_when_training():
+    """The rate is a leaf of the tree (ag.Hyper): one replaced by hand, or loaded from a
+    file, bypasses init's check; ag.dropout refuses it on the first training pass, and an
+    inference pass never reads it."""
+    p = lm.init(np.random.default_rng(0), **SMALL, dtype=np.float64)
+    bad = p._replace(dropout=ag.Hyper(1.0))
+    ids = np.array([[1, 2, 3]])
+    np.testing.assert_array_equal(lm.apply(bad, ids), lm.apply(p, ids))
+    with pytest.raises(ValueError, match=r"dropout: rate must lie in \[0, 1\), got .*1\.0"):
+        lm.apply(bad, ids, training=True, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("ids", [np.array([[1.0, 2.0, 3.0]]),
+                                 np.array([[1, 2, 3]], dtype=np.float32),
+                                 np.array([[True, False, True]])])
+def test_token_ids_of_a_non_integer_dtype_are_refused_naming_dtype_and_shape(ids):
+    p = lm.init(np.random.default_rng(0), **SMALL)
+    message = rf"lm: ids must be integer tokens \(B, T\), got {ids.dtype} \(1, 3\)"
+    with pytest.raises(ValueError, match=message):
+        lm.apply(p, ids)
+    with pytest.raises(ValueError, match=message):
+        lm.generate(p, ids, 2, temperature=0.0)
+    with pytest.raises(ValueError, match=message):
+        lm.forward_cached(p, ids, lm.empty_cache(p, 1))
+    with pytest.raises(ValueError, match=r"got int64 \(3,\)"):  # integer, but not (B, T)
+        lm.apply(p, np.array([1, 2, 3], dtype=np.int64))
+
+
+@pytest.mark.parametrize("temperature", [-0.5, -1e-12, -np.inf])
+def test_a_negative_temperature_is_refused(temperature):
+    logits = np.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]])
+    message = rf"lm.sample_next: temperature must be >= 0, got {temperature}"
+    with pytest.raises(ValueError, match=message):
+        lm.sample_next(logits, temperature, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=message):  # even where top_k=1 would make it greedy
+        lm.sample_next(logits, temperature, top_k=1)
+    p = lm.init(np.random.default_rng(0), **SMALL)
+    with pytest.raises(ValueError, match=message):
+        lm.generate(p, np.array([[1, 2]]), 3, temperature=temperature, rng=np.random.default_rng(0))
+
+
+def test_generate_refuses_an_empty_prompt():
+    p = lm.init(np.random.default_rng(0), **SMALL)
+    for batch in (1, 3):
+        with pytest.raises(ValueError,
+                           match="lm.generate: the prompt must hold at least one token"):
+            lm.generate(p, np.zeros((batch, 0), dtype=np.int64), 4, temperature=0.0)

@@ -169,3 +169,73 @@ def test_numpy_bool_scalars_and_bool_arrays_round_trip(tmp_path):
         assert type(loaded["flag"]) is np.bool_ and loaded["flag"]
         assert type(loaded["plain"]) is bool and loaded["plain"] is False
         assert loaded["mask"].dtype == np.bool_ and loaded["mask"].tolist() == [True, False]
+
+
+@pytest.mark.parametrize("tree, message", [
+    ({1: np.zeros(2)}, r"save: dict keys at '' must be strings"),
+    ({"a": {(1, 2): np.zeros(2)}}, r"save: dict keys at '\['a'\]' must be strings"),
+    ([{"w": np.zeros(2)}, {None: 1.0}], r"save: dict keys at '\[1\]' must be strings"),
+])
+def test_save_refuses_a_dict_key_that_is_not_a_string_naming_the_dict(tree, message, tmp_path):
+    with pytest.raises(TypeError, match=message):
+        ag.save(tmp_path / "x.npz", tree)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("tree, message", [
+    ({"w": np.zeros(2), "opt": object()}, r"save: cannot store the object at '\['opt'\]'"),
+    (Attention(np.zeros(2), {1, 2}), r"save: cannot store the set at '\.bias'"),
+    ([np.zeros(2), (1, b"raw")], r"save: cannot store the bytes at '\[1\]\[1\]'"),
+    (object(), r"save: cannot store the object at '\(root\)'"),
+])
+def test_save_refuses_an_unstorable_leaf_naming_its_type_and_path(tree, message, tmp_path):
+    with pytest.raises(TypeError, match=message):
+        ag.save(tmp_path / "x.npz", tree)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_function_leaf_is_stored_by_name_not_refused(tmp_path):
+    """Unlike an object, a function is storable: by its qualified name, given back by `like`."""
+    def activation(x):
+        return x
+    ag.save(tmp_path / "f.npz", {"act": activation})
+    assert ag.load(tmp_path / "f.npz") == {
+        "act": "<function test_a_function_leaf_is_stored_by_name_not_refused.<locals>.activation>"}
+    assert ag.load(tmp_path / "f.npz", like={"act": np.tanh})["act"] is np.tanh
+
+
+def write_crafted(path, structure, **entries):
+    """An .npz in save's format: the JSON structure under '__structure__', arrays beside it."""
+    import json
+    np.savez(path, __structure__=np.array(json.dumps(structure)), **entries)
+
+
+@pytest.mark.parametrize("leaf, entries, got", [
+    ({"value": "weights"}, {}, "str"),                 # a string where the array should be
+    ({"value": 3}, {}, "int"),                         # a Python number
+    ({"value": None}, {}, "NoneType"),
+    ({"function": "np.tanh"}, {}, "str"),              # a function's name, read back as text
+    ({"hyper": 0.1}, {}, "Hyper"),
+    ({"scalar": "a0"}, {"a0": np.array(2.0)}, r"\(\) float64"),              # 0-d, not (2, 3)
+    ({"array": "a0"}, {"a0": np.array(["ab", "cd"])}, r"\(2,\) <U2"),       # text, not numbers
+])
+def test_load_refuses_a_stored_entry_that_is_not_the_array_like_expects(leaf, entries, got,
+                                                                       tmp_path):
+    path = tmp_path / "crafted.npz"
+    write_crafted(path, {"dict": [["w", leaf], ["b", {"array": "b0"}]]}, b0=np.ones(3), **entries)
+    like = {"w": np.zeros((2, 3)), "b": np.zeros(3)}
+    with pytest.raises(ValueError, match=rf"load: '\['w'\]' is {got} in the file, "
+                                         rf"but \(2, 3\) float64 in `like`"):
+        ag.load(path, like=like)
+    np.testing.assert_array_equal(ag.load(path)["b"], np.ones(3))  # the file itself reads
+
+
+def test_the_crafted_format_is_the_one_save_writes(tmp_path):
+    """write_crafted above follows the format save writes: the same file loads the same."""
+    write_crafted(tmp_path / "crafted.npz", {"dict": [["w", {"array": "a0"}]]}, a0=np.eye(2))
+    ag.save(tmp_path / "saved.npz", {"w": np.eye(2)})
+    with np.load(tmp_path / "saved.npz") as saved, np.load(tmp_path / "crafted.npz") as crafted:
+        assert sorted(saved.files) == sorted(crafted.files) == ["__structure__", "a0"]
+        assert str(saved["__structure__"]) == str(crafted["__structure__"])
+    np.testing.assert_array_equal(ag.load(tmp_path / "crafted.npz", like={"w": np.eye(2)})["w"],
+                                  np.eye(2))

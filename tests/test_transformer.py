@@ -233,3 +233,26 @@ def test_bad_arguments_are_named():
         transformer.apply(p, batch(b=2)[0], batch()[1])
     with pytest.raises(ValueError, match=r"encode: src must be an integer array"):
         transformer.encode(p, np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.0, 3.0, float("nan")])
+def test_init_refuses_a_dropout_rate_outside_0_to_1(rate):
+    with pytest.raises(ValueError,
+                       match=rf"transformer.init: dropout must lie in \[0, 1\), got {rate}$"):
+        transformer.init(np.random.default_rng(0), SRC_VOCAB, TGT_VOCAB,
+                         **{**SIZES, "dropout": rate})
+
+
+def test_a_dropout_rate_set_after_init_is_refused_when_training():
+    """A rate replaced in the tree bypasses init's check: ag.dropout refuses it when
+    training (in encode, the first to use it); inference never reads it."""
+    p = tiny()
+    bad = p._replace(dropout=ag.Hyper(-0.25))
+    src, tgt = batch()
+    np.testing.assert_array_equal(transformer.apply(bad, src, tgt, PAD),
+                                  transformer.apply(p, src, tgt, PAD))
+    with pytest.raises(ValueError, match=r"dropout: rate must lie in \[0, 1\), got .*-0\.25"):
+        transformer.apply(bad, src, tgt, PAD, training=True, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"dropout: rate must lie in \[0, 1\), got .*-0\.25"):
+        transformer.decode(bad, transformer.encode(p, src, PAD), tgt, PAD, src, training=True,
+                           rng=np.random.default_rng(0))
