@@ -1,5 +1,6 @@
 """ag.viz: pictures of traced calls, rendered with the real Graphviz `dot`."""
 import re
+import shlex
 import struct
 import subprocess
 import sys
@@ -293,3 +294,111 @@ def test_a_picture_of_a_gradient_holds_the_forward_and_the_backward_ops(rng):
                        ("sum", "gradient_of_f/loss")]
     assert len(g.ops) > 3 and all(g.items[i].kind != "const" for op in g.ops for i, _ in op.inputs)
     assert [g.items[i].label for _, i in g.outputs] == ["mul"]  # the last op of tanh's pullback
+
+
+def fake_dot(directory, stderr_line, exit_code=1):
+    """A `dot` program in `directory` that reads its input, prints one line to stderr, and
+    fails. Shell builtins only: PATH will hold nothing but `directory`."""
+    directory.mkdir()
+    script = directory / "dot"
+    script.write_text(f"#!/bin/sh\nwhile read -r line; do :; done\n"
+                      f"echo {shlex.quote(stderr_line)} >&2\nexit {exit_code}\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".png", ".pdf"])
+def test_a_failing_dot_raises_with_its_message_and_writes_nothing(mlp_args, tmp_path, monkeypatch,
+                                                                 suffix):
+    g = ag.viz.trace(mlp, *mlp_args)
+    complaint = "Error: <stdin>: syntax error in line 7 near 'legend'"
+    fake_dot(tmp_path / "bin", complaint)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # as in the missing-dot test: only ours
+    assert ag.viz.dot.dot_executable() == str(tmp_path / "bin" / "dot")
+    with pytest.raises(RuntimeError, match=rf"^dot -T{suffix[1:]} failed: {re.escape(complaint)}$"):
+        g.render(tmp_path / f"g{suffix}")
+    assert not (tmp_path / f"g{suffix}").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]  # no partial or .dot file
+    with pytest.raises(RuntimeError, match=rf"^dot -Tsvg failed: {re.escape(complaint)}$"):
+        g._repr_svg_()
+    with pytest.raises(RuntimeError, match="dot -Tsvg failed"):  # and through draw
+        ag.viz.draw(mlp, *mlp_args, path=tmp_path / "d.svg", backward=True)
+    assert g.render(tmp_path / "g.dot").read_text() == g.to_dot()  # .dot needs no program
+
+
+def relu_mlp(p, x):
+    return dense(p.l2, ag.relu(dense(p.l1, x)))  # matmul, add, relu, matmul, add
+
+
+def test_draw_backward_shows_saved_values_residuals_total_and_gradient_edges(tmp_path):
+    """float32 MLP x (5, 3) -> dense (3, 4) -> relu -> dense (4, 2). What each op's
+    pullback holds, read from the ops' code (autograd_lite/ops):
+      matmul keeps both operands a, b;  add keeps only its operands' shapes (no array);
+      relu keeps only the bool mask x > 0 (an array no op made: a residual).
+    Each array counts once, on the node that made it (an argument or an op's output)."""
+    rng = np.random.default_rng(0)
+    f32 = np.dtype(np.float32)
+    shapes = {"x": (5, 3), "p.l1.w": (3, 4), "p.l1.b": (4,), "p.l2.w": (4, 2), "p.l2.b": (2,)}
+    arrays = {k: rng.standard_normal(s).astype(f32) for k, s in shapes.items()}
+    p = MLP(Dense(arrays["p.l1.w"], arrays["p.l1.b"]), Dense(arrays["p.l2.w"], arrays["p.l2.b"]))
+
+    def nbytes(shape, dtype=f32):
+        return int(np.prod(shape)) * np.dtype(dtype).itemsize
+    hidden, out = (5, 4), (5, 2)
+    # x and the weights are matmul operands; the biases are only added
+    saved_args = {k: nbytes(s) if k.endswith("w") or k == "x" else 0 for k, s in shapes.items()}
+    saved_ops = {"matmul #1": 0,               # feeds add #1 only
+                 "add #1": 0,                  # its output feeds relu only, which keeps a mask
+                 "relu": nbytes(hidden),       # kept by matmul #2 (its operand a)
+                 "matmul #2": 0,               # feeds add #2 only
+                 "add #2": 0}                  # the output: nothing after it
+    relu_residual = nbytes(hidden, np.bool_)   # the mask x > 0
+    made = sum(saved_ops.values()) + relu_residual
+    given = sum(saved_args.values())
+    # made = 4·20 + 1·20 = 100 B; given = 4·(15 + 12 + 8) = 140 B
+
+    g = ag.viz.draw(relu_mlp, p, arrays["x"], path=tmp_path / "b.svg", backward=True)
+    assert g.saved_bytes() == (made, given)
+    dot_text = g.render(tmp_path / "b.dot", backward=True).read_text()
+    svg = (tmp_path / "b.svg").read_text()
+    assert f"backward pass keeps {made + given} B: {made} B made during the call, " \
+           f"{given} B of the arguments" in dot_text
+    graph_label = [t.text for t in ET.fromstring(svg).find(SVG + "g").findall(SVG + "text")]
+    assert graph_label[1:] == [f"backward pass keeps {made + given} B: {made} B made during the "
+                               f"call, {given} B of the arguments"]
+
+    ops = [t.split() for _, t in svg_groups(svg, "op")]
+    assert sorted(o[0] for o in ops) == sorted(["matmul", "add", "relu", "matmul", "add"])
+    by_shape = {}
+    for words in ops:  # matmul #1 (5, 4) and matmul #2 (5, 2) tell themselves apart by shape
+        by_shape[(words[0], " ".join(words[1:3]))] = " ".join(words)
+    expected_ops = {("matmul", "(5, 4)"): saved_ops["matmul #1"], ("add", "(5, 4)"): 0,
+                    ("relu", "(5, 4)"): saved_ops["relu"],
+                    ("matmul", "(5, 2)"): saved_ops["matmul #2"], ("add", "(5, 2)"): 0}
+    for key, saved in expected_ops.items():
+        text = by_shape[key]
+        if saved:
+            assert f"saved {saved} B" in text, (key, text)
+        else:
+            assert "saved" not in text, (key, text)
+    assert f"+{relu_residual} B residuals" in by_shape[("relu", "(5, 4)")]
+    assert sum("residuals" in t for t in by_shape.values()) == 1  # the only residual
+
+    leaves = {t.split()[0]: t for _, t in svg_groups(svg, "param") + svg_groups(svg, "input")}
+    assert sorted(leaves) == sorted(shapes)
+    for name, saved in saved_args.items():
+        if saved:
+            assert f"saved {saved} B" in leaves[name], (name, leaves[name])
+        else:
+            assert "saved" not in leaves[name], (name, leaves[name])
+
+    # gradient edges: one dashed edge back to every parameter and to x, from the op using it
+    leaf_groups = svg_groups(svg, "param") + svg_groups(svg, "input")
+    name_of = {title: t.split()[0] for title, t in leaf_groups}
+    op_of = {title: " ".join(t.split()[:3]) for title, t in svg_groups(svg, "op")}
+    edges = {name_of[t.split("->")[1]]: op_of[t.split("->")[0]]
+             for t, _ in svg_groups(svg, "gradient")}
+    assert len(svg_groups(svg, "gradient")) == len(edges) == len(shapes)
+    assert edges == {"x": "matmul (5, 4)", "p.l1.w": "matmul (5, 4)", "p.l1.b": "add (5, 4)",
+                     "p.l2.w": "matmul (5, 2)", "p.l2.b": "add (5, 2)"}  # dense: x @ w + b
+    assert 'class="gradient"' not in g.to_dot(backward=False)

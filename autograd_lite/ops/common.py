@@ -33,9 +33,17 @@ def unbroadcast(g, shape):
 
 
 def lazy(operand, compute):
-    """A pullback entry for `operand`: None for a Python number, else `compute` itself,
-    a function of no arguments that the engine calls only if the operand is traced."""
-    return None if is_number(operand) else compute
+    """A pullback entry for `operand` (or for its `shape_of`): None for a Python number,
+    else `compute` itself, a function of no arguments that the engine calls only if the
+    operand is traced."""
+    return None if operand is None or is_number(operand) else compute
+
+
+def shape_of(operand):
+    """The operand's shape, or None for a Python number. A pullback that only needs the
+    shape keeps this instead of the operand, so the operand's memory can be freed before
+    the backward pass."""
+    return None if is_number(operand) else operand.shape
 
 
 def normalize_axes(op, axis, ndim):

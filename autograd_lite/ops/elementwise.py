@@ -9,23 +9,31 @@ import math
 import numpy as np
 
 from ..tracer import primal, primitive
-from .common import broadcast_binary, check_same_float_dtype, is_number, lazy, unbroadcast
+from .common import broadcast_binary, check_same_float_dtype, is_number, lazy, shape_of, unbroadcast
 
 
 @primitive
 def add(a, b):
     """a + b"""
+    out = broadcast_binary("add", np.add, a, b)  # checks the operands
+    a_shape, b_shape = shape_of(a), shape_of(b)
+
     def add_pullback(g):
-        return lazy(a, lambda: unbroadcast(g, a.shape)), lazy(b, lambda: unbroadcast(g, b.shape))
-    return broadcast_binary("add", np.add, a, b), add_pullback
+        return (lazy(a_shape, lambda: unbroadcast(g, a_shape)),
+                lazy(b_shape, lambda: unbroadcast(g, b_shape)))
+    return out, add_pullback
 
 
 @primitive
 def sub(a, b):
     """a - b"""
+    out = broadcast_binary("sub", np.subtract, a, b)  # checks the operands
+    a_shape, b_shape = shape_of(a), shape_of(b)
+
     def sub_pullback(g):
-        return lazy(a, lambda: unbroadcast(g, a.shape)), lazy(b, lambda: unbroadcast(-g, b.shape))
-    return broadcast_binary("sub", np.subtract, a, b), sub_pullback
+        return (lazy(a_shape, lambda: unbroadcast(g, a_shape)),
+                lazy(b_shape, lambda: unbroadcast(-g, b_shape)))
+    return out, sub_pullback
 
 
 @primitive
@@ -41,9 +49,10 @@ def mul(a, b):
 def div(a, b):
     """a / b"""
     out = broadcast_binary("div", np.true_divide, a, b)
+    a_shape = shape_of(a)
 
     def div_pullback(g):
-        return (lazy(a, lambda: unbroadcast(g / b, a.shape)),
+        return (lazy(a_shape, lambda: unbroadcast(g / b, a_shape)),
                 lazy(b, lambda: unbroadcast(-g * out / b, b.shape)))
     return out, div_pullback
 
@@ -83,7 +92,8 @@ def neg(x):
 @primitive
 def astype(x, dtype):
     """x converted to the float dtype `dtype`; the cotangent is converted back to x's dtype."""
-    return x.astype(dtype), lambda g: (g.astype(x.dtype), None)
+    x_dtype = x.dtype
+    return x.astype(dtype), lambda g: (g.astype(x_dtype), None)
 
 
 @primitive
@@ -196,8 +206,10 @@ def where(condition, x, y):
         raise ValueError(f"where: condition {condition.shape}, x {np.shape(primal(x))} and "
                          f"y {np.shape(primal(y))} do not broadcast together") from None
 
+    x_shape, y_shape = shape_of(x), shape_of(y)
+
     def where_pullback(g):
         return (None,
-                lazy(x, lambda: unbroadcast(np.where(condition, g, 0), x.shape)),
-                lazy(y, lambda: unbroadcast(np.where(condition, 0, g), y.shape)))
+                lazy(x_shape, lambda: unbroadcast(np.where(condition, g, 0), x_shape)),
+                lazy(y_shape, lambda: unbroadcast(np.where(condition, 0, g), y_shape)))
     return out, where_pullback

@@ -34,7 +34,8 @@ def _check_index(index):
 def getitem(x, index):
     """x[index] with basic slicing or integer/bool arrays; repeated indices accumulate."""
     _check_index(index)
-    return x[index], lambda g: (add_at(g, index, x.shape), None)
+    x_shape = x.shape
+    return x[index], lambda g: (add_at(g, index, x_shape), None)
 
 
 @primitive

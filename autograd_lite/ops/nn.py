@@ -118,9 +118,9 @@ def layer_norm(x, scale, bias, eps=1e-5):
     centered = x - mean_last(x)
     inv_std = 1 / np.sqrt(mean_last(centered * centered) + eps)
     x_hat = centered * inv_std
+    leading = tuple(range(x.ndim - 1))
 
     def layer_norm_pullback(g):
-        leading = tuple(range(x.ndim - 1))
         return (layer_norm_backward(g, x_hat, inv_std, scale),
                 (g * x_hat).sum(axis=leading), g.sum(axis=leading), None)
     return x_hat * scale + bias, layer_norm_pullback
@@ -186,11 +186,12 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     if counted is not None:
         per_row = per_row * counted
     loss = per_row.sum() * inv_count
+    logits_shape = logits.shape
 
     def cross_entropy_pullback(g):
         row_weight = g * inv_count if counted is None else (g * inv_count) * counted
         d = softmax_minus_target(np.exp(log_p), flat_labels, label_smoothing)
-        return (d * row_weight.reshape(-1, 1)).reshape(logits.shape), None, None, None
+        return (d * row_weight.reshape(-1, 1)).reshape(logits_shape), None, None, None
     return loss, cross_entropy_pullback
 
 

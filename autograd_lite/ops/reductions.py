@@ -19,7 +19,8 @@ def broadcast_to(x, shape):
         out = np.broadcast_to(x, shape)
     except ValueError:
         raise ValueError(f"broadcast_to: {x.shape} does not broadcast to {shape}") from None
-    return out, lambda g: (unbroadcast(g, x.shape), None)
+    x_shape = x.shape
+    return out, lambda g: (unbroadcast(g, x_shape), None)
 
 
 @primitive
@@ -27,9 +28,10 @@ def sum(x, axis=None, keepdims=False):
     """Σ over `axis`; the cotangent is copied back to every summed element."""
     axes = normalize_axes("sum", axis, x.ndim)
     out = x.sum(axis=axes, keepdims=keepdims)
+    x_shape = x.shape
 
     def sum_pullback(g):
-        return (broadcast_to(g.reshape(keepdims_shape(x.shape, axes)), x.shape), None, None)
+        return (broadcast_to(g.reshape(keepdims_shape(x_shape, axes)), x_shape), None, None)
     return out, sum_pullback
 
 
@@ -39,10 +41,11 @@ def mean(x, axis=None, keepdims=False):
     axes = normalize_axes("mean", axis, x.ndim)
     count = math.prod(x.shape[a] for a in axes)
     out = x.mean(axis=axes, keepdims=keepdims)
+    x_shape = x.shape
 
     def mean_pullback(g):  # an empty reduction has an empty cotangent: any scale will do
-        g = g.reshape(keepdims_shape(x.shape, axes)) * (1.0 / count if count else 0.0)
-        return broadcast_to(g, x.shape), None, None
+        g = g.reshape(keepdims_shape(x_shape, axes)) * (1.0 / count if count else 0.0)
+        return broadcast_to(g, x_shape), None, None
     return out, mean_pullback
 
 

@@ -25,7 +25,8 @@ def reshape(x, shape):
     except ValueError:
         target = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
         raise ValueError(f"reshape: cannot reshape {x.shape} (size {x.size}) into {target}") from None
-    return out, lambda g: (g.reshape(x.shape), None)
+    x_shape = x.shape
+    return out, lambda g: (g.reshape(x_shape), None)
 
 
 @primitive
@@ -54,7 +55,8 @@ def expand_dims(x, axis):
     axes = axis if isinstance(axis, tuple) else (axis,)
     if not all(-x.ndim - len(axes) <= a < x.ndim + len(axes) for a in axes):
         raise ValueError(f"expand_dims: axis {axis} is out of range for {x.shape}")
-    return np.expand_dims(x, axis), lambda g: (g.reshape(x.shape), None)
+    x_shape = x.shape
+    return np.expand_dims(x, axis), lambda g: (g.reshape(x_shape), None)
 
 
 @primitive
@@ -63,7 +65,8 @@ def squeeze(x, axis=None):
     axes = normalize_axes("squeeze", axis, x.ndim) if axis is not None else None
     if axes is not None and any(x.shape[a] != 1 for a in axes):
         raise ValueError(f"squeeze: axis {axis} of {x.shape} does not have length 1")
-    return np.squeeze(x, axes), lambda g: (g.reshape(x.shape), None)
+    x_shape = x.shape
+    return np.squeeze(x, axes), lambda g: (g.reshape(x_shape), None)
 
 
 def _check_same_shapes_but(op, shapes, axis, ndim):
