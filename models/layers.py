@@ -124,4 +124,6 @@ def dropout_setting(caller, rate, training, rng):
         return 0.0, None
     if rng is None:
         raise ValueError(f"{caller}: training=True needs an rng for dropout")
+    if not 0 <= rate < 1:  # a rate put into the tree by hand or read from a file
+        raise ValueError(f"{caller}: the dropout rate must lie in [0, 1), got {float(rate)}")
     return rate, rng

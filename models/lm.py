@@ -46,20 +46,22 @@ def init(rng, vocab_size, d_model, n_heads, d_ff, n_layers, max_len, dropout=0.0
               dtype), max_len, ag.Hyper(dropout))
 
 
-def check_ids(p, ids, start=0):
-    """Integer tokens (B, T) at positions start .. start + T - 1 < max_len."""
+def check_ids(caller, p, ids, start=0):
+    """Integer tokens (B, T) at positions start .. start + T - 1 < max_len; `caller` names
+    the function in the error."""
     ids = np.asarray(ids)
     if ids.ndim != 2 or ids.dtype.kind not in "iu":
-        raise ValueError(f"lm: ids must be integer tokens (B, T), got {ids.dtype} {ids.shape}")
+        raise ValueError(f"{caller}: ids must be integer tokens (B, T), got {ids.dtype} "
+                         f"{ids.shape}")
     if start + ids.shape[1] > p.max_len:
-        raise ValueError(f"lm: positions {start}..{start + ids.shape[1] - 1} (ids {ids.shape}) "
-                         f"run past max_len={p.max_len}")
+        raise ValueError(f"{caller}: positions {start}..{start + ids.shape[1] - 1} "
+                         f"(ids {ids.shape}) run past max_len={p.max_len}")
     return ids
 
 
 def apply(p, ids, training=False, rng=None):
     """Next-token logits (B, T, V) for ids (B, T); position t sees tokens 0..t only."""
-    ids = check_ids(p, ids)
+    ids = check_ids("lm.apply", p, ids)
     rate, rng = dropout_setting("lm.apply", p.dropout, training, rng)
     x = ag.dropout(embed_with_positions(p.embed, ids, p.max_len), rate, rng)  # (B, T, D)
     mask = causal_mask(ids.shape[1])  # (1, 1, T, T)
@@ -97,7 +99,7 @@ def cached_block(block, x, kv):
 def forward_cached(p, ids, cache):
     """Logits (B, t, V) for ids (B, t) that follow the cache.length tokens whose keys and
     values are in `cache`; returns (logits, new cache). Equals apply(p, all tokens)[:, -t:]."""
-    ids = check_ids(p, ids, cache.length)
+    ids = check_ids("lm.forward_cached", p, ids, cache.length)
     x = embed_with_positions(p.embed, ids, p.max_len, cache.length)  # (B, t, D)
     layers = []
     for block, kv in zip(p.blocks, cache.layers):
@@ -107,18 +109,24 @@ def forward_cached(p, ids, cache):
     return logits, Cache(tuple(layers), cache.length + ids.shape[1])
 
 
+def check_sampling(caller, temperature, top_k, vocab_size, rng):
+    """temperature >= 0 (not NaN), top_k in 1..V or None, and an rng unless the choice is greedy."""
+    if not temperature >= 0:
+        raise ValueError(f"{caller}: temperature must be >= 0, got {temperature}")
+    if top_k is not None and not 1 <= top_k <= vocab_size:
+        raise ValueError(f"{caller}: top_k must lie in 1..{vocab_size} (the vocabulary), "
+                         f"got {top_k}")
+    if rng is None and not (temperature == 0 or top_k == 1):
+        raise ValueError(f"{caller}: sampling (temperature > 0) needs an rng")
+
+
 def sample_next(logits, temperature=1.0, top_k=None, rng=None):
     """One token per row of logits (B, V): greedy (argmax) when temperature == 0 or top_k == 1,
     otherwise a draw from softmax(logits / temperature) restricted to the top_k largest."""
     b, v = logits.shape
-    if temperature < 0:
-        raise ValueError(f"lm.sample_next: temperature must be >= 0, got {temperature}")
-    if top_k is not None and not 1 <= top_k <= v:
-        raise ValueError(f"lm.sample_next: top_k must lie in 1..{v} (the vocabulary), got {top_k}")
+    check_sampling("lm.sample_next", temperature, top_k, v, rng)
     if temperature == 0 or top_k == 1:
         return np.argmax(logits, axis=-1)  # (B,)
-    if rng is None:
-        raise ValueError("lm.sample_next: sampling (temperature > 0) needs an rng")
     z = logits.astype(np.float64)  # (B, V)
     # Shift before dividing: z - max <= 0, so a tiny temperature gives -inf, never inf - inf.
     with np.errstate(over="ignore"):
@@ -141,7 +149,10 @@ def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None):
     The prompt is read in one pass; each later step feeds one token through the
     cached blocks. T_p + n_new must not exceed max_len.
     """
-    prompt = check_ids(p, prompt)
+    prompt = check_ids("lm.generate", p, prompt)
+    check_sampling("lm.generate", temperature, top_k, p.head.w.shape[-1], rng)
+    if n_new < 0:
+        raise ValueError(f"lm.generate: n_new must be >= 0, got {n_new}")
     if prompt.shape[1] == 0:
         raise ValueError("lm.generate: the prompt must hold at least one token")
     if prompt.shape[1] + n_new > p.max_len:

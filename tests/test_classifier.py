@@ -165,11 +165,12 @@ def test_init_refuses_a_dropout_rate_outside_0_to_1(rate):
 
 
 def test_a_dropout_rate_set_after_init_is_refused_when_training():
-    """A rate replaced in the tree bypasses init's check: ag.dropout refuses it when
+    """A rate replaced in the tree bypasses init's check: classifier.apply refuses it when
     training; inference never reads it."""
     p = classifier.init(np.random.default_rng(0), **SMALL, dropout=0.0, dtype=np.float64)
     bad = p._replace(dropout=ag.Hyper(1.5))
     ids = make_ids(np.random.default_rng(1), 2, SMALL["max_len"], SMALL["vocab_size"])
     np.testing.assert_array_equal(classifier.apply(bad, ids), classifier.apply(p, ids))
-    with pytest.raises(ValueError, match=r"dropout: rate must lie in \[0, 1\), got .*1\.5"):
+    with pytest.raises(ValueError, match=r"classifier.apply: the dropout rate must lie in \[0, 1\), "
+                                         r"got 1\.5"):
         classifier.apply(bad, ids, training=True, rng=np.random.default_rng(0))

@@ -184,11 +184,11 @@ def test_errors_name_the_function_and_lengths():
     with pytest.raises(ValueError, match=r"lm.generate: a prompt of 5 tokens plus n_new=8 "
                                          r"exceeds max_len=12"):
         lm.generate(p, prompt, 8, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"lm: positions 0..12 \(ids \(2, 13\)\).*max_len=12"):
+    with pytest.raises(ValueError, match=r"lm.apply: positions 0..12 \(ids \(2, 13\)\).*max_len=12"):
         lm.apply(p, np.zeros((2, 13), dtype=int))
-    with pytest.raises(ValueError, match=r"lm.sample_next: top_k must lie in 1..23"):
+    with pytest.raises(ValueError, match=r"lm.generate: top_k must lie in 1..23"):
         lm.generate(p, prompt, 2, top_k=30, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match="lm.sample_next: sampling .* needs an rng"):
+    with pytest.raises(ValueError, match="lm.generate: sampling .* needs an rng"):
         lm.generate(p, prompt, 2)
 
 
@@ -219,13 +219,13 @@ def test_init_refuses_a_dropout_rate_outside_0_to_1(rate):
 
 def test_a_dropout_rate_set_after_init_is_refused_when_training():
     """The rate is a leaf of the tree (ag.Hyper): one replaced by hand, or loaded from a
-    file, bypasses init's check; ag.dropout refuses it on the first training pass, and an
-    inference pass never reads it."""
+    file, bypasses init's check; lm.apply refuses it on a training pass, and an inference
+    pass never reads it."""
     p = lm.init(np.random.default_rng(0), **SMALL, dtype=np.float64)
     bad = p._replace(dropout=ag.Hyper(1.0))
     ids = np.array([[1, 2, 3]])
     np.testing.assert_array_equal(lm.apply(bad, ids), lm.apply(p, ids))
-    with pytest.raises(ValueError, match=r"dropout: rate must lie in \[0, 1\), got .*1\.0"):
+    with pytest.raises(ValueError, match=r"lm.apply: the dropout rate must lie in \[0, 1\), got 1\.0"):
         lm.apply(bad, ids, training=True, rng=np.random.default_rng(0))
 
 
@@ -234,28 +234,44 @@ def test_a_dropout_rate_set_after_init_is_refused_when_training():
                                  np.array([[True, False, True]])])
 def test_token_ids_of_a_non_integer_dtype_are_refused_naming_dtype_and_shape(ids):
     p = lm.init(np.random.default_rng(0), **SMALL)
-    message = rf"lm: ids must be integer tokens \(B, T\), got {ids.dtype} \(1, 3\)"
-    with pytest.raises(ValueError, match=message):
+    message = rf"ids must be integer tokens \(B, T\), got {ids.dtype} \(1, 3\)"
+    with pytest.raises(ValueError, match="lm.apply: " + message):
         lm.apply(p, ids)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match="lm.generate: " + message):
         lm.generate(p, ids, 2, temperature=0.0)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match="lm.forward_cached: " + message):
         lm.forward_cached(p, ids, lm.empty_cache(p, 1))
     with pytest.raises(ValueError, match=r"got int64 \(3,\)"):  # integer, but not (B, T)
         lm.apply(p, np.array([1, 2, 3], dtype=np.int64))
 
 
-@pytest.mark.parametrize("temperature", [-0.5, -1e-12, -np.inf])
-def test_a_negative_temperature_is_refused(temperature):
+@pytest.mark.parametrize("temperature", [-0.5, -1e-12, -np.inf, np.nan])
+def test_a_negative_or_nan_temperature_is_refused(temperature):
     logits = np.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]])
-    message = rf"lm.sample_next: temperature must be >= 0, got {temperature}"
-    with pytest.raises(ValueError, match=message):
+    message = rf"temperature must be >= 0, got {temperature}"
+    with pytest.raises(ValueError, match="lm.sample_next: " + message):
         lm.sample_next(logits, temperature, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match=message):  # even where top_k=1 would make it greedy
+    with pytest.raises(ValueError, match="lm.sample_next: " + message):  # even with top_k=1
         lm.sample_next(logits, temperature, top_k=1)
     p = lm.init(np.random.default_rng(0), **SMALL)
-    with pytest.raises(ValueError, match=message):
-        lm.generate(p, np.array([[1, 2]]), 3, temperature=temperature, rng=np.random.default_rng(0))
+    for n_new in (0, 3):  # checked before any forward pass, even when nothing is sampled
+        with pytest.raises(ValueError, match="lm.generate: " + message):
+            lm.generate(p, np.array([[1, 2]]), n_new, temperature=temperature,
+                        rng=np.random.default_rng(0))
+
+
+def test_generate_checks_top_k_rng_and_n_new_before_running():
+    p = lm.init(np.random.default_rng(0), **SMALL)
+    vocab = p.head.w.shape[1]
+    prompt = np.array([[1, 2]])
+    with pytest.raises(ValueError, match=rf"lm.generate: top_k must lie in 1..{vocab} \(the "
+                                         rf"vocabulary\), got {vocab + 1}"):
+        lm.generate(p, prompt, 0, top_k=vocab + 1, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"lm.generate: sampling \(temperature > 0\) needs an rng"):
+        lm.generate(p, prompt, 0, temperature=1.0)
+    with pytest.raises(ValueError, match="lm.generate: n_new must be >= 0, got -1"):
+        lm.generate(p, prompt, -1, temperature=0.0)
+    assert lm.generate(p, prompt, 0, top_k=1).tolist() == [[1, 2]]  # greedy needs no rng
 
 
 def test_generate_refuses_an_empty_prompt():
