@@ -82,6 +82,8 @@ def position_encoding(max_len, d_model, dtype=np.float32):
 
 def position_rows(max_len, d_model, start, length, dtype=np.float32):
     """PE[start : start + length] -> (length, d_model); positions past the table are an error."""
+    if start < 0 or length < 0:
+        raise ValueError(f"position encoding: start={start} and length={length} must be >= 0")
     if start + length > max_len:
         raise ValueError(f"position encoding: positions {start}..{start + length - 1} need "
                          f"{start + length} positions but the table holds max_len={max_len}")

@@ -233,6 +233,13 @@ def test_position_rows_past_the_table_is_an_error():
         position_rows(10, 4, 8, 3)
 
 
+@pytest.mark.parametrize("start, length", [(-2, 3), (0, -1)])
+def test_position_rows_before_the_table_is_an_error(start, length):
+    with pytest.raises(ValueError, match=rf"position encoding: start={start} and "
+                                         rf"length={length} must be >= 0"):
+        position_rows(10, 4, start, length)
+
+
 @pytest.mark.parametrize("start", [0, 3])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_add_position_encoding(start, dtype, rng):

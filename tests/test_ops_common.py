@@ -92,6 +92,21 @@ def test_unbroadcast_known_values():
     np.testing.assert_array_equal(unbroadcast(g, ()), 15)
 
 
+def test_unbroadcast_to_the_empty_shape_is_a_0d_array():
+    got = unbroadcast(np.arange(6.0).reshape(2, 3), ())
+    assert type(got) is np.ndarray and got.shape == () and got == 15
+
+
+@pytest.mark.parametrize("g_shape, shape", [((3, 2), (2, 3)), ((6,), (2, 3)), ((2, 3), (4, 2, 3)),
+                                            ((4, 3), (2, 3))])
+def test_unbroadcast_refuses_a_shape_that_does_not_broadcast_to_the_cotangent(g_shape, shape):
+    """Same size or not, a shape numpy could not have broadcast to g.shape is an error,
+    never a silent reshape."""
+    with pytest.raises(ValueError, match=re.escape(
+            f"unbroadcast: {shape} does not broadcast to the cotangent's {g_shape}")):
+        unbroadcast(np.ones(g_shape), shape)
+
+
 def test_unbroadcast_on_traced_cotangents(rng):
     """Pullbacks call it on traced values under higher order: the sum is recorded, and its
     derivative broadcasts back."""

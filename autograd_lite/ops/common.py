@@ -27,9 +27,11 @@ def unbroadcast(g, shape):
     if g.shape == shape:
         return g
     lead = g.ndim - len(shape)
+    if lead < 0 or any(n != 1 and n != m for n, m in zip(shape, g.shape[lead:])):
+        raise ValueError(f"unbroadcast: {shape} does not broadcast to the cotangent's {g.shape}")
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
-    return g.sum(axis=axes).reshape(shape)
+    return g.sum(axis=axes, keepdims=True).reshape(shape)  # keepdims: an array even for ()
 
 
 def lazy(operand, compute):

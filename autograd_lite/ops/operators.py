@@ -90,7 +90,7 @@ _FUNCTIONS = {
     np.reshape: sh.reshape, np.transpose: sh.transpose, np.swapaxes: sh.swapaxes,
     np.expand_dims: sh.expand_dims, np.squeeze: sh.squeeze, np.concatenate: sh.concatenate,
     np.stack: sh.stack, np.split: sh.split, np.where: ew.where, np.broadcast_to: red.broadcast_to,
-    np.take: _take, np.ascontiguousarray: lambda a, *args, **kwargs: a,
+    np.take: _take,
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a: a.size,
     np.zeros_like: _like(np.zeros), np.ones_like: _like(np.ones),
 }
