@@ -125,20 +125,21 @@ def _trace_call(f, args, argnums):
     return f(*boxed), input_nodes, trace
 
 
-def _output_of(out, trace):
-    """(value, node or None): the output seen from this trace."""
+def _output_of(caller, out, trace):
+    """(value, node or None): the output seen from this trace; `caller` names the error."""
     if type(out) is Box and out.trace is trace:
         return out.value, out.node
     if type(out) is Box or isinstance(out, (np.ndarray, np.generic, numbers.Number)):
         return out, None
-    raise TypeError(f"the differentiated function must return an array, got {type(out).__name__}")
+    raise TypeError(f"{caller}: the differentiated function must return an array, got "
+                    f"{type(out).__name__}")
 
 
-def _value_and_gradient(f, args, argnums):
+def _value_and_gradient(caller, f, args, argnums):
     out, input_nodes, trace = _trace_call(f, args, argnums)
-    value, node = _output_of(out, trace)
+    value, node = _output_of(caller, out, trace)
     if np.shape(value) != () if type(value) is not Box else value.shape != ():
-        raise ValueError(f"gradient: f must return a scalar, got an array of shape "
+        raise ValueError(f"{caller}: f must return a scalar, got an array of shape "
                          f"{value.shape}; use vjp for non-scalar outputs")
     at_leaves = {}
     if node is not None:
@@ -150,12 +151,12 @@ def _value_and_gradient(f, args, argnums):
 
 def value_and_gradient(f, *args):
     """(f(*args), gradients): one gradient tree per positional argument. f returns a scalar."""
-    return _value_and_gradient(f, args, range(len(args)))
+    return _value_and_gradient("value_and_gradient", f, args, range(len(args)))
 
 
 def gradient(f, *args):
     """The gradient of scalar f at args: a tuple with one tree per argument, in its structure."""
-    return _value_and_gradient(f, args, range(len(args)))[1]
+    return _value_and_gradient("gradient", f, args, range(len(args)))[1]
 
 
 def grad(f, argnums=0):
@@ -166,7 +167,7 @@ def grad(f, argnums=0):
 
     @functools.wraps(f)  # keeps f's name and signature: argument names in reports and pictures
     def gradient_of_f(*args):
-        grads = _value_and_gradient(f, args, nums)[1]
+        grads = _value_and_gradient("grad", f, args, nums)[1]
         return grads[0] if single else grads
     return gradient_of_f
 
@@ -177,7 +178,7 @@ def vjp(f, *args):
     The pullback may be called many times (e.g. once per row of a Jacobian).
     """
     out, input_nodes, trace = _trace_call(f, args, range(len(args)))
-    value, node = _output_of(out, trace)
+    value, node = _output_of("vjp", out, trace)
     if type(value) is not Box:
         value = np.asarray(value)
     shape, dtype = value.shape, value.dtype
