@@ -29,8 +29,10 @@ def _describe(tree, arrays, path):
         return {type(tree).__name__ if type(tree) in (tuple, list) else "list":
                 [_describe(c, arrays, f"{path}[{i}]") for i, c in enumerate(tree)]}
     if isinstance(tree, dict):
-        if not all(isinstance(k, str) for k in tree):
-            raise TypeError(f"save: dict keys at '{path}' must be strings")
+        for k in tree:
+            if not isinstance(k, str):
+                raise TypeError(f"save: dict keys must be strings; the dict at "
+                                f"'{path or '(root)'}' has the {type(k).__name__} key {k!r}")
         return {"dict": [[k, _describe(c, arrays, f"{path}[{k!r}]")] for k, c in tree.items()]}
     if isinstance(tree, (np.ndarray, np.generic)):  # np.bool_ too: it loads back as np.bool_
         if tree.dtype.kind not in "biufc":
@@ -66,8 +68,30 @@ def save(path, tree):
             os.remove(temporary)
 
 
+class StoredFunction(str):
+    """A function's name as stored in a file: `like` gives the function back."""
+
+    def __repr__(self):
+        return f"<function {str(self)}>"
+
+
+class MalformedFile(ValueError):
+    """A file that `save` did not write (or that was changed since)."""
+
+
+def _stored_array(arrays, key, zero_dimensional):
+    if key not in arrays:
+        raise MalformedFile(f"the structure names the array entry {key!r}, which the file lacks")
+    array = arrays[key]
+    if zero_dimensional and array.ndim:
+        raise MalformedFile(f"the scalar entry {key!r} holds an array of shape {array.shape}")
+    return array[()] if zero_dimensional else array
+
+
 def _rebuild(spec, arrays):
     """The tree a description stands for; NamedTuples come back as namedtuple types of the same name and fields."""
+    if not isinstance(spec, dict) or len(spec) not in (1, 3):
+        raise MalformedFile(f"an entry of the structure is {json.dumps(spec)[:80]}")
     if "namedtuple" in spec:
         cls = collections.namedtuple(spec["namedtuple"], spec["fields"])
         return cls(*(_rebuild(c, arrays) for c in spec["children"]))
@@ -78,14 +102,32 @@ def _rebuild(spec, arrays):
     if "dict" in spec:
         return {k: _rebuild(c, arrays) for k, c in spec["dict"]}
     if "array" in spec:
-        return arrays[spec["array"]]
+        return _stored_array(arrays, spec["array"], zero_dimensional=False)
     if "scalar" in spec:
-        return arrays[spec["scalar"]][()]
+        return _stored_array(arrays, spec["scalar"], zero_dimensional=True)
     if "hyper" in spec:
         return Hyper(spec["hyper"])
     if "function" in spec:
-        return f"<function {spec['function']}>"
-    return spec["value"]
+        return StoredFunction(spec["function"])
+    if "value" in spec:
+        return spec["value"]
+    raise MalformedFile(f"unknown kind of entry {sorted(spec)} in the structure")
+
+
+def _read_structure(path, arrays):
+    if _STRUCTURE_KEY not in arrays:
+        raise MalformedFile(f"load: {path} has no {_STRUCTURE_KEY!r} entry: it was not "
+                            "written by ag.save")
+    try:
+        structure = json.loads(str(arrays.pop(_STRUCTURE_KEY)))
+    except json.JSONDecodeError as error:
+        raise MalformedFile(f"load: {path}: the {_STRUCTURE_KEY!r} entry is not valid JSON "
+                            f"({error})") from None
+    try:
+        return _rebuild(structure, arrays)
+    except (MalformedFile, KeyError, TypeError, ValueError) as error:
+        reason = error if isinstance(error, MalformedFile) else f"{type(error).__name__}: {error}"
+        raise MalformedFile(f"load: {path}: malformed structure: {reason}") from None
 
 
 def _check_leaf(path, wanted, stored):
@@ -93,6 +135,7 @@ def _check_leaf(path, wanted, stored):
         if not isinstance(stored, (np.ndarray, np.generic)) or (
                 stored.shape, stored.dtype) != (wanted.shape, wanted.dtype):
             got = (f"{stored.shape} {stored.dtype}" if hasattr(stored, "dtype")
+                   else repr(stored) if isinstance(stored, StoredFunction)
                    else type(stored).__name__)
             raise ValueError(f"load: '{path}' is {got} in the file, "
                              f"but {wanted.shape} {wanted.dtype} in `like`")
@@ -107,7 +150,7 @@ def load(path, like=None):
     checking that every path, shape and dtype agrees."""
     with np.load(os.fspath(path), allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
-    tree = _rebuild(json.loads(str(arrays.pop(_STRUCTURE_KEY))), arrays)
+    tree = _read_structure(os.fspath(path), arrays)
     if like is None:
         return tree
     stored_paths, wanted_paths = tree_paths(tree), tree_paths(like)

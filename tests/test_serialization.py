@@ -1,6 +1,7 @@
 """save / load: round trips, `like` restores exact types and checks every path, shape and
 dtype, nothing is ever unpickled, and a failed write leaves the old file intact."""
 import os
+import re
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -172,9 +173,9 @@ def test_numpy_bool_scalars_and_bool_arrays_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("tree, message", [
-    ({1: np.zeros(2)}, r"save: dict keys at '' must be strings"),
-    ({"a": {(1, 2): np.zeros(2)}}, r"save: dict keys at '\['a'\]' must be strings"),
-    ([{"w": np.zeros(2)}, {None: 1.0}], r"save: dict keys at '\[1\]' must be strings"),
+    ({1: np.zeros(2)}, r"save: dict keys must be strings; the dict at '\(root\)' has the int key 1"),
+    ({"a": {(1, 2): np.zeros(2)}}, r"the dict at '\['a'\]' has the tuple key \(1, 2\)"),
+    ([{"w": np.zeros(2)}, {None: 1.0}], r"the dict at '\[1\]' has the NoneType key None"),
 ])
 def test_save_refuses_a_dict_key_that_is_not_a_string_naming_the_dict(tree, message, tmp_path):
     with pytest.raises(TypeError, match=message):
@@ -199,8 +200,9 @@ def test_a_function_leaf_is_stored_by_name_not_refused(tmp_path):
     def activation(x):
         return x
     ag.save(tmp_path / "f.npz", {"act": activation})
-    assert ag.load(tmp_path / "f.npz") == {
-        "act": "<function test_a_function_leaf_is_stored_by_name_not_refused.<locals>.activation>"}
+    stored = ag.load(tmp_path / "f.npz")["act"]
+    assert stored == "test_a_function_leaf_is_stored_by_name_not_refused.<locals>.activation"
+    assert repr(stored) == f"<function {activation.__qualname__}>"
     assert ag.load(tmp_path / "f.npz", like={"act": np.tanh})["act"] is np.tanh
 
 
@@ -214,7 +216,7 @@ def write_crafted(path, structure, **entries):
     ({"value": "weights"}, {}, "str"),                 # a string where the array should be
     ({"value": 3}, {}, "int"),                         # a Python number
     ({"value": None}, {}, "NoneType"),
-    ({"function": "np.tanh"}, {}, "str"),              # a function's name, read back as text
+    ({"function": "np.tanh"}, {}, "<function np.tanh>"),  # a function's name
     ({"hyper": 0.1}, {}, "Hyper"),
     ({"scalar": "a0"}, {"a0": np.array(2.0)}, r"\(\) float64"),              # 0-d, not (2, 3)
     ({"array": "a0"}, {"a0": np.array(["ab", "cd"])}, r"\(2,\) <U2"),       # text, not numbers
@@ -239,3 +241,24 @@ def test_the_crafted_format_is_the_one_save_writes(tmp_path):
         assert str(saved["__structure__"]) == str(crafted["__structure__"])
     np.testing.assert_array_equal(ag.load(tmp_path / "crafted.npz", like={"w": np.eye(2)})["w"],
                                   np.eye(2))
+
+
+@pytest.mark.parametrize("write, message", [
+    (lambda path: np.savez(path, a0=np.ones(2)),
+     r"has no '__structure__' entry: it was not written by ag.save"),
+    (lambda path: np.savez(path, __structure__=np.array("{not json")),
+     r"the '__structure__' entry is not valid JSON"),
+    (lambda path: write_crafted(path, {"dict": [["w", {"array": "a0"}]]}),
+     r"malformed structure: the structure names the array entry 'a0', which the file lacks"),
+    (lambda path: write_crafted(path, {"dict": [["w", {"tensor": "a0"}]]}, a0=np.ones(2)),
+     r"malformed structure: unknown kind of entry \['tensor'\]"),
+    (lambda path: write_crafted(path, [{"array": "a0"}], a0=np.ones(2)),
+     r"malformed structure: an entry of the structure is \[\{\"array\": \"a0\"\}\]"),
+    (lambda path: write_crafted(path, {"scalar": "a0"}, a0=np.ones(3)),
+     r"malformed structure: the scalar entry 'a0' holds an array of shape \(3,\)"),
+])
+def test_a_file_not_written_by_save_is_named_with_the_reason(write, message, tmp_path):
+    path = tmp_path / "odd.npz"
+    write(path)
+    with pytest.raises(ValueError, match=rf"^load: {re.escape(str(path))}:? .*{message}"):
+        ag.load(path)
