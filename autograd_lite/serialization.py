@@ -11,6 +11,7 @@ import collections
 import json
 import numbers
 import os
+import zipfile
 
 import numpy as np
 
@@ -88,12 +89,15 @@ def _stored_array(arrays, key, zero_dimensional):
     return array[()] if zero_dimensional else array
 
 
+_NAMEDTUPLE_KEYS = {"namedtuple", "fields", "children"}
+
+
 def _rebuild(spec, arrays):
     """The tree a description stands for; NamedTuples come back as namedtuple types of the same name and fields."""
-    if not isinstance(spec, dict) or len(spec) not in (1, 3):
+    if not isinstance(spec, dict) or (len(spec) != 1 and set(spec) != _NAMEDTUPLE_KEYS):
         raise MalformedFile(f"an entry of the structure is {json.dumps(spec)[:80]}")
-    if "namedtuple" in spec:
-        cls = collections.namedtuple(spec["namedtuple"], spec["fields"])
+    if "namedtuple" in spec:  # rename: fields like '_1' that namedtuple(..., rename=True) made
+        cls = collections.namedtuple(spec["namedtuple"], spec["fields"], rename=True)
         return cls(*(_rebuild(c, arrays) for c in spec["children"]))
     if "tuple" in spec:
         return tuple(_rebuild(c, arrays) for c in spec["tuple"])
@@ -145,12 +149,32 @@ def _check_leaf(path, wanted, stored):
     return stored
 
 
+_UNREADABLE = (ValueError, zipfile.BadZipFile, EOFError)  # what np.load raises on odd files
+
+
+def _read_arrays(path):
+    """Every entry of the .npz file at `path`, read without pickle."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except _UNREADABLE as error:
+        raise MalformedFile(f"load: {path} is not an .npz file written by ag.save "
+                            f"({error})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise MalformedFile(f"load: {path} holds a single array, not an .npz file written by "
+                            "ag.save")
+    with data:
+        try:
+            return {k: data[k] for k in data.files}
+        except _UNREADABLE as error:  # e.g. an object array, which would need pickle
+            raise MalformedFile(f"load: {path}: an entry cannot be read ({error})") from None
+
+
 def load(path, like=None):
     """Read a tree written by `save`. With `like`, return it in like's exact types,
-    checking that every path, shape and dtype agrees."""
-    with np.load(os.fspath(path), allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
-    tree = _read_structure(os.fspath(path), arrays)
+    checking that every path, shape and dtype agrees. A file that `save` did not write,
+    or a mismatch with `like`, raises ValueError naming the file or the path."""
+    path = os.fspath(path)
+    tree = _read_structure(path, _read_arrays(path))
     if like is None:
         return tree
     stored_paths, wanted_paths = tree_paths(tree), tree_paths(like)

@@ -120,7 +120,8 @@ def feed_forward(p, x, rate=0.0, rng=None, activation=ag.relu):
 
 
 def dropout_setting(caller, rate, training, rng):
-    """(rate, rng) for a forward pass: (0.0, None) at inference; training needs an rng.
+    """(rate, rng) for a forward pass: (0.0, None) at inference; training needs an rng and a
+    rate in [0, 1) (checked here too: a rate can be put into the tree after init).
     `caller` names the function in the error, e.g. "lm.apply"."""
     if not training:
         return 0.0, None

@@ -147,7 +147,8 @@ def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None):
     """Extend prompt (B, T_p) by n_new sampled tokens -> (B, T_p + n_new) int64.
 
     The prompt is read in one pass; each later step feeds one token through the
-    cached blocks. T_p + n_new must not exceed max_len.
+    cached blocks. T_p + n_new must not exceed max_len. The sampling settings are checked
+    first, even when n_new is 0: sampling (temperature > 0, top_k != 1) needs an rng.
     """
     prompt = check_ids("lm.generate", p, prompt)
     check_sampling("lm.generate", temperature, top_k, p.head.w.shape[-1], rng)

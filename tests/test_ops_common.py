@@ -13,7 +13,7 @@ from hypothesis.extra.numpy import broadcastable_shapes, mutually_broadcastable_
 import autograd_lite as ag
 from autograd_lite.ops.common import (broadcast_binary, check_same_float_dtype, dtype_of,
                                       is_number, keepdims_shape, lazy, mean_last, normalize_axes,
-                                      sum_keepdims, sum_last, unbroadcast)
+                                      shape_of, sum_keepdims, sum_last, unbroadcast)
 from torch_reference import DTYPES, check_first_order, check_second_order
 
 
@@ -320,3 +320,15 @@ def test_mean_last_keeps_float32_under_tracing(dtype, rng):
     (g,) = pullback(np.ones((3, 1), dtype))
     assert g.dtype == dtype
     np.testing.assert_allclose(g, np.full((3, 4), 0.25), rtol=1e-7)
+
+
+def test_shape_of_is_the_shape_or_none_for_a_number():
+    assert shape_of(np.zeros((2, 3))) == (2, 3) and shape_of(np.float32(1)) == ()
+    assert shape_of(ag.Hyper(0.1)) is None and shape_of(2) is None and shape_of(1.5) is None
+
+
+def test_lazy_entries_are_none_for_numbers_and_their_shape_of():
+    compute = lambda: 1  # noqa: E731
+    assert lazy(2.0, compute) is None and lazy(shape_of(2.0), compute) is None
+    assert lazy(np.ones(2), compute) is compute and lazy(shape_of(np.ones(2)), compute) is compute
+    assert lazy(shape_of(np.float64(3.0)), compute) is compute  # a 0-d shape () is not a number

@@ -256,3 +256,9 @@ def test_float64_with_integer_arrays_is_allowed_but_a_list_is_named():
     np.testing.assert_array_equal(ag.div(np.int64(2), x), 2 / x)
     with pytest.raises(TypeError, match=r"add: operands must be arrays or Python numbers, got list"):
         ag.add(x, [1.0, 2.0, 3.0])
+    for op, call in (("add", lambda: ag.add([1.0, 2.0], 3.0)), ("sub", lambda: ag.sub(1.0, (2.0,))),
+                     ("div", lambda: ag.div([1.0], 2)),
+                     ("where", lambda: ag.where(np.array([True]), [1.0], 0.0))):
+        with pytest.raises(TypeError, match=rf"{op}: operands must be arrays or Python numbers, "
+                                            r"got (list|tuple)"):
+            call()

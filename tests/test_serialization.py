@@ -262,3 +262,32 @@ def test_a_file_not_written_by_save_is_named_with_the_reason(write, message, tmp
     write(path)
     with pytest.raises(ValueError, match=rf"^load: {re.escape(str(path))}:? .*{message}"):
         ag.load(path)
+
+
+def test_files_that_are_not_npz_archives_are_named(tmp_path):
+    np.save(tmp_path / "one.npy", np.ones(3))
+    with pytest.raises(ValueError, match=r"one\.npy holds a single array, not an \.npz file"):
+        ag.load(tmp_path / "one.npy")
+    ag.save(tmp_path / "cut.npz", {"w": np.ones(1000)})
+    data = (tmp_path / "cut.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[:len(data) // 2])
+    with pytest.raises(ValueError, match=r"cut\.npz (is not an \.npz file written by ag\.save|"
+                                         r": an entry cannot be read)"):
+        ag.load(tmp_path / "cut.npz")
+
+
+def test_a_spec_with_extra_keys_is_malformed(tmp_path):
+    write_crafted(tmp_path / "odd.npz", {"value": 1, "x": 2, "y": 3})
+    with pytest.raises(ValueError, match=r"malformed structure: an entry of the structure is"):
+        ag.load(tmp_path / "odd.npz")
+
+
+def test_a_namedtuple_with_renamed_fields_round_trips(tmp_path):
+    """namedtuple(..., rename=True) turns invalid field names into '_1', '_2'."""
+    import collections
+    Renamed = collections.namedtuple("Renamed", ["a", "def", "a"], rename=True)
+    tree = Renamed(np.ones(2), 2, np.zeros(1))
+    ag.save(tmp_path / "r.npz", tree)
+    loaded = ag.load(tmp_path / "r.npz")
+    assert loaded._fields == ("a", "_1", "_2") and loaded._1 == 2
+    np.testing.assert_array_equal(loaded.a, np.ones(2))

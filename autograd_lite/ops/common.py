@@ -35,9 +35,9 @@ def unbroadcast(g, shape):
 
 
 def lazy(operand, compute):
-    """A pullback entry for `operand` (or for its `shape_of`): None for a Python number,
-    else `compute` itself, a function of no arguments that the engine calls only if the
-    operand is traced."""
+    """A pullback entry for `operand`: None for a Python number, else `compute` itself, a
+    function of no arguments that the engine calls only if the operand is traced. `operand`
+    may be given as its `shape_of` (None standing for a number)."""
     return None if operand is None or is_number(operand) else compute
 
 
@@ -81,9 +81,10 @@ def check_same_float_dtype(op, a, b):
     """Refuse operands that numpy would silently promote: two float dtypes, or a float with
     an integer array that changes it (float32 with int64). Python numbers are weak in
     numpy's promotion (NEP 50) and never change a dtype."""
-    if is_number(a) or is_number(b):
+    da = None if is_number(a) else dtype_of(op, a)  # dtype_of refuses a list by name
+    db = None if is_number(b) else dtype_of(op, b)
+    if da is None or db is None:
         return
-    da, db = dtype_of(op, a), dtype_of(op, b)
     floats = [d for d in (da, db) if d.kind in "fc"]
     if da == db or not floats:
         return
