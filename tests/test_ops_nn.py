@@ -127,6 +127,38 @@ def test_stable_at_huge_logits(dtype, torch):
                                          -1e4 + 3 + np.log1p(2 * np.exp(-3))], rtol=1e-7)
 
 
+def softmax_in_float64(x, mask=None):
+    """The textbook reference: shift by the row maximum of the kept entries, in float64."""
+    x = x.astype(np.float64)
+    kept = np.ones(x.shape, bool) if mask is None else np.broadcast_to(mask, x.shape)
+    m = np.where(kept, x, -np.inf).max(axis=-1, keepdims=True)
+    e = np.where(kept, np.exp(x - np.where(np.isfinite(m), m, 0)), 0)
+    total = e.sum(axis=-1, keepdims=True)
+    return e / np.where(total > 0, total, 1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scale", [0.5, 0.99, 1.01, 2.0])
+def test_softmax_is_as_exact_on_both_sides_of_the_no_shift_bound(dtype, scale, rng):
+    """Within ±½·log(largest float) exp is taken unshifted; beyond, shifted by the row max.
+    Rows far below zero (all near -bound) keep full relative precision either way."""
+    bound = 0.5 * np.log(np.finfo(dtype).max)
+    x = rng.uniform(-1, 1, (6, 64)) * bound * scale
+    x[0] = -bound * scale + rng.uniform(0, 3, 64)  # every entry near the lower end
+    x[1] = bound * scale - rng.uniform(0, 3, 64)   # every entry near the upper end
+    x = x.astype(dtype)
+    mask = rng.random((6, 64)) < 0.7
+    mask[2] = False  # a fully masked row
+    tol = {np.float32: 2e-6, np.float64: 1e-14}[dtype]
+    for m in (None, mask):
+        y = ag.softmax(x, mask=m)
+        assert y.dtype == dtype
+        np.testing.assert_allclose(y, softmax_in_float64(x, m), rtol=tol, atol=1e-30)
+    shifted = x.astype(np.float64) - x.max(axis=-1, keepdims=True)
+    want = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    np.testing.assert_allclose(ag.log_softmax(x), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
 # ---- layer_norm -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape", [(4,), (3, 5), (2, 3, 5)])
