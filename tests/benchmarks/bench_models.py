@@ -5,7 +5,8 @@ sizes this project is made for (the review classifier's seed configuration, a
 small character LM, a small encoder-decoder). The PyTorch side is the same
 architecture: torch_bridge's module for the transformer, nn.TransformerEncoderLayer
 stacks for the others, with the same weights. Reported: milliseconds per step
-(median) and the ratio autograd_lite / PyTorch. A script, not a test:
+(median) and the median ratio autograd_lite / PyTorch over adjacent steps (the two
+alternate, so a change in the machine's speed affects both). A script, not a test:
 
     python3 tests/benchmarks/bench_models.py [--repeats 15] [--threads 1]
 
@@ -36,15 +37,21 @@ import autograd_lite as ag  # noqa: E402
 from models import classifier, layers, lm, transformer  # noqa: E402
 
 
-def median_ms(step, repeats, warmup=3):
+def _seconds(step):
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def paired_ms(ours, reference, repeats, warmup=3):
+    """Median step times (ms) of both, and the median of the per-pair ratios. The two steps
+    alternate, so that a change in the machine's speed (other load, clock) affects both."""
     for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+        ours(), reference()
+    pairs = [(_seconds(ours), _seconds(reference)) for _ in range(repeats)]
+    a, b = zip(*pairs)
+    return (1e3 * statistics.median(a), 1e3 * statistics.median(b),
+            statistics.median(x / y for x, y in pairs))
 
 
 def ag_step(loss, params):
@@ -163,9 +170,8 @@ def main():
     print(f"{'model':22s} {'autograd_lite':>14s} {'PyTorch':>10s} {'ratio':>7s}")
     for name, (case, batch) in CASES.items():
         ours, reference = case(torch, np.random.default_rng(0), batch)
-        a = median_ms(ours, args.repeats)
-        b = median_ms(reference, args.repeats)
-        print(f"{name:22s} {a:11.2f} ms {b:7.2f} ms {a / b:7.2f}")
+        a, b, ratio = paired_ms(ours, reference, args.repeats)
+        print(f"{name:22s} {a:11.2f} ms {b:7.2f} ms {ratio:7.2f}")
 
 
 if __name__ == "__main__":
