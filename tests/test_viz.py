@@ -402,3 +402,48 @@ def test_draw_backward_shows_saved_values_residuals_total_and_gradient_edges(tmp
     assert edges == {"x": "matmul (5, 4)", "p.l1.w": "matmul (5, 4)", "p.l1.b": "add (5, 4)",
                      "p.l2.w": "matmul (5, 2)", "p.l2.b": "add (5, 2)"}  # dense: x @ w + b
     assert 'class="gradient"' not in g.to_dot(backward=False)
+
+
+def legend_cells(svg_text):
+    """{cell text: (fill, border)} from the legend's table, in the order drawn."""
+    legend = next(g for g in ET.fromstring(svg_text).iter(SVG + "g") if "legend" in g.get("class", ""))
+    cells, fill, border = {}, None, None
+    for element in legend:
+        if element.tag == SVG + "path":
+            if element.get("fill") not in ("none", "transparent"):
+                fill = element.get("fill")
+            if element.get("stroke") not in ("none", "transparent"):
+                border = element.get("stroke")
+        elif element.tag == SVG + "text" and element.text != "legend":
+            cells[" ".join(element.text.split())] = (fill, border)  # dot writes a no-break space
+            fill = border = None
+    return cells
+
+
+def node_colours(svg_text, cls):
+    """{(fill, border)} of the nodes of one class (their first filled shape)."""
+    colours = set()
+    for g in ET.fromstring(svg_text).iter(SVG + "g"):
+        if cls in g.get("class", "").split() and "legend" not in g.get("class", ""):
+            shape = next(e for e in g if e.tag in (SVG + "path", SVG + "polygon")
+                         and e.get("fill") not in ("none", "transparent"))
+            colours.add((shape.get("fill"), shape.get("stroke")))
+    return colours
+
+
+LEGEND_NAMES = {"param": "parameter", "input": "data input", "op": "op (output shape) dtype",
+                "call": "function call (collapsed)", "output": "output"}
+
+
+@pytest.mark.parametrize("depth, backward", [(None, False), (None, True), (1, True), (2, False)])
+def test_the_legend_names_the_kinds_drawn_in_their_colours(depth, backward, mlp_args, tmp_path):
+    graph = ag.viz.trace(mlp, *mlp_args)
+    svg = graph.render(tmp_path / "g.svg", depth=depth, backward=backward).read_text()
+    cells = legend_cells(svg)
+    drawn = {cls: node_colours(svg, cls) for cls in LEGEND_NAMES}
+    kinds = [cls for cls in LEGEND_NAMES if drawn[cls]]
+    assert {"input", "output"} <= set(kinds) and ("call" in kinds) == (depth is not None)
+    extra = ["saved for backward", "⇠ gradient (dashed)"] if backward else []
+    assert sorted(cells) == sorted([LEGEND_NAMES[k] for k in kinds] + extra)
+    for cls in kinds:
+        assert {fill for fill, _ in drawn[cls]} == {cells[LEGEND_NAMES[cls]][0]}, cls

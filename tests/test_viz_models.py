@@ -130,3 +130,26 @@ def test_large_pictures_grow_their_canvas_instead_of_shrinking_the_text(rng, tok
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     # 96 dpi: 11 pt text stays 15 px high, however wide the picture is
     assert struct.unpack(">I", png[16:20])[0] == pytest.approx(svg_width * 96 / 72, rel=0.02)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, None])
+def test_backward_picture_reaches_every_parameter_at_every_depth(depth, rng, tmp_path):
+    """Each parameter gets its gradient shown once: a dashed gradient edge when it is drawn
+    as a node, else counted in the collapsed call that holds it ("gradients of N params
+    inside"). Tied embeddings make one parameter feed two calls."""
+    p = transformer.init(rng, 11, 13, d_model=16, n_heads=2, d_ff=32, n_encoder=2, n_decoder=2,
+                         max_len=12, share_embeddings=True, dtype=np.float64)
+    src, tgt = rng.integers(1, 11, (2, 5)), rng.integers(1, 13, (2, 4))
+    graph = ag.viz.trace(lambda p, src, tgt: ag.sum(transformer.apply(p, src, tgt)), p, src, tgt)
+    n_params = len([leaf for leaf in ag.tree_leaves(p)
+                    if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f"])
+    svg = graph.render(tmp_path / "b.svg", depth=depth, backward=True).read_text()
+    param_titles = {title: text.split()[0] for title, text in svg_groups(svg, "param")}
+    reached = {param_titles[t.split("->")[1]] for t, _ in svg_groups(svg, "gradient")}
+    inside = sum(int(n) for _, text in svg_groups(svg, "call")
+                 for n in re.findall(r"gradients of (\d+) params? inside", text))
+    assert len(reached) + inside == n_params
+    if depth is None:
+        assert inside == 0 and len(svg_groups(svg, "call")) == 0
+    else:
+        assert inside > 0

@@ -91,7 +91,9 @@ def _plural(n, word):
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _box_node(name, box, backward):
+def _box_node(name, box, backward, n_inside):
+    """A collapsed call; with `backward`, what it saves and how many parameters drawn inside
+    it (`n_inside`, so without a node and a gradient edge of their own) get gradients."""
     counts = _plural(box.n_ops, "op")
     if box.params:
         counts += f" · {_plural(len(box.params), 'param')} ({count_text(box.n_param_values)})"
@@ -99,12 +101,14 @@ def _box_node(name, box, backward):
              f"{_small(_shapes(box.inputs) + ' → ' + _shapes(box.outputs), DARK)}<BR/>{_small(counts)}")
     if backward and box.kept:
         label += "<BR/>" + _small(f"saves {size_text(box.kept)} for backward", KEPT)
+    if backward and n_inside:
+        label += "<BR/>" + _small(f"⇠ gradients of {_plural(n_inside, 'param')} inside", GRADIENT)
     return _node(name, "call", label, ', shape="box3d"')
 
 
 def _legend(view, backward):
     """One node: a row of cells in the colours of the kinds of node this picture has."""
-    present = {view.graph.items[i].kind for i in view.nodes} | {"op"}
+    present = {view.graph.items[i].kind for i in view.nodes}
     kinds = [k for k in ("param", "input", "data", "const", "op") if k in present]
     if "input" in kinds and "data" in kinds:
         kinds.remove("data")
@@ -141,8 +145,9 @@ def to_dot(view, backward=False):
             tree.setdefault(path[:n], ([], []))
             if n and path[:n] not in tree[path[:n - 1]][0]:
                 tree[path[:n - 1]][0].append(path[:n])
-        line = (_box_node(names[key], view.boxes[key], backward) if type(key) is not int
-                else _item_node(view, items[key], backward, used))
+        line = (_box_node(names[key], view.boxes[key], backward,
+                          sum(view.key[i] is key for i in view.boxes[key].params))
+                if type(key) is not int else _item_node(view, items[key], backward, used))
         tree[path][1].append(line)
     tree.setdefault((), ([], []))
     lines = ["digraph autograd_lite {",
