@@ -42,14 +42,15 @@ class TorchTransformer(nn.Module):
         self.out = nn.Linear(d_model, tgt_vocab)
         if share_embeddings:
             self.out.weight = self.tgt_embed.weight
-        self.embed_dropout = nn.Dropout(dropout)
+        self.dropout = dropout  # a float, not a module: the children are exactly the four above
         pe = torch.from_numpy(np.array(position_encoding(max_len, d_model, np.float64)))
         self.register_buffer("pe", pe, persistent=False)  # (max_len, D); not in state_dict
 
     def embed(self, table, ids):
         """Dropout(E[ids] · √d_model + PE[:T]).  ids: (B, T) -> (B, T, D)"""
         x = table(ids) * math.sqrt(self.d_model)  # (B, T, D)
-        return self.embed_dropout(x + self.pe[:ids.shape[1]].to(x.dtype))
+        x = x + self.pe[:ids.shape[1]].to(x.dtype)
+        return nn.functional.dropout(x, self.dropout, self.training)
 
     def forward(self, src, tgt, src_pad=None):
         """src: (B, S), tgt: (B, T) long tensors -> logits (B, T, tgt_vocab)."""

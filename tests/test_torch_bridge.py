@@ -107,3 +107,41 @@ def test_a_shape_that_does_not_match_like_is_named(bridge):
     with pytest.raises(ValueError, match=r"multihead_attn\.in_proj_weight has shape \(16, 8\) "
                                          r"but .* needs \(24, 8\)"):
         bridge.from_torch(sd, like=like)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_the_module_has_exactly_the_documented_attributes(bridge, torch, norm):
+    """src_embed, tgt_embed (nn.Embedding), transformer (nn.Transformer, batch_first,
+    norm_first = (norm == "pre"), relu) and out (nn.Linear): the names a state_dict uses."""
+    nn = torch.nn
+    module = bridge.torch_module_for(tiny(norm=norm, dropout=0.1))
+    children = dict(module.named_children())
+    assert list(children) == ["src_embed", "tgt_embed", "transformer", "out"]
+    assert [type(c) for c in children.values()] == [nn.Embedding, nn.Embedding, nn.Transformer,
+                                                     nn.Linear]
+    layers = [*module.transformer.encoder.layers, *module.transformer.decoder.layers]
+    assert all(layer.norm_first == (norm == "pre") for layer in layers)
+    assert all(layer.self_attn.batch_first for layer in layers)
+    assert all(layer.activation is torch.nn.functional.relu for layer in layers)
+    assert {k.split(".")[0] for k in module.state_dict()} == set(children)
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_torch_gradients_come_back_as_our_gradient_tree(bridge, torch, share):
+    """The way back for training continued in PyTorch: module .grad tensors, converted with
+    from_torch(like=params), equal ag.gradient of the same loss."""
+    p = tiny(norm="pre", share_embeddings=share)
+    src = np.array([[1, 2, 3, 0], [4, 5, 0, 0]])
+    tgt = np.array([[1, 4, 2], [3, 3, 1]])
+    labels = np.array([[4, 2, 0], [3, 1, 2]])
+    module = bridge.torch_module_for(p)
+    logits = module(torch.from_numpy(src), torch.from_numpy(tgt), 0)
+    torch.nn.functional.cross_entropy(logits.reshape(-1, 5), torch.from_numpy(labels).reshape(-1)
+                                      ).backward()
+    torch_grads = {k: module.get_parameter(k).grad for k in module.state_dict()}
+    got = bridge.from_torch(torch_grads, like=p)
+    (want,) = ag.gradient(lambda p: ag.cross_entropy(transformer.apply(p, src, tgt, 0), labels), p)
+    assert ag.tree_paths(got) == ag.tree_paths(want)
+    for path, a, b in zip(ag.tree_paths(want), ag.tree_leaves(want), ag.tree_leaves(got)):
+        if isinstance(a, np.ndarray):
+            np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12, err_msg=path)
