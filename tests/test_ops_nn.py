@@ -346,3 +346,30 @@ def test_softmax_axis_must_be_one_axis():
     with pytest.raises(TypeError, match=r"softmax: axis must be an int, got None"):
         ag.softmax(np.ones((2, 3)), axis=None)
     np.testing.assert_allclose(ag.softmax(np.zeros((2, 3)), axis=np.int64(1)), np.full((2, 3), 1 / 3))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("ignore_index", [None, 3])
+def test_cross_entropy_backward_builds_no_one_hot(smoothing, ignore_index):
+    """The pullback allocates the (N, C) gradient and nothing else of that size: a one-hot
+    target of the class axis (another N·C floats) would show in the peak."""
+    import tracemalloc
+    n, c = 64, 5000
+    x = np.random.default_rng(0).standard_normal((n, c)).astype(np.float32)
+    labels = np.random.default_rng(1).integers(0, c, n)
+    _, pullback = ag.vjp(lambda x: ag.cross_entropy(x, labels, ignore_index=ignore_index,
+                                                     label_smoothing=smoothing), x)
+    tracemalloc.start()
+    try:
+        (g,) = pullback(np.float32(1))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.5 * g.nbytes, peak / g.nbytes
+    p = np.exp(x - x.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    target = np.full((n, c), smoothing / c)
+    target[np.arange(n), labels] += 1 - smoothing
+    counted = np.ones(n) if ignore_index is None else (labels != ignore_index).astype(float)
+    want = (p - target) * counted[:, None] / counted.sum()
+    np.testing.assert_allclose(g, want, rtol=2e-5, atol=1e-9)

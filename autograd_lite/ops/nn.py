@@ -160,8 +160,8 @@ def _check_labels(logits, labels, ignore_index):
 def softmax_minus_target(p, labels, smoothing):
     """∂ loss / ∂ logits for one row: p - target, target = (1 - ε) onehot(label) + ε / C.
 
-    p: (N, C) probabilities, labels: (N,). Written in place on a fresh array, so
-    no one-hot of the class axis is ever built (except under higher order).
+    p: (N, C) probabilities, labels: (N,). A plain array p is overwritten (pass a fresh
+    one): no one-hot of the class axis is ever built (except under higher order).
     """
     rows = np.arange(len(labels))
     n_classes = p.shape[-1]
@@ -169,9 +169,10 @@ def softmax_minus_target(p, labels, smoothing):
         target = np.zeros(p.shape, dtype=p.dtype)
         target[rows, labels] = 1 - smoothing
         return p - (target + smoothing / n_classes)
-    d = p - smoothing / n_classes if smoothing else p.copy()
-    d[rows, labels] -= 1 - smoothing
-    return d
+    if smoothing:
+        p -= smoothing / n_classes
+    p[rows, labels] -= 1 - smoothing
+    return p
 
 
 @primitive
@@ -205,8 +206,12 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
 
     def cross_entropy_pullback(g):
         row_weight = g * inv_count if counted is None else (g * inv_count) * counted
-        d = softmax_minus_target(np.exp(log_p), flat_labels, label_smoothing)
-        return (d * row_weight.reshape(-1, 1)).reshape(logits_shape), None, None, None
+        d = softmax_minus_target(np.exp(log_p), flat_labels, label_smoothing)  # (N, C), fresh
+        if not is_traced(d) and not is_traced(row_weight):
+            d *= row_weight.reshape(-1, 1)  # in place: one (N, C) array in all
+        else:  # higher order: traced values
+            d = d * row_weight.reshape(-1, 1)
+        return d.reshape(logits_shape), None, None, None
     return loss, cross_entropy_pullback
 
 
