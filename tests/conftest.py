@@ -5,6 +5,8 @@ import os
 import numpy as np
 import pytest
 
+import autograd_lite as ag
+
 
 @pytest.fixture(scope="session")
 def torch():
@@ -21,3 +23,16 @@ def torch():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def dropout_sites(monkeypatch):
+    """(shape, rate) of every ag.dropout call, recorded around the real dropout. The models
+    call it as `ag.dropout` (autograd_lite's attribute), so this patch sees every call."""
+    sites, real = [], ag.dropout
+
+    def recording(x, rate, rng):
+        sites.append((np.shape(x), float(rate)))
+        return real(x, rate, rng)
+    monkeypatch.setattr(ag, "dropout", recording)
+    return sites

@@ -174,3 +174,25 @@ def test_a_dropout_rate_set_after_init_is_refused_when_training():
     with pytest.raises(ValueError, match=r"classifier.apply: the dropout rate must lie in \[0, 1\), "
                                          r"got 1\.5"):
         classifier.apply(bad, ids, training=True, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("pool", ["flatten", "mean"])
+def test_dropout_sites_follow_transformers_lite_plus_the_paper_and_torch(dropout_sites, pool):
+    """The sites of a training pass, from the architecture (module docstring): TransformersLite
+    drops embeddings + positions and each encoder sublayer's output before the residual add
+    (as the paper's §5.4); on top, as in torch's nn.MultiheadAttention and
+    nn.TransformerEncoderLayer, the attention weights and the feed-forward's hidden
+    activation. Nothing after the encoder (pooling, head) is dropped."""
+    B, T, H, D, F, N, RATE = 3, 7, 2, 8, 12, 2, 0.25
+    sizes = dict(SMALL, d_model=D, n_heads=H, d_ff=F, n_layers=N, max_len=T)
+    rng = np.random.default_rng(6)
+    p = classifier.init(rng, **sizes, pool=pool, pad=PAD, dropout=RATE, dtype=np.float64)
+    ids = make_ids(rng, B, T, SMALL["vocab_size"])
+    classifier.apply(p, ids, training=True, rng=np.random.default_rng(0))
+    layer = [(B, H, T, T),  # self-attention weights
+             (B, T, D),  # self-attention sublayer output, before the residual add
+             (B, T, F),  # feed-forward hidden activation (after relu)
+             (B, T, D)]  # feed-forward sublayer output, before the residual add
+    want = [(B, T, D)] + N * layer  # embeddings + positions, then each encoder block
+    assert len(want) == 1 + 4 * N == 9
+    assert sorted(dropout_sites) == sorted((shape, RATE) for shape in want)

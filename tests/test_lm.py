@@ -280,3 +280,24 @@ def test_generate_refuses_an_empty_prompt():
         with pytest.raises(ValueError,
                            match="lm.generate: the prompt must hold at least one token"):
             lm.generate(p, np.zeros((batch, 0), dtype=np.int64), 4, temperature=0.0)
+
+
+def test_dropout_sites_are_those_of_a_pre_ln_decoder_only_stack(dropout_sites):
+    """The sites of a training pass, from the architecture (a GPT-style stack of pre-LN
+    causal self-attention blocks): the paper's §5.4 drops embeddings + positions and each
+    sublayer's output before the residual add; torch's nn.MultiheadAttention drops the
+    attention weights and nn.TransformerEncoderLayer the feed-forward's hidden activation.
+    The final layer norm and the head are not dropped."""
+    B, T, H, D, F, N, RATE = 3, 6, 2, 8, 12, 2, 0.25
+    rng = np.random.default_rng(6)
+    p = lm.init(rng, **dict(SMALL, d_model=D, n_heads=H, d_ff=F, n_layers=N), dropout=RATE,
+                dtype=np.float64)
+    ids = rng.integers(0, SMALL["vocab_size"], size=(B, T))
+    lm.apply(p, ids, training=True, rng=np.random.default_rng(0))
+    block = [(B, H, T, T),  # causal self-attention weights
+             (B, T, D),  # self-attention sublayer output, before the residual add
+             (B, T, F),  # feed-forward hidden activation (after relu)
+             (B, T, D)]  # feed-forward sublayer output, before the residual add
+    want = [(B, T, D)] + N * block  # embeddings · √D + positions, then each block
+    assert len(want) == 1 + 4 * N == 9
+    assert sorted(dropout_sites) == sorted((shape, RATE) for shape in want)

@@ -258,3 +258,34 @@ def test_a_dropout_rate_set_after_init_is_refused_when_training():
                                          r"\[0, 1\), got -0\.25"):
         transformer.decode(bad, transformer.encode(p, src, PAD), tgt, PAD, src, training=True,
                            rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_dropout_sites_are_the_papers_and_torchs(dropout_sites, norm):
+    """The sites of a training pass, derived from the architecture rather than the code:
+    the paper (§5.4) drops each sublayer's output before the residual add and the sums of
+    embeddings and positions in both stacks; torch's nn.MultiheadAttention drops the
+    attention weights and nn.TransformerEncoderLayer / DecoderLayer the feed-forward's
+    hidden activation. Both norm orders have the same sites. Sizes all differ, so a shape
+    names its site; the layer counts differ, so a site per layer is counted per stack."""
+    B, S, T, H, D, F, N_ENC, N_DEC, RATE = 2, 6, 5, 4, 8, 12, 2, 3, 0.25
+    p = tiny(d_model=D, n_heads=H, d_ff=F, n_encoder=N_ENC, n_decoder=N_DEC, norm=norm,
+             dropout=RATE)
+    src, tgt = batch(b=B, s=S, t=T)
+    transformer.apply(p, src, tgt, PAD, training=True, rng=np.random.default_rng(0))
+    encoder_layer = [(B, H, S, S),  # encoder self-attention weights
+                     (B, S, D),  # encoder self-attention sublayer output, before the residual
+                     (B, S, F),  # encoder feed-forward hidden activation (after relu)
+                     (B, S, D)]  # encoder feed-forward sublayer output, before the residual
+    decoder_layer = [(B, H, T, T),  # decoder masked self-attention weights
+                     (B, T, D),  # decoder self-attention sublayer output
+                     (B, H, T, S),  # decoder cross-attention weights (queries T, memory keys S)
+                     (B, T, D),  # decoder cross-attention sublayer output
+                     (B, T, F),  # decoder feed-forward hidden activation
+                     (B, T, D)]  # decoder feed-forward sublayer output
+    want = ([(B, S, D)]  # source embeddings · √D + positions
+            + N_ENC * encoder_layer
+            + [(B, T, D)]  # target embeddings · √D + positions
+            + N_DEC * decoder_layer)
+    assert len(want) == 2 + 4 * N_ENC + 6 * N_DEC == 28
+    assert sorted(dropout_sites) == sorted((shape, RATE) for shape in want)
