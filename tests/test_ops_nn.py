@@ -241,11 +241,19 @@ def test_cross_entropy_matches_torch(shape, ignore_index, smoothing, dtype, rng,
                        torch_cross_entropy(torch, ignore_index, smoothing), logits, labels)
 
 
-def test_cross_entropy_with_every_label_ignored_is_nan_like_torch(torch):
-    logits, labels = np.ones((2, 3)), np.array([-100, -100])
-    out = ag.cross_entropy(logits, labels, ignore_index=-100)
-    want = torch.nn.functional.cross_entropy(to_tensor(torch, logits), to_tensor(torch, labels))
-    assert np.isnan(out) and np.isnan(want.item())
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_with_every_label_ignored_is_nan_with_zero_gradient_like_torch(
+        torch, smoothing, dtype, rng):
+    logits, labels = rng.standard_normal((2, 3)).astype(dtype), np.array([-100, -100])
+    loss = lambda x: ag.cross_entropy(x, labels, ignore_index=-100, label_smoothing=smoothing)
+    t = to_tensor(torch, logits, requires_grad=True)
+    want = torch.nn.functional.cross_entropy(t, to_tensor(torch, labels), label_smoothing=smoothing)
+    want.backward()
+    value, (g,) = ag.value_and_gradient(loss, logits)
+    assert np.isnan(value) and np.isnan(want.item())
+    assert g.dtype == dtype and np.array_equal(g, t.grad.numpy())  # zeros, not NaN
+    assert np.array_equal(t.grad.numpy(), np.zeros((2, 3)))
 
 
 # ---- dropout ----------------------------------------------------------------------------------

@@ -181,7 +181,8 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     target = (1 - ε) onehot(label) + ε / C (torch.nn.functional.cross_entropy).
 
     logits: (..., C); labels: integers of shape logits.shape[:-1]. Positions whose
-    label equals `ignore_index` are not counted; if none is counted the loss is NaN.
+    label equals `ignore_index` are not counted; if none is counted the loss is NaN
+    and its gradient zero (as in torch: an all-padding batch moves no parameter).
     """
     _check_labels(logits, labels, ignore_index)
     if not 0.0 <= label_smoothing <= 1.0:
@@ -205,6 +206,8 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     logits_shape = logits.shape
 
     def cross_entropy_pullback(g):
+        if not n_counted:  # 0 · NaN would be NaN: nothing counted, nothing to move
+            return np.zeros(logits_shape, dtype=log_p.dtype), None, None, None
         row_weight = g * inv_count if counted is None else (g * inv_count) * counted
         d = softmax_minus_target(np.exp(log_p), flat_labels, label_smoothing)  # (N, C), fresh
         if not is_traced(d) and not is_traced(row_weight):
