@@ -54,12 +54,24 @@ def merge_heads(x):
     return ag.reshape(ag.transpose(x, (0, 2, 1, 3)), (b, t, h * d_head))
 
 
+def check_activations(p, x_q, x_kv):
+    """x_q (B, T_q, D) and x_kv (B, T_k, D), with D the model width of the weights p."""
+    d_model = p.wq.w.shape[0]
+    for name, x in (("x_q", x_q), ("x_kv", x_kv)):
+        if x.ndim != 3 or x.shape[2] != d_model:
+            raise ValueError(f"multihead_attention: {name} {x.shape} must be (B, T, {d_model})")
+    if x_q.shape[0] != x_kv.shape[0]:
+        raise ValueError(f"multihead_attention: x_q {x_q.shape} and x_kv {x_kv.shape} have "
+                         f"different batch sizes")
+
+
 def multihead_attention(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
     """MultiHead(Q, K, V) = Concat(head_1..head_H) W_O, head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i).
 
     x_q: (B, T_q, D) the queries' source; x_kv: (B, T_k, D) the keys' and values' source.
     -> (B, T_q, D)
     """
+    check_activations(p, x_q, x_kv)
     q = split_heads(dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
     k = split_heads(dense(p.wk, x_kv), p.n_heads)  # (B, H, T_k, d_head)
     v = split_heads(dense(p.wv, x_kv), p.n_heads)  # (B, H, T_k, d_head)

@@ -98,7 +98,7 @@ def reorder(state, rows):
 
 
 def check_decode_args(fn, p, src, max_len, beam_size=1):
-    check_tokens(fn, "src", src)
+    check_tokens(fn, "src", src, p.max_len)
     if not 1 <= max_len <= p.max_len:
         raise ValueError(f"transformer.{fn}: max_len={max_len} must lie in [1, {p.max_len}] "
                          f"(the model's max_len={p.max_len} positions)")

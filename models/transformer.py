@@ -90,11 +90,16 @@ def memory_mask(src, src_pad, memory):
     return padding_mask(src, src_pad)
 
 
-def check_tokens(fn, name, ids):
+def check_tokens(fn, name, ids, max_len):
+    """Integer tokens (B, length) with length <= max_len, the positions the table holds;
+    `fn` and `name` ("apply", "src") name the call and the argument in the error."""
     if getattr(ids, "ndim", None) != 2 or ids.dtype.kind not in "iu":
         raise ValueError(f"transformer.{fn}: {name} must be an integer array (B, length), got "
                          f"{getattr(ids, 'dtype', type(ids).__name__)} "
                          f"{getattr(ids, 'shape', '')}")
+    if ids.shape[1] > max_len:
+        raise ValueError(f"transformer.{fn}: {name} {ids.shape} holds {ids.shape[1]} positions "
+                         f"but the model's position table holds max_len={max_len}")
 
 
 def encode(p, src, src_pad=None, training=False, rng=None):
@@ -102,7 +107,7 @@ def encode(p, src, src_pad=None, training=False, rng=None):
 
     Source positions holding `src_pad` are masked as keys in every self-attention.
     """
-    check_tokens("encode", "src", src)
+    check_tokens("encode", "src", src, p.max_len)
     rate, rng = dropout_setting("transformer.encode", p.dropout, training, rng)
     mask = padding_mask(src, src_pad)  # (B, 1, 1, S) or None
     x = ag.dropout(embed_with_positions(p.src_embed, src, p.max_len), rate, rng)  # (B, S, D)
@@ -118,7 +123,7 @@ def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None):
     mask is built here). With src_pad given, src= (the source ids (B, S) that made
     `memory`) must be given too: memory positions where src == src_pad are masked.
     """
-    check_tokens("decode", "tgt", tgt)
+    check_tokens("decode", "tgt", tgt, p.max_len)
     if memory.ndim != 3 or memory.shape[0] != tgt.shape[0] or memory.shape[2] != p.d_model:
         raise ValueError(f"transformer.decode: memory {memory.shape} must be (B, S, {p.d_model}) "
                          f"with the batch size of tgt {tgt.shape}")
@@ -137,6 +142,8 @@ def apply(p, src, tgt, src_pad=None, training=False, rng=None):
     Teacher forcing: tgt is the shifted-right target (starting with BOS); logits[:, t]
     predicts the token after tgt[:, t]. One rng draws the encoder's dropout, then the decoder's.
     """
+    check_tokens("apply", "src", src, p.max_len)
+    check_tokens("apply", "tgt", tgt, p.max_len)
     if src.shape[0] != tgt.shape[0]:
         raise ValueError(f"transformer.apply: src {src.shape} and tgt {tgt.shape} have "
                          f"different batch sizes")

@@ -135,6 +135,17 @@ def test_masks():
     assert padding_mask(np.array([[5, 0]]), None) is None
 
 
+def test_activations_of_the_wrong_shape_are_named(rng):
+    p = attention.multihead_attention_init(rng, 8, 2)
+    x = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    for x_q, x_kv, message in ((x[0], x, r"x_q \(5, 8\) must be \(B, T, 8\)"),
+                               (x, x[..., :6], r"x_kv \(2, 5, 6\) must be \(B, T, 8\)"),
+                               (x, x[:1], r"x_q \(2, 5, 8\) and x_kv \(1, 5, 8\) have "
+                                          r"different batch sizes")):
+        with pytest.raises(ValueError, match="multihead_attention: " + message):
+            multihead_attention(p, x_q, x_kv)
+
+
 def test_heads_must_divide_d_model(rng):
     with pytest.raises(ValueError, match=r"d_model=10 is not divisible by n_heads=4"):
         attention.multihead_attention_init(rng, 10, 4)

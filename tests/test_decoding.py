@@ -236,6 +236,44 @@ def test_beam_search_never_scores_below_the_finished_bos_eos(alpha):
             assert score[0] >= first[EOS] / (6 / 6) ** alpha - 1e-12, (seed, k)
 
 
+def chain_model():
+    """A decoder whose next token depends on the last token only (no blocks; embeddings so
+    large that the positions do not matter), over the vocabulary {0, 1 = bos, 2 = eos, 3}:
+    after bos, P(eos) = 0.6 and P(3) = 0.4; after 3, P(3) ≈ 1."""
+    rng = np.random.default_rng(0)
+    vocab, d = 4, 8
+    p = transformer.init(rng, 5, vocab, d_model=d, n_heads=2, d_ff=8, n_encoder=0, n_decoder=0,
+                         max_len=12, dtype=np.float64)
+    table = 1e4 * rng.standard_normal((vocab, d))  # (V, D)
+    scaled = table * np.sqrt(d)
+    h = (scaled - scaled.mean(-1, keepdims=True)) / np.sqrt(scaled.var(-1, keepdims=True) + 1e-5)
+    logits = np.full((vocab, vocab), -20.0)  # row: the last token; column: the next
+    logits[BOS, [EOS, 3]] = np.log(0.6), np.log(0.4)
+    logits[3, 3] = 20.0
+    w = np.linalg.lstsq(h[[BOS, 3]], logits[[BOS, 3]], rcond=None)[0]  # (D, V)
+    return p._replace(tgt_embed=p.tgt_embed._replace(table=table),
+                      out=p.out._replace(w=w, b=np.zeros(vocab)))
+
+
+def test_a_hypothesis_that_wins_by_its_length_penalty_is_not_cut_off():
+    """log P / lp with α = 2: [bos, eos] scores log 0.6 / 1 = -0.51 at step 1, while the live
+    [bos, 3] has log 0.4 = -0.92. Divided by the next length's lp it could not win (-0.67),
+    but lp grows with the length: at 8 tokens [bos, 3, ..., 3] scores -0.92 / (13/6)² = -0.20
+    and wins. The search may stop only at the largest lp still possible."""
+    p, src = chain_model(), np.array([[1, 2, 3]])
+    ids, score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=2, length_penalty=2.0,
+                                         return_scores=True)
+    assert ids.tolist() == [[BOS] + [3] * 8]
+    # the designed probabilities hold to ~1e-4 (the position encoding moves them slightly)
+    np.testing.assert_allclose(score, [np.log(0.4) / (13 / 6) ** 2], rtol=1e-3)
+    want, want_score = reference_beam_search(p, src, EOS, 9, 2, 2.0)
+    assert ids[0].tolist() == want and abs(score[0] - want_score) < 1e-12
+    short, short_score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=2,
+                                                 length_penalty=0.0, return_scores=True)
+    assert short.tolist() == [[BOS, EOS]]  # without the penalty the early eos wins
+    np.testing.assert_allclose(short_score, [np.log(0.6)], rtol=1e-3)
+
+
 def test_beam_search_can_score_below_greedy():
     """Not guaranteed: pruning can drop greedy's prefix, and the survivors can end worse.
     A concrete case (found by searching seeds): beam size 2 on source 4. The beam's answer is

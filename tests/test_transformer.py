@@ -158,12 +158,25 @@ def test_float32_stays_float32():
     assert transformer.apply(p, src, tgt, PAD).dtype == np.float32
 
 
-def test_a_too_long_sequence_names_both_lengths():
+def test_a_too_long_sequence_names_the_call_the_argument_and_both_lengths():
     p = tiny(max_len=4)
     src, tgt = batch(s=6, t=3)
-    with pytest.raises(ValueError, match=r"positions 0\.\.5 need 6 positions but the table "
-                                         r"holds max_len=4"):
+    with pytest.raises(ValueError, match=r"transformer.apply: src \(3, 6\) holds 6 positions "
+                                         r"but the model's position table holds max_len=4"):
         transformer.apply(p, src, tgt, PAD)
+    short_src, long_tgt = batch(s=3, t=5)
+    with pytest.raises(ValueError, match=r"transformer.apply: tgt \(3, 5\) holds 5 positions "
+                                         r".* max_len=4"):
+        transformer.apply(p, short_src, long_tgt, PAD)
+    with pytest.raises(ValueError, match=r"transformer.encode: src \(3, 6\) holds 6 positions"):
+        transformer.encode(p, src, PAD)
+    memory = transformer.encode(p, short_src, PAD)
+    with pytest.raises(ValueError, match=r"transformer.decode: tgt \(3, 5\) holds 5 positions"):
+        transformer.decode(p, memory, long_tgt, PAD, short_src)
+    with pytest.raises(ValueError, match=r"transformer.greedy_decode: src \(3, 6\) holds 6"):
+        transformer.greedy_decode(p, src, 1, 2, 4, PAD)
+    with pytest.raises(ValueError, match=r"transformer.beam_search: src \(3, 6\) holds 6"):
+        transformer.beam_search(p, src, 1, 2, 4, src_pad=PAD)
     from models.layers import embed_with_positions  # an offset, as when decoding with a cache
     with pytest.raises(ValueError, match=r"positions 3\.\.4 need 5 positions but the table "
                                          r"holds max_len=4"):
@@ -233,6 +246,16 @@ def test_bad_arguments_are_named():
         transformer.apply(p, batch(b=2)[0], batch()[1])
     with pytest.raises(ValueError, match=r"encode: src must be an integer array"):
         transformer.encode(p, np.zeros((2, 3)))
+    src, tgt = batch()
+    with pytest.raises(ValueError, match=r"transformer.apply: src must be an integer array "
+                                         r"\(B, length\), got float64 \(3, 6\)"):
+        transformer.apply(p, src.astype(np.float64), tgt)
+    with pytest.raises(ValueError, match=r"transformer.apply: src must be an integer array "
+                                         r"\(B, length\), got int64 \(6,\)"):
+        transformer.apply(p, src[0], tgt)
+    with pytest.raises(ValueError, match=r"transformer.apply: tgt must be an integer array "
+                                         r"\(B, length\), got list"):
+        transformer.apply(p, src, tgt.tolist())
 
 
 @pytest.mark.parametrize("rate", [-0.1, 1.0, 3.0, float("nan")])
