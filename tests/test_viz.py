@@ -201,7 +201,31 @@ def test_missing_dot_says_how_to_install_and_writes_the_dot_file(mlp_args, tmp_p
 
 def test_notebook_svg(mlp_args):
     svg = ag.viz.trace(mlp, *mlp_args)._repr_svg_()
-    assert "<svg" in svg and len(svg_groups(svg, "op")) == 5
+    assert "<svg" in svg and len(svg_groups(svg, "op")) == 5  # small: every op
+
+
+def deep_chain(x, levels=4):
+    """Two calls of itself per level, `levels` deep, then one tanh: 2**levels ops."""
+    if levels == 0:
+        return ag.tanh(x)
+    for _ in range(2):
+        x = deep_chain(x, levels - 1)
+    return x
+
+
+def test_notebook_shows_the_deepest_picture_that_stays_legible(rng):
+    g = ag.viz.trace(deep_chain, rng.standard_normal(3))
+    assert len(g.ops) == 16 and g.scope_depth() == 5
+    assert g.readable_depth(max_nodes=100) is None  # 16 ops: every op fits
+    sizes = {d: g.view(d).count() for d in range(6)}
+    assert sizes == {0: 3, 1: 4, 2: 6, 3: 10, 4: 18, 5: 18}  # input, 2**(d-1) boxes, output
+    assert g.readable_depth(max_nodes=10) == 3 and g.readable_depth(max_nodes=9) == 2
+    assert g.readable_depth(max_nodes=1) == 0
+    big = ag.viz.trace(deep_chain, rng.standard_normal(3), 8)  # 256 ops, 9 levels of calls
+    depth = big.readable_depth()
+    assert big.view().count() > 150 and big.view(depth).count() <= 150 < big.view(depth + 1).count()
+    svg = big._repr_svg_()
+    assert len(svg_groups(svg, "op")) + len(svg_groups(svg, "call")) == big.view(depth).count() - 2
 
 
 def test_backward_shows_saved_values_and_gradient_edges(mlp_args, tmp_path):
@@ -254,6 +278,56 @@ def test_repeated_calls_tokens_and_folded_constants(rng, tmp_path):
     assert gather.split() == ["gather", "(2,", "3,", "4)", "f32"]
     # depth 1: gather, mul, three block boxes (their weights inside), table, ids, output
     assert g.view(1).count() == 8
+
+
+def sinusoids(length, d):
+    """A table made during the call, returned by a user-level function: a constant."""
+    return np.sin(np.arange(length * d, dtype=np.float32).reshape(length, d))
+
+
+def add_rows(x, table):
+    return x + table[:x.shape[1]]  # a slice of the table, as long as x
+
+
+def lookup(table, ids):
+    return ag.gather(table, ids)
+
+
+def two_lengths(table, ids):
+    """Two slices of one token array and two of one constant table, of different lengths."""
+    long = add_rows(lookup(table, ids), sinusoids(6, 4))  # (2, 5, 4) + rows 0..4
+    short = add_rows(lookup(table, ids[:, :-2]), sinusoids(6, 4))  # (2, 3, 4) + rows 0..2
+    return ag.sum(long) + ag.sum(short)
+
+
+def test_slices_of_one_array_show_the_shape_each_op_is_passed(rng, tmp_path):
+    table, ids = rng.standard_normal((10, 4)).astype(np.float32), rng.integers(0, 10, (2, 5))
+    g = ag.viz.trace(two_lengths, table, ids)
+    adds = [line for line in g.summary().splitlines() if re.search(r"add_rows #\d +add ", line)]
+    assert [re.findall(r"sinusoids:f32\[\d,\d\]", line) for line in adds] == [
+        ["sinusoids:f32[5,4]"], ["sinusoids:f32[3,4]"]]  # named after the function that made it
+    gathers = [line for line in g.summary().splitlines() if " gather " in line]
+    assert ["ids:i64[2,5]" in gathers[0], "ids:i64[2,3]" in gathers[1]] == [True, True]
+    consts = sorted(it.shape for it in g.items if it.kind == "const")
+    assert consts == [(3, 4), (5, 4)]  # one node per slice, each of its own shape
+    # a collapsed call lists the shapes it is passed: the slice of ids, not the whole array
+    boxes = [t for _, t in svg_groups(g.render(tmp_path / "d1.svg", depth=1).read_text(), "call")]
+    assert sorted(t.split(" → ")[0] for t in boxes if t.startswith("lookup")) == [
+        "lookup #1 (10, 4), (2, 5)", "lookup #2 (10, 4), (2, 3)"]
+
+
+def test_array_arguments_are_drawn_left_to_right_in_their_order(rng):
+    table = rng.standard_normal((10, 4)).astype(np.float32)
+    src, tgt = rng.integers(0, 10, (2, 5)), rng.integers(0, 10, (2, 3))
+
+    def later_first(table, src, tgt):  # uses tgt before src
+        return ag.sum(ag.gather(table, tgt)) + ag.sum(ag.gather(table, src))
+    g = ag.viz.trace(later_first, table, src, tgt)
+    layout = ag.viz.dot.run_dot(g.to_dot(), "plain").decode().splitlines()
+    labels = dict(re.findall(r'  (n\d+) \[label=<(\w+)<BR', g.to_dot()))
+    x = {labels[f[1]]: float(f[2]) for f in map(str.split, layout)
+         if f[0] == "node" and f[1] in labels}
+    assert x["src"] < x["tgt"]
 
 
 def test_recording_leaves_no_trace_on_the_normal_path(mlp_args):

@@ -88,6 +88,16 @@ def test_transformer_pictures_at_depth_1_and_2(rng, tokens, tmp_path):
     assert "apply/decode/decoder_block #1/multihead_attention #2/scaled_dot_product_attention" in scopes
 
 
+def test_the_position_table_is_named_and_each_stack_gets_its_own_rows(rng, tokens):
+    _, g = transformer_graph(rng, tokens, 1)
+    rows = sorted(it.shape for it in g.items if it.label == "position_rows")
+    assert rows == [(6, 16), (7, 16)]  # tgt (2, 6) and src (2, 7): PE[:T] and PE[:S]
+    listing = g.summary()
+    assert "position_rows:f32[7,16]" in listing and "position_rows:f32[6,16]" in listing
+    names = {it.label for it in g.items if it.kind == "const"}
+    assert names == {"position_rows", "mask", "self_mask", "mem_mask"}
+
+
 def test_base_transformer_at_depth_2_stays_readable(rng, tokens, tmp_path):
     _, g = transformer_graph(rng, tokens, 6)  # the base model's 6 + 6 layers, a small width
     assert len(g.ops) > 400

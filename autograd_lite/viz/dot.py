@@ -82,8 +82,8 @@ def _item_node(view, item, backward, used):
     return _node(f"n{item.id}", item.kind, label, _kept_attrs(item.kept, backward))
 
 
-def _shapes(items, limit=3):
-    texts = [shape_text(it.shape) for it in items.values()]
+def _shapes(shapes, limit=4):
+    texts = [shape_text(shape) for shape in shapes.values()]
     return ", ".join(texts[:limit]) + (f" +{len(texts) - limit}" if len(texts) > limit else "") or "()"
 
 
@@ -103,7 +103,7 @@ def _box_node(name, box, backward, n_inside):
         label += "<BR/>" + _small(f"saves {size_text(box.kept)} for backward", KEPT)
     if backward and n_inside:
         label += "<BR/>" + _small(f"⇠ gradients of {_plural(n_inside, 'param')} inside", GRADIENT)
-    return _node(name, "call", label, ', shape="box3d"')
+    return _node(name, "call", label, ', shape="box3d", margin="0.14,0.1"')
 
 
 def _legend(view, backward):
@@ -131,6 +131,18 @@ def _title(view, backward):
         text += (f"<BR/>backward pass keeps {size_text(made + given)}: {size_text(made)} made "
                  f"during the call, {size_text(given)} of the arguments")
     return text
+
+
+def _arguments_in_order(view):
+    """The call's array arguments (src, tgt) side by side in their order, left to right:
+    invisible edges within one rank fix their order, which the layout would otherwise choose
+    (drawing decode left of encode)."""
+    items = view.graph.items
+    arguments = [f"n{k}" for k in view.nodes
+                 if items[k].kind in ("input", "data") and view.cluster_of.get(k) == ()]
+    if len(arguments) < 2:
+        return []
+    return ["  {rank=same; " + " -> ".join(arguments) + " [style=invis];}"]
 
 
 def to_dot(view, backward=False):
@@ -176,23 +188,25 @@ def to_dot(view, backward=False):
         elif path:
             order.append("  " * len(path) + "}")
     lines += order
-    for k, (label, source) in enumerate(view.graph.outputs):
-        out = f"out{k}"
-        lines.append(_node(out, "output", f"<B>{_esc(label)}</B>  {_small(_typed(items[source]), DARK)}"))
-        lines.append(f"  {names[view.key[source]]} -> {out};")
-    for s, t, source in view.edges:
+    lines += _arguments_in_order(view)
+    for s, t, source in view.edges:  # before the outputs': dot lays out in the order of edges
         attrs = []
         item = items[source]
         if type(s) is not int:
             attrs.append(f'label=" {shape_text(item.shape)}"')
-        elif item.kind == "data":
-            shapes = {shape for i, shape in items[t].inputs if i == source} if type(t) is int else set()
+        elif item.kind == "data":  # a slice of token ids: the shape passed
+            passed = items[t].inputs if type(t) is int else view.boxes[t].inputs
+            shapes = {shape for i, shape in passed if i == source}
             if shapes and shapes != {item.shape}:
                 attrs.append(f'label=" {", ".join(map(shape_text, shapes))}"')
         lines.append(f"  {names[s]} -> {names[t]}{' [' + ', '.join(attrs) + ']' if attrs else ''};")
         if backward and item.kind in ("param", "input") and type(s) is int:
             lines.append(f'  {names[t]} -> {names[s]} [style=dashed, color="{GRADIENT}", '
                          f'constraint=false, arrowsize=0.5, class="gradient"];')
+    for k, (label, source) in enumerate(view.graph.outputs):
+        out = f"out{k}"
+        lines.append(_node(out, "output", f"<B>{_esc(label)}</B>  {_small(_typed(items[source]), DARK)}"))
+        lines.append(f"  {names[view.key[source]]} -> {out};")
     lines += _legend(view, backward)
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -17,6 +17,8 @@ A parameter or constant whose every use lies inside one box is drawn inside it
 """
 import numpy as np
 
+NOTEBOOK_NODES = 150  # a notebook shows the deepest picture with at most this many nodes
+
 _DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
            "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool"}
 
@@ -29,9 +31,9 @@ def shape_text(shape):
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
-def typed(item):
-    """jaxpr-style type: f32[2,7,16]."""
-    return f"{dtype_text(item.dtype)}[{','.join(map(str, item.shape))}]"
+def typed(item, shape=None):
+    """jaxpr-style type: f32[2,7,16]; `shape` when an op is passed a slice of the item."""
+    return f"{dtype_text(item.dtype)}[{','.join(map(str, item.shape if shape is None else shape))}]"
 
 
 def size_text(nbytes):
@@ -126,11 +128,11 @@ class View:
                     seen.add((s, target, source))
                     self.edges.append((s, target, source))
                     if type(s) is not int:
-                        self.boxes.setdefault(s, BoxInfo(s)).outputs.setdefault(source, items[source])
+                        self.boxes.setdefault(s, BoxInfo(s)).outputs.setdefault(source, items[source].shape)
         for _, source in graph.outputs:
             s = self.key[source]
             if type(s) is not int:
-                self.boxes.setdefault(s, BoxInfo(s)).outputs.setdefault(source, items[source])
+                self.boxes.setdefault(s, BoxInfo(s)).outputs.setdefault(source, items[source].shape)
         self.cluster_of = {}
         for k in self.nodes:
             if items[k].kind == "op":
@@ -163,7 +165,8 @@ def _common(a, b):
 
 
 class BoxInfo:
-    """A collapsed call: its ops, the parameters used only inside it, what flows in and out."""
+    """A collapsed call: its ops, the parameters used only inside it, what flows in and out
+    (inputs: {(item id, shape passed): shape}; outputs: {item id: shape})."""
 
     def __init__(self, scope):
         self.scope, self.n_ops, self.kept = scope, 0, 0
@@ -172,12 +175,12 @@ class BoxInfo:
     def add_op(self, op, key, items):
         self.n_ops += 1
         self.kept += op.kept + op.residual
-        for source, _ in op.inputs:
+        for source, shape in op.inputs:
             item = items[source]
             if item.kind == "param":
                 self.params[source] = item
             elif key[source] != self.scope:
-                self.inputs.setdefault(source, item)
+                self.inputs.setdefault((source, shape), shape)  # a slice of ids is its own input
 
     @property
     def n_param_values(self):
@@ -219,18 +222,19 @@ class Graph:
         the op, its inputs and its output (`%n` names an op's output)."""
         number = {op.id: n for n, op in enumerate(self.ops, 1)}
 
-        def ref(i):
+        def ref(i, shape=None):
             it = self.items[i]
-            return (f"%{number[i]}" if it.kind == "op" else it.label) + ":" + typed(it)
+            return (f"%{number[i]}" if it.kind == "op" else it.label) + ":" + typed(it, shape)
         lines = [self.title(), "inputs"]
-        for it in self.items:
-            if it.kind != "op":
-                lines.append(f"  {it.label:<24} {typed(it):<16} {it.kind}")
+        values = [it for it in self.items if it.kind != "op"]
+        w0 = max((len(it.label) for it in values), default=0)
+        w1 = max((len(typed(it)) for it in values), default=0)
+        lines += [f"  {it.label:<{w0}}  {typed(it):<{w1}}  {it.kind}" for it in values]
         rows = []
         for n, op in enumerate(self.ops, 1):
             scope = repr(op.scope) if op.scope is not None else "-"
             name = op.label + (" " + op.extra if op.extra else "")
-            ins = ", ".join(ref(i) for i, _ in op.inputs)
+            ins = ", ".join(ref(i, shape) for i, shape in op.inputs)
             rows.append((scope, name, f"{ins} -> %{n}:{typed(op)}"))
         w1 = max((len(r[0]) for r in rows), default=0)
         w2 = max((len(r[1]) for r in rows), default=0)
@@ -253,9 +257,29 @@ class Graph:
         from .dot import render
         return render(self.view(depth), backward, path)
 
+    def readable_depth(self, max_nodes=NOTEBOOK_NODES):
+        """The deepest depth whose picture has at most `max_nodes` nodes: None (every op)
+        when the whole graph fits, else the k of view(k), 0 at least."""
+        if self.view().count() <= max_nodes:
+            return None
+        depth = 0
+        while depth < self.scope_depth() and self.view(depth + 1).count() <= max_nodes:
+            depth += 1
+        return depth
+
+    def scope_depth(self):
+        """How deeply the function scopes nest (the traced function alone is 1)."""
+        deepest, stack = 0, [(self.root, 1)] if self.root is not None else []
+        while stack:
+            scope, level = stack.pop()
+            deepest = max(deepest, level)
+            stack.extend((c, level + 1) for c in scope.children)
+        return deepest
+
     def _repr_svg_(self):
+        """In a notebook: the picture at readable_depth(), so a large model stays legible."""
         from .dot import run_dot
-        return run_dot(self.to_dot(), "svg").decode("utf-8")
+        return run_dot(self.to_dot(depth=self.readable_depth()), "svg").decode("utf-8")
 
     def __repr__(self):
         return f"<Graph {self.title()}>"

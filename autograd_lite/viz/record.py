@@ -123,7 +123,11 @@ class Recorder:
         self.trace = trace
         self.items = []
         self.by_node = {}    # Node -> item id
-        self.by_owner = {}   # id(owning array) -> item id, for data, constants and outputs
+        self.by_owner = {}   # id(owning array) -> item id, for arguments' arrays and op outputs
+        self.by_view = {}    # (owner, offset, shape, strides) -> item id, for constants
+        self.const_owner = {}  # id(owning array) -> the first constant item over its memory
+        self.made_by = {}    # id(array), and id of its owner -> the user-level function that
+                             # returned it (the first to return that array, or a view of its memory)
         self.keep = []       # every array seen, so that ids stay unique while recording
         self.nodes = []      # (item id, Node) of each recorded op, for the saved-array analysis
         self.stack, self.scope, self.op_depth, self.root = [], None, 0, None
@@ -134,15 +138,32 @@ class Recorder:
         self.items.append(item)
         return item
 
-    def add_array(self, kind, label, value):
-        """An item for a plain array (an argument's leaf or a constant), one per owning array.
-        `label`: a string, or a function that finds one (called only for a new item)."""
+    def add_argument_array(self, label, value):
+        """A data item for an array leaf of the arguments (token ids, masks), one per owning
+        array: a slice of it passed to an op is an edge from it, labelled with its shape."""
         base = owner(value)
         if id(base) not in self.by_owner:
             self.keep.append(base)
-            label = label if isinstance(label, str) else label()
-            self.by_owner[id(base)] = self.new_item(kind, label, value).id
+            self.by_owner[id(base)] = self.new_item("data", label, value).id
         return self.by_owner[id(base)]
+
+    def operand_item(self, frame, name, a):
+        """The item of a plain array operand: the argument or op output whose memory it is,
+        else a constant made during the call, one item per view (two slices of a position
+        table are two constants, each of its own shape). Named by the variable that holds it
+        in user code, else by the user function that returned it, else by the parameter."""
+        source = self.by_owner.get(id(owner(a)))
+        if source is not None:
+            return source
+        key = (id(owner(a)), a.__array_interface__["data"][0], a.shape, a.strides)
+        if key not in self.by_view:
+            self.keep.append(a)
+            label = (_bound_name(frame.f_back, a) or self.made_by.get(id(a))
+                     or self.made_by.get(("owner", id(owner(a))))
+                     or ("const" if name in OPERAND_NAMES else name))
+            self.by_view[key] = self.new_item("const", label, a).id
+            self.const_owner.setdefault(id(owner(a)), self.by_view[key])
+        return self.by_view[key]
 
     def hook(self, frame, event, arg):
         if event == "call":
@@ -169,6 +190,10 @@ class Recorder:
                     self.record_op(frame, arg)
                 self.op_depth -= 1
             elif entry is not None:
+                if type(arg) is np.ndarray:  # a constant's name, if an op uses it unbound
+                    self.keep.append(arg)
+                    self.made_by.setdefault(id(arg), entry.name)
+                    self.made_by.setdefault(("owner", id(owner(arg))), entry.name)
                 self.scope = entry.parent
 
     def record_op(self, frame, box):
@@ -192,9 +217,7 @@ class Recorder:
                 op.inputs.append((source, a.shape))
                 positional.append("·")
             elif isinstance(a, np.ndarray) and (id(owner(a)) in self.by_owner or not foldable(a)):
-                fallback = "const" if name in OPERAND_NAMES else name
-                op.inputs.append((self.add_array(
-                    "const", lambda: _bound_name(frame.f_back, a) or fallback, a), a.shape))
+                op.inputs.append((self.operand_item(frame, name, a), a.shape))
                 positional.append("·")
             else:
                 shown = describe(name, default, a)
@@ -241,7 +264,7 @@ def record(f, args):
                     recorder.by_owner[id(owner(value))] = item.id
                 return boxed
             if isinstance(leaf, np.ndarray):
-                recorder.add_array("data", path, leaf)
+                recorder.add_argument_array(path, leaf)
             return leaf
         boxed.append(tree_map(box, arg))
     previous = sys.getprofile()

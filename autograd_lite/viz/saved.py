@@ -49,7 +49,7 @@ def measure_kept(recorder):
             if id(base) in counted:
                 continue
             counted.add(id(base))
-            source = recorder.by_owner.get(id(base))
+            source = recorder.by_owner.get(id(base), recorder.const_owner.get(id(base)))
             if source is not None:
                 recorder.items[source].kept = base.nbytes
             else:
