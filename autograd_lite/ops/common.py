@@ -38,7 +38,9 @@ def lazy(operand, compute):
     """A pullback entry for `operand`: None for a Python number, else `compute` itself, a
     function of no arguments that the engine calls only if the operand is traced. `operand`
     may be given as its `shape_of` (None standing for a number)."""
-    return None if operand is None or is_number(operand) else compute
+    if operand is None or (type(operand) is not tuple and is_number(operand)):  # a shape: traced
+        return None
+    return compute
 
 
 def shape_of(operand):
@@ -81,6 +83,9 @@ def check_same_float_dtype(op, a, b):
     """Refuse operands that numpy would silently promote: two float dtypes, or a float with
     an integer array that changes it (float32 with int64). Python numbers are weak in
     numpy's promotion (NEP 50) and never change a dtype."""
+    ta, tb = type(a), type(b)
+    if (ta is np.ndarray and tb is float) or (ta is float and tb is np.ndarray):
+        return  # the common case (x * 0.5), answered first
     da = None if is_number(a) else dtype_of(op, a)  # dtype_of refuses a list by name
     db = None if is_number(b) else dtype_of(op, b)
     if da is None or db is None:

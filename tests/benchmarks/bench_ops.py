@@ -9,12 +9,14 @@ thread each). A script, not a test:
     python3 tests/benchmarks/bench_ops.py [--repeats 41]
 """
 import argparse
+import os
 import pathlib
 import statistics
 import sys
 import time
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads OpenBLAS: one thread each
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # the repository, uninstalled
 import autograd_lite as ag  # noqa: E402
