@@ -12,7 +12,7 @@ import numpy as np
 from ..tracer import is_traced, primal, primitive
 from .elementwise import mul
 from .common import (check_same_float_dtype, keepdims_shape, mean_last, normalize_axes,
-                     sum_keepdims)
+                     sum_keepdims, unbroadcast)
 
 
 def _shifted(x, axis):
@@ -133,11 +133,11 @@ def layer_norm(x, scale, bias, eps=1e-5):
     centered = x - mean_last(x)
     inv_std = 1 / np.sqrt(mean_last(centered * centered) + eps)
     x_hat = centered * inv_std
-    leading = tuple(range(x.ndim - 1))
+    d_shape = scale.shape  # scale and bias are broadcast over the leading axes of x
 
     def layer_norm_pullback(g):
         return (layer_norm_backward(g, x_hat, inv_std, scale),
-                (g * x_hat).sum(axis=leading), g.sum(axis=leading), None)
+                unbroadcast(g * x_hat, d_shape), unbroadcast(g, d_shape), None)
     return x_hat * scale + bias, layer_norm_pullback
 
 
