@@ -38,25 +38,53 @@ def _child_names(tree):
     return [f"[{i}]" for i in range(len(tree))]
 
 
-def _check_same_container(path, tree, other):
-    if (type(other) is not type(tree) or len(other) != len(tree)
-            or (isinstance(tree, dict) and list(other.keys()) != list(tree.keys()))):
-        raise ValueError(f"tree_map: trees differ at '{path.lstrip('.') or '(root)'}': "
-                         f"{type(tree).__name__} of {len(tree)} vs {type(other).__name__}"
-                         f"{' of ' + str(len(other)) if hasattr(other, '__len__') else ''}")
+def _same_container(tree, other):
+    return (type(other) is type(tree) and len(other) == len(tree)
+            and (not isinstance(tree, dict) or list(other.keys()) == list(tree.keys())))
 
 
-def tree_map(f, tree, *others, path=""):
-    """f applied to every leaf of `tree` (with the matching leaves of `others`), same structure."""
+class _ContainersDiffer(Exception):
+    """Raised inside _map; tree_map turns it into a ValueError naming the path."""
+
+
+def _map(f, tree, others):
     kids = children(tree)
     if kids is None:
         return f(tree, *others)
+    if not others:
+        return rebuild(tree, [_map(f, kid, ()) for kid in kids])
     for other in others:
-        _check_same_container(path, tree, other)
+        if not _same_container(tree, other):
+            raise _ContainersDiffer
+    return rebuild(tree, [_map(f, kid, rest)
+                          for kid, *rest in zip(kids, *(children(o) for o in others))])
+
+
+def _first_difference(tree, others, path=""):
+    """'where: what' for the first container of `tree` that an other tree does not match."""
+    kids = children(tree)
+    if kids is None:
+        return None
+    for other in others:
+        if not _same_container(tree, other):
+            size = f" of {len(other)}" if hasattr(other, "__len__") else ""
+            return (f"'{path.lstrip('.') or '(root)'}': {type(tree).__name__} of {len(tree)} "
+                    f"vs {type(other).__name__}{size}")
     other_kids = [children(o) for o in others]
-    names = _child_names(tree)
-    return rebuild(tree, [tree_map(f, kid, *(ok[i] for ok in other_kids), path=path + names[i])
-                          for i, kid in enumerate(kids)])
+    for i, (name, kid) in enumerate(zip(_child_names(tree), kids)):
+        found = _first_difference(kid, [ok[i] for ok in other_kids], path + name)
+        if found:
+            return found
+    return None
+
+
+def tree_map(f, tree, *others):
+    """f applied to every leaf of `tree` (with the matching leaves of `others`), same structure.
+    Trees that differ raise a ValueError naming the first path where they do."""
+    try:
+        return _map(f, tree, others)
+    except _ContainersDiffer:
+        raise ValueError(f"tree_map: trees differ at {_first_difference(tree, others)}") from None
 
 
 def tree_leaves(tree):
