@@ -347,16 +347,24 @@ class Scale:
         return x * 2.0
 
 
+class Shift:
+    """A callable object whose __call__ does not call its instance `self`."""
+
+    def __call__(layer, x):  # noqa: N805
+        return x + 1.0
+
+
 def strings_and_objects(x):
     namespace = {"ag": ag}
     exec("def from_a_string(x):\n    return ag.exp(x)\n", namespace)  # as notebooks and docs run code
-    return Scale()(namespace["from_a_string"](x))
+    return Shift()(Scale()(namespace["from_a_string"](x)))
 
 
 def test_code_run_from_strings_and_callable_objects_get_clusters(rng):
     g = ag.viz.trace(strings_and_objects, rng.standard_normal(3))
     assert [repr(op.scope) for op in g.ops] == ["strings_and_objects/from_a_string",
-                                                "strings_and_objects/Scale"]
+                                                "strings_and_objects/Scale",
+                                                "strings_and_objects/Shift"]
 
 
 def test_a_picture_of_a_gradient_holds_the_forward_and_the_backward_ops(rng):

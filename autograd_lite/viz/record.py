@@ -173,8 +173,9 @@ class Recorder:
                 self.stack.append(_OP)
             elif self.op_depth == 0 and (kind is not None or self.root is None):
                 name = frame.f_code.co_name.strip("<>")
-                if name == "__call__" and "self" in frame.f_code.co_varnames:  # a callable object
-                    name = type(frame.f_locals["self"]).__name__
+                code = frame.f_code
+                if name == "__call__" and code.co_argcount:  # a callable object: its class
+                    name = type(frame.f_locals[code.co_varnames[0]]).__name__
                 self.scope = Scope(name, self.scope, kind is not _SCOPE and kind is not None)
                 if self.root is None:
                     self.root = self.scope
