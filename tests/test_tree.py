@@ -83,6 +83,8 @@ def test_tree_map_mismatch_names_the_path(other, path):
     b = a._replace(encoder=other) if isinstance(other, list) else a._replace(head=other)
     with pytest.raises(ValueError, match=f"'{path}'".replace("[", r"\[").replace("]", r"\]")):
         ag.tree_map(lambda *xs: xs[0], a, b)
+    with pytest.raises(ValueError, match=f"'{path}'".replace("[", r"\[").replace("]", r"\]")):
+        ag.tree_map(lambda *xs: xs[0], a, a, b)  # the second of the other trees differs
 
 
 def test_tree_map_mismatch_at_the_root():

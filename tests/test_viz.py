@@ -316,18 +316,14 @@ def test_slices_of_one_array_show_the_shape_each_op_is_passed(rng, tmp_path):
         "lookup #1 (10, 4), (2, 5)", "lookup #2 (10, 4), (2, 3)"]
 
 
-def test_array_arguments_are_drawn_left_to_right_in_their_order(rng):
-    table = rng.standard_normal((10, 4)).astype(np.float32)
-    src, tgt = rng.integers(0, 10, (2, 5)), rng.integers(0, 10, (2, 3))
-
-    def later_first(table, src, tgt):  # uses tgt before src
-        return ag.sum(ag.gather(table, tgt)) + ag.sum(ag.gather(table, src))
-    g = ag.viz.trace(later_first, table, src, tgt)
-    layout = ag.viz.dot.run_dot(g.to_dot(), "plain").decode().splitlines()
-    labels = dict(re.findall(r'  (n\d+) \[label=<(\w+)<BR', g.to_dot()))
-    x = {labels[f[1]]: float(f[2]) for f in map(str.split, layout)
-         if f[0] == "node" and f[1] in labels}
-    assert x["src"] < x["tgt"]
+def test_two_dtypes_over_one_memory_are_two_constants(rng):
+    def weigh(x):
+        keep = x > 0  # (5,) bool
+        return ag.sum(x * keep) + ag.sum(x * keep.view(np.uint8))  # the same bytes as uint8
+    g = ag.viz.trace(weigh, rng.standard_normal(5))
+    consts = sorted(str(it.dtype) for it in g.items if it.kind == "const")
+    assert consts == ["bool", "uint8"]
+    assert "keep:bool[5]" in g.summary() and "const:u8[5]" in g.summary()  # the view is unnamed
 
 
 def test_recording_leaves_no_trace_on_the_normal_path(mlp_args):
@@ -354,17 +350,26 @@ class Shift:
         return x + 1.0
 
 
+class Halve:
+    """A static __call__: its first argument is the data, not an instance."""
+
+    @staticmethod
+    def __call__(x):
+        return x * 0.5
+
+
 def strings_and_objects(x):
     namespace = {"ag": ag}
     exec("def from_a_string(x):\n    return ag.exp(x)\n", namespace)  # as notebooks and docs run code
-    return Shift()(Scale()(namespace["from_a_string"](x)))
+    return Halve()(Shift()(Scale()(namespace["from_a_string"](x))))
 
 
 def test_code_run_from_strings_and_callable_objects_get_clusters(rng):
     g = ag.viz.trace(strings_and_objects, rng.standard_normal(3))
     assert [repr(op.scope) for op in g.ops] == ["strings_and_objects/from_a_string",
                                                 "strings_and_objects/Scale",
-                                                "strings_and_objects/Shift"]
+                                                "strings_and_objects/Shift",
+                                                "strings_and_objects/__call__"]
 
 
 def test_a_picture_of_a_gradient_holds_the_forward_and_the_backward_ops(rng):

@@ -83,7 +83,7 @@ def _item_node(view, item, backward, used):
 
 
 def _shapes(shapes, limit=4):
-    texts = [shape_text(shape) for shape in shapes.values()]
+    texts = [shape_text(shape) for shape in shapes]
     return ", ".join(texts[:limit]) + (f" +{len(texts) - limit}" if len(texts) > limit else "") or "()"
 
 
@@ -98,7 +98,7 @@ def _box_node(name, box, backward, n_inside):
     if box.params:
         counts += f" · {_plural(len(box.params), 'param')} ({count_text(box.n_param_values)})"
     label = (f"<B>{_esc(box.scope.label)}</B><BR/>"
-             f"{_small(_shapes(box.inputs) + ' → ' + _shapes(box.outputs), DARK)}<BR/>{_small(counts)}")
+             f"{_small(_shapes(s for _, s in box.inputs) + ' → ' + _shapes(box.outputs.values()), DARK)}<BR/>{_small(counts)}")
     if backward and box.kept:
         label += "<BR/>" + _small(f"saves {size_text(box.kept)} for backward", KEPT)
     if backward and n_inside:
@@ -131,18 +131,6 @@ def _title(view, backward):
         text += (f"<BR/>backward pass keeps {size_text(made + given)}: {size_text(made)} made "
                  f"during the call, {size_text(given)} of the arguments")
     return text
-
-
-def _arguments_in_order(view):
-    """The call's array arguments (src, tgt) side by side in their order, left to right:
-    invisible edges within one rank fix their order, which the layout would otherwise choose
-    (drawing decode left of encode)."""
-    items = view.graph.items
-    arguments = [f"n{k}" for k in view.nodes
-                 if items[k].kind in ("input", "data") and view.cluster_of.get(k) == ()]
-    if len(arguments) < 2:
-        return []
-    return ["  {rank=same; " + " -> ".join(arguments) + " [style=invis];}"]
 
 
 def to_dot(view, backward=False):
@@ -188,7 +176,6 @@ def to_dot(view, backward=False):
         elif path:
             order.append("  " * len(path) + "}")
     lines += order
-    lines += _arguments_in_order(view)
     for s, t, source in view.edges:  # before the outputs': dot lays out in the order of edges
         attrs = []
         item = items[source]

@@ -166,11 +166,11 @@ def _common(a, b):
 
 class BoxInfo:
     """A collapsed call: its ops, the parameters used only inside it, what flows in and out
-    (inputs: {(item id, shape passed): shape}; outputs: {item id: shape})."""
+    (inputs: [(item id, shape passed)]; outputs: {item id: shape})."""
 
     def __init__(self, scope):
         self.scope, self.n_ops, self.kept = scope, 0, 0
-        self.params, self.inputs, self.outputs = {}, {}, {}
+        self.params, self.inputs, self.outputs = {}, [], {}
 
     def add_op(self, op, key, items):
         self.n_ops += 1
@@ -180,7 +180,8 @@ class BoxInfo:
             if item.kind == "param":
                 self.params[source] = item
             elif key[source] != self.scope:
-                self.inputs.setdefault((source, shape), shape)  # a slice of ids is its own input
+                if (source, shape) not in self.inputs:  # a slice of ids is an input of its own
+                    self.inputs.append((source, shape))
 
     @property
     def n_param_values(self):

@@ -124,10 +124,10 @@ class Recorder:
         self.items = []
         self.by_node = {}    # Node -> item id
         self.by_owner = {}   # id(owning array) -> item id, for arguments' arrays and op outputs
-        self.by_view = {}    # (owner, offset, shape, strides) -> item id, for constants
+        self.by_view = {}    # (owner, offset, shape, strides, dtype) -> item id, for constants
         self.const_owner = {}  # id(owning array) -> the first constant item over its memory
-        self.made_by = {}    # id(array), and id of its owner -> the user-level function that
-                             # returned it (the first to return that array, or a view of its memory)
+        self.made_by = {}    # id(array) -> the first user-level function that returned it
+        self.made_over = {}  # id(owning array) -> the first that returned a view of its memory
         self.keep = []       # every array seen, so that ids stay unique while recording
         self.nodes = []      # (item id, Node) of each recorded op, for the saved-array analysis
         self.stack, self.scope, self.op_depth, self.root = [], None, 0, None
@@ -155,11 +155,11 @@ class Recorder:
         source = self.by_owner.get(id(owner(a)))
         if source is not None:
             return source
-        key = (id(owner(a)), a.__array_interface__["data"][0], a.shape, a.strides)
+        key = (id(owner(a)), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype)
         if key not in self.by_view:
             self.keep.append(a)
             label = (_bound_name(frame.f_back, a) or self.made_by.get(id(a))
-                     or self.made_by.get(("owner", id(owner(a))))
+                     or self.made_over.get(id(owner(a)))
                      or ("const" if name in OPERAND_NAMES else name))
             self.by_view[key] = self.new_item("const", label, a).id
             self.const_owner.setdefault(id(owner(a)), self.by_view[key])
@@ -173,9 +173,8 @@ class Recorder:
                 self.stack.append(_OP)
             elif self.op_depth == 0 and (kind is not None or self.root is None):
                 name = frame.f_code.co_name.strip("<>")
-                code = frame.f_code
-                if name == "__call__" and code.co_argcount:  # a callable object: its class
-                    name = type(frame.f_locals[code.co_varnames[0]]).__name__
+                if name == "__call__":  # a callable object: named by its class
+                    name = _instance_class_name(frame) or name
                 self.scope = Scope(name, self.scope, kind is not _SCOPE and kind is not None)
                 if self.root is None:
                     self.root = self.scope
@@ -194,7 +193,7 @@ class Recorder:
                 if type(arg) is np.ndarray:  # a constant's name, if an op uses it unbound
                     self.keep.append(arg)
                     self.made_by.setdefault(id(arg), entry.name)
-                    self.made_by.setdefault(("owner", id(owner(arg))), entry.name)
+                    self.made_over.setdefault(id(owner(arg)), entry.name)
                 self.scope = entry.parent
 
     def record_op(self, frame, box):
@@ -226,6 +225,17 @@ class Recorder:
                     (positional if shown[0] == "operand" else options).append(shown[1])
         text = f"({', '.join(positional)})" if any(p != "·" for p in positional) else ""
         op.extra = (text + " " + " ".join(options)).strip()
+
+
+def _instance_class_name(frame):
+    """The class of the object whose __call__ runs in `frame` (its first argument, whatever
+    it is called), or None for a __call__ that is not a method (a staticmethod)."""
+    code = frame.f_code
+    if not code.co_argcount:
+        return None
+    instance = frame.f_locals.get(code.co_varnames[0])
+    method = getattr(type(instance), "__call__", None)
+    return type(instance).__name__ if getattr(method, "__code__", None) is code else None
 
 
 def _bound_name(frame, value):
