@@ -38,7 +38,8 @@ def lazy(operand, compute):
     """A pullback entry for `operand`: None for a Python number, else `compute` itself, a
     function of no arguments that the engine calls only if the operand is traced. `operand`
     may be given as its `shape_of` (None standing for a number)."""
-    if operand is None or (type(operand) is not tuple and is_number(operand)):  # a shape: traced
+    # a kept shape (a tuple) stands for an array: skip is_number's slower checks on it
+    if operand is None or (type(operand) is not tuple and is_number(operand)):
         return None
     return compute
 

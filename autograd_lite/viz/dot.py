@@ -97,8 +97,8 @@ def _box_node(name, box, backward, n_inside):
     counts = _plural(box.n_ops, "op")
     if box.params:
         counts += f" · {_plural(len(box.params), 'param')} ({count_text(box.n_param_values)})"
-    label = (f"<B>{_esc(box.scope.label)}</B><BR/>"
-             f"{_small(_shapes(s for _, s in box.inputs) + ' → ' + _shapes(box.outputs.values()), DARK)}<BR/>{_small(counts)}")
+    flow = _shapes(shape for _, shape in box.inputs) + " → " + _shapes(box.outputs.values())
+    label = f"<B>{_esc(box.scope.label)}</B><BR/>{_small(flow, DARK)}<BR/>{_small(counts)}"
     if backward and box.kept:
         label += "<BR/>" + _small(f"saves {size_text(box.kept)} for backward", KEPT)
     if backward and n_inside:

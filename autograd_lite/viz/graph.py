@@ -228,9 +228,10 @@ class Graph:
             return (f"%{number[i]}" if it.kind == "op" else it.label) + ":" + typed(it, shape)
         lines = [self.title(), "inputs"]
         values = [it for it in self.items if it.kind != "op"]
-        w0 = max((len(it.label) for it in values), default=0)
-        w1 = max((len(typed(it)) for it in values), default=0)
-        lines += [f"  {it.label:<{w0}}  {typed(it):<{w1}}  {it.kind}" for it in values]
+        label_width = max((len(it.label) for it in values), default=0)
+        type_width = max((len(typed(it)) for it in values), default=0)
+        lines += [f"  {it.label:<{label_width}}  {typed(it):<{type_width}}  {it.kind}"
+                  for it in values]
         rows = []
         for n, op in enumerate(self.ops, 1):
             scope = repr(op.scope) if op.scope is not None else "-"
@@ -263,8 +264,8 @@ class Graph:
         when the whole graph fits, else the k of view(k), 0 at least."""
         if self.view().count() <= max_nodes:
             return None
-        depth = 0
-        while depth < self.scope_depth() and self.view(depth + 1).count() <= max_nodes:
+        depth, deepest = 0, self.scope_depth()
+        while depth < deepest and self.view(depth + 1).count() <= max_nodes:
             depth += 1
         return depth
 
