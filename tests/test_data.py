@@ -1,0 +1,391 @@
+"""models.data: every reader on small files written here (good rows, dropped rows and their
+warning, each error with its file and line), the split, the three kinds of batches worked by
+hand, and the real public data sets when the data folder is present."""
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models import data, text
+
+DATA = Path(os.environ.get("AUTOGRAD_LITE_DATA",
+                           Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def write(tmp_path, name, content):
+    """A fixture file holding exactly `content` (str as UTF-8, or bytes)."""
+    path = tmp_path / name
+    path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    return path
+
+
+def read_quietly(reader, *args, **kwargs):
+    """Call a reader that must not leave rows out (a DroppedRowsWarning fails the test)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", data.DroppedRowsWarning)
+        return reader(*args, **kwargs)
+
+
+# --- read_csv ------------------------------------------------------------------------------------
+
+REVIEWS_CSV = ('id,review,sentiment\n'
+               '1,"Great coffee, really",positive\n'
+               '2,"Two lines:\nfirst, then ""second""",negative\n'
+               '3,  Fine  ,positive\n')
+
+
+def test_read_csv_quoted_commas_newlines_and_string_labels(tmp_path):
+    path = write(tmp_path, "reviews.csv", REVIEWS_CSV)
+    texts, labels = read_quietly(data.read_csv, path, "review", "sentiment")
+    assert texts == ["Great coffee, really", 'Two lines:\nfirst, then "second"', "Fine"]
+    assert labels.dtype == np.int64 and labels.tolist() == [1, 0, 1]
+    result = data.read_csv(path, "review", "sentiment")
+    assert result.label_names == ("negative", "positive") and result.dropped == {}
+    assert repr(result) == ("Dataset(3 texts, label_names=('negative', 'positive'), "
+                            "dropped={})")
+
+
+def test_read_csv_label_names_fix_the_numbering_and_integers_stay(tmp_path):
+    path = write(tmp_path, "reviews.csv", REVIEWS_CSV)
+    result = data.read_csv(path, "review", "sentiment", label_names=["positive", "negative"])
+    assert result.labels.tolist() == [0, 1, 0] and result.label_names == ("positive", "negative")
+    stars = data.read_csv(write(tmp_path, "stars.csv", "text,stars\ngood,5\nbad,1\nmeh, 3\n"),
+                          "text", "stars")
+    assert stars.labels.tolist() == [5, 1, 3] and stars.label_names is None
+
+
+def test_read_csv_skips_a_byte_order_mark(tmp_path):
+    path = write(tmp_path, "excel.csv", "\ufeffreview,label\nnice,1\n")
+    assert data.read_csv(path, "review", "label").texts == ["nice"]
+
+
+def test_read_csv_missing_column_lists_the_columns(tmp_path):
+    path = write(tmp_path, "reviews.csv", REVIEWS_CSV)
+    with pytest.raises(ValueError, match=r"read_csv: .*reviews.csv, line 1: no column 'stars'; "
+                                         r"the columns are \['id', 'review', 'sentiment'\]"):
+        data.read_csv(path, "review", "stars")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", r"reviews.csv is empty"),
+    ("review,label\n", r"reviews.csv has no rows to return \(left out: \{\}\)"),
+    (b"review,label\nok,1\ncaf\xe9,1\n",
+     r"reviews.csv, line 3: not UTF-8 \(byte 0xe9 at offset 21\)"),
+    ('review,label\n"two\nlines",1\nthree,fields,1\n', r"reviews.csv, line 4: 3 fields where the "
+                                                        r"header has 2"),
+    ('review,label\nfine,1\nno label,\n', r"reviews.csv, line 3: empty label \(text 'no label'\)"),
+    ('review,label\nfine,1\n"open quote,1\nnext,0\n', r"reviews.csv, line 3: not valid CSV "
+                                                        r"\(unexpected end of data\)"),
+    ('"review" x,label\nfine,1\n', r"reviews.csv, line 1: not valid CSV \(',' expected "
+                                   r"after '\"'\)"),
+    ('review,label\n"quoted" then more,1\n', r"reviews.csv, line 2: not valid CSV \(',' expected "
+                                             r"after '\"'\)"),
+])
+def test_read_csv_errors_name_the_file_and_line(tmp_path, content, message):
+    path = write(tmp_path, "reviews.csv", content)
+    with pytest.raises(ValueError, match=rf"read_csv: .*{message}"):
+        data.read_csv(path, "review", "label")
+
+
+def test_read_csv_bad_label_names_its_line(tmp_path):
+    path = write(tmp_path, "reviews.csv", REVIEWS_CSV + "4,Odd,neutral\n")  # row 4 is on line 6
+    with pytest.raises(ValueError, match=r"read_csv: .*reviews.csv, line 6: label 'neutral' is "
+                                         r"not one of label_names \['negative', 'positive'\]"):
+        data.read_csv(path, "review", "sentiment", label_names=["negative", "positive"])
+
+
+def test_read_csv_counts_and_reports_dropped_rows(tmp_path):
+    path = write(tmp_path, "reviews.csv", "review,label\ngood,1\n  ,0\n\n\"\",1\nbad,0\n")
+    with pytest.warns(data.DroppedRowsWarning, match=r"read_csv: .*reviews.csv: left out 3 rows: "
+                                                     r"1 \(blank line\), 2 \(empty text\); 2 kept"):
+        result = data.read_csv(path, "review", "label")
+    assert result.texts == ["good", "bad"] and result.labels.tolist() == [1, 0]
+    assert result.dropped == {"blank line": 1, "empty text": 2}
+
+
+# --- read_jsonl ----------------------------------------------------------------------------------
+
+def review(body, stars, **more):
+    return json.dumps(dict(review_id="x", stars=stars, review_body=body, **more),
+                      ensure_ascii=False) + "\n"
+
+
+def test_read_jsonl_amazon_reviews_multi(tmp_path):
+    body = "Arrived late\u0085but works\u2028fine."  # NEL and LINE SEPARATOR are not line breaks
+    path = write(tmp_path, "reviews.jsonl", review(body, 2) + review("Great!", 5) +
+                 review("ok", 3))
+    texts, labels = read_quietly(data.read_jsonl, path)
+    assert texts == [body, "Great!", "ok"] and labels.tolist() == [2, 5, 3]
+
+
+def test_read_jsonl_binary_drops_three_stars_and_says_so(tmp_path):
+    path = write(tmp_path, "reviews.jsonl", "".join(review(f"r{s}", s) for s in [1, 2, 3, 4, 5, 3]))
+    with pytest.warns(data.DroppedRowsWarning, match=r"read_jsonl: .*reviews.jsonl: left out 2 "
+                                                     r"rows: 2 \(3 stars, binary=True\); 4 kept"):
+        result = data.read_jsonl(path, binary=True)
+    assert result.texts == ["r1", "r2", "r4", "r5"] and result.labels.tolist() == [0, 0, 1, 1]
+    assert result.dropped == {"3 stars, binary=True": 2}
+
+
+def test_read_jsonl_other_keys_and_string_labels(tmp_path):
+    path = write(tmp_path, "tweets.jsonl", '{"text": "yay", "label": "pos"}\n'
+                                           '{"text": "meh", "label": "neg"}\n')
+    result = data.read_jsonl(path, text_key="text", label_key="label")
+    assert result.labels.tolist() == [1, 0] and result.label_names == ("neg", "pos")
+
+
+@pytest.mark.parametrize("second_line, message", [
+    ('{"review_body": "ok", "stars": 4\n', r"line 2: not valid JSON \(Expecting ',' delimiter "
+                                          r"at column 33\)"),
+    ('["ok", 4]\n', r"line 2: expected a JSON object, got list"),
+    ('{"body": "ok", "stars": 4}\n', r"line 2: no key 'review_body'; the keys are "
+                                     r"\['body', 'stars'\]"),
+    ('{"review_body": "ok"}\n', r"line 2: no key 'stars'; the keys are \['review_body'\]"),
+    ('{"review_body": 17, "stars": 4}\n', r"line 2: review_body is int, not a string"),
+    ('{"review_body": "ok", "stars": 4.5}\n', r"line 2: label 4.5 is neither an integer nor a "
+                                              r"string"),
+    ('{"review_body": "ok", "stars": true}\n', r"line 2: label True is neither"),
+])
+def test_read_jsonl_errors_name_the_file_and_line(tmp_path, second_line, message):
+    path = write(tmp_path, "reviews.jsonl", review("fine", 4) + second_line)
+    with pytest.raises(ValueError, match=rf"read_jsonl: .*reviews.jsonl, {message}"):
+        data.read_jsonl(path)
+
+
+def test_read_jsonl_binary_needs_star_ratings(tmp_path):
+    path = write(tmp_path, "reviews.jsonl", review("fine", 4) + "\n" + review("odd", 6))
+    with pytest.raises(ValueError, match=r"read_jsonl: .*reviews.jsonl, line 3: binary=True needs "
+                                         r"a star rating 1..5, got 6"):
+        data.read_jsonl(path, binary=True)
+
+
+# --- read_tsv, read_text, read_lines -------------------------------------------------------------
+
+UCI_LIKE = ('A very slow-moving, aimless movie.  \t0\n'
+            'The script is\u0085was there a script?  \t0\n'
+            '"Quotes" don\'t end a row.\t1\n'
+            'tab\tinside the sentence\t1\n')
+
+
+def test_read_tsv_uci_lines(tmp_path):
+    texts, labels = read_quietly(data.read_tsv, write(tmp_path, "imdb.txt", UCI_LIKE))
+    assert texts == ["A very slow-moving, aimless movie.", "The script is\u0085was there a script?",
+                     '"Quotes" don\'t end a row.', "tab\tinside the sentence"]
+    assert labels.tolist() == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize("content, kwargs, message", [
+    (UCI_LIKE + "no tab here, 1\n", {}, r", line 5: no TAB: expected sentence<TAB>label, got "
+                                        r"'no tab here, 1'"),
+    (UCI_LIKE + "neutral\t2\n", dict(label_names=["0", "1"]), r", line 5: label '2' is not one "
+                                                              r"of label_names \['0', '1'\]"),
+    ("fine\t1\nno label\t \n", {}, r", line 2: empty label"),
+    ("\n\n", {}, r" has no rows to return \(left out: \{'blank line': 2\}\)"),
+])
+def test_read_tsv_errors_name_the_file_and_line(tmp_path, content, kwargs, message):
+    path = write(tmp_path, "imdb.txt", content)
+    with pytest.raises(ValueError, match=rf"read_tsv: .*imdb.txt{message}"):
+        data.read_tsv(path, **kwargs)
+
+
+def test_read_text_and_read_lines_keep_the_file_as_it_is(tmp_path):
+    content = "First Citizen:\r\nSpeak\u0085speak.\n\n  last line  "
+    path = write(tmp_path, "corpus.txt", content)
+    assert data.read_text(path) == content
+    assert data.read_lines(path) == ["First Citizen:\r", "Speak\u0085speak.", "", "  last line  "]
+    assert data.read_lines(write(tmp_path, "two.txt", "a\nb\n")) == ["a", "b"]
+    with pytest.raises(ValueError, match=r"read_text: .*nothing.txt is empty"):
+        data.read_text(write(tmp_path, "nothing.txt", ""))
+    with pytest.raises(ValueError, match=r"read_lines: .*nothing.txt is empty"):
+        data.read_lines(tmp_path / "nothing.txt")
+
+
+# --- split ---------------------------------------------------------------------------------------
+
+def test_split_partitions_deterministically():
+    train, validation = data.split(1000, 0.1, seed=7)
+    assert len(train) == 900 and len(validation) == 100
+    assert np.array_equal(np.sort(np.concatenate([train, validation])), np.arange(1000))
+    assert np.all(np.diff(train) > 0) and np.all(np.diff(validation) > 0)
+    again = data.split(1000, 0.1, seed=7)
+    assert np.array_equal(again[0], train) and np.array_equal(again[1], validation)
+    assert not np.array_equal(data.split(1000, 0.1, seed=8)[1], validation)
+    assert len(data.split(100, 0.29, seed=0)[1]) == 29  # 0.29 · 100 is 28.999... in floats
+    assert len(data.split(5, 0.0, seed=0)[1]) == 0
+
+
+def test_split_takes_a_numpy_count_and_refuses_a_float_one():
+    assert len(data.split(np.int64(10), 0.2, seed=0)[1]) == 2
+    with pytest.raises(ValueError, match=r"split: n must be an int >= 0, got 10.0"):
+        data.split(10.0, 0.2, seed=0)
+
+
+@pytest.mark.parametrize("fraction", [1.0, -0.1, float("nan")])
+def test_split_refuses_a_fraction_outside_0_1(fraction):
+    with pytest.raises(ValueError, match=r"split: validation_fraction must lie in \[0, 1\)"):
+        data.split(10, fraction, seed=0)
+
+
+# --- batches -------------------------------------------------------------------------------------
+
+def row_tagged(n, t=3):
+    """ids (n, t) whose row i is all i, labels (n,) = 1000 + i: a batch shows its rows."""
+    return np.repeat(np.arange(n)[:, None], t, axis=1), 1000 + np.arange(n)
+
+
+def test_batches_visit_every_row_once_with_its_label():
+    ids, labels = row_tagged(10)
+    epoch = data.batches(ids, labels, 4, rng=np.random.default_rng(0))
+    assert len(epoch) == 3
+    seen = []
+    for batch_ids, batch_labels in epoch:
+        assert batch_ids.shape == (len(batch_labels), 3) and batch_ids.dtype == ids.dtype
+        assert np.array_equal(batch_labels, 1000 + batch_ids[:, 0])
+        seen.extend(batch_ids[:, 0].tolist())
+    assert [len(b) for _, b in epoch] == [4, 4, 2]
+    assert sorted(seen) == list(range(10)) and seen != list(range(10))
+    assert seen == [row for b, _ in epoch for row in b[:, 0]]  # iterating again: same batches
+
+
+def test_batches_order_is_a_function_of_the_rng():
+    ids, labels = row_tagged(50)
+    seed = 3
+    epoch_batches = lambda epoch: data.batches(ids, labels, 8,  # noqa: E731 (the docstring's)
+                                               rng=np.random.default_rng([seed, epoch]))
+    order = lambda batches: np.concatenate([b for _, b in batches])  # noqa: E731
+    assert np.array_equal(order(epoch_batches(1)), order(epoch_batches(1)))
+    assert not np.array_equal(order(epoch_batches(1)), order(epoch_batches(2)))
+    expected = 1000 + np.random.default_rng([seed, 1]).permutation(50)
+    assert np.array_equal(order(epoch_batches(1)), expected)
+    assert np.array_equal(order(data.batches(ids, labels, 8)), labels)  # rng None: in order
+
+
+def test_batches_drop_last():
+    ids, labels = row_tagged(10)
+    epoch = data.batches(ids, labels, 4, rng=np.random.default_rng(0), drop_last=True)
+    assert [len(b) for _, b in epoch] == [4, 4]
+
+
+def test_batches_of_sequences_pad_each_batch_to_its_longest():
+    sequences = [[5], [6, 7, 8], [9, 9], [4, 4, 4, 4, 4]]
+    epoch = list(data.batches(sequences, [0, 1, 0, 1], 2, pad=0))
+    assert epoch[0][0].tolist() == [[5, 0, 0], [6, 7, 8]] and epoch[0][1].tolist() == [0, 1]
+    assert epoch[1][0].tolist() == [[9, 9, 0, 0, 0], [4, 4, 4, 4, 4]]
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda ids, y: data.batches(ids, y, 4, rng=0), TypeError,
+     r"batches: rng must be an np.random.Generator \(np.random.default_rng\(...\)\) or None "
+     r"for the rows in order, got int"),
+    (lambda ids, y: data.batches(ids, y[:9], 4), ValueError,
+     r"batches: 10 rows of ids but labels \(9,\)"),
+    (lambda ids, y: data.batches(ids[0], y, 4), ValueError,
+     r"batches: ids must be integer \(N, T\) or a list of sequences, got int64 \(3,\)"),
+    (lambda ids, y: data.batches(ids * 1.0, y, 4), ValueError,
+     r"batches: ids must be integer \(N, T\) or a list of sequences, got float64 \(10, 3\)"),
+    (lambda ids, y: data.batches(ids, y, 0), ValueError,
+     r"batches: batch_size must be an int >= 1, got 0"),
+    (lambda ids, y: data.batches(ids, y, 2.0), ValueError,
+     r"batches: batch_size must be an int >= 1, got 2.0"),
+    (lambda ids, y: data.batches(list(ids), y, 4), ValueError,
+     r"batches: ids given as a list of sequences need pad=<the pad id>"),
+])
+def test_batches_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call(*row_tagged(10))
+
+
+def test_seq2seq_batches_add_bos_eos_and_pad():
+    pad, bos, eos = 0, 1, 2
+    sources, targets = [[5, 6], [7], [8, 8, 8]], [[10, 11, 12], [13], [14, 15]]
+    first, second = data.seq2seq_batches(sources, targets, 2, pad, bos, eos)
+    assert first.src.tolist() == [[5, 6], [7, 0]]
+    assert first.tgt_in.tolist() == [[1, 10, 11, 12], [1, 13, 0, 0]]
+    assert first.tgt_out.tolist() == [[10, 11, 12, 2], [13, 2, 0, 0]]
+    assert second.src.tolist() == [[8, 8, 8]]
+    assert second.tgt_in.tolist() == [[1, 14, 15]] and second.tgt_out.tolist() == [[14, 15, 2]]
+    shuffled = data.seq2seq_batches(sources, targets, 3, pad, bos, eos,
+                                    rng=np.random.default_rng(0))
+    (batch,) = shuffled
+    order = np.random.default_rng(0).permutation(3)
+    assert batch.tgt_out[:, 0].tolist() == [targets[i][0] for i in order]
+
+
+@pytest.mark.parametrize("sources, targets, message", [
+    ([[5]], [[6], [7]], r"seq2seq_batches: 1 sources but 2 targets"),
+    ([[5]], [[6, 2]], r"seq2seq_batches: target 0 holds the special id 2 \(pad 0, bos 1, eos 2\)"),
+    ([[5], [0, 5]], [[6], [7]], r"seq2seq_batches: source 1 holds the special id 0"),
+])
+def test_seq2seq_batches_errors(sources, targets, message):
+    with pytest.raises(ValueError, match=message):
+        data.seq2seq_batches(sources, targets, 2, pad=0, bos=1, eos=2)
+
+
+def test_lm_batches_are_windows_and_their_shift():
+    corpus = np.arange(100, 200)  # id = 100 + its position: a window shows where it starts
+    epoch = data.lm_batches(corpus, 8, 4, 5, rng=np.random.default_rng(0))
+    assert len(epoch) == 5
+    starts = np.random.default_rng(0).integers(0, 100 - 8, size=(5, 4))
+    for (inputs, targets), batch_starts in zip(epoch, starts):
+        assert inputs.shape == targets.shape == (4, 8) and inputs.dtype == corpus.dtype
+        assert np.array_equal(inputs, corpus[batch_starts[:, None] + np.arange(8)])
+        assert np.array_equal(targets, inputs + 1)
+    assert max(t.max() for _, t in epoch) <= 199  # the last window may end on the last id
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((np.arange(9), 9, 2, 3, np.random.default_rng(0)), ValueError,
+     r"lm_batches: a window of seq_len \+ 1 = 10 ids does not fit in the 9 ids"),
+    ((np.arange(9), 0, 2, 3, np.random.default_rng(0)), ValueError,
+     r"lm_batches: seq_len must be an int >= 1, got 0"),
+    ((np.ones((2, 9), dtype=int), 4, 2, 3, np.random.default_rng(0)), ValueError,
+     r"lm_batches: ids must be one integer sequence \(N,\), got int64 with shape \(2, 9\)"),
+    ((np.arange(9), 4, 0, 3, np.random.default_rng(0)), ValueError,
+     r"lm_batches: batch_size must be an int >= 1, got 0"),
+    ((np.arange(9), 4, 2, 3, None), TypeError,
+     r"lm_batches: rng must be an np.random.Generator, got NoneType"),
+])
+def test_lm_batches_errors(args, error, message):
+    with pytest.raises(error, match=message):
+        data.lm_batches(*args)
+
+
+# --- the public data sets (read only when the folder is there) ----------------------------------
+
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"no data folder at {DATA} "
+                                                          f"(set AUTOGRAD_LITE_DATA)")
+
+
+@needs_data
+@pytest.mark.parametrize("name", ["amazon_cells", "imdb", "yelp"])
+def test_uci_sentiment_files_read_1000_rows(name):
+    texts, labels = read_quietly(data.read_tsv,
+                                 DATA / "sentiment_sentences" / f"{name}_labelled.txt")
+    assert len(texts) == 1000 and np.bincount(labels).tolist() == [500, 500]
+    if name == "imdb":  # lines 179 and 968 hold U+0085, which splitlines() breaks on
+        assert [i for i, t in enumerate(texts) if "\u0085" in t] == [178, 967]
+        assert texts[178] == "The script is\u0085was there a script?"
+
+
+@needs_data
+@pytest.mark.parametrize("domain", ["books", "electronics", "kitchen"])
+@pytest.mark.parametrize("polarity", ["positive", "negative"])
+def test_amazon_hatn_files_hold_3000_reviews(domain, polarity):
+    path = DATA / "amazon_hatn" / domain / f"review_{polarity}"
+    lines = data.read_lines(path)
+    assert len(lines) == 3000 and all(line.strip() for line in lines)
+    assert data.read_text(path).count("\n") == 3000
+
+
+@needs_data
+def test_tiny_shakespeare_has_65_characters():
+    corpus = data.read_text(DATA / "tinyshakespeare" / "input.txt")
+    tok = text.CharTokenizer.from_text(corpus)
+    assert len(corpus) == 1_115_394 and len(tok) == 65
+    ids = tok.encode(corpus)
+    assert tok.decode(ids) == corpus
+    inputs, targets = next(iter(data.lm_batches(ids, 64, 2, 1, np.random.default_rng(0))))
+    assert tok.decode(inputs[0])[1:] == tok.decode(targets[0])[:-1]
