@@ -135,8 +135,31 @@ def _output_of(caller, out, trace):
                     f"{type(out).__name__}")
 
 
-def _value_and_gradient(caller, f, args, argnums):
+def _split_aux(caller, out):
+    """(output, aux) from what an f with has_aux=True returned: exactly a pair."""
+    if not isinstance(out, tuple) or len(out) != 2:
+        got = f"a tuple of {len(out)}" if isinstance(out, tuple) else type(out).__name__
+        raise TypeError(f"{caller}: with has_aux=True the differentiated function must return "
+                        f"a pair (scalar, aux), got {got}")
+    return out
+
+
+def _untraced(tree, trace):
+    """`tree` with every value traced by `trace` replaced by its plain value (0-d arrays as
+    numpy scalars, as the output's value): aux leaves never carry the graph out of a call."""
+    def unbox(leaf):
+        if type(leaf) is not Box or leaf.trace is not trace:
+            return leaf
+        return leaf.value[()] if type(leaf.value) is np.ndarray and leaf.value.ndim == 0 \
+            else leaf.value
+    return tree_map(unbox, tree)
+
+
+def _value_and_gradient(caller, f, args, argnums, has_aux=False):
+    """(value, gradients), or ((value, aux), gradients) with has_aux."""
     out, input_nodes, trace = _trace_call(f, args, argnums)
+    if has_aux:
+        out, aux = _split_aux(caller, out)
     value, node = _output_of(caller, out, trace)
     if np.shape(value) != () if type(value) is not Box else value.shape != ():
         raise ValueError(f"{caller}: f must return a scalar, got an array of shape "
@@ -146,12 +169,16 @@ def _value_and_gradient(caller, f, args, argnums):
         at_leaves = backward(node, np.ones((), dtype=node.dtype), release=True)
     if type(value) is np.ndarray:
         value = value[()]
-    return value, _gradient_trees(args, argnums, input_nodes, at_leaves)
+    gradients = _gradient_trees(args, argnums, input_nodes, at_leaves)
+    return ((value, _untraced(aux, trace)) if has_aux else value), gradients
 
 
-def value_and_gradient(f, *args):
-    """(f(*args), gradients): one gradient tree per positional argument. f returns a scalar."""
-    return _value_and_gradient("value_and_gradient", f, args, range(len(args)))
+def value_and_gradient(f, *args, has_aux=False):
+    """(f(*args), gradients): one gradient tree per positional argument. f returns a scalar.
+
+    With has_aux=True, f returns (scalar, aux) and the result is ((value, aux), gradients):
+    aux (metrics, say) is any tree, returned with its traced values as plain values."""
+    return _value_and_gradient("value_and_gradient", f, args, range(len(args)), has_aux)
 
 
 def gradient(f, *args):

@@ -519,3 +519,58 @@ def test_numbers_and_untraced_arrays_are_outputs_with_zero_gradient():
         out, (g,) = ag.value_and_gradient(f, x)
         assert out == value
         np.testing.assert_array_equal(g, np.zeros(3))
+
+
+# ---------------------------------------------------------------- has_aux
+
+def test_has_aux_returns_the_plain_gradient_and_the_aux_tree_untraced(rng):
+    w, x = rng.standard_normal((3, 2)), rng.standard_normal((4, 3))
+
+    def loss(w, x):
+        return ag.mean((x @ w) ** 2)
+
+    def loss_with_metrics(w, x):
+        out = x @ w
+        value = ag.mean(out ** 2)
+        return value, {"root": ag.sqrt(value), "out": out, "rows": x.shape[0], "name": "mse"}
+
+    (value, aux), (dw, dx) = ag.value_and_gradient(loss_with_metrics, w, x, has_aux=True)
+    plain_value, (plain_dw, plain_dx) = ag.value_and_gradient(loss, w, x)
+    assert value == plain_value
+    np.testing.assert_array_equal(dw, plain_dw)
+    np.testing.assert_array_equal(dx, plain_dx)
+    np.testing.assert_allclose(dw, numerical_gradient(lambda w: loss(w, x), w), rtol=1e-6)
+    # every traced value comes back plain: a scalar metric as a numpy scalar, as the value
+    assert type(aux["root"]) is np.float64 and aux["root"] == np.sqrt(np.mean((x @ w) ** 2))
+    assert type(aux["out"]) is np.ndarray
+    np.testing.assert_array_equal(aux["out"], x @ w)
+    assert aux["rows"] == 4 and aux["name"] == "mse"
+
+
+def test_has_aux_inside_an_outer_gradient_keeps_the_outer_trace(rng):
+    """Under an outer trace, an aux value traced by it stays traced for it: the outer
+    gradient flows through the aux of the inner call."""
+    x = rng.standard_normal(3)
+
+    def outer(x):
+        (_, aux), _ = ag.value_and_gradient(lambda y: (ag.sum(y * x), ag.sum(x * x)),
+                                            np.ones(3), has_aux=True)
+        return aux  # Σ x², traced by the outer gradient
+    np.testing.assert_allclose(ag.gradient(outer, x)[0], 2 * x, rtol=1e-12)
+
+
+@pytest.mark.parametrize("f, returned", [
+    (lambda x: ag.sum(x), "Box"),
+    (lambda x: [ag.sum(x), {}], "list"),
+    (lambda x: (ag.sum(x), {}, 1), "a tuple of 3"),
+])
+def test_has_aux_refuses_anything_but_a_pair_naming_the_call(f, returned):
+    with pytest.raises(TypeError, match=r"^value_and_gradient: with has_aux=True the differentiated "
+                                        rf"function must return a pair \(scalar, aux\), got {returned}$"):
+        ag.value_and_gradient(f, np.arange(3.0), has_aux=True)
+
+
+def test_has_aux_is_keyword_only():
+    """A positional True is an argument to differentiate (no gradient: a bool is static)."""
+    value, grads = ag.value_and_gradient(lambda x, flag: ag.sum(x), np.ones(2), True)
+    assert value == 2.0 and grads[1] is None
