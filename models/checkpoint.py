@@ -1,0 +1,101 @@
+"""The files of a training run in its out_dir, each replaced atomically (a temporary file,
+then os.replace), so that a crash never loses the previous version:
+
+    hyperparameters.json   the run's settings, written when it starts; a resume must match them
+    last.npz               the Position after the last completed epoch (or the step of a Ctrl-C):
+                           params and optimizer state as arrays (ag.save), the rest as JSON text
+    best.npz               the params with the lowest validation loss so far (ag.load(path, like=params))
+    history.json           per-epoch means and per-step losses, as `fit` returns them
+"""
+import json
+import math
+import os
+from typing import Any, NamedTuple
+
+import autograd_lite as ag
+
+CHECKPOINT, BEST, HISTORY, HYPERPARAMETERS = ("last.npz", "best.npz", "history.json",
+                                              "hyperparameters.json")
+
+
+class Position(NamedTuple):
+    """Where a run stands. A checkpoint holds it; resuming from it continues exactly."""
+    params: Any
+    optimizer_state: Any
+    epoch: int  # the epoch in progress
+    step: int  # batches of that epoch used so far
+    global_step: int  # optimizer updates since the start
+    totals: dict  # the epoch's sums so far: "samples", and samples · value for loss and metrics
+
+
+def open_run(out_dir, settings, resume):
+    """Check out_dir for a new run (no checkpoint; writes hyperparameters.json) or for a
+    resumed one (a checkpoint, the same settings). -> True when resuming."""
+    try:
+        json.dumps(settings)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"fit: the hyperparameters go to {HYPERPARAMETERS} and must be "
+                        f"JSON numbers, strings, lists and dicts ({error})") from None
+    checkpoint = os.path.join(out_dir, CHECKPOINT)
+    if not resume:
+        if os.path.exists(checkpoint):
+            raise FileExistsError(f"fit: {checkpoint} exists: pass resume=True to continue that "
+                                  f"run, or choose another out_dir")
+        os.makedirs(out_dir, exist_ok=True)
+        write_json(os.path.join(out_dir, HYPERPARAMETERS), settings)
+        return False
+    if not os.path.exists(checkpoint):
+        raise FileNotFoundError(f"fit: resume=True but there is no checkpoint {checkpoint}")
+    path = os.path.join(out_dir, HYPERPARAMETERS)
+    with open(path) as fh:
+        saved = json.load(fh)
+    if saved != json.loads(json.dumps(settings)):  # as JSON: tuples are lists there
+        raise ValueError(f"fit: resume=True with settings {settings} that differ from the run's "
+                         f"{saved} ({path}): the resumed run would not continue the same one")
+    return True
+
+
+def save_epoch(out_dir, position, history):
+    """After an epoch: best.npz if the validation loss improved, then last.npz, then
+    history.json (a crash between them leaves each file whole, and last.npz decides a resume)."""
+    losses = [r["val_loss"] for r in history["epochs"] if "val_loss" in r]
+    if losses and losses[-1] < min(losses[:-1], default=math.inf):
+        ag.save(os.path.join(out_dir, BEST), position.params)
+    save_checkpoint(out_dir, position, history)
+    write_json(os.path.join(out_dir, HISTORY), history)
+
+
+def save_checkpoint(out_dir, position, history):
+    """last.npz, with the history up to the position (its first global_step step losses). -> path"""
+    history = dict(history, step_loss=history["step_loss"][:position.global_step])
+    rest = dict(position._asdict(), history=history)
+    del rest["params"], rest["optimizer_state"]
+    path = os.path.join(out_dir, CHECKPOINT)
+    ag.save(path, {"params": position.params, "optimizer_state": position.optimizer_state,
+                   "position": json.dumps(rest)})
+    return path
+
+
+def load_checkpoint(out_dir, start):
+    """(position, history) from last.npz; the Position `start` gives the structure, shapes and
+    dtypes of the params and optimizer state (a mismatch is an error naming the path)."""
+    tree = ag.load(os.path.join(out_dir, CHECKPOINT),
+                   like={"params": start.params, "optimizer_state": start.optimizer_state,
+                         "position": ""})
+    rest = json.loads(tree["position"])
+    history = rest.pop("history")
+    return Position(tree["params"], tree["optimizer_state"], **rest), history
+
+
+def write_json(path, obj):
+    """Write obj as JSON to path atomically, as ag.save writes arrays."""
+    temporary = f"{path}.partial-{os.getpid()}"
+    try:
+        with open(temporary, "w") as fh:
+            json.dump(obj, fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)

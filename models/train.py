@@ -1,0 +1,238 @@
+"""The training loop: `fit` a model's parameters with an `ag.optim` optimizer, with a progress
+bar, a history, checkpoints, an exact resume and a stop on the first non-finite loss.
+
+    def loss_fn(params, batch, rng):          # rng: dropout's Generator; None in validation
+        ids, labels = batch
+        logits = classifier.apply(params, ids, training=rng is not None, rng=rng)
+        accuracy = np.mean(np.argmax(ag.stop_gradient(logits), -1) == labels)  # plain numpy
+        return ag.cross_entropy(logits, labels), {"accuracy": accuracy}
+
+    params, history = train.fit(loss_fn, params, ag.optim.adam(1e-3), batches, epochs=10,
+                                out_dir="runs/reviews", val_batches=validation)
+
+`loss_fn` returns the scalar loss, or (loss, metrics) with a dict of scalar metrics.
+`batches(epoch)` returns that epoch's iterable of batches, so an epoch can be rebuilt
+and its first batches skipped on resume. Epochs, steps and batches count from 0. The rng of
+a step is np.random.default_rng([seed, epoch, batch index]): a resumed run draws the same
+numbers without any generator state in the checkpoint.
+
+`out_dir` receives, after each epoch, `last.npz` (the checkpoint), `best.npz` (the params
+with the lowest validation loss) and `history.json` (checkpoint.py describes the files).
+Ctrl-C (a KeyboardInterrupt, also from inside `batches`) saves `last.npz` at the current
+step and raises `TrainingInterrupted`, a KeyboardInterrupt whose message says where the
+checkpoint is and how to resume: the program stops as Ctrl-C asked, and
+`fit(..., resume=True)` then ends bit-identical to an uninterrupted run. Without out_dir,
+Ctrl-C is a plain KeyboardInterrupt.
+"""
+import itertools
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import autograd_lite as ag
+
+from .checkpoint import Position, load_checkpoint, open_run, save_checkpoint, save_epoch
+from .progress import progress_bar
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped `fit`; the checkpoint at `path` holds the run at (epoch, step)."""
+
+    def __init__(self, path, epoch, step):
+        super().__init__(f"fit: interrupted at epoch {epoch}, after {step} batches of it; the "
+                         f"checkpoint {path} holds this step: call fit(..., resume=True) with "
+                         f"the same out_dir to continue")
+        self.path, self.epoch, self.step = path, epoch, step
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or gradient was NaN or infinite; training stopped before that update."""
+
+
+class Loop(NamedTuple):
+    """The settings of one `fit` call, passed whole to its parts."""
+    loss_fn: Any
+    optimizer: Any
+    batches: Any
+    val_batches: Any
+    evaluate: Any
+    seed: int
+    clip_norm: Any
+    count: Any
+    unit: str
+    out_dir: Any
+    progress: bool
+
+
+def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=None,
+        evaluate=None, seed=0, resume=False, clip_norm=None, hyperparameters=None, *,
+        count=None, unit="samples", progress=True):
+    """Train for `epochs` epochs: -> (params, history).
+
+    val_batches: a function epoch -> batches, or a list (or tuple) of batches used every
+    epoch; its loss and metrics (rng None: no dropout) are recorded as val_<name>.
+    evaluate(params) -> dict of scalar metrics, run after each epoch. clip_norm: the global
+    norm gradients are clipped to (ag.optim.clip_by_global_norm). count(batch): the samples
+    (or tokens) in a batch, default the length of its first array; it weights the epoch's
+    means and the speed shown as `unit`/s. progress=False silences the progress bar.
+
+    history = {"epochs": [{"epoch", "steps", "train_loss", "val_loss", ...}, ...],
+               "step_loss": [the loss of every update, in order]}
+    """
+    for name, value in (("epochs", epochs), ("seed", seed)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"fit: {name} must be a non-negative int, got {value!r}")
+    if val_batches is not None and not (callable(val_batches) or isinstance(val_batches, (list, tuple))):
+        raise TypeError(f"fit: val_batches must be a function of the epoch or a list of batches, "
+                        f"got {type(val_batches).__name__} (an iterator would be empty after one epoch)")
+    loop = Loop(loss_fn, optimizer, batches, val_batches, evaluate, int(seed), clip_norm,
+                count or samples_in, unit, out_dir, progress)
+    ag.memory.keep_freed_memory()
+    position, history = _start(loop, params, resume, hyperparameters)
+    while position.epoch < epochs:
+        position, record = _run_epoch(loop, position, history)
+        history["epochs"].append(record)
+        position = position._replace(epoch=position.epoch + 1, step=0, totals={})
+        if out_dir is not None:
+            save_epoch(out_dir, position, history)
+    return position.params, history
+
+
+def samples_in(batch):
+    """The length of the batch's first array (its leading axis)."""
+    for leaf in ag.tree_leaves(batch):
+        if np.ndim(leaf) >= 1:
+            return len(leaf)
+    raise ValueError("fit: a batch holds no array to count its samples by; pass count=")
+
+
+def _start(loop, params, resume, hyperparameters):
+    """The first position and history: a fresh run's, or those in out_dir's checkpoint."""
+    position = Position(params, loop.optimizer.init(params), 0, 0, 0, {})
+    if loop.out_dir is None and resume:
+        raise ValueError("fit: resume=True needs the out_dir of the run to continue")
+    settings = {"fit": {"seed": loop.seed, "clip_norm": loop.clip_norm},
+                "hyperparameters": hyperparameters or {}}
+    if loop.out_dir is not None and open_run(loop.out_dir, settings, resume):
+        return load_checkpoint(loop.out_dir, position)
+    return position, {"epochs": [], "step_loss": []}
+
+
+def _run_epoch(loop, position, history):
+    """The epoch's remaining steps, then its record: -> (position at its end, record).
+    Ctrl-C saves the last completed step and raises TrainingInterrupted."""
+    bar = progress_bar(f"epoch {position.epoch}", loop.unit, loop.progress)
+    try:
+        source = loop.batches(position.epoch)
+        bar.start(len(source) if hasattr(source, "__len__") else None, position.step,
+                  position.totals.get("samples", 0))
+        for position in _train_steps(loop, position, source, history["step_loss"]):
+            totals = position.totals
+            bar.show(position.step, totals["loss"] / totals["samples"], totals["samples"])
+        record = _epoch_record(loop, position)
+    except KeyboardInterrupt:
+        bar.close()
+        if loop.out_dir is None:
+            raise
+        path = save_checkpoint(loop.out_dir, position, history)
+        raise TrainingInterrupted(path, position.epoch, position.step) from None
+    bar.close(", ".join(f"{k} {v:.4g}" for k, v in record.items() if k not in ("epoch", "steps")))
+    return position, record
+
+
+def _train_steps(loop, position, source, step_losses):
+    """Each update of the epoch's batches in `source` after the first position.step, as the
+    Position after it. `step_losses` gets the step's loss before the position is yielded
+    (so a checkpoint keeps exactly the first global_step of them)."""
+    epoch, batches = position.epoch, iter(source)
+    skipped = sum(1 for _ in itertools.islice(batches, position.step))  # those used before a resume
+    if skipped < position.step:
+        raise ValueError(f"fit: batches({epoch}) gave {skipped} batches, but the checkpoint has "
+                         f"used {position.step} of them")
+    for index, batch in enumerate(batches, position.step):
+        rng = np.random.default_rng([loop.seed, epoch, index])
+        (loss, metrics), (grads,) = ag.value_and_gradient(
+            lambda p: _loss_and_metrics(loop.loss_fn(p, batch, rng)), position.params, has_aux=True)
+        _check_finite(loss, grads, epoch, position.global_step, index)
+        if loop.clip_norm is not None:
+            grads = ag.optim.clip_by_global_norm(grads, loop.clip_norm)
+        params, state = loop.optimizer.update(position.params, grads, position.optimizer_state)
+        step_losses.append(float(loss))
+        totals = _add_to_totals(position.totals, loop.count(batch), loss, metrics)
+        position = Position(params, state, epoch, index + 1, position.global_step + 1, totals)
+        yield position
+
+
+def _loss_and_metrics(out):
+    """loss_fn's result as (loss, metrics dict)."""
+    if isinstance(out, tuple):
+        if len(out) != 2 or not isinstance(out[1], dict):
+            raise TypeError("fit: loss_fn must return the loss or (loss, dict of metrics), got "
+                            f"({', '.join(type(x).__name__ for x in out)})")
+        return out
+    return out, {}
+
+
+def _check_finite(loss, grads, epoch, step, index):
+    """Stop before the update on a NaN or inf loss or gradient. The gradient is checked by
+    its squared norm, Σ g·g in its own precision (one BLAS dot a leaf: NaN or inf in any
+    entry makes it so; in float32 so does a norm above ~1e19)."""
+    what = None
+    if not math.isfinite(loss):
+        what = f"the loss is {float(loss)}"
+    else:
+        squared_norm = sum(float(np.vdot(g, g)) for g in ag.tree_leaves(grads)
+                           if isinstance(g, (np.ndarray, np.floating, float)))
+        if not math.isfinite(squared_norm):
+            what = "the gradient is not finite"
+    if what:
+        raise NonFiniteError(f"fit: {what} at epoch {epoch}, step {step} (batch {index} of the "
+                             f"epoch); stopped before the update, the last checkpoint is kept")
+
+
+def _add_to_totals(totals, samples, loss, metrics):
+    """totals + samples · (loss, metrics), as a new dict (the position it joins is replaced whole)."""
+    new = {"samples": totals.get("samples", 0) + samples,
+           "loss": totals.get("loss", 0.0) + samples * float(loss)}
+    for name, value in metrics.items():
+        new[name] = totals.get(name, 0.0) + samples * _scalar(name, value)
+    return new
+
+
+def _scalar(name, value):
+    """A metric as a Python float; anything but a scalar is refused by name."""
+    if np.ndim(value) != 0:
+        raise ValueError(f"fit: the metric {name!r} must be a scalar, got shape {np.shape(value)}")
+    return float(value)
+
+
+def _means(totals, prefix):
+    return {f"{prefix}_{name}": total / totals["samples"]
+            for name, total in totals.items() if name != "samples"}
+
+
+def _epoch_record(loop, position):
+    """The epoch's train means, validation means and evaluate's metrics."""
+    if not position.totals:
+        raise ValueError(f"fit: batches({position.epoch}) gave no batches")
+    record = {"epoch": position.epoch, "steps": position.global_step}
+    record.update(_means(position.totals, "train"))
+    if loop.val_batches is not None:
+        record.update(_means(_validation_totals(loop, position), "val"))
+    for name, value in (loop.evaluate(position.params) if loop.evaluate else {}).items():
+        if name in record:
+            raise ValueError(f"fit: evaluate returned {name!r}, which the history already has")
+        record[name] = _scalar(name, value)
+    return record
+
+
+def _validation_totals(loop, position):
+    source = loop.val_batches(position.epoch) if callable(loop.val_batches) else loop.val_batches
+    totals = {}
+    for batch in source:
+        loss, metrics = _loss_and_metrics(loop.loss_fn(position.params, batch, None))
+        totals = _add_to_totals(totals, loop.count(batch), loss, metrics)
+    if not totals:
+        raise ValueError(f"fit: the validation batches of epoch {position.epoch} are empty")
+    return totals
