@@ -1,0 +1,158 @@
+"""Pictures of a training run and of a model, as PNG files (matplotlib's Agg renderer).
+
+    plots.training_curves(history, "curves.png")                   # fit's history
+    plots.confusion_matrix(labels, predicted, "confusion.png", class_names=stars)
+    plots.probabilities_by_class(probabilities, labels, "probabilities.png")
+    w = plots.classifier_attention(p, ids[:1], layer=0)[0, head]   # (T, T)
+    plots.attention(w, "attention.png", tokens)
+    plots.position_encoding("pe.png", max_len=50, d_model=32)
+
+Each function draws on its own matplotlib Figure (no pyplot: nothing global changes and
+no window opens), writes `path` at figsize × dpi pixels, and returns the Figure.
+"""
+import numpy as np
+
+try:
+    from matplotlib.figure import Figure
+except ImportError as error:  # matplotlib is in the `demos` extra, not a dependency
+    raise ImportError("models.plots needs matplotlib: pip install 'autograd-lite[demos]'") from error
+
+from . import classifier, layers
+from .attention import padding_mask, scaled_dot_product_attention, split_heads
+
+
+def _save(fig, path):
+    fig.savefig(path, format="png")  # at the figure's own dpi: exactly figsize × dpi pixels
+    return fig
+
+
+def training_curves(history, path, figsize=(10, 4), dpi=100):
+    """Left: the loss of every step, and each epoch's train and validation loss at the step
+    where the epoch ended. Right (when there are any): the other per-epoch metrics."""
+    epochs = history["epochs"]
+    metrics = sorted({k for r in epochs for k in r} - {"epoch", "steps", "train_loss", "val_loss"})
+    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
+    axes = fig.subplots(1, 2 if metrics else 1, squeeze=False)[0]
+    steps = np.arange(1, len(history["step_loss"]) + 1)
+    axes[0].plot(steps, history["step_loss"], color="0.7", linewidth=0.8, label="step")
+    ends = [r["steps"] for r in epochs]
+    for name in ("train_loss", "val_loss"):
+        if any(name in r for r in epochs):
+            axes[0].plot(ends, [r.get(name, np.nan) for r in epochs], "o-", label=name)
+    axes[0].set(xlabel="step", ylabel="loss", title="loss")
+    axes[0].legend()
+    if metrics:
+        for name in metrics:
+            axes[1].plot([r["epoch"] for r in epochs], [r.get(name, np.nan) for r in epochs],
+                         "o-", label=name)
+        axes[1].set(xlabel="epoch", title="metrics")
+        axes[1].legend()
+    return _save(fig, path)
+
+
+def confusion_counts(true_labels, predicted_labels, n_classes):
+    """counts[i, j] = how many samples of true class i were predicted as j: -> (n, n) ints."""
+    true_labels, predicted_labels = (np.asarray(a) for a in (true_labels, predicted_labels))
+    for name, a in (("true_labels", true_labels), ("predicted_labels", predicted_labels)):
+        if a.ndim != 1 or a.dtype.kind not in "iu" or (a.size and not 0 <= a.min() <= a.max() < n_classes):
+            raise ValueError(f"confusion_matrix: {name} must be integer labels 0..{n_classes - 1} "
+                             f"(N,), got {a.dtype} {a.shape}")
+    if true_labels.shape != predicted_labels.shape:
+        raise ValueError(f"confusion_matrix: true_labels {true_labels.shape} and predicted_labels "
+                         f"{predicted_labels.shape} differ in length")
+    return np.bincount(true_labels * n_classes + predicted_labels,
+                       minlength=n_classes * n_classes).reshape(n_classes, n_classes)
+
+
+def _class_names(class_names, n_classes):
+    names = [str(i) for i in range(n_classes)] if class_names is None else list(class_names)
+    if len(names) != n_classes:
+        raise ValueError(f"plots: {len(names)} class names for {n_classes} classes")
+    return names
+
+
+def confusion_matrix(true_labels, predicted_labels, path, class_names=None, figsize=(5, 5),
+                     dpi=100):
+    """The confusion matrix as a heatmap with each cell's count written in it; rows are the
+    true classes, columns the predicted ones. Classes: len(class_names), else max label + 1."""
+    n = len(class_names) if class_names is not None else \
+        int(max(np.max(true_labels, initial=0), np.max(predicted_labels, initial=0))) + 1
+    counts = confusion_counts(true_labels, predicted_labels, n)
+    names = _class_names(class_names, n)
+    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(counts, cmap="Blues")
+    for (i, j), count in np.ndenumerate(counts):
+        ax.text(j, i, str(count), ha="center", va="center",
+                color="white" if count > counts.max() / 2 else "black")
+    ax.set(xticks=range(n), yticks=range(n), xticklabels=names, yticklabels=names,
+           xlabel="predicted", ylabel="true", title="confusion matrix")
+    fig.colorbar(image, ax=ax, shrink=0.8)
+    return _save(fig, path)
+
+
+def probabilities_by_class(probabilities, true_labels, path, class_names=None, figsize=(12, 3),
+                           dpi=100):
+    """One bar chart per true class: the mean predicted probability of every class over the
+    samples of that class (the seed's evaluation charts). probabilities (N, C), true_labels (N,)."""
+    probabilities, true_labels = np.asarray(probabilities), np.asarray(true_labels)
+    if probabilities.ndim != 2 or true_labels.shape != probabilities.shape[:1]:
+        raise ValueError(f"probabilities_by_class: probabilities (N, C) and true_labels (N,) "
+                         f"expected, got {probabilities.shape} and {true_labels.shape}")
+    n = probabilities.shape[1]
+    names = _class_names(class_names, n)
+    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
+    for k, ax in enumerate(fig.subplots(1, n, sharey=True, squeeze=False)[0]):
+        rows = probabilities[true_labels == k]  # (N_k, C)
+        ax.bar(range(n), rows.mean(axis=0) if len(rows) else np.zeros(n))
+        ax.set(xticks=range(n), xticklabels=names, ylim=(0, 1), xlabel="predicted",
+               title=f"true {names[k]} (n={len(rows)})")
+    return _save(fig, path)
+
+
+def self_attention_weights(p, x, mask=None):
+    """The weights softmax(q kᵀ / √d_k) of multi-head self-attention p on x (B, T, D):
+    -> (B, H, T, T), rows summing to 1 (0 for a query with every key masked)."""
+    q, k, v = (split_heads(layers.dense(w, x), p.n_heads) for w in (p.wq, p.wk, p.wv))
+    return scaled_dot_product_attention(q, k, v, mask)[1]  # (B, H, T, T)
+
+
+def classifier_attention(p, ids, layer=0):
+    """The self-attention weights of encoder block `layer` of a classifier (post-LN: the block's
+    input is what the blocks before it return), without dropout. ids (B, T) -> (B, H, T, T)"""
+    if not 0 <= layer < len(p.encoder):
+        raise ValueError(f"classifier_attention: layer {layer} of a classifier with "
+                         f"{len(p.encoder)} blocks")
+    ids = classifier.check_ids(p, ids)
+    x = classifier.encode(p._replace(encoder=p.encoder[:layer]), ids)  # (B, T, D)
+    return self_attention_weights(p.encoder[layer].self_attn, x, padding_mask(ids, p.pad))
+
+
+def attention(weights, path, query_tokens, key_tokens=None, figsize=(6, 6), dpi=100):
+    """A heatmap of one input's attention weights (T_q, T_k), queries down, keys across,
+    labelled with their tokens (key_tokens default: the query tokens, for self-attention)."""
+    weights = np.asarray(weights)
+    key_tokens = query_tokens if key_tokens is None else key_tokens
+    if weights.shape != (len(query_tokens), len(key_tokens)):
+        raise ValueError(f"attention: weights {weights.shape} for {len(query_tokens)} query "
+                         f"and {len(key_tokens)} key tokens; one head of one input is (T_q, T_k)")
+    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(weights, cmap="viridis", vmin=0, vmax=1)
+    ax.set(xticks=range(len(key_tokens)), yticks=range(len(query_tokens)),
+           xlabel="key", ylabel="query", title="attention")
+    ax.set_xticklabels(key_tokens, rotation=90)
+    ax.set_yticklabels(query_tokens)
+    fig.colorbar(image, ax=ax, shrink=0.8)
+    return _save(fig, path)
+
+
+def position_encoding(path, max_len=50, d_model=32, figsize=(8, 4), dpi=100):
+    """A heatmap of the sinusoidal position encoding PE (max_len, d_model) of §3.5."""
+    table = layers.position_encoding(max_len, d_model, np.float64)
+    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(table, cmap="RdBu", vmin=-1, vmax=1, aspect="auto")
+    ax.set(xlabel="dimension i", ylabel="position", title="position encoding")
+    fig.colorbar(image, ax=ax)
+    return _save(fig, path)

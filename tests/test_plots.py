@@ -1,0 +1,141 @@
+"""plots: every picture is a PNG of figsize × dpi pixels that matplotlib reads back, not blank;
+the numbers drawn are checked against hand counts, numpy means, the paper's formula and torch."""
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib")
+import matplotlib.image  # noqa: E402
+
+from models import classifier, plots  # noqa: E402
+from test_attention import torch_attention  # noqa: E402
+
+HISTORY = {"epochs": [{"epoch": 0, "steps": 3, "train_loss": 1.0, "val_loss": 1.2, "accuracy": 0.5},
+                      {"epoch": 1, "steps": 6, "train_loss": 0.6, "val_loss": 0.9, "accuracy": 0.7}],
+           "step_loss": [1.3, 1.0, 0.8, 0.7, 0.6, 0.5]}
+
+
+def tiny_classifier(n_layers=2, dtype=np.float64):
+    return classifier.init(np.random.default_rng(0), 20, 3, d_model=8, n_heads=2, d_ff=16,
+                           n_layers=n_layers, max_len=6, pad=0, dtype=dtype)
+
+
+def draw(name, path, **size):
+    """Call plot function `name` on small inputs, writing `path`."""
+    rng = np.random.default_rng(1)
+    if name == "training_curves":
+        return plots.training_curves(HISTORY, path, **size)
+    if name == "confusion_matrix":
+        return plots.confusion_matrix(rng.integers(0, 4, 50), rng.integers(0, 4, 50), path, **size)
+    if name == "probabilities_by_class":
+        return plots.probabilities_by_class(rng.dirichlet(np.ones(3), 40), rng.integers(0, 3, 40),
+                                            path, **size)
+    if name == "attention":
+        weights = plots.classifier_attention(tiny_classifier(), np.array([[3, 4, 5, 6, 0, 0]]))
+        return plots.attention(weights[0, 1], path, ["a", "b", "c", "d", "pad", "pad"], **size)
+    return plots.position_encoding(path, max_len=20, d_model=8, **size)
+
+
+NAMES = ["training_curves", "confusion_matrix", "probabilities_by_class", "attention",
+         "position_encoding"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_plot_writes_a_png_of_figsize_times_dpi_pixels(tmp_path, name):
+    path = tmp_path / f"{name}.png"
+    draw(name, path, figsize=(4, 3), dpi=50)
+    assert path.stat().st_size > 0
+    pixels = matplotlib.image.imread(path)
+    assert pixels.shape[:2] == (3 * 50, 4 * 50)
+    assert pixels.var() > 0
+
+
+def test_training_curves_draw_every_step_and_each_epoch_at_its_last_step(tmp_path):
+    loss_axes, metric_axes = plots.training_curves(HISTORY, tmp_path / "c.png").axes[:2]
+    lines = {line.get_label(): line for line in loss_axes.get_lines()}
+    np.testing.assert_array_equal(lines["step"].get_xdata(), [1, 2, 3, 4, 5, 6])
+    np.testing.assert_array_equal(lines["step"].get_ydata(), HISTORY["step_loss"])
+    np.testing.assert_array_equal(lines["val_loss"].get_xdata(), [3, 6])
+    np.testing.assert_array_equal(lines["val_loss"].get_ydata(), [1.2, 0.9])
+    (accuracy,) = metric_axes.get_lines()
+    assert accuracy.get_label() == "accuracy"
+    np.testing.assert_array_equal(accuracy.get_ydata(), [0.5, 0.7])
+
+
+def test_confusion_counts_by_hand_and_written_in_the_cells(tmp_path):
+    true, predicted = [0, 0, 1, 2, 2, 2], [0, 1, 1, 2, 0, 2]
+    expected = np.array([[1, 1, 0],
+                         [0, 1, 0],
+                         [1, 0, 2]])
+    np.testing.assert_array_equal(plots.confusion_counts(true, predicted, 3), expected)
+    fig = plots.confusion_matrix(np.array(true), np.array(predicted), tmp_path / "m.png",
+                                 class_names=["neg", "neutral", "pos"])
+    cells = {(round(t.get_position()[1]), round(t.get_position()[0])): int(t.get_text())
+             for t in fig.axes[0].texts}
+    assert cells == {(i, j): expected[i, j] for i in range(3) for j in range(3)}
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["neg", "neutral", "pos"]
+
+
+def test_probabilities_by_class_draws_the_mean_probability_per_true_class(tmp_path):
+    rng = np.random.default_rng(2)
+    probabilities, labels = rng.dirichlet(np.ones(4), 30), rng.integers(0, 4, 30)
+    labels[labels == 3] = 0  # no sample of class 3: its panel is empty, with zero bars
+    fig = plots.probabilities_by_class(probabilities, labels, tmp_path / "p.png")
+    for k, ax in enumerate(fig.axes):
+        rows = [p for p, label in zip(probabilities, labels) if label == k]
+        expected = [sum(p[c] for p in rows) / len(rows) if rows else 0.0 for c in range(4)]
+        np.testing.assert_allclose([bar.get_height() for bar in ax.patches], expected, rtol=1e-12)
+        assert ax.get_title() == f"true {k} (n={len(rows)})"
+
+
+def test_position_encoding_draws_the_papers_sinusoids(tmp_path):
+    fig = plots.position_encoding(tmp_path / "pe.png", max_len=12, d_model=6)
+    drawn = fig.axes[0].images[0].get_array()
+    for pos in range(12):
+        for i in range(3):
+            angle = pos / 10000 ** (2 * i / 6)
+            assert drawn[pos, 2 * i] == pytest.approx(math.sin(angle), abs=1e-12)
+            assert drawn[pos, 2 * i + 1] == pytest.approx(math.cos(angle), abs=1e-12)
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_classifier_attention_equals_torchs_weights_with_padding(torch, layer):
+    """Layer 0 attends over E[ids] + PE; layer 1 over the first block's output."""
+    p = tiny_classifier()
+    ids = np.array([[3, 4, 5, 6, 7, 8], [9, 10, 11, 0, 0, 0]])
+    weights = plots.classifier_attention(p, ids, layer)  # (B, H, T, T)
+    x = classifier.encode(p._replace(encoder=p.encoder[:layer]), ids)
+    if layer == 0:  # the embedding plus positions, from the paper's formula
+        positions, dims = np.arange(6)[:, None], np.arange(8)
+        angles = positions / 10000 ** ((dims // 2 * 2) / 8)
+        np.testing.assert_allclose(x, p.embed.table[ids] + np.where(dims % 2, np.cos(angles),
+                                                                    np.sin(angles)), rtol=1e-12)
+    module = torch_attention(torch, p.encoder[layer].self_attn)
+    tx = torch.from_numpy(x)
+    _, want = module(tx, tx, tx, key_padding_mask=torch.from_numpy(ids == 0), need_weights=True,
+                     average_attn_weights=False)
+    assert weights.shape == (2, 2, 6, 6)
+    np.testing.assert_allclose(weights, want.detach().numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(weights[1, :, :, 3:], 0.0)  # padding gets no attention
+
+
+def test_bad_inputs_are_named(tmp_path):
+    path = tmp_path / "x.png"
+    with pytest.raises(ValueError, match=r"confusion_matrix: predicted_labels must be integer "
+                                         r"labels 0\.\.2 \(N,\), got int64 \(2,\)"):
+        plots.confusion_matrix(np.array([0, 1]), np.array([0, 3]), path, class_names="abc")
+    with pytest.raises(ValueError, match=r"true_labels \(2,\) and predicted_labels \(3,\) differ"):
+        plots.confusion_counts([0, 1], [0, 1, 1], 2)
+    with pytest.raises(ValueError, match=r"plots: 2 class names for 3 classes"):
+        plots.probabilities_by_class(np.full((2, 3), 1 / 3), np.array([0, 1]), path,
+                                     class_names=["a", "b"])
+    with pytest.raises(ValueError, match=r"probabilities \(N, C\) and true_labels \(N,\) expected, "
+                                         r"got \(2, 3\) and \(3,\)"):
+        plots.probabilities_by_class(np.full((2, 3), 1 / 3), np.array([0, 1, 2]), path)
+    with pytest.raises(ValueError, match=r"attention: weights \(2, 3\) for 2 query and 2 key "
+                                         r"tokens"):
+        plots.attention(np.zeros((2, 3)), path, ["a", "b"])
+    with pytest.raises(ValueError, match=r"classifier_attention: layer 2 of a classifier with 2 "
+                                         r"blocks"):
+        plots.classifier_attention(tiny_classifier(), np.ones((1, 6), dtype=int), layer=2)
