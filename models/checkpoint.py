@@ -4,12 +4,14 @@ then os.replace), so that a crash never loses the previous version:
     hyperparameters.json   the run's settings, written when it starts; a resume must match them
     last.npz               the Position after the last completed epoch (or the step of a Ctrl-C):
                            params and optimizer state as arrays (ag.save), the rest as JSON text
-    best.npz               the params with the lowest validation loss so far (ag.load(path, like=params))
+    best.npz               the params with the lowest validation loss so far:
+                           ag.load(path, like=params)
     history.json           per-epoch means and per-step losses, as `fit` returns them
 """
 import json
 import math
 import os
+import tempfile
 from typing import Any, NamedTuple
 
 import autograd_lite as ag
@@ -88,14 +90,16 @@ def load_checkpoint(out_dir, start):
 
 
 def write_json(path, obj):
-    """Write obj as JSON to path atomically, as ag.save writes arrays."""
-    temporary = f"{path}.partial-{os.getpid()}"
+    """Write obj as JSON to path atomically: into a fresh temporary file beside it, synced,
+    then moved over it (os.replace), so that readers see the old file or the new one."""
+    directory, name = os.path.split(os.fspath(path))
+    descriptor, temporary = tempfile.mkstemp(prefix=f"{name}.partial-", dir=directory or ".")
     try:
-        with open(temporary, "w") as fh:
+        with os.fdopen(descriptor, "w") as fh:
             json.dump(obj, fh, indent=1)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    except BaseException:
+        os.remove(temporary)
+        raise

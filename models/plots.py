@@ -15,7 +15,8 @@ import numpy as np
 try:
     from matplotlib.figure import Figure
 except ImportError as error:  # matplotlib is in the `demos` extra, not a dependency
-    raise ImportError("models.plots needs matplotlib: pip install 'autograd-lite[demos]'") from error
+    raise ImportError("models.plots needs matplotlib: "
+                      "pip install 'autograd-lite[demos]'") from error
 
 from . import classifier, layers
 from .attention import padding_mask, scaled_dot_product_attention, split_heads
@@ -54,7 +55,8 @@ def confusion_counts(true_labels, predicted_labels, n_classes):
     """counts[i, j] = how many samples of true class i were predicted as j: -> (n, n) ints."""
     true_labels, predicted_labels = (np.asarray(a) for a in (true_labels, predicted_labels))
     for name, a in (("true_labels", true_labels), ("predicted_labels", predicted_labels)):
-        if a.ndim != 1 or a.dtype.kind not in "iu" or (a.size and not 0 <= a.min() <= a.max() < n_classes):
+        in_range = a.size == 0 or 0 <= a.min() <= a.max() < n_classes
+        if a.ndim != 1 or a.dtype.kind not in "iu" or not in_range:
             raise ValueError(f"confusion_matrix: {name} must be integer labels 0..{n_classes - 1} "
                              f"(N,), got {a.dtype} {a.shape}")
     if true_labels.shape != predicted_labels.shape:

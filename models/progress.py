@@ -45,7 +45,8 @@ class Speed:
 
 class TqdmBar(Speed):
     def __init__(self, tqdm, description, unit):
-        self.tqdm, self.description, self.unit, self.bar, self.speed = tqdm, description, unit, None, ""
+        self.tqdm, self.description, self.unit = tqdm, description, unit
+        self.bar, self.speed = None, ""
 
     def start(self, total, done, samples):
         super().start(samples)
@@ -68,7 +69,8 @@ class PlainBar(Speed):
     INTERVAL = 0.5  # seconds between redraws
 
     def __init__(self, description, unit):
-        self.description, self.unit, self.line, self.shown, self.width = description, unit, None, 0.0, 0
+        self.description, self.unit = description, unit
+        self.line, self.shown, self.width = None, 0.0, 0
 
     def start(self, total, done, samples):
         super().start(samples)

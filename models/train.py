@@ -76,16 +76,13 @@ def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=N
     norm gradients are clipped to (ag.optim.clip_by_global_norm). count(batch): the samples
     (or tokens) in a batch, default the length of its first array; it weights the epoch's
     means and the speed shown as `unit`/s. progress=False silences the progress bar.
+    resume=True continues the run in out_dir: `params` then only gives the structure, shapes
+    and dtypes, and the hyperparameters must be those the run started with.
 
     history = {"epochs": [{"epoch", "steps", "train_loss", "val_loss", ...}, ...],
                "step_loss": [the loss of every update, in order]}
     """
-    for name, value in (("epochs", epochs), ("seed", seed)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"fit: {name} must be a non-negative int, got {value!r}")
-    if val_batches is not None and not (callable(val_batches) or isinstance(val_batches, (list, tuple))):
-        raise TypeError(f"fit: val_batches must be a function of the epoch or a list of batches, "
-                        f"got {type(val_batches).__name__} (an iterator would be empty after one epoch)")
+    _check_arguments(epochs, seed, val_batches)
     loop = Loop(loss_fn, optimizer, batches, val_batches, evaluate, int(seed), clip_norm,
                 count or samples_in, unit, out_dir, progress)
     ag.memory.keep_freed_memory()
@@ -97,6 +94,17 @@ def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=N
         if out_dir is not None:
             save_epoch(out_dir, position, history)
     return position.params, history
+
+
+def _check_arguments(epochs, seed, val_batches):
+    for name, value in (("epochs", epochs), ("seed", seed)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"fit: {name} must be a non-negative int, got {value!r}")
+    if val_batches is not None and not (callable(val_batches)
+                                        or isinstance(val_batches, (list, tuple))):
+        raise TypeError(f"fit: val_batches must be a function of the epoch or a list of "
+                        f"batches, got {type(val_batches).__name__} (an iterator would be "
+                        f"empty after one epoch)")
 
 
 def samples_in(batch):
@@ -137,7 +145,8 @@ def _run_epoch(loop, position, history):
             raise
         path = save_checkpoint(loop.out_dir, position, history)
         raise TrainingInterrupted(path, position.epoch, position.step) from None
-    bar.close(", ".join(f"{k} {v:.4g}" for k, v in record.items() if k not in ("epoch", "steps")))
+    bar.close(", ".join(f"{k} {v:.4g}" for k, v in record.items()
+                        if k not in ("epoch", "steps")))
     return position, record
 
 
@@ -146,14 +155,15 @@ def _train_steps(loop, position, source, step_losses):
     Position after it. `step_losses` gets the step's loss before the position is yielded
     (so a checkpoint keeps exactly the first global_step of them)."""
     epoch, batches = position.epoch, iter(source)
-    skipped = sum(1 for _ in itertools.islice(batches, position.step))  # those used before a resume
+    skipped = sum(1 for _ in itertools.islice(batches, position.step))  # used before a resume
     if skipped < position.step:
         raise ValueError(f"fit: batches({epoch}) gave {skipped} batches, but the checkpoint has "
                          f"used {position.step} of them")
     for index, batch in enumerate(batches, position.step):
         rng = np.random.default_rng([loop.seed, epoch, index])
         (loss, metrics), (grads,) = ag.value_and_gradient(
-            lambda p: _loss_and_metrics(loop.loss_fn(p, batch, rng)), position.params, has_aux=True)
+            lambda p: _loss_and_metrics(loop.loss_fn(p, batch, rng)), position.params,
+            has_aux=True)
         _check_finite(loss, grads, epoch, position.global_step, index)
         if loop.clip_norm is not None:
             grads = ag.optim.clip_by_global_norm(grads, loop.clip_norm)
@@ -192,7 +202,8 @@ def _check_finite(loss, grads, epoch, step, index):
 
 
 def _add_to_totals(totals, samples, loss, metrics):
-    """totals + samples · (loss, metrics), as a new dict (the position it joins is replaced whole)."""
+    """totals + samples · (loss, metrics), as a new dict: the Position holding it is
+    replaced whole, never changed in place."""
     new = {"samples": totals.get("samples", 0) + samples,
            "loss": totals.get("loss", 0.0) + samples * float(loss)}
     for name, value in metrics.items():
@@ -203,7 +214,8 @@ def _add_to_totals(totals, samples, loss, metrics):
 def _scalar(name, value):
     """A metric as a Python float; anything but a scalar is refused by name."""
     if np.ndim(value) != 0:
-        raise ValueError(f"fit: the metric {name!r} must be a scalar, got shape {np.shape(value)}")
+        raise ValueError(f"fit: the metric {name!r} must be a scalar, got shape "
+                         f"{np.shape(value)}")
     return float(value)
 
 

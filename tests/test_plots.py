@@ -11,8 +11,10 @@ import matplotlib.image  # noqa: E402
 from models import classifier, plots  # noqa: E402
 from test_attention import torch_attention  # noqa: E402
 
-HISTORY = {"epochs": [{"epoch": 0, "steps": 3, "train_loss": 1.0, "val_loss": 1.2, "accuracy": 0.5},
-                      {"epoch": 1, "steps": 6, "train_loss": 0.6, "val_loss": 0.9, "accuracy": 0.7}],
+HISTORY = {"epochs": [{"epoch": 0, "steps": 3, "train_loss": 1.0, "val_loss": 1.2,
+                       "accuracy": 0.5},
+                      {"epoch": 1, "steps": 6, "train_loss": 0.6, "val_loss": 0.9,
+                       "accuracy": 0.7}],
            "step_loss": [1.3, 1.0, 0.8, 0.7, 0.6, 0.5]}
 
 

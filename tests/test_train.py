@@ -66,7 +66,8 @@ def assert_identical(a, b):
 def saved_run(out_dir, params, optimizer):
     """(params, optimizer state, history) from a run's last.npz."""
     tree = ag.load(os.path.join(out_dir, "last.npz"),
-                   like={"params": params, "optimizer_state": optimizer.init(params), "position": ""})
+                   like={"params": params, "optimizer_state": optimizer.init(params),
+                         "position": ""})
     return tree["params"], tree["optimizer_state"], json.loads(tree["position"])["history"]
 
 
@@ -174,8 +175,10 @@ def test_resume_after_ctrl_c_mid_epoch_is_bit_identical(tmp_path, where):
         train.fit(loss_fn, tiny_classifier(), optimizer, first_batches, 3,
                   out_dir=tmp_path / "cut", count=count, **common)
     assert (stop.value.epoch, stop.value.step) == (1, 2)
-    assert str(tmp_path / "cut" / "last.npz") in str(stop.value) and "resume=True" in str(stop.value)
-    assert saved_run(tmp_path / "cut", params, optimizer)[2]["step_loss"] == history["step_loss"][:6]
+    assert str(tmp_path / "cut" / "last.npz") in str(stop.value)
+    assert "resume=True" in str(stop.value)
+    saved_history = saved_run(tmp_path / "cut", params, optimizer)[2]
+    assert saved_history["step_loss"] == history["step_loss"][:6]
 
     resumed, resumed_history = train.fit(classifier_loss, tiny_classifier(), optimizer, batches,
                                          3, out_dir=tmp_path / "cut", resume=True, **common)
@@ -269,17 +272,19 @@ def test_a_nan_stops_naming_epoch_step_and_batch_and_keeps_the_last_good_checkpo
 
 def crash_writing(monkeypatch, name, after_calls):
     """Make the write of file `name` fail half-way (after some bytes) on its call number
-    `after_calls` (from 0): np.savez for .npz files, json.dump for .json files."""
+    `after_calls` (from 0): np.savez into last.npz's temporary file, or json.dump of a
+    history (a dict with step losses)."""
     calls = {"n": 0}
-    target = (np, "savez") if name.endswith(".npz") else (json, "dump")
+    target = (np, "savez") if name == "last.npz" else (json, "dump")
     real = getattr(*target)
 
     def failing(*args, **kwargs):
-        fh = args[0] if target[1] == "savez" else args[1]
-        if os.path.basename(fh.name).startswith(name):
+        if (os.path.basename(args[0].name).startswith(name) if name == "last.npz"
+                else "step_loss" in args[0]):
             calls["n"] += 1
             if calls["n"] - 1 == after_calls:
-                fh.write(b"half" if target[1] == "savez" else "{\"half")
+                fh = args[0] if name == "last.npz" else args[1]
+                fh.write(b"half" if name == "last.npz" else "{\"half")
                 raise OSError("no space left on device (injected)")
         return real(*args, **kwargs)
     monkeypatch.setattr(*target, failing)
@@ -367,7 +372,8 @@ def test_refusals_name_the_problem(tmp_path):
                                         r"metrics\), got \(Box, list\)"):
         run_regression(loss_fn=lambda p, b, rng: (regression_loss(p, b, rng), [1.0]))
     with pytest.raises(ValueError, match=r"the metric 'errors' must be a scalar, got shape \(8,\)"):
-        run_regression(loss_fn=lambda p, b, rng: (regression_loss(p, b, rng), {"errors": b[1][:, 0]}))
+        run_regression(loss_fn=lambda p, b, rng: (regression_loss(p, b, rng),
+                                                  {"errors": b[1][:, 0]}))
     with pytest.raises(ValueError, match=r"batches\(0\) gave no batches"):
         run_regression(batches=lambda epoch: [])
     with pytest.raises(ValueError, match=r"evaluate returned 'train_loss', which the history"):
