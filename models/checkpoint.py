@@ -20,6 +20,13 @@ CHECKPOINT, BEST, HISTORY, HYPERPARAMETERS = ("last.npz", "best.npz", "history.j
                                               "hyperparameters.json")
 
 
+class Checkpoint(NamedTuple):
+    """last.npz's tree: errors name its paths, e.g. 'params.encoder[0].ff.linear1.w'."""
+    params: Any
+    optimizer_state: Any
+    position: str  # JSON: the Position's other fields, and the history up to it
+
+
 class Position(NamedTuple):
     """Where a run stands. A checkpoint holds it; resuming from it continues exactly."""
     params: Any
@@ -73,20 +80,18 @@ def save_checkpoint(out_dir, position, history):
     rest = dict(position._asdict(), history=history)
     del rest["params"], rest["optimizer_state"]
     path = os.path.join(out_dir, CHECKPOINT)
-    ag.save(path, {"params": position.params, "optimizer_state": position.optimizer_state,
-                   "position": json.dumps(rest)})
+    ag.save(path, Checkpoint(position.params, position.optimizer_state, json.dumps(rest)))
     return path
 
 
 def load_checkpoint(out_dir, start):
     """(position, history) from last.npz; the Position `start` gives the structure, shapes and
     dtypes of the params and optimizer state (a mismatch is an error naming the path)."""
-    tree = ag.load(os.path.join(out_dir, CHECKPOINT),
-                   like={"params": start.params, "optimizer_state": start.optimizer_state,
-                         "position": ""})
-    rest = json.loads(tree["position"])
+    saved = ag.load(os.path.join(out_dir, CHECKPOINT),
+                    like=Checkpoint(start.params, start.optimizer_state, ""))
+    rest = json.loads(saved.position)
     history = rest.pop("history")
-    return Position(tree["params"], tree["optimizer_state"], **rest), history
+    return Position(saved.params, saved.optimizer_state, **rest), history
 
 
 def write_json(path, obj):

@@ -198,7 +198,8 @@ def _check_finite(loss, grads, epoch, step, index):
             what = "the gradient is not finite"
     if what:
         raise NonFiniteError(f"fit: {what} at epoch {epoch}, step {step} (batch {index} of the "
-                             f"epoch); stopped before the update, the last checkpoint is kept")
+                             f"epoch); stopped before the update: no file was written after "
+                             f"the last good step")
 
 
 def _add_to_totals(totals, samples, loss, metrics):
@@ -207,6 +208,9 @@ def _add_to_totals(totals, samples, loss, metrics):
     new = {"samples": totals.get("samples", 0) + samples,
            "loss": totals.get("loss", 0.0) + samples * float(loss)}
     for name, value in metrics.items():
+        if name in new:
+            raise ValueError(f"fit: loss_fn's metrics may not be called {name!r}: fit keeps "
+                             f"that total itself")
         new[name] = totals.get(name, 0.0) + samples * _scalar(name, value)
     return new
 

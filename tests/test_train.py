@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from models import classifier, train
+from models import checkpoint, classifier, train
 
 N_LABELS, VOCAB, LENGTH = 3, 16, 8
 
@@ -64,11 +64,9 @@ def assert_identical(a, b):
 
 
 def saved_run(out_dir, params, optimizer):
-    """(params, optimizer state, history) from a run's last.npz."""
-    tree = ag.load(os.path.join(out_dir, "last.npz"),
-                   like={"params": params, "optimizer_state": optimizer.init(params),
-                         "position": ""})
-    return tree["params"], tree["optimizer_state"], json.loads(tree["position"])["history"]
+    """(position, history) from a run's last.npz."""
+    return checkpoint.load_checkpoint(out_dir, checkpoint.Position(
+        params, optimizer.init(params), 0, 0, 0, {}))
 
 
 # ---------------------------------------------------------------- learning
@@ -177,7 +175,7 @@ def test_resume_after_ctrl_c_mid_epoch_is_bit_identical(tmp_path, where):
     assert (stop.value.epoch, stop.value.step) == (1, 2)
     assert str(tmp_path / "cut" / "last.npz") in str(stop.value)
     assert "resume=True" in str(stop.value)
-    saved_history = saved_run(tmp_path / "cut", params, optimizer)[2]
+    saved_history = saved_run(tmp_path / "cut", params, optimizer)[1]
     assert saved_history["step_loss"] == history["step_loss"][:6]
 
     resumed, resumed_history = train.fit(classifier_loss, tiny_classifier(), optimizer, batches,
@@ -258,7 +256,9 @@ def test_a_nan_stops_naming_epoch_step_and_batch_and_keeps_the_last_good_checkpo
     train.fit(regression_loss, regression_params(), optimizer, regression_batches(), 1,
               out_dir=tmp_path / "good", progress=False)
     with pytest.raises(train.NonFiniteError, match=rf"^fit: {what} at epoch 1, step 6 \(batch 2 "
-                                                   r"of the epoch\); stopped before the update"), \
+                                                   r"of the epoch\); stopped before the update: "
+                                                   r"no file was written after the last good "
+                                                   r"step$"), \
             np.errstate(divide="ignore", invalid="ignore"):
         train.fit(regression_loss, regression_params(), optimizer,
                   regression_batches(**{fault: (1, 2)}), 3, out_dir=tmp_path / "bad",
@@ -374,10 +374,26 @@ def test_refusals_name_the_problem(tmp_path):
     with pytest.raises(ValueError, match=r"the metric 'errors' must be a scalar, got shape \(8,\)"):
         run_regression(loss_fn=lambda p, b, rng: (regression_loss(p, b, rng),
                                                   {"errors": b[1][:, 0]}))
+    with pytest.raises(ValueError, match=r"loss_fn's metrics may not be called 'loss'"):
+        run_regression(loss_fn=lambda p, b, rng: (regression_loss(p, b, rng), {"loss": 1.0}))
     with pytest.raises(ValueError, match=r"batches\(0\) gave no batches"):
         run_regression(batches=lambda epoch: [])
     with pytest.raises(ValueError, match=r"evaluate returned 'train_loss', which the history"):
         run_regression(evaluate=lambda p: {"train_loss": 0.0})
+
+
+def test_a_resume_refuses_other_data_or_another_model(tmp_path):
+    with pytest.raises(train.TrainingInterrupted):
+        run_regression(out_dir=tmp_path, batches=Interrupting(regression_batches(), 0, 2))
+    with pytest.raises(ValueError, match=r"^fit: batches\(0\) gave 1 batches, but the "
+                                         r"checkpoint has used 2 of them$"):
+        run_regression(out_dir=tmp_path, resume=True,
+                       batches=lambda epoch: list(regression_batches()(epoch))[:1])
+    with pytest.raises(ValueError, match=r"^load: 'params.w' is \(3, 1\) float32 in the file, "
+                                         r"but \(2, 1\) float32 in `like`$"):
+        smaller = Regression(np.zeros((2, 1), np.float32), np.zeros(1, np.float32))
+        train.fit(regression_loss, smaller, ag.optim.sgd(0.1), regression_batches(), 1,
+                  out_dir=tmp_path, resume=True)
 
 
 def test_progress_line_with_tqdm_and_without(capsys, monkeypatch):
