@@ -70,8 +70,9 @@ def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=N
         count=None, unit="samples", progress=True):
     """Train for `epochs` epochs: -> (params, history).
 
-    val_batches: a function epoch -> batches, or a list (or tuple) of batches used every
-    epoch; its loss and metrics (rng None: no dropout) are recorded as val_<name>.
+    val_batches: a function epoch -> batches, or batches to iterate again every epoch (a
+    list, data.Batches; not an iterator, which one epoch would exhaust); their loss and
+    metrics (rng None: no dropout) are recorded as val_<name>.
     evaluate(params) -> dict of scalar metrics, run after each epoch. clip_norm: the global
     norm gradients are clipped to (ag.optim.clip_by_global_norm). count(batch): the samples
     (or tokens) in a batch, default the length of its first array; it weights the epoch's
@@ -100,11 +101,11 @@ def _check_arguments(epochs, seed, val_batches):
     for name, value in (("epochs", epochs), ("seed", seed)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
             raise ValueError(f"fit: {name} must be a non-negative int, got {value!r}")
-    if val_batches is not None and not (callable(val_batches)
-                                        or isinstance(val_batches, (list, tuple))):
-        raise TypeError(f"fit: val_batches must be a function of the epoch or a list of "
-                        f"batches, got {type(val_batches).__name__} (an iterator would be "
-                        f"empty after one epoch)")
+    reiterable = hasattr(val_batches, "__iter__") and iter(val_batches) is not val_batches
+    if val_batches is not None and not (callable(val_batches) or reiterable):
+        raise TypeError(f"fit: val_batches must be a function of the epoch or batches to "
+                        f"iterate every epoch (a list), got {type(val_batches).__name__} "
+                        f"(an iterator would be empty after one epoch)")
 
 
 def samples_in(batch):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from models import checkpoint, classifier, train
+from models import checkpoint, classifier, data, train
 
 N_LABELS, VOCAB, LENGTH = 3, 16, 8
 
@@ -42,15 +42,9 @@ def classifier_loss(p, batch, rng):
                                                                    labels)}
 
 
-def shuffled_batches(data, size=32):
-    """batches(epoch): the data in an order drawn from the epoch, the last batch shorter."""
-    ids, labels = data
-
-    def batches(epoch):
-        order = np.random.default_rng([7, epoch]).permutation(len(labels))
-        return [(ids[order[i:i + size]], labels[order[i:i + size]])
-                for i in range(0, len(labels), size)]
-    return batches
+def shuffled_batches(reviews, size=32):
+    """batches(epoch): data.batches in an order drawn from the epoch, the last batch shorter."""
+    return lambda epoch: data.batches(*reviews, size, rng=np.random.default_rng([7, epoch]))
 
 
 def assert_identical(a, b):
@@ -73,14 +67,15 @@ def saved_run(out_dir, params, optimizer):
 
 
 def test_fit_reaches_95_percent_validation_accuracy_on_a_generated_task():
+    """With data.batches as the training batches of each epoch and the validation batches."""
     rng = np.random.default_rng(0)
-    data, (val_ids, val_labels) = topic_reviews(rng, 512), topic_reviews(rng, 256)
-    validation = [(val_ids[i:i + 64], val_labels[i:i + 64]) for i in range(0, 256, 64)]
+    reviews, (val_ids, val_labels) = topic_reviews(rng, 512), topic_reviews(rng, 256)
 
     def evaluate(p):
         return {"accuracy": accuracy(classifier.apply(p, val_ids), val_labels)}
     params, history = train.fit(classifier_loss, tiny_classifier(), ag.optim.adam(1e-2),
-                                shuffled_batches(data), 8, val_batches=validation,
+                                shuffled_batches(reviews), 8,
+                                val_batches=data.batches(val_ids, val_labels, 64),
                                 evaluate=evaluate, progress=False)
     last = history["epochs"][-1]
     assert last["accuracy"] > 0.95
@@ -93,8 +88,8 @@ def test_fit_reaches_95_percent_validation_accuracy_on_a_generated_task():
 def test_fit_equals_a_hand_written_loop_with_schedule_and_clipping():
     """The reference: value_and_gradient, clip_by_global_norm, update, with the rng of
     (seed, epoch, batch index); epoch means weighted by batch size (32, 32, 32, 4)."""
-    data = topic_reviews(np.random.default_rng(0), 100)
-    batches = shuffled_batches(data)
+    reviews = topic_reviews(np.random.default_rng(0), 100)
+    batches = shuffled_batches(reviews)
     optimizer = ag.optim.adam(lr=ag.optim.warmup_schedule(16, warmup=4, factor=2.0))
     params, history = train.fit(classifier_loss, tiny_classifier(), optimizer, batches, 2,
                                 seed=5, clip_norm=0.5, progress=False)
@@ -156,8 +151,8 @@ def interrupting(f, at, training_only=False):
 def test_resume_after_ctrl_c_mid_epoch_is_bit_identical(tmp_path, where):
     """Ctrl-C in any of the user's functions that a step calls: the iterator of batches,
     loss_fn (inside value_and_gradient), count (after the update, before the step is done)."""
-    data = topic_reviews(np.random.default_rng(0), 100)
-    batches, optimizer = shuffled_batches(data), ag.optim.adam(1e-2)
+    reviews = topic_reviews(np.random.default_rng(0), 100)
+    batches, optimizer = shuffled_batches(reviews), ag.optim.adam(1e-2)
     validation = [topic_reviews(np.random.default_rng(3), 64)]
     common = dict(val_batches=validation, clip_norm=1.0, seed=3, progress=False)
     params, history = train.fit(classifier_loss, tiny_classifier(), optimizer, batches, 3,
@@ -323,14 +318,14 @@ def test_a_crash_while_writing_leaves_the_previous_file_whole(tmp_path, monkeypa
 def test_out_dir_holds_the_best_params_the_history_and_the_hyperparameters(tmp_path):
     """best.npz: the params of the epoch with the lowest validation loss (here the validation
     labels of the last epoch are scrambled, so the best is not the last)."""
-    data = topic_reviews(np.random.default_rng(0), 128)
+    reviews = topic_reviews(np.random.default_rng(0), 128)
     val_ids, val_labels = topic_reviews(np.random.default_rng(1), 64)
 
     def validation(epoch):
         return [(val_ids, (val_labels + (epoch == 3)) % N_LABELS)]
     seen = []
     params, history = train.fit(classifier_loss, tiny_classifier(), ag.optim.adam(1e-2),
-                                shuffled_batches(data), 4, out_dir=tmp_path, val_batches=validation,
+                                shuffled_batches(reviews), 4, out_dir=tmp_path, val_batches=validation,
                                 evaluate=lambda p: seen.append(p) or {}, clip_norm=2.0,
                                 hyperparameters={"d_model": 16, "lr": 1e-2}, progress=False)
     val_losses = [r["val_loss"] for r in history["epochs"]]
@@ -366,7 +361,9 @@ def test_refusals_name_the_problem(tmp_path):
         run_regression(out_dir=tmp_path / "other", hyperparameters={"lr": lambda step: 0.1})
     with pytest.raises(ValueError, match=r"^fit: epochs must be a non-negative int, got 1.5$"):
         run_regression(epochs=1.5)
-    with pytest.raises(TypeError, match=r"val_batches must be a function of the epoch or a list"):
+    with pytest.raises(TypeError, match=r"val_batches must be a function of the epoch or "
+                                        r"batches to iterate every epoch \(a list\), got "
+                                        r"list_iterator"):
         run_regression(val_batches=iter([]))
     with pytest.raises(TypeError, match=r"loss_fn must return the loss or \(loss, dict of "
                                         r"metrics\), got \(Box, list\)"):
