@@ -15,8 +15,7 @@ import zipfile
 
 import numpy as np
 
-from .differentiate import Hyper
-from .tree import is_namedtuple, tree_leaves, tree_paths, tree_unflatten
+from .tree import Hyper, is_namedtuple, tree_leaves, tree_paths, tree_unflatten
 
 _STRUCTURE_KEY = "__structure__"
 

@@ -120,23 +120,6 @@ def test_unbroadcast_on_traced_cotangents(rng):
 
 # Python numbers and lazy pullback entries
 
-@pytest.mark.parametrize("x", [1, -2.5, True, 1j, fractions.Fraction(1, 3), ag.Hyper(0.1)])
-def test_python_numbers_are_numbers(x):
-    assert is_number(x)
-
-
-@pytest.mark.parametrize("x", [np.float64(1.0), np.float32(2.0), np.int64(3), np.array(1.0),
-                               np.ones(3), [1.0, 2.0], "1", None])
-def test_arrays_numpy_scalars_and_others_are_not_numbers(x):
-    assert not is_number(x)
-
-
-def test_traced_values_are_not_numbers():
-    seen = []
-    ag.gradient(lambda x: seen.append(is_number(x)) or ag.sum(x), 2.0)
-    assert seen == [False]
-
-
 def test_lazy_is_none_for_numbers_and_the_function_otherwise():
     def compute():
         raise AssertionError("lazy must not call compute")

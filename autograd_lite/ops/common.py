@@ -9,17 +9,7 @@ import numbers
 
 import numpy as np
 
-from ..tracer import Box
-
-_PYTHON_NUMBERS = (int, float, bool, complex)
-
-
-def is_number(x):
-    """A Python scalar (or a subclass, like ag.Hyper): a constant that never needs a gradient."""
-    t = type(x)
-    if t is np.ndarray or t is Box:
-        return False
-    return t in _PYTHON_NUMBERS or (not hasattr(x, "shape") and isinstance(x, numbers.Number))
+from ..tree import is_python_number as is_number
 
 
 def unbroadcast(g, shape):
