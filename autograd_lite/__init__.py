@@ -21,6 +21,3 @@ def __getattr__(name):
         import importlib  # not `from . import viz`: its hasattr check would call back here
         return importlib.import_module(".viz", __name__)
     raise AttributeError(f"module 'autograd_lite' has no attribute '{name}'")
-
-
-memory.apply_default()
