@@ -5,11 +5,11 @@
 """
 from . import memory, optim
 from .differentiate import grad, gradient, value_and_gradient, vjp
-from .ops import (abs, add, add_at, broadcast_to, concatenate, cross_entropy, div, dropout, exp,
-                  expand_dims, gather, gelu, getitem, layer_norm, log, log_softmax, logsumexp,
-                  matmul, max, maximum, mean, minimum, mul, neg, pow, relu, reshape, scatter_add,
-                  sigmoid, softmax, split, sqrt, squeeze, stack, sub, sum, swapaxes, tanh,
-                  transpose, unbroadcast, var, where)
+from .ops import (abs, add, add_at, astype, broadcast_to, concatenate, cross_entropy, div,
+                  dropout, exp, expand_dims, gather, gelu, getitem, layer_norm, log, log_softmax,
+                  logsumexp, matmul, max, maximum, mean, minimum, mul, neg, pow, relu, reshape,
+                  scatter_add, sigmoid, softmax, split, sqrt, squeeze, stack, sub, sum, swapaxes,
+                  tanh, transpose, unbroadcast, var, where)
 from .tracer import primitive, stop_gradient
 from .tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
 from .gradcheck import check_gradients

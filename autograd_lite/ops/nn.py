@@ -10,9 +10,10 @@ import numbers
 import numpy as np
 
 from ..tracer import is_traced, primal, primitive
+from .broadcasting import unbroadcast
+from .checks import check_same_float_dtype, normalize_axes
 from .elementwise import mul
-from .common import (check_same_float_dtype, keepdims_shape, mean_last, normalize_axes,
-                     sum_keepdims, unbroadcast)
+from .reductions import keepdims_shape, mean_last, sum_keepdims
 
 
 def _shifted(x, axis):

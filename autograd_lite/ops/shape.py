@@ -8,13 +8,7 @@ import numbers
 import numpy as np
 
 from ..tracer import primitive
-from .common import check_same_float_dtype, normalize_axes
-
-
-def _as_shape(shape):
-    if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
-        return tuple(shape[0])
-    return tuple(shape)
+from .checks import check_same_float_dtype, normalize_axes
 
 
 @primitive
