@@ -3,6 +3,8 @@
     import autograd_lite as ag
     grads = ag.gradient(loss, params, batch)   # gradients in the structure of the arguments
 """
+import importlib.metadata as _metadata
+
 from . import memory, optim
 from .differentiate import grad, gradient, value_and_gradient, vjp
 from .ops import (abs, add, add_at, astype, broadcast_to, concatenate, cross_entropy, div,
@@ -14,6 +16,11 @@ from .tracer import primitive, stop_gradient
 from .tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
 from .gradcheck import check_gradients
 from .serialization import load, save
+
+try:
+    __version__ = _metadata.version("autograd-lite")  # setup.cfg's version, as installed
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 
 def __getattr__(name):
