@@ -8,7 +8,7 @@ NamedTuple); dicts keep their key order.
 The leaf policy lives here too, once for the whole library: `is_differentiable`
 says which leaves are parameters. `gradient` boxes exactly those, optimizers move
 them, `check_gradients` perturbs them and `models.summary` counts them; every other
-leaf (an int `n_heads`, an `Hyper` dropout rate, an integer token array, None, a
+leaf (an int `n_heads`, a `Hyper` dropout rate, an integer token array, None, a
 function) is static and passes through.
 """
 import numbers
