@@ -3,17 +3,24 @@
     import autograd_lite as ag
     grads = ag.gradient(loss, params, batch)   # gradients in the structure of the arguments
 """
+import importlib.metadata as _metadata
+
 from . import memory, optim
-from .differentiate import Hyper, grad, gradient, value_and_gradient, vjp
-from .ops import (abs, add, add_at, broadcast_to, concatenate, cross_entropy, div, dropout, exp,
-                  expand_dims, gather, gelu, getitem, layer_norm, log, log_softmax, logsumexp,
-                  matmul, max, maximum, mean, minimum, mul, neg, pow, relu, reshape, scatter_add,
-                  sigmoid, softmax, split, sqrt, squeeze, stack, sub, sum, swapaxes, tanh,
-                  transpose, unbroadcast, var, where)
+from .differentiate import grad, gradient, value_and_gradient, vjp
+from .ops import (abs, add, add_at, astype, broadcast_to, concatenate, cross_entropy, div,
+                  dropout, exp, expand_dims, gather, gelu, getitem, layer_norm, log, log_softmax,
+                  logsumexp, matmul, max, maximum, mean, minimum, mul, neg, pow, relu, reshape,
+                  scatter_add, sigmoid, softmax, split, sqrt, squeeze, stack, sub, sum, swapaxes,
+                  tanh, transpose, unbroadcast, var, where)
 from .tracer import primitive, stop_gradient
-from .tree import tree_leaves, tree_map, tree_paths, tree_unflatten
+from .tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
 from .gradcheck import check_gradients
 from .serialization import load, save
+
+try:
+    __version__ = _metadata.version("autograd-lite")  # setup.cfg's version, as installed
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 
 def __getattr__(name):
@@ -21,6 +28,3 @@ def __getattr__(name):
         import importlib  # not `from . import viz`: its hasattr check would call back here
         return importlib.import_module(".viz", __name__)
     raise AttributeError(f"module 'autograd_lite' has no attribute '{name}'")
-
-
-memory.apply_default()

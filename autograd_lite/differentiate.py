@@ -3,7 +3,8 @@
 Each call opens a new trace, boxes every floating leaf of the arguments it
 differentiates, runs the function once, and sends the output's cotangent back
 through the recorded nodes. Gradients come back in the structure of the
-arguments; static leaves (integer arrays, None, ints, strings, functions) get None.
+arguments; static leaves (see tree.is_differentiable: integer arrays, None, ints,
+strings, functions, Hyper settings) get None.
 Nothing is kept between calls.
 """
 import functools
@@ -14,28 +15,12 @@ import numpy as np
 
 from .backward import backward
 from .tracer import Box, Node, Trace
-from .tree import tree_map
+from .tree import is_differentiable, tree_map
 
 
-class Hyper(float):
-    """A float setting kept in a parameter tree (a dropout rate, say): a static leaf.
-
-    It behaves as a float everywhere, but gradients, optimizers, gradient checks and
-    parameter counts pass it by, as they do ints and strings. ag.save/ag.load keep it.
-    """
-
-    def __repr__(self):
-        return f"Hyper({float(self)!r})"
-
-
-def is_float_leaf(x):
-    """A leaf that gets a gradient: floating arrays and scalars (and values traced outside).
-    Exactly `float`: a `Hyper` (a float subclass) is static."""
-    if type(x) is Box or type(x) is float:
-        return True
-    if isinstance(x, np.ndarray):
-        return x.dtype.kind == "f"
-    return isinstance(x, np.floating)
+# viz/record.py imports the leaf policy from here by its former name; once it imports
+# tree.is_differentiable this alias goes.
+is_float_leaf = is_differentiable
 
 
 def _box_leaves(tree, trace):
@@ -43,7 +28,7 @@ def _box_leaves(tree, trace):
     nodes = []
 
     def box(leaf):
-        if not is_float_leaf(leaf):
+        if not is_differentiable(leaf):
             return leaf
         boxed = box_input(leaf, trace)
         nodes.append(boxed.node)
@@ -110,7 +95,7 @@ def _gradient_trees(args, argnums, input_nodes, at_leaves, caller_arrays=()):
     for i in argnums:
         trees.append(tree_map(
             lambda leaf: _gradient_leaf(leaf, at_leaves.get(next(nodes)), seen)
-            if is_float_leaf(leaf) else None, args[i]))
+            if is_differentiable(leaf) else None, args[i]))
     return tuple(trees)
 
 

@@ -5,13 +5,13 @@
 """
 import numpy as np
 
-from .differentiate import argument_names, gradient, is_float_leaf
+from .differentiate import argument_names, gradient
 from .tracer import primal
-from .tree import tree_leaves, tree_map, tree_paths, tree_unflatten
+from .tree import is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
 
 
 def _as_float64(leaf):
-    return np.asarray(leaf, dtype=np.float64) if is_float_leaf(leaf) else leaf
+    return np.asarray(leaf, dtype=np.float64) if is_differentiable(leaf) else leaf
 
 
 def _directions(leaf, max_coordinates, n_directions, rng):
@@ -49,7 +49,7 @@ def check_gradients(f, *args, eps=1e-6, rtol=1e-5, atol=1e-8, max_coordinates=16
     rng = np.random.default_rng(seed)
     errors, worst = {}, None
     for i, (leaf, g, path) in enumerate(zip(leaves, grad_leaves, paths)):
-        if not is_float_leaf(leaf):
+        if not is_differentiable(leaf):
             continue
         leaf_error = 0.0
         for d in _directions(leaf, max_coordinates, n_directions, rng):

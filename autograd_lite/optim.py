@@ -1,17 +1,17 @@
 """Optimizers over pytrees: `opt.init(params) -> state`, `opt.update(params, grads, state)
 -> (params, state)`. Nothing is updated in place; state is a pytree (it saves with ag.save).
 
-Only floating leaves with a gradient move; static leaves (n_heads, activation
-functions) and leaves whose gradient is None pass through. The learning rate is
-a number or a schedule `lr(step)`, step counting from 1.
+Only differentiable leaves (tree.is_differentiable) with a gradient move; static
+leaves (n_heads, Hyper settings, activation functions) and leaves whose gradient is
+None pass through. The learning rate is a number or a schedule `lr(step)`, step
+counting from 1.
 """
 import math
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from .differentiate import is_float_leaf
-from .tree import tree_leaves, tree_map
+from .tree import is_differentiable, tree_leaves, tree_map
 
 
 class Optimizer(NamedTuple):
@@ -31,7 +31,7 @@ class AdamState(NamedTuple):
 
 
 def _zeros_like_floats(params):
-    return tree_map(lambda p: np.zeros_like(p) if is_float_leaf(p) else None, params)
+    return tree_map(lambda p: np.zeros_like(p) if is_differentiable(p) else None, params)
 
 
 def _learning_rate(lr, step):
@@ -40,7 +40,7 @@ def _learning_rate(lr, step):
 
 
 def _moves(p, g):
-    return g is not None and is_float_leaf(p)
+    return g is not None and is_differentiable(p)
 
 
 def sgd(lr, momentum=0.0):
@@ -113,7 +113,7 @@ def warmup_schedule(d_model, warmup, factor=1.0):
 def global_norm(grads):
     """√(Σ g²) over every array leaf of a gradient tree."""
     return math.sqrt(sum(float(np.sum(np.square(g), dtype=np.float64))
-                         for g in tree_leaves(grads) if g is not None and is_float_leaf(g)))
+                         for g in tree_leaves(grads) if g is not None and is_differentiable(g)))
 
 
 def clip_by_global_norm(grads, max_norm):
@@ -122,4 +122,5 @@ def clip_by_global_norm(grads, max_norm):
     coefficient = float(max_norm) / (global_norm(grads) + 1e-6)
     if coefficient >= 1.0:
         return grads
-    return tree_map(lambda g: g * coefficient if g is not None and is_float_leaf(g) else g, grads)
+    return tree_map(lambda g: g * coefficient if g is not None and is_differentiable(g) else g,
+                    grads)

@@ -1,10 +1,24 @@
 """save / load pytrees of arrays as .npz files, without pickle.
 
-The file holds one .npy entry per array leaf and a JSON description of the
-structure (container types, NamedTuple names and fields, dict keys, and the
-Python scalars, strings, None and `Hyper` settings among the leaves). Functions among the leaves
-(an activation, say) are stored by name only: `load(path, like=params)` takes
-them, and the container types, from `like`. Writing goes to a temporary file that
+The file holds one .npy entry per array leaf ('a0', 'a1', ...) and, under
+'__structure__', a JSON description of the tree: nested entries, each an object
+whose "kind" says what it stands for and which other fields it has.
+
+    kind          fields                      stands for
+    "namedtuple"  name, fields, children      a NamedTuple (loads as a namedtuple of that
+                                              name and fields; `like` gives the class)
+    "tuple"       children                    a tuple
+    "list"        children                    a list
+    "dict"        keys, children              a dict with string keys (any dict type)
+    "array"       entry                       an array leaf: the .npy entry `entry`
+    "scalar"      entry                       a numpy scalar: the 0-d .npy entry `entry`
+    "hyper"       value                       an ag.Hyper setting
+    "value"       value                       None, a bool, an int, a float or a string
+    "function"    name                        a function, by qualified name only
+
+`load(path, like=params)` gives back the functions, and the exact container types,
+from `like`. A tuple or list subclass that is not a NamedTuple is refused at save
+(it would come back as a plain tuple or list). Writing goes to a temporary file that
 replaces the target only when complete, so a crash never leaves a half-written file.
 """
 import collections
@@ -15,40 +29,58 @@ import zipfile
 
 import numpy as np
 
-from .differentiate import Hyper
-from .tree import is_namedtuple, tree_leaves, tree_paths, tree_unflatten
+from .tree import Hyper, is_namedtuple, tree_leaves, tree_paths, tree_unflatten
 
 _STRUCTURE_KEY = "__structure__"
 
 
-def _describe(tree, arrays, path):
-    """JSON-able description of `tree`; array leaves go into `arrays` under 'a<i>'."""
+def _where(path):
+    return path or "(root)"
+
+
+def _describe_container(tree, arrays, path):
+    """The entry of a NamedTuple, tuple, list or dict; None for anything else."""
     if is_namedtuple(tree):
-        return {"namedtuple": type(tree).__name__, "fields": list(tree._fields),
-                "children": [_describe(c, arrays, f"{path}.{f}") for f, c in zip(tree._fields, tree)]}
+        return {"kind": "namedtuple", "name": type(tree).__name__, "fields": list(tree._fields),
+                "children": [_describe(c, arrays, f"{path}.{f}")
+                             for f, c in zip(tree._fields, tree)]}
+    if type(tree) in (tuple, list):
+        return {"kind": type(tree).__name__,
+                "children": [_describe(c, arrays, f"{path}[{i}]") for i, c in enumerate(tree)]}
     if isinstance(tree, (tuple, list)):
-        return {type(tree).__name__ if type(tree) in (tuple, list) else "list":
-                [_describe(c, arrays, f"{path}[{i}]") for i, c in enumerate(tree)]}
+        base = "tuple" if isinstance(tree, tuple) else "list"
+        raise TypeError(f"save: cannot store the {type(tree).__name__} at '{_where(path)}': a "
+                        f"{base} subclass that is not a NamedTuple would load as a plain {base} "
+                        f"(make it a NamedTuple, or store {base}(x))")
     if isinstance(tree, dict):
         for k in tree:
             if not isinstance(k, str):
                 raise TypeError(f"save: dict keys must be strings; the dict at "
-                                f"'{path or '(root)'}' has the {type(k).__name__} key {k!r}")
-        return {"dict": [[k, _describe(c, arrays, f"{path}[{k!r}]")] for k, c in tree.items()]}
+                                f"'{_where(path)}' has the {type(k).__name__} key {k!r}")
+        return {"kind": "dict", "keys": list(tree),
+                "children": [_describe(c, arrays, f"{path}[{k!r}]") for k, c in tree.items()]}
+    return None
+
+
+def _describe(tree, arrays, path):
+    """The JSON-able entry of `tree`; array leaves go into `arrays` under 'a<i>'."""
+    container = _describe_container(tree, arrays, path)
+    if container is not None:
+        return container
     if isinstance(tree, (np.ndarray, np.generic)):  # np.bool_ too: it loads back as np.bool_
         if tree.dtype.kind not in "biufc":
             raise TypeError(f"save: the array at '{path}' has dtype {tree.dtype}; "
                             "only numeric arrays are saved")
         key = f"a{len(arrays)}"
         arrays[key] = np.asarray(tree)
-        return {"array" if isinstance(tree, np.ndarray) else "scalar": key}
+        return {"kind": "array" if isinstance(tree, np.ndarray) else "scalar", "entry": key}
     if isinstance(tree, Hyper):
-        return {"hyper": float(tree)}
-    if tree is None or isinstance(tree, (bool, str, numbers.Integral, float, np.bool_)):
-        return {"value": tree.item() if isinstance(tree, np.bool_) else tree}
+        return {"kind": "hyper", "value": float(tree)}
+    if tree is None or isinstance(tree, (bool, str, numbers.Integral, float)):
+        return {"kind": "value", "value": tree}
     if callable(tree):
-        return {"function": getattr(tree, "__qualname__", repr(tree))}
-    raise TypeError(f"save: cannot store the {type(tree).__name__} at '{path or '(root)'}'")
+        return {"kind": "function", "name": getattr(tree, "__qualname__", repr(tree))}
+    raise TypeError(f"save: cannot store the {type(tree).__name__} at '{_where(path)}'")
 
 
 def save(path, tree):
@@ -89,33 +121,44 @@ def _stored_array(arrays, key, zero_dimensional):
     return array[()] if zero_dimensional else array
 
 
-_NAMEDTUPLE_KEYS = {"namedtuple", "fields", "children"}
+def _children(entry, arrays):
+    return [_rebuild(c, arrays) for c in entry["children"]]
 
 
-def _rebuild(spec, arrays):
-    """The tree a description stands for; NamedTuples come back as namedtuple types of the same name and fields."""
-    if not isinstance(spec, dict) or (len(spec) != 1 and set(spec) != _NAMEDTUPLE_KEYS):
-        raise MalformedFile(f"an entry of the structure is {json.dumps(spec)[:80]}")
-    if "namedtuple" in spec:  # rename: fields like '_1' that namedtuple(..., rename=True) made
-        cls = collections.namedtuple(spec["namedtuple"], spec["fields"], rename=True)
-        return cls(*(_rebuild(c, arrays) for c in spec["children"]))
-    if "tuple" in spec:
-        return tuple(_rebuild(c, arrays) for c in spec["tuple"])
-    if "list" in spec:
-        return [_rebuild(c, arrays) for c in spec["list"]]
-    if "dict" in spec:
-        return {k: _rebuild(c, arrays) for k, c in spec["dict"]}
-    if "array" in spec:
-        return _stored_array(arrays, spec["array"], zero_dimensional=False)
-    if "scalar" in spec:
-        return _stored_array(arrays, spec["scalar"], zero_dimensional=True)
-    if "hyper" in spec:
-        return Hyper(spec["hyper"])
-    if "function" in spec:
-        return StoredFunction(spec["function"])
-    if "value" in spec:
-        return spec["value"]
-    raise MalformedFile(f"unknown kind of entry {sorted(spec)} in the structure")
+def _namedtuple(entry, arrays):
+    # rename: fields like '_1' that namedtuple(..., rename=True) made
+    cls = collections.namedtuple(entry["name"], entry["fields"], rename=True)
+    return cls(*_children(entry, arrays))
+
+
+# kind: (the entry's other fields, what it loads as); the module docstring's table
+_KINDS = {
+    "namedtuple": ({"name", "fields", "children"}, _namedtuple),
+    "tuple": ({"children"}, lambda entry, arrays: tuple(_children(entry, arrays))),
+    "list": ({"children"}, _children),
+    "dict": ({"keys", "children"},
+             lambda entry, arrays: dict(zip(entry["keys"], _children(entry, arrays), strict=True))),
+    "array": ({"entry"}, lambda entry, arrays: _stored_array(arrays, entry["entry"], False)),
+    "scalar": ({"entry"}, lambda entry, arrays: _stored_array(arrays, entry["entry"], True)),
+    "hyper": ({"value"}, lambda entry, arrays: Hyper(entry["value"])),
+    "value": ({"value"}, lambda entry, arrays: entry["value"]),
+    "function": ({"name"}, lambda entry, arrays: StoredFunction(entry["name"])),
+}
+
+
+def _rebuild(entry, arrays):
+    """The tree an entry stands for, by its kind (see the table in the module docstring)."""
+    if not isinstance(entry, dict) or "kind" not in entry:
+        raise MalformedFile(f"an entry of the structure has no kind: {json.dumps(entry)[:80]} "
+                            "(a file written by autograd_lite before entries had kinds?)")
+    kind = entry["kind"]
+    if kind not in _KINDS:
+        raise MalformedFile(f"unknown kind of entry {kind!r} in the structure")
+    fields, build = _KINDS[kind]
+    if set(entry) != fields | {"kind"}:
+        raise MalformedFile(f"an entry of kind {kind!r} has the fields "
+                            f"{sorted(set(entry) - {'kind'})}, expected {sorted(fields)}")
+    return build(entry, arrays)
 
 
 def _read_structure(path, arrays):

@@ -4,7 +4,56 @@ Parameters, gradients and optimizer states are all pytrees of one shape, so an
 optimizer is a `tree_map` and a gradient comes back in the structure of its
 argument. Containers are rebuilt with their own types (a NamedTuple stays that
 NamedTuple); dicts keep their key order.
+
+The leaf policy lives here too, once for the whole library: `is_differentiable`
+says which leaves are parameters. `gradient` boxes exactly those, optimizers move
+them, `check_gradients` perturbs them and `models.summary` counts them; every other
+leaf (an int `n_heads`, a `Hyper` dropout rate, an integer token array, None, a
+function) is static and passes through.
 """
+import numbers
+
+import numpy as np
+
+from .tracer import Box
+
+
+class Hyper(float):
+    """A float setting kept in a parameter tree (a dropout rate, say): a static leaf.
+
+    It behaves as a float everywhere, but gradients, optimizers, gradient checks and
+    parameter counts pass it by, as they do ints and strings. ag.save/ag.load keep it.
+    """
+
+    def __repr__(self):
+        return f"Hyper({float(self)!r})"
+
+
+def is_differentiable(leaf):
+    """Whether a leaf is a parameter: it gets a gradient, and optimizers move it.
+
+    Differentiated: floating numpy arrays and numpy float scalars, exact Python floats,
+    and values already traced (by an enclosing `gradient`). Static: `Hyper` (a float
+    subclass, hence "exact"), ints, bools, strings, None, functions, integer and bool arrays.
+    """
+    t = type(leaf)
+    if t is float or t is Box:
+        return True
+    if isinstance(leaf, np.ndarray):
+        return leaf.dtype.kind == "f"
+    return isinstance(leaf, np.floating)
+
+
+_PYTHON_NUMBERS = (int, float, bool, complex)
+
+
+def is_python_number(x):
+    """A Python scalar (int, float, bool, complex, a Fraction; a `Hyper` too), as an op's
+    operand: a constant, never traced, with no shape or dtype of its own."""
+    t = type(x)
+    if t is np.ndarray or t is Box:
+        return False
+    return t in _PYTHON_NUMBERS or (not hasattr(x, "shape") and isinstance(x, numbers.Number))
 
 
 def is_namedtuple(x):

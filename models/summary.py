@@ -7,17 +7,13 @@
       ...
     Total: 21 arrays, 251,552 parameters, 0.960 MiB
 
-A layer is the container that holds arrays directly; its row lists each array's field
-and shape. Only floating arrays count as parameters: hyperparameters (ints, strings,
-None) and integer arrays are left out.
+A layer is the container that holds parameters directly; its row lists each one's field
+and shape. The parameters are the leaves the optimizers move (`ag.is_differentiable`):
+hyperparameters (ints, strings, None, `ag.Hyper` settings) and integer arrays are left out.
 """
 import numpy as np
 
 import autograd_lite as ag
-
-
-def is_parameter(leaf):
-    return isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f"
 
 
 def split_path(path):
@@ -32,12 +28,13 @@ def layer_rows(params):
     """[(layer path, ['w (32, 32)', ...], parameter count, bytes)] in tree order."""
     rows = {}
     for path, leaf in zip(ag.tree_paths(params), ag.tree_leaves(params)):
-        if not is_parameter(leaf):
+        if not ag.is_differentiable(leaf):
             continue
+        array = np.asarray(leaf)  # a float scalar counts as one parameter of shape ()
         layer, field = split_path(path)
         shapes, count, nbytes = rows.get(layer, ([], 0, 0))
-        shapes.append(f"{field} {leaf.shape}" if field else str(leaf.shape))
-        rows[layer] = (shapes, count + leaf.size, nbytes + leaf.nbytes)
+        shapes.append(f"{field} {array.shape}" if field else str(array.shape))
+        rows[layer] = (shapes, count + array.size, nbytes + array.nbytes)
     return [(layer or "(root)", shapes, count, nbytes)
             for layer, (shapes, count, nbytes) in rows.items()]
 
@@ -46,7 +43,7 @@ def summary(params):
     """The table as a string: a header with the tree's type, one row per layer (path, array
     shapes, parameter count), then 'Total: <arrays> arrays, <n> parameters, <size> MiB'."""
     rows = layer_rows(params)
-    n_arrays = sum(is_parameter(leaf) for leaf in ag.tree_leaves(params))
+    n_arrays = sum(ag.is_differentiable(leaf) for leaf in ag.tree_leaves(params))
     total = sum(count for _, _, count, _ in rows)
     nbytes = sum(b for _, _, _, b in rows)
     names = [layer for layer, _, _, _ in rows]

@@ -29,7 +29,9 @@ def test_optimizers_leave_hyper_untouched_even_with_weight_decay():
     p = Layer(np.ones(2), ag.Hyper(0.1))
     (g,) = ag.gradient(lambda p: ag.sum(p.w * p.w), p)
     opt = ag.optim.adamw(lr=0.1, weight_decay=0.5)
-    moved, _ = opt.update(p, g, opt.init(p))
+    state = opt.init(p)
+    assert state.m.rate is None and state.v.rate is None  # no moments kept for a setting
+    moved, _ = opt.update(p, g, state)
     assert type(moved.rate) is ag.Hyper and moved.rate == 0.1
     # AdamW's first step: decay then a unit step of size lr against the gradient's sign
     np.testing.assert_allclose(moved.w, 1 * (1 - 0.1 * 0.5) - 0.1, rtol=1e-6)

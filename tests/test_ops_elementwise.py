@@ -262,3 +262,41 @@ def test_float64_with_integer_arrays_is_allowed_but_a_list_is_named():
         with pytest.raises(TypeError, match=rf"{op}: operands must be arrays or Python numbers, "
                                             r"got (list|tuple)"):
             call()
+
+
+# astype: public as ag.astype, and what x.astype(...) on a traced value calls
+
+@pytest.mark.parametrize("src, dst", [(np.float32, np.float64), (np.float64, np.float32),
+                                      (np.float64, np.float16)])
+def test_astype_to_a_float_dtype_matches_torch(src, dst, rng, torch):
+    x = rng.standard_normal((2, 3)).astype(src)
+    w = rng.standard_normal((2, 3)).astype(dst)
+    out = ag.astype(x, dst)
+    assert type(out) is np.ndarray and out.dtype == dst
+    np.testing.assert_array_equal(out, x.astype(dst))
+    (g,) = ag.gradient(lambda x: ag.sum(ag.astype(x, dst) * w), x)
+    t = torch.from_numpy(x.copy()).requires_grad_(True)
+    (t.to(getattr(torch, np.dtype(dst).name)) * torch.from_numpy(w)).sum().backward()
+    assert g.dtype == src
+    np.testing.assert_array_equal(g, t.grad.numpy())  # both: w converted back to x's dtype
+
+
+def test_astype_to_integers_or_bool_is_a_constant(rng):
+    x = 3 * rng.standard_normal(4)
+    (g,) = ag.gradient(lambda x: ag.sum(x * ag.astype(x, np.int64)), x)
+    np.testing.assert_array_equal(g, x.astype(np.int64))  # d/dx x·c = c: c is a constant
+    assert ag.astype(x, bool).dtype == np.bool_
+
+
+def test_astype_refuses_what_is_not_an_array():
+    with pytest.raises(TypeError, match=re.escape("astype: x must be an array, got list")):
+        ag.astype([1.0, 2.0], np.float32)
+
+
+def test_astype_second_order():
+    """d²/dx² Σ (x³ in float64) = 6x, for float32 x."""
+    x = np.array([0.5, -1.5, 2.0], np.float32)
+    second = ag.grad(lambda x: ag.sum(ag.grad(lambda x: ag.sum(ag.astype(x, np.float64) ** 3))(x)))
+    got = second(x)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, 6 * x, rtol=1e-6)

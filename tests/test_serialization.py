@@ -131,7 +131,7 @@ def test_load_never_unpickles(tmp_path):
     path = tmp_path / "evil.npz"
     objects = np.empty(1, dtype=object)
     objects[0] = Payload()
-    np.savez(path, a0=objects, __structure__=np.array('{"array": "a0"}'))
+    np.savez(path, a0=objects, __structure__=np.array('{"kind": "array", "entry": "a0"}'))
     with pytest.raises(ValueError, match="pickle"):
         ag.load(path)
     assert UNPICKLED == []
@@ -212,19 +212,27 @@ def write_crafted(path, structure, **entries):
     np.savez(path, __structure__=np.array(json.dumps(structure)), **entries)
 
 
+def array_entry(key):
+    return {"kind": "array", "entry": key}
+
+
+def dict_entry(**children):
+    return {"kind": "dict", "keys": list(children), "children": list(children.values())}
+
+
 @pytest.mark.parametrize("leaf, entries, got", [
-    ({"value": "weights"}, {}, "str"),                 # a string where the array should be
-    ({"value": 3}, {}, "int"),                         # a Python number
-    ({"value": None}, {}, "NoneType"),
-    ({"function": "np.tanh"}, {}, "<function np.tanh>"),  # a function's name
-    ({"hyper": 0.1}, {}, "Hyper"),
-    ({"scalar": "a0"}, {"a0": np.array(2.0)}, r"\(\) float64"),              # 0-d, not (2, 3)
-    ({"array": "a0"}, {"a0": np.array(["ab", "cd"])}, r"\(2,\) <U2"),       # text, not numbers
+    ({"kind": "value", "value": "weights"}, {}, "str"),  # a string where the array should be
+    ({"kind": "value", "value": 3}, {}, "int"),          # a Python number
+    ({"kind": "value", "value": None}, {}, "NoneType"),
+    ({"kind": "function", "name": "np.tanh"}, {}, "<function np.tanh>"),  # a function's name
+    ({"kind": "hyper", "value": 0.1}, {}, "Hyper"),
+    ({"kind": "scalar", "entry": "a0"}, {"a0": np.array(2.0)}, r"\(\) float64"),  # 0-d, not (2, 3)
+    (array_entry("a0"), {"a0": np.array(["ab", "cd"])}, r"\(2,\) <U2"),  # text, not numbers
 ])
 def test_load_refuses_a_stored_entry_that_is_not_the_array_like_expects(leaf, entries, got,
                                                                        tmp_path):
     path = tmp_path / "crafted.npz"
-    write_crafted(path, {"dict": [["w", leaf], ["b", {"array": "b0"}]]}, b0=np.ones(3), **entries)
+    write_crafted(path, dict_entry(w=leaf, b=array_entry("b0")), b0=np.ones(3), **entries)
     like = {"w": np.zeros((2, 3)), "b": np.zeros(3)}
     with pytest.raises(ValueError, match=rf"load: '\['w'\]' is {got} in the file, "
                                          rf"but \(2, 3\) float64 in `like`"):
@@ -234,7 +242,7 @@ def test_load_refuses_a_stored_entry_that_is_not_the_array_like_expects(leaf, en
 
 def test_the_crafted_format_is_the_one_save_writes(tmp_path):
     """write_crafted above follows the format save writes: the same file loads the same."""
-    write_crafted(tmp_path / "crafted.npz", {"dict": [["w", {"array": "a0"}]]}, a0=np.eye(2))
+    write_crafted(tmp_path / "crafted.npz", dict_entry(w=array_entry("a0")), a0=np.eye(2))
     ag.save(tmp_path / "saved.npz", {"w": np.eye(2)})
     with np.load(tmp_path / "saved.npz") as saved, np.load(tmp_path / "crafted.npz") as crafted:
         assert sorted(saved.files) == sorted(crafted.files) == ["__structure__", "a0"]
@@ -248,14 +256,18 @@ def test_the_crafted_format_is_the_one_save_writes(tmp_path):
      r"has no '__structure__' entry: it was not written by ag.save"),
     (lambda path: np.savez(path, __structure__=np.array("{not json")),
      r"the '__structure__' entry is not valid JSON"),
-    (lambda path: write_crafted(path, {"dict": [["w", {"array": "a0"}]]}),
+    (lambda path: write_crafted(path, dict_entry(w=array_entry("a0"))),
      r"malformed structure: the structure names the array entry 'a0', which the file lacks"),
-    (lambda path: write_crafted(path, {"dict": [["w", {"tensor": "a0"}]]}, a0=np.ones(2)),
-     r"malformed structure: unknown kind of entry \['tensor'\]"),
-    (lambda path: write_crafted(path, [{"array": "a0"}], a0=np.ones(2)),
-     r"malformed structure: an entry of the structure is \[\{\"array\": \"a0\"\}\]"),
-    (lambda path: write_crafted(path, {"scalar": "a0"}, a0=np.ones(3)),
+    (lambda path: write_crafted(path, dict_entry(w={"kind": "tensor", "entry": "a0"}),
+                                a0=np.ones(2)),
+     r"malformed structure: unknown kind of entry 'tensor' in the structure"),
+    (lambda path: write_crafted(path, [array_entry("a0")], a0=np.ones(2)),
+     r"malformed structure: an entry of the structure has no kind: \[\{\"kind\": \"array\""),
+    (lambda path: write_crafted(path, {"kind": "scalar", "entry": "a0"}, a0=np.ones(3)),
      r"malformed structure: the scalar entry 'a0' holds an array of shape \(3,\)"),
+    (lambda path: write_crafted(path, {"kind": "dict", "keys": ["w", "b"],
+                                       "children": [array_entry("a0")]}, a0=np.ones(3)),
+     r"malformed structure: ValueError: zip\(\) argument 2 is shorter than argument 1"),
 ])
 def test_a_file_not_written_by_save_is_named_with_the_reason(write, message, tmp_path):
     path = tmp_path / "odd.npz"
@@ -276,9 +288,17 @@ def test_files_that_are_not_npz_archives_are_named(tmp_path):
         ag.load(tmp_path / "cut.npz")
 
 
-def test_a_spec_with_extra_keys_is_malformed(tmp_path):
-    write_crafted(tmp_path / "odd.npz", {"value": 1, "x": 2, "y": 3})
-    with pytest.raises(ValueError, match=r"malformed structure: an entry of the structure is"):
+@pytest.mark.parametrize("entry, message", [
+    ({"kind": "value", "value": 1, "x": 2},
+     "an entry of kind 'value' has the fields ['value', 'x'], expected ['value']"),
+    ({"kind": "array"}, "an entry of kind 'array' has the fields [], expected ['entry']"),
+    ({"kind": "namedtuple", "name": "P", "children": []},
+     "an entry of kind 'namedtuple' has the fields ['children', 'name'], expected "
+     "['children', 'fields', 'name']"),
+])
+def test_an_entry_with_other_fields_than_its_kind_has_is_malformed(entry, message, tmp_path):
+    write_crafted(tmp_path / "odd.npz", entry)
+    with pytest.raises(ValueError, match=r"malformed structure: " + re.escape(message)):
         ag.load(tmp_path / "odd.npz")
 
 
@@ -291,3 +311,64 @@ def test_a_namedtuple_with_renamed_fields_round_trips(tmp_path):
     loaded = ag.load(tmp_path / "r.npz")
     assert loaded._fields == ("a", "_1", "_2") and loaded._1 == 2
     np.testing.assert_array_equal(loaded.a, np.ones(2))
+
+
+class Pair(tuple):
+    """A tuple subclass that is not a NamedTuple."""
+
+
+class Rows(list):
+    """A list subclass."""
+
+
+@pytest.mark.parametrize("tree, message", [
+    (Pair((np.zeros(2), 1)), r"save: cannot store the Pair at '\(root\)': a tuple subclass that "
+                             r"is not a NamedTuple would load as a plain tuple"),
+    ({"rows": Rows([np.zeros(2)])}, r"save: cannot store the Rows at '\['rows'\]': a list "
+                                    r"subclass that is not a NamedTuple would load as a plain list"),
+])
+def test_a_tuple_or_list_subclass_is_refused_by_name(tree, message, tmp_path):
+    with pytest.raises(TypeError, match=message):
+        ag.save(tmp_path / "x.npz", tree)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_dict_subclass_loads_as_a_dict_and_as_its_type_with_like(tmp_path):
+    import collections
+    tree = collections.OrderedDict(b=np.ones(2), a=np.zeros(1))
+    ag.save(tmp_path / "d.npz", tree)
+    plain, typed = ag.load(tmp_path / "d.npz"), ag.load(tmp_path / "d.npz", like=tree)
+    assert type(plain) is dict and list(plain) == ["b", "a"]
+    assert type(typed) is collections.OrderedDict and list(typed) == ["b", "a"]
+    np.testing.assert_array_equal(typed["b"], np.ones(2))
+
+
+def test_every_entry_has_a_kind_from_the_documented_table(tmp_path, rng):
+    """The structure save writes is a tagged union: every entry names its kind, and the kinds
+    and fields are those of the table in the module docstring."""
+    import json
+    from autograd_lite import serialization
+    table = {}
+    for line in serialization.__doc__.splitlines():
+        words = line.split()
+        if words and words[0].startswith('"') and words[0].endswith('"'):
+            fields = line[18:46].replace(",", " ").split()  # the 'fields' column
+            table[words[0].strip('"')] = set(fields)
+    ag.save(tmp_path / "model.npz", dict(model=make_model(rng), rate=ag.Hyper(0.1)))
+    with np.load(tmp_path / "model.npz") as data:
+        structure = json.loads(str(data["__structure__"]))
+    seen, stack = set(), [structure]
+    while stack:
+        entry = stack.pop()
+        assert set(entry) == table[entry["kind"]] | {"kind"}, entry
+        seen.add(entry["kind"])
+        stack.extend(entry.get("children", []))
+    assert seen == set(table) == {"namedtuple", "tuple", "list", "dict", "array", "scalar",
+                                  "hyper", "value", "function"}
+
+
+def test_a_file_in_the_format_before_kinds_is_named(tmp_path):
+    write_crafted(tmp_path / "old.npz", {"dict": [["w", {"array": "a0"}]]}, a0=np.ones(2))
+    with pytest.raises(ValueError, match=r"an entry of the structure has no kind: .*written by "
+                                         r"autograd_lite before entries had kinds"):
+        ag.load(tmp_path / "old.npz")

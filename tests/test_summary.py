@@ -1,8 +1,10 @@
 """models.summary: per-layer rows and the total line, checked by hand arithmetic."""
 import numpy as np
+import pytest
 
+import autograd_lite as ag
 import models
-from models import classifier, lm
+from models import classifier, lm, transformer
 
 
 def seed_summary():
@@ -64,3 +66,43 @@ def test_the_package_lists_no_missing_submodule():
     assert not hasattr(models, "summary_table")
     for name in ("transformer", "decoding", "classifier", "lm", "layers", "attention", "blocks"):
         assert getattr(models, name).__name__ == f"models.{name}"
+
+
+def total_parameters(text):
+    """The <n> of the summary's last line, 'Total: <arrays> arrays, <n> parameters, ...'."""
+    return int(text.splitlines()[-1].split()[3].replace(",", ""))
+
+
+THREE_MODELS = {
+    "transformer": lambda rng: transformer.init(rng, 11, 13, d_model=8, n_heads=2, d_ff=16,
+                                                n_encoder=2, n_decoder=1, max_len=12, dropout=0.1),
+    "classifier": lambda rng: classifier.init(rng, 30, 3, d_model=8, n_heads=2, d_ff=16,
+                                              n_layers=2, max_len=10),
+    "lm": lambda rng: lm.init(rng, 17, 8, 2, 16, 2, 12),
+}
+
+
+@pytest.mark.parametrize("name", THREE_MODELS)
+def test_the_summary_counts_exactly_what_adam_keeps_moments_for(name, rng):
+    """The count is the optimizer's own: the elements of Adam's first-moment state."""
+    p = THREE_MODELS[name](rng)
+    state = ag.optim.adam().init(p)
+    moments = sum(np.size(m) for m in ag.tree_leaves(state.m) if m is not None)
+    arrays = sum(m is not None for m in ag.tree_leaves(state.m))
+    text = models.summary(p)
+    assert total_parameters(text) == moments > 0
+    assert text.splitlines()[-1].startswith(f"Total: {arrays} arrays, ")
+
+
+def test_float_scalars_count_and_settings_do_not():
+    """An exact float and a numpy float scalar are parameters (the optimizer moves them);
+    an ag.Hyper, an int and an integer array are not."""
+    tree = {"w": np.zeros((2, 3), np.float32), "gain": 1.5, "bias": np.float32(0.0),
+            "rate": ag.Hyper(0.1), "n_heads": 4, "ids": np.arange(5)}
+    assert models.summary(tree).splitlines() == [
+        "dict", "  (root)  ['w'] (2, 3), ['gain'] (), ['bias'] ()  8",
+        f"Total: 3 arrays, 8 parameters, {(6 * 4 + 8 + 4) / 2**20:.3f} MiB"]
+    opt = ag.optim.sgd(lr=0.5)
+    ones = {k: np.ones_like(x) for k, x in tree.items()}  # a gradient offered for every leaf
+    moved, _ = opt.update(tree, ones, opt.init(tree))
+    assert [k for k in tree if not np.array_equal(moved[k], tree[k])] == ["w", "gain", "bias"]

@@ -1,11 +1,14 @@
-"""Pytrees: tree_map over several trees, leaf order, path strings, unflatten."""
+"""Pytrees: tree_map over several trees, leaf order, path strings, unflatten; and the one
+leaf policy (which leaves are parameters, which Python numbers are constants)."""
 import collections
+import fractions
 from typing import NamedTuple
 
 import numpy as np
 import pytest
 
 import autograd_lite as ag
+from autograd_lite.tree import is_python_number
 
 
 class Attention(NamedTuple):
@@ -108,3 +111,69 @@ def test_tree_unflatten_round_trip():
 def test_tree_unflatten_with_too_few_leaves_is_named():
     with pytest.raises(ValueError, match="fewer leaves"):
         ag.tree_unflatten([1, (2, 3)], [1, 2])
+
+
+# The leaf policy: which leaves are parameters
+
+class Setting(float):
+    """A float subclass other than Hyper: not an exact float, so static too."""
+
+
+DIFFERENTIABLE = [np.ones(3), np.ones((2, 2), np.float32), np.array(1.5), np.float64(2.0),
+                  np.float32(0.5), np.float16(1.0), 1.5, float("nan")]
+STATIC = [ag.Hyper(0.1), Setting(0.1), 3, True, False, "relu", None, np.tanh, len,
+          np.arange(3), np.ones(2, np.int32), np.array([True, False]), np.int64(4), np.bool_(True),
+          np.ones(2, np.complex128), 1j]
+
+
+@pytest.mark.parametrize("leaf", DIFFERENTIABLE, ids=repr)
+def test_floating_arrays_numpy_float_scalars_and_exact_floats_are_differentiable(leaf):
+    assert ag.is_differentiable(leaf) is True
+
+
+@pytest.mark.parametrize("leaf", STATIC, ids=repr)
+def test_settings_integers_strings_none_functions_and_int_arrays_are_static(leaf):
+    assert ag.is_differentiable(leaf) is False
+
+
+def test_traced_values_are_differentiable():
+    seen = []
+    ag.gradient(lambda x: seen.append(ag.is_differentiable(x)) or ag.sum(x), np.ones(2))
+    assert seen == [True]
+
+
+def test_gradient_boxes_exactly_the_differentiable_leaves():
+    """The policy is what `gradient` acts on: a gradient for each differentiable leaf, None
+    for every static one, over a tree holding every kind of leaf."""
+    tree = {"differentiable": DIFFERENTIABLE[:-1], "static": STATIC}
+
+    def f(tree):
+        return sum(ag.sum(x.astype(np.float64)) for x in tree["differentiable"])
+    (g,) = ag.gradient(f, tree)
+    assert all(leaf is None for leaf in g["static"])
+    for leaf, grad in zip(tree["differentiable"], g["differentiable"]):
+        assert type(grad) is type(leaf) and np.shape(grad) == np.shape(leaf)
+        np.testing.assert_array_equal(grad, np.ones(np.shape(leaf)))  # d/dx Σ x = 1
+
+
+def test_hyper_is_the_tree_modules_float_setting():
+    from autograd_lite import tree
+    assert ag.Hyper is tree.Hyper and ag.is_differentiable is tree.is_differentiable
+    assert repr(ag.Hyper(0.25)) == "Hyper(0.25)" and ag.Hyper(0.25) * 2 == 0.5
+
+
+@pytest.mark.parametrize("x", [1, -2.5, True, 1j, fractions.Fraction(1, 3), ag.Hyper(0.1)])
+def test_python_numbers_are_numbers(x):
+    assert is_python_number(x)
+
+
+@pytest.mark.parametrize("x", [np.float64(1.0), np.float32(2.0), np.int64(3), np.array(1.0),
+                               np.ones(3), [1.0, 2.0], "1", None])
+def test_arrays_numpy_scalars_and_others_are_not_python_numbers(x):
+    assert not is_python_number(x)
+
+
+def test_traced_values_are_not_python_numbers():
+    seen = []
+    ag.gradient(lambda x: seen.append(is_python_number(x)) or ag.sum(x), 2.0)
+    assert seen == [False]

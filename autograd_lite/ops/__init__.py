@@ -1,13 +1,13 @@
 """The op catalogue: every primitive and composite op, by family."""
 from . import operators
-from .elementwise import (abs, add, div, exp, gelu, log, maximum, minimum, mul, neg, pow,
+from .broadcasting import broadcast_to, unbroadcast
+from .elementwise import (abs, add, astype, div, exp, gelu, log, maximum, minimum, mul, neg, pow,
                           relu, sigmoid, sqrt, sub, tanh, where)
 from .indexing import add_at, gather, getitem, scatter_add
 from .matmul import matmul
 from .nn import (cross_entropy, dropout, layer_norm, log_softmax, logsumexp, softmax,
                  softmax_backward, layer_norm_backward)
-from .reductions import broadcast_to, max, mean, sum, var
+from .reductions import max, mean, sum, var
 from .shape import concatenate, expand_dims, reshape, split, squeeze, stack, swapaxes, transpose
-from .common import unbroadcast
 
 operators.install()

@@ -1,15 +1,18 @@
-"""Elementwise primitives: arithmetic with numpy broadcasting, and the unary functions.
+"""Elementwise primitives: arithmetic with numpy broadcasting, casts, and the unary functions.
 
-Each body computes its output and defines its pullback right below it. Binary
-pullbacks hand their cotangents to `unbroadcast`; Python numbers are constants
-and get None.
+Each body computes its output and defines its pullback right below it. A binary
+pullback gives each operand's cotangent as a function of no arguments, which the
+engine calls only for an operand that is traced (never for a Python number or a
+constant array), and hands it to `unbroadcast`.
 """
 import math
 
 import numpy as np
 
 from ..tracer import primal, primitive
-from .common import broadcast_binary, check_same_float_dtype, is_number, lazy, shape_of, unbroadcast
+from ..tree import is_python_number
+from .broadcasting import broadcast_binary, shape_of, unbroadcast
+from .checks import check_same_float_dtype
 
 
 @primitive
@@ -19,8 +22,7 @@ def add(a, b):
     a_shape, b_shape = shape_of(a), shape_of(b)
 
     def add_pullback(g):
-        return (lazy(a_shape, lambda: unbroadcast(g, a_shape)),
-                lazy(b_shape, lambda: unbroadcast(g, b_shape)))
+        return lambda: unbroadcast(g, a_shape), lambda: unbroadcast(g, b_shape)
     return out, add_pullback
 
 
@@ -31,18 +33,18 @@ def sub(a, b):
     a_shape, b_shape = shape_of(a), shape_of(b)
 
     def sub_pullback(g):
-        return (lazy(a_shape, lambda: unbroadcast(g, a_shape)),
-                lazy(b_shape, lambda: unbroadcast(-g, b_shape)))
+        return lambda: unbroadcast(g, a_shape), lambda: unbroadcast(-g, b_shape)
     return out, sub_pullback
 
 
 @primitive
 def mul(a, b):
     """a * b"""
+    out = broadcast_binary("mul", np.multiply, a, b)
+
     def mul_pullback(g):
-        return (lazy(a, lambda: unbroadcast(g * b, a.shape)),
-                lazy(b, lambda: unbroadcast(g * a, b.shape)))
-    return broadcast_binary("mul", np.multiply, a, b), mul_pullback
+        return lambda: unbroadcast(g * b, a.shape), lambda: unbroadcast(g * a, b.shape)
+    return out, mul_pullback
 
 
 @primitive
@@ -52,18 +54,25 @@ def div(a, b):
     a_shape = shape_of(a)
 
     def div_pullback(g):
-        return (lazy(a_shape, lambda: unbroadcast(g / b, a_shape)),
-                lazy(b, lambda: unbroadcast(-g * out / b, b.shape)))
+        return lambda: unbroadcast(g / b, a_shape), lambda: unbroadcast(-g * out / b, b.shape)
     return out, div_pullback
 
 
 def _power_below(a, b):
     """a ** (b - 1), the factor of d(a^b)/da, taken as 0 where b == 0 (where a^(b-1) may be
     inf at a = 0 and 0 · inf would give NaN; torch does the same)."""
-    if is_number(b):
+    if is_python_number(b):
         return 0.0 if b == 0 else a ** (b - 1)
     with np.errstate(divide="ignore", invalid="ignore"):  # the inf at a = 0, b = 0 is discarded
         return np.where(b == 0, 0, a ** (b - 1))
+
+
+def _log_base(a):
+    """log(a), the factor of d(a^b)/db, taken as 0 where a <= 0. A Python float for a
+    Python number a, so that it keeps b's dtype (2 ** x, x float32)."""
+    if is_python_number(a):
+        return math.log(a) if a > 0 else 0.0
+    return np.log(np.where(primal(a) > 0, a, 1))
 
 
 @primitive
@@ -72,69 +81,103 @@ def pow(a, b):
     out = broadcast_binary("pow", np.power, a, b)
 
     def pow_pullback(g):
-        da = lazy(a, lambda: unbroadcast(g * b * _power_below(a, b), a.shape))
-        if is_number(b):
-            return da, None
-        if is_number(a):  # a Python float, so that it keeps b's dtype (2 ** x, x float32)
-            log_a = math.log(a) if a > 0 else 0.0
-        else:
-            log_a = np.log(np.where(primal(a) > 0, a, 1))
-        return da, lambda: unbroadcast(g * out * log_a, b.shape)
+        return (lambda: unbroadcast(g * b * _power_below(a, b), a.shape),
+                lambda: unbroadcast(g * out * _log_base(a), b.shape))
     return out, pow_pullback
 
 
 @primitive
 def neg(x):
     """-x"""
-    return -x, lambda g: (-g,)
+    out = -x
+
+    def neg_pullback(g):
+        return (-g,)
+    return out, neg_pullback
 
 
-@primitive
-def astype(x, dtype):
+@primitive(name="astype")
+def float_cast(x, dtype):
     """x converted to the float dtype `dtype`; the cotangent is converted back to x's dtype."""
+    out = x.astype(dtype)
     x_dtype = x.dtype
-    return x.astype(dtype), lambda g: (g.astype(x_dtype), None)
+
+    def astype_pullback(g):
+        return g.astype(x_dtype), None
+    return out, astype_pullback
+
+
+def astype(x, dtype):
+    """x converted to `dtype` (x.astype(dtype) on a traced value). To a float dtype the
+    conversion is differentiable, its cotangent converted back to x's dtype; to an integer,
+    bool or complex dtype the result is a constant (no gradient flows through it)."""
+    if not hasattr(x, "astype"):
+        raise TypeError(f"astype: x must be an array, got {type(x).__name__}")
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return float_cast(x, dtype)
+    return primal(x).astype(dtype)
 
 
 @primitive
 def exp(x):
     """e^x; d/dx = e^x, taken from the output."""
     y = np.exp(x)
-    return y, lambda g: (g * y,)
+
+    def exp_pullback(g):
+        return (g * y,)
+    return y, exp_pullback
 
 
 @primitive
 def log(x):
     """Natural logarithm; d/dx = 1/x."""
-    return np.log(x), lambda g: (g / x,)
+    out = np.log(x)
+
+    def log_pullback(g):
+        return (g / x,)
+    return out, log_pullback
 
 
 @primitive
 def sqrt(x):
     """√x; d/dx = 1 / (2√x)."""
     y = np.sqrt(x)
-    return y, lambda g: (g / (2 * y),)
+
+    def sqrt_pullback(g):
+        return (g / (2 * y),)
+    return y, sqrt_pullback
 
 
 @primitive
 def tanh(x):
     """tanh x; d/dx = 1 - tanh²x."""
     y = np.tanh(x)
-    return y, lambda g: (g * (1 - y * y),)
+
+    def tanh_pullback(g):
+        return (g * (1 - y * y),)
+    return y, tanh_pullback
 
 
 @primitive
 def sigmoid(x):
     """σ(x) = 1 / (1 + e^-x), computed as (1 + tanh(x/2)) / 2, stable for any x; σ' = σ(1 - σ)."""
     y = (np.tanh(x * 0.5) + 1) * 0.5
-    return y, lambda g: (g * y * (1 - y),)
+
+    def sigmoid_pullback(g):
+        return (g * y * (1 - y),)
+    return y, sigmoid_pullback
 
 
 @primitive
 def relu(x):
     """max(x, 0); the derivative at 0 is 0 (as in PyTorch)."""
     positive = primal(x) > 0
-    return x * positive, lambda g: (g * positive,)
+    out = x * positive
+
+    def relu_pullback(g):
+        return (g * positive,)
+    return out, relu_pullback
 
 
 _GELU_C = math.sqrt(2.0 / math.pi)
@@ -159,8 +202,12 @@ def gelu(x):
 @primitive
 def abs(x):
     """|x|; the derivative at 0 is 0."""
+    out = np.abs(x)
     sign = np.sign(primal(x))
-    return np.abs(x), lambda g: (g * sign,)
+
+    def abs_pullback(g):
+        return (g * sign,)
+    return out, abs_pullback
 
 
 def _tie_weights(a, b, out_dtype):
@@ -176,8 +223,7 @@ def maximum(a, b):
 
     def maximum_pullback(g):
         wa = _tie_weights(a, b, out.dtype)
-        return (lazy(a, lambda: unbroadcast(g * wa, a.shape)),
-                lazy(b, lambda: unbroadcast(g * (1 - wa), b.shape)))
+        return lambda: unbroadcast(g * wa, a.shape), lambda: unbroadcast(g * (1 - wa), b.shape)
     return out, maximum_pullback
 
 
@@ -188,8 +234,7 @@ def minimum(a, b):
 
     def minimum_pullback(g):
         wb = _tie_weights(a, b, out.dtype)
-        return (lazy(a, lambda: unbroadcast(g * (1 - wb), a.shape)),
-                lazy(b, lambda: unbroadcast(g * wb, b.shape)))
+        return lambda: unbroadcast(g * (1 - wb), a.shape), lambda: unbroadcast(g * wb, b.shape)
     return out, minimum_pullback
 
 
@@ -203,13 +248,12 @@ def where(condition, x, y):
     try:
         out = np.where(condition, x, y)
     except ValueError:
-        raise ValueError(f"where: condition {condition.shape}, x {np.shape(primal(x))} and "
-                         f"y {np.shape(primal(y))} do not broadcast together") from None
-
+        raise ValueError(f"where: condition {condition.shape}, x {shape_of(x)} and "
+                         f"y {shape_of(y)} do not broadcast together") from None
     x_shape, y_shape = shape_of(x), shape_of(y)
 
     def where_pullback(g):
         return (None,
-                lazy(x_shape, lambda: unbroadcast(np.where(condition, g, 0), x_shape)),
-                lazy(y_shape, lambda: unbroadcast(np.where(condition, 0, g), y_shape)))
+                lambda: unbroadcast(np.where(condition, g, 0), x_shape),
+                lambda: unbroadcast(np.where(condition, 0, g), y_shape))
     return out, where_pullback

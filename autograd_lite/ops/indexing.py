@@ -34,8 +34,12 @@ def _check_index(index):
 def getitem(x, index):
     """x[index] with basic slicing or integer/bool arrays; repeated indices accumulate."""
     _check_index(index)
+    out = x[index]
     x_shape = x.shape
-    return x[index], lambda g: (add_at(g, index, x_shape), None)
+
+    def getitem_pullback(g):
+        return add_at(g, index, x_shape), None
+    return out, getitem_pullback
 
 
 @primitive
@@ -49,7 +53,10 @@ def add_at(values, index, shape):
             out[index] = values
         else:
             np.add.at(out, index, values)
-    return out, lambda g: (g[index], None, None)
+
+    def add_at_pullback(g):
+        return g[index], None, None
+    return out, add_at_pullback
 
 
 def _check_indices(op, indices, n):
@@ -68,8 +75,12 @@ def gather(table, indices):
     if table.ndim < 1:
         raise ValueError(f"gather: table must have at least one axis, got {table.shape}")
     _check_indices("gather", indices, table.shape[0])
+    out = np.take(table, indices, axis=0)
     n = table.shape[0]
-    return np.take(table, indices, axis=0), lambda g: (scatter_add(g, indices, n), None)
+
+    def gather_pullback(g):
+        return scatter_add(g, indices, n), None
+    return out, gather_pullback
 
 
 def segment_sum(values, indices, n):
@@ -101,4 +112,7 @@ def scatter_add(values, indices, n):
         out = scatter_add(values, indices, n)
     else:
         out = segment_sum(values, indices, n)
-    return out, lambda g: (gather(g, indices), None, None)
+
+    def scatter_add_pullback(g):
+        return gather(g, indices), None, None
+    return out, scatter_add_pullback

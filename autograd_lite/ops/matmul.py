@@ -6,7 +6,8 @@
 import numpy as np
 
 from ..tracer import primitive
-from .common import check_same_float_dtype, unbroadcast
+from .broadcasting import unbroadcast
+from .checks import check_same_float_dtype
 
 
 def _check_matmul(a, b):

@@ -10,9 +10,10 @@ import numbers
 import numpy as np
 
 from ..tracer import is_traced, primal, primitive
+from .broadcasting import unbroadcast
+from .checks import check_same_float_dtype, normalize_axes
 from .elementwise import mul
-from .common import (check_same_float_dtype, keepdims_shape, mean_last, normalize_axes,
-                     sum_keepdims, unbroadcast)
+from .reductions import keepdims_shape, mean_last, sum_keepdims
 
 
 def _shifted(x, axis):
@@ -78,7 +79,10 @@ def softmax(x, axis=-1, mask=None):
         total = sum_keepdims(e, axis)
         # A row with nothing kept is all zeros: divide it by infinity.
         y = e / np.where(mask.any(axis=axis, keepdims=True), total, np.inf)
-    return y, lambda g: (softmax_backward(g, y, axis), None, None)
+
+    def softmax_pullback(g):
+        return softmax_backward(g, y, axis), None, None
+    return y, softmax_pullback
 
 
 @primitive
@@ -133,12 +137,13 @@ def layer_norm(x, scale, bias, eps=1e-5):
     centered = x - mean_last(x)
     inv_std = 1 / np.sqrt(mean_last(centered * centered) + eps)
     x_hat = centered * inv_std
+    out = x_hat * scale + bias
     d_shape = scale.shape  # scale and bias are broadcast over the leading axes of x
 
     def layer_norm_pullback(g):
         return (layer_norm_backward(g, x_hat, inv_std, scale),
                 unbroadcast(g * x_hat, d_shape), unbroadcast(g, d_shape), None)
-    return x_hat * scale + bias, layer_norm_pullback
+    return out, layer_norm_pullback
 
 
 def _check_labels(logits, labels, ignore_index):

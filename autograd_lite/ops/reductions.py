@@ -1,4 +1,5 @@
-"""Reductions over an axis (int, tuple or None), with keepdims: sum, mean, max, var.
+"""Reductions over an axis (int, tuple or None), with keepdims: sum, mean, max, var; and
+the fast sums over one axis that the fused rules use.
 
 A reduction's pullback reshapes the cotangent to the keepdims shape and lets it
 broadcast back over the reduced axes.
@@ -8,19 +9,13 @@ import math
 import numpy as np
 
 from ..tracer import primal, primitive
-from .common import keepdims_shape, normalize_axes, unbroadcast
+from .broadcasting import broadcast_to
+from .checks import normalize_axes
 
 
-@primitive
-def broadcast_to(x, shape):
-    """x broadcast to `shape` (a read-only view); its adjoint is `unbroadcast`."""
-    shape = tuple(shape)
-    try:
-        out = np.broadcast_to(x, shape)
-    except ValueError:
-        raise ValueError(f"broadcast_to: {x.shape} does not broadcast to {shape}") from None
-    x_shape = x.shape
-    return out, lambda g: (unbroadcast(g, x_shape), None)
+def keepdims_shape(shape, axes):
+    """`shape` with each reduced axis set to 1: where a reduction's cotangent is reshaped."""
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
 @primitive
@@ -76,3 +71,21 @@ def var(x, axis=None, keepdims=False, ddof=0):
     if ddof:  # scale before the mean: a 0-d array times a number would be a numpy scalar
         squares = squares * (count / (count - ddof))
     return mean(squares, axes, keepdims)
+
+
+def sum_last(x):
+    """Σ over the last axis, keepdims. On plain arrays np.einsum does it ~4x faster than
+    x.sum(-1) for short rows (attention scores, layer norm); traced values use the op."""
+    if type(x) is np.ndarray:
+        return np.einsum("...i->...", x)[..., None]
+    return x.sum(axis=-1, keepdims=True)
+
+
+def sum_keepdims(x, axis):
+    """Σ over one axis, keepdims (the fast path when it is the last)."""
+    return sum_last(x) if axis == x.ndim - 1 else x.sum(axis=axis, keepdims=True)
+
+
+def mean_last(x):
+    """Mean over the last axis, keepdims (see sum_last)."""
+    return sum_last(x) * (1.0 / x.shape[-1])

@@ -8,13 +8,7 @@ import numbers
 import numpy as np
 
 from ..tracer import primitive
-from .common import check_same_float_dtype, normalize_axes
-
-
-def _as_shape(shape):
-    if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
-        return tuple(shape[0])
-    return tuple(shape)
+from .checks import check_same_float_dtype, normalize_axes
 
 
 @primitive
@@ -26,7 +20,10 @@ def reshape(x, shape):
         target = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
         raise ValueError(f"reshape: cannot reshape {x.shape} (size {x.size}) into {target}") from None
     x_shape = x.shape
-    return out, lambda g: (g.reshape(x_shape), None)
+
+    def reshape_pullback(g):
+        return g.reshape(x_shape), None
+    return out, reshape_pullback
 
 
 @primitive
@@ -37,8 +34,12 @@ def transpose(x, axes=None):
     axes = tuple(axes)
     if sorted(a % x.ndim if -x.ndim <= a < x.ndim else a for a in axes) != list(range(x.ndim)):
         raise ValueError(f"transpose: axes {axes} are not a permutation of the {x.ndim} axes of {x.shape}")
+    out = np.transpose(x, axes)
     inverse = tuple(np.argsort([a % x.ndim for a in axes]))
-    return np.transpose(x, axes), lambda g: (np.transpose(g, inverse), None)
+
+    def transpose_pullback(g):
+        return np.transpose(g, inverse), None
+    return out, transpose_pullback
 
 
 @primitive
@@ -46,7 +47,11 @@ def swapaxes(x, axis1, axis2):
     """Exchange two axes."""
     normalize_axes("swapaxes", (axis1,), x.ndim)
     normalize_axes("swapaxes", (axis2,), x.ndim)
-    return np.swapaxes(x, axis1, axis2), lambda g: (np.swapaxes(g, axis1, axis2), None, None)
+    out = np.swapaxes(x, axis1, axis2)
+
+    def swapaxes_pullback(g):
+        return np.swapaxes(g, axis1, axis2), None, None
+    return out, swapaxes_pullback
 
 
 @primitive
@@ -55,8 +60,12 @@ def expand_dims(x, axis):
     axes = axis if isinstance(axis, tuple) else (axis,)
     if not all(-x.ndim - len(axes) <= a < x.ndim + len(axes) for a in axes):
         raise ValueError(f"expand_dims: axis {axis} is out of range for {x.shape}")
+    out = np.expand_dims(x, axis)
     x_shape = x.shape
-    return np.expand_dims(x, axis), lambda g: (g.reshape(x_shape), None)
+
+    def expand_dims_pullback(g):
+        return g.reshape(x_shape), None
+    return out, expand_dims_pullback
 
 
 @primitive
@@ -65,8 +74,12 @@ def squeeze(x, axis=None):
     axes = normalize_axes("squeeze", axis, x.ndim) if axis is not None else None
     if axes is not None and any(x.shape[a] != 1 for a in axes):
         raise ValueError(f"squeeze: axis {axis} of {x.shape} does not have length 1")
+    out = np.squeeze(x, axes)
     x_shape = x.shape
-    return np.squeeze(x, axes), lambda g: (g.reshape(x_shape), None)
+
+    def squeeze_pullback(g):
+        return g.reshape(x_shape), None
+    return out, squeeze_pullback
 
 
 def _check_same_shapes_but(op, shapes, axis, ndim):
@@ -86,13 +99,14 @@ def concatenate_arrays(axis, *xs):
     _check_same_shapes_but("concatenate", shapes, axis, ndim)
     for x in xs[1:]:
         check_same_float_dtype("concatenate", xs[0], x)
+    out = np.concatenate(xs, axis)
     ends = np.cumsum([s[axis] for s in shapes])
 
     def concatenate_pullback(g):
         starts = [0, *ends[:-1]]
         lead = (slice(None),) * axis
         return (None, *(g[lead + (slice(int(a), int(b)),)] for a, b in zip(starts, ends)))
-    return np.concatenate(xs, axis), concatenate_pullback
+    return out, concatenate_pullback
 
 
 def concatenate(xs, axis=0):
@@ -114,11 +128,12 @@ def stack_arrays(axis, *xs):
     if not -ndim <= axis < ndim:
         raise ValueError(f"stack: axis {axis} is out of range for {ndim} dimensions")
     axis %= ndim
+    out = np.stack(xs, axis)
     lead = (slice(None),) * axis
 
     def stack_pullback(g):
         return (None, *(g[lead + (i,)] for i in range(len(xs))))
-    return np.stack(xs, axis), stack_pullback
+    return out, stack_pullback
 
 
 def stack(xs, axis=0):

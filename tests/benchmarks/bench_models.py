@@ -8,7 +8,11 @@ stacks for the others, with the same weights. Reported: milliseconds per step
 (median) and the median ratio autograd_lite / PyTorch over adjacent steps (the two
 alternate, so a change in the machine's speed affects both). A script, not a test:
 
-    python3 tests/benchmarks/bench_models.py [--repeats 15] [--threads 1]
+    python3 tests/benchmarks/bench_models.py [--repeats 15] [--threads 1] [--only lm]
+                                             [--system-malloc]
+
+It calls ag.memory.keep_freed_memory() first, as a training loop would; --system-malloc
+leaves glibc's malloc settings alone, to measure what that call is worth.
 
 Both libraries get the same number of threads (numpy's OpenBLAS through
 OPENBLAS_NUM_THREADS, set before numpy loads; torch through set_num_threads).
@@ -164,11 +168,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1, help="threads for each library")
+    parser.add_argument("--only", choices=[name.split()[0] for name in CASES],
+                        help="run one model only")
+    parser.add_argument("--system-malloc", action="store_true",
+                        help="do not call ag.memory.keep_freed_memory()")
     args = parser.parse_args()
+    if not args.system_malloc:
+        ag.memory.keep_freed_memory()
     import torch
     torch.set_num_threads(args.threads)
     print(f"{'model':22s} {'autograd_lite':>14s} {'PyTorch':>10s} {'ratio':>7s}")
     for name, (case, batch) in CASES.items():
+        if args.only and not name.startswith(args.only + " "):
+            continue
         ours, reference = case(torch, np.random.default_rng(0), batch)
         a, b, ratio = paired_ms(ours, reference, args.repeats)
         print(f"{name:22s} {a:11.2f} ms {b:7.2f} ms {ratio:7.2f}")

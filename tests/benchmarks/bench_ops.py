@@ -72,6 +72,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=41)
     args = parser.parse_args()
+    ag.memory.keep_freed_memory()  # as a training loop would: freed blocks are reused
     import torch
 
     torch.set_num_threads(1)  # tiny arrays: threads only add overhead; bench_models does the same

@@ -1,0 +1,54 @@
+"""Numpy broadcasting and its adjoint: binary ops that broadcast, broadcast_to, unbroadcast.
+
+`unbroadcast` is the one place that knows how numpy broadcasting is undone: the
+cotangent of a broadcast operand is the cotangent of the result summed over
+the axes that broadcasting added or stretched.
+"""
+import numpy as np
+
+from ..tracer import primitive
+from .checks import check_same_float_dtype
+
+
+def unbroadcast(g, shape):
+    """Sum `g` down to `shape`, the shape of an operand that numpy broadcast to g.shape."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    if lead < 0 or any(n != 1 and n != m for n, m in zip(shape, g.shape[lead:])):
+        raise ValueError(f"unbroadcast: {shape} does not broadcast to the cotangent's {g.shape}")
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
+    return g.sum(axis=axes, keepdims=True).reshape(shape)  # keepdims: an array even for ()
+
+
+@primitive
+def broadcast_to(x, shape):
+    """x broadcast to `shape` (a read-only view); its adjoint is `unbroadcast`."""
+    shape = tuple(shape)
+    try:
+        out = np.broadcast_to(x, shape)
+    except ValueError:
+        raise ValueError(f"broadcast_to: {x.shape} does not broadcast to {shape}") from None
+    x_shape = x.shape
+
+    def broadcast_to_pullback(g):
+        return unbroadcast(g, x_shape), None
+    return out, broadcast_to_pullback
+
+
+def shape_of(operand):
+    """An operand's shape, () for a Python number (np.shape, without its cost for numbers).
+    A pullback that needs only the shape keeps this, so that the operand's memory can be
+    freed before the backward pass."""
+    return getattr(operand, "shape", ())
+
+
+def broadcast_binary(op, ufunc, a, b):
+    """`ufunc(a, b)` with numpy broadcasting; an error names the op and both shapes."""
+    check_same_float_dtype(op, a, b)
+    try:
+        return ufunc(a, b)
+    except ValueError:
+        raise ValueError(f"{op}: shapes {shape_of(a)} and {shape_of(b)} do not broadcast "
+                         "together") from None

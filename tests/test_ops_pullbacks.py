@@ -1,0 +1,53 @@
+"""Every primitive of the catalogue (autograd_lite/ops) names its pullback after its op
+(`softmax_pullback`), so that tracebacks and graph pictures say which rule ran."""
+import importlib
+import inspect
+import pkgutil
+
+import numpy as np
+import pytest
+
+from autograd_lite import ops
+
+FAMILIES = [m.name for m in pkgutil.iter_modules(ops.__path__)]  # every module of the package
+
+x, y = np.ones((2, 3)), np.full((2, 3), 2.0)
+ids = np.array([0, 1])
+
+# op name: arguments of one call of its body
+CALLS = {
+    "add": (x, y), "sub": (x, y), "mul": (x, y), "div": (x, y), "pow": (x, y), "neg": (x,),
+    "astype": (x, np.dtype(np.float32)), "exp": (x,), "log": (x,), "sqrt": (x,), "tanh": (x,),
+    "sigmoid": (x,), "relu": (x,), "gelu": (x,), "abs": (x,), "maximum": (x, y),
+    "minimum": (x, y), "where": (x > 0, x, y),
+    "getitem": (x, 0), "add_at": (np.ones(3), 0, (2, 3)), "gather": (x, ids),
+    "scatter_add": (x, ids, 2),
+    "matmul": (x, x.T),
+    "softmax": (x,), "log_softmax": (x,), "logsumexp": (x,), "layer_norm": (x, x[0], x[0]),
+    "cross_entropy": (x, ids),
+    "broadcast_to": (x, (4, 2, 3)), "sum": (x,), "mean": (x,), "max": (x,),
+    "reshape": (x, (3, 2)), "transpose": (x,), "swapaxes": (x, 0, 1), "expand_dims": (x, 0),
+    "squeeze": (x[None],), "concatenate": (0, x, y), "stack": (0, x, y),
+}
+
+
+def catalogue():
+    """{op name: primitive} for every primitive defined in the op modules."""
+    found = {}
+    for family in FAMILIES:  # by import_module: ops.matmul is the op, not its module
+        module = importlib.import_module(f"autograd_lite.ops.{family}")
+        for _, value in inspect.getmembers(module):
+            if hasattr(value, "body") and value.__module__ == module.__name__:
+                found[value.op_name] = value
+    return found
+
+
+def test_the_table_covers_every_primitive():
+    assert sorted(catalogue()) == sorted(CALLS)
+    assert ops.softmax is catalogue()["softmax"]
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_the_pullback_is_named_after_the_op(name):
+    _, pullback = catalogue()[name].body(*CALLS[name])
+    assert pullback.__name__ == f"{name}_pullback"
