@@ -15,7 +15,6 @@ environment of a process about to start, is `GLIBC_TUNABLES` below:
     GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456
 """
 import ctypes
-import ctypes.util
 import sys
 
 _M_TRIM_THRESHOLD = -1
@@ -34,8 +33,7 @@ def keep_freed_memory():
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols: no ldconfig lookup
     except (OSError, AttributeError):  # not glibc (musl has no mallopt)
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST_HEAP_BLOCK)
