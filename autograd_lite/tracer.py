@@ -12,6 +12,24 @@ stay boxed: the body runs on them with numpy's vocabulary (`np.exp(x)`, `x.sum()
 its pullback are recorded by the enclosing trace, and `grad(grad(f))` works.
 With nothing traced the body runs on plain arrays at numpy speed and nothing is
 recorded.
+
+Recording hook. A trace may carry `on_op`, a function that observes every op recorded
+on it (`Trace(on_op=None)`; `gradient` and its relatives never set it; the pictures in
+`viz` do). After a primitive application records its node on that trace, the wrapper
+calls `trace.on_op(op, args, kwargs, box)`:
+
+- `op`: the primitive (the wrapper), whose public attributes say what it is:
+  `op.op_name` (its label), `op.parameters` (`(name, default)` of each parameter that
+  may be passed by position, `inspect.Parameter.empty` where there is no default; the
+  positional arguments past them belong to a `*args` parameter) and `op.body`;
+- `args`: the positional arguments as the op received them, boxes included (when
+  keywords were given, each positional parameter is moved to its position and the
+  ones not given hold their defaults); `kwargs`: the keyword-only arguments left;
+- `box`: the `Box` returned, whose `node` is the recorded `Node`.
+
+The normal path pays one attribute test per traced op. Tools that follow Python calls
+(the pictures' scope finder) recognise a primitive application by `PRIMITIVE_CODE`,
+the code object every primitive's wrapper runs.
 """
 import functools
 import inspect
@@ -23,12 +41,16 @@ _trace_levels = itertools.count(1)
 
 
 class Trace:
-    """One differentiation in progress; nested calls get higher levels."""
+    """One differentiation in progress; nested calls get higher levels.
 
-    __slots__ = ("level",)
+    on_op: None, or the recording hook `on_op(op, args, kwargs, box)` (module docstring).
+    """
 
-    def __init__(self):
+    __slots__ = ("level", "on_op")
+
+    def __init__(self, on_op=None):
         self.level = next(_trace_levels)
+        self.on_op = on_op
 
 
 class Node:
@@ -107,8 +129,8 @@ def is_traced(x):
 def _positional_parameters(body):
     """(name, default) for each parameter that may be passed by position."""
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return [(p.name, p.default) for p in inspect.signature(body).parameters.values()
-            if p.kind in kinds]
+    return tuple((p.name, p.default) for p in inspect.signature(body).parameters.values()
+                 if p.kind in kinds)
 
 
 def _move_keywords_to_positions(op_name, parameters, args, kwargs):
@@ -141,7 +163,8 @@ def primitive(body=None, *, name=None):
     with numpy functions, operators and methods, or with this library's ops: on
     traced values those are recorded, which is what makes higher order work.
     `name` (default: the body's name) labels the op in errors and pictures.
-    Use as `@primitive` or `@primitive(name="...")`.
+    Use as `@primitive` or `@primitive(name="...")`. The op exposes `op_name`,
+    `parameters` and `body` (see the recording hook in the module docstring).
     """
     if body is None:
         return functools.partial(primitive, name=name)
@@ -172,9 +195,16 @@ def primitive(body=None, *, name=None):
         out, pullback = body(*values, **kwargs)
         if type(out) is not np.ndarray and type(out) is not Box:
             out = np.asarray(out)
-        return Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype))
+        box = Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype))
+        if top.on_op is not None:
+            top.on_op(op, args, kwargs, box)
+        return box
 
     op.body = body
     op.op_name = op_name
+    op.parameters = parameters
     return op
+
+
+PRIMITIVE_CODE = primitive(lambda x: (x, None)).__code__  # one code object for every wrapper
 

@@ -1,13 +1,14 @@
 """`ag.primitive` as a user writes it: a stable softplus with its pullback (first and
-second order against central differences and PyTorch), keyword arguments, names, and
-the untraced fast path."""
+second order against central differences and PyTorch), keyword arguments, names, the
+untraced fast path, and the recording hook a trace offers (`Trace(on_op=...)`)."""
 import gc
+import inspect
 
 import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.tracer import Box, Node
+from autograd_lite.tracer import PRIMITIVE_CODE, Box, Node, Trace, primal
 
 
 @ag.primitive
@@ -155,3 +156,66 @@ def test_traced_keyword_only_argument_is_refused_not_silently_wrong():
     # traced by an enclosing trace only, it is recorded there: d/ds Σ_i ∂/∂x_i Σ (x s)² = d/ds 2 s² Σ x
     d = ag.grad(lambda s: ag.sum(ag.grad(lambda x: ag.sum(scale_by(x, s=s) ** 2))(x)))(3.0)
     assert d == pytest.approx(4 * 3.0 * x.sum())
+
+
+# --- the recording hook: Trace(on_op=...) -------------------------------------------------
+
+def boxed_on(trace, x):
+    """x as an input of `trace`, as gradient boxes its arguments."""
+    return Box(x, trace, Node(None, (), "input", x.shape, x.dtype))
+
+
+def test_a_hook_sees_each_op_of_its_trace_with_its_arguments_and_box(rng):
+    calls = []
+    trace = Trace(on_op=lambda op, args, kwargs, box: calls.append((op, list(args), kwargs, box)))
+    x, s = rng.standard_normal(3), np.array(1.5)
+    bx = boxed_on(trace, x)
+    y = affine(bx, scale=s, power=2)          # keywords: moved to their positions, shift's default
+    z = ag.tanh(y)
+    assert [(op, kwargs) for op, _, kwargs, _ in calls] == [(affine, {"power": 2}), (ag.tanh, {})]
+    op, args, _, box = calls[0]
+    assert args[0] is bx and args[1] is s and args[2] == 0.0 and len(args) == 3
+    assert box is y and calls[1][1][0] is y and calls[1][3] is z
+    np.testing.assert_allclose(z.value, np.tanh(1.5 * x ** 2))  # the values are the ops' own
+    assert box.node.parents == ((0, bx.node),)
+    # untraced calls, and ops of another trace (a nested gradient), do not reach it
+    affine(x, s)
+    ag.gradient(lambda x: ag.sum(ag.exp(x)), x)
+    assert len(calls) == 2
+    # nested traces: an op over values of both is recorded on the inner one, and its body's
+    # numpy product of the outer value is recorded on the outer one; each hook sees its own
+    seen = {}
+    outer = Trace(on_op=lambda op, args, kwargs, box: seen.setdefault("outer", []).append(box))
+    inner = Trace(on_op=lambda op, args, kwargs, box: seen.setdefault("inner", []).append(box))
+    product = ag.mul(boxed_on(outer, x), boxed_on(inner, x))
+    (inner_box,), (outer_box,) = seen["inner"], seen["outer"]
+    assert inner_box is product and outer_box is product.value and outer_box.trace is outer
+    np.testing.assert_allclose(primal(product), x * x)
+    assert len(calls) == 2
+
+
+def test_gradient_never_sets_the_hook():
+    seen = []
+
+    def f(x):
+        boxed = x
+        while type(boxed) is Box:  # every trace the value is boxed in
+            seen.append(boxed.trace.on_op)
+            boxed = boxed.value
+        return ag.sum(softplus(x))
+    (g,) = ag.gradient(f, X)
+    second = ag.grad(lambda x: ag.sum(ag.grad(f)(x)))(X)  # nested traces too
+    assert Trace().on_op is None and seen == [None] * 3
+    np.testing.assert_allclose(g, central(softplus_reference, X), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(second, central(lambda x: 1 / (1 + np.exp(-x)), X),
+                               rtol=1e-6, atol=1e-10)
+
+
+def test_a_primitive_exposes_its_name_and_positional_parameters():
+    empty = inspect.Parameter.empty
+    assert affine.op_name == "affine" and affine.body.__name__ == "affine"
+    assert affine.parameters == (("x", empty), ("scale", empty), ("shift", 0.0))  # not power
+    assert ag.softmax.parameters == (("x", empty), ("axis", -1), ("mask", None))
+    concatenate = ag.ops.shape.concatenate_arrays  # concatenate_arrays(axis, *xs)
+    assert concatenate.op_name == "concatenate" and concatenate.parameters == (("axis", empty),)
+    assert all(op.__code__ is PRIMITIVE_CODE for op in (affine, softplus, ag.exp, concatenate))
