@@ -10,15 +10,28 @@ One node per primitive application, labelled with the op and its output shape
 and dtype; inputs labelled by their tree path in the arguments (`p.encoder[0].attn.wq`,
 `x`); clusters follow the Python functions the call went through, found while
 tracing (no annotation in model code); `depth` collapses calls into boxes;
-`backward=True` shows what the pullbacks keep and the gradient edges. The
-recording happens only here (a `sys.setprofile` hook around one call), so the
-engine's normal path pays nothing. Rendering needs Graphviz's `dot` program.
+`backward=True` shows what the pullbacks keep and the gradient edges. Rendering
+needs Graphviz's `dot` program.
+
+How it is made, one module per step, each seam public:
+- `record.py` runs the call once on an engine trace with a recording hook
+  (`tracer.Trace(on_op=...)`, the only thing the engine offers pictures; ordinary
+  tracing never sets it and pays one attribute test per op);
+- `scopes.py` finds the function scopes with a `sys.setprofile` hook around that one
+  call, and holds the rule for which functions are transparent (lambdas,
+  comprehensions, generators, `_private` helpers, and functions marked
+  `@ag.viz.transparent`: their ops belong to the caller's cluster);
+- `graph.py` holds the result as plain data (`Graph`: `summary()`, `to_dot()`,
+  `render()`); `view.py` decides what a picture at a depth shows; `dot.py` writes it
+  as Graphviz text; `labels.py` writes labels, shapes and sizes; `saved.py` measures
+  what the pullbacks keep.
 """
 from .dot import FORMATS, DotNotFoundError
 from .graph import Graph
 from .record import record
+from .scopes import transparent
 
-__all__ = ["trace", "draw", "Graph", "DotNotFoundError", "FORMATS"]
+__all__ = ["trace", "draw", "transparent", "Graph", "DotNotFoundError", "FORMATS"]
 
 
 def trace(f, *args):

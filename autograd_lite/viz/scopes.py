@@ -1,0 +1,235 @@
+"""The function scopes of a recorded call: which Python functions a picture shows as
+clusters, found with a `sys.setprofile` hook while the call runs.
+
+This is the only use of the profiler in the library, and it sees only Python calls and
+returns; the ops themselves come from the tracer's recording hook (`record.py`).
+
+The rule: a call of a function opens a scope (a cluster, a level of `depth=`) unless
+
+- the function is transparent: a lambda, a comprehension, a generator or coroutine, a
+  function whose name starts with an underscore (`_helper`; a dunder such as `__call__`
+  is not private and shows its class), or a function marked `@ag.viz.transparent`;
+- it is library code (`is_library`: numpy, the standard library, this package) or code
+  the standard library generates (`is_generated`: a dataclass's `__init__` and the like);
+  the composite ops of this package (`ag.var`, `ag.split`) are the exception and open a
+  scope named after them;
+- it runs inside a primitive (its body, and what the body calls, are the op).
+
+The ops of a function that opens no scope belong to its caller's scope. The traced
+function itself always opens the outermost scope. So factoring model code into a helper
+changes the picture only when the helper is meant to be seen: name it `_helper`, or mark
+wiring such as a residual connection `@ag.viz.transparent`, and its ops stay where they
+were.
+"""
+import inspect
+import os
+import sys
+import sysconfig
+import types
+
+import numpy as np
+
+from .. import ops as _ops
+from ..tracer import PRIMITIVE_CODE
+from .saved import owner
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY_DIR = os.path.dirname(np.__file__)
+_SITE_DIRS = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+_STDLIB_DIRS = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+_UNNAMED = {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", "<module>"}
+_LAZY_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_MARKED = set()  # code objects of the functions marked @transparent
+_COMPOSITES = {obj.__code__ for name, obj in vars(_ops).items()  # ag.var, ag.split, ...
+               if isinstance(obj, types.FunctionType) and not hasattr(obj, "op_name")
+               and obj.__module__.startswith(_ops.__name__) and not name.startswith("_")}
+
+
+def transparent(fn):
+    """Mark `fn` transparent in pictures: its calls open no scope, its ops are drawn in
+    its caller's scope. For wiring whose arguments are what the picture should show
+    (a residual connection around a sublayer). Registers `fn`'s code; costs nothing
+    when `fn` is called. Returns `fn` itself."""
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        raise TypeError(f"ag.viz.transparent: expected a Python function, got "
+                        f"{type(fn).__name__} {fn!r}")
+    _MARKED.add(code)
+    return fn
+
+
+def _under(path, directory):
+    return path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def is_library(path):
+    """Code of numpy, of the standard library (not the packages installed beside it),
+    of this package, or a frozen module: never a scope of its own."""
+    return (path.startswith("<frozen") or _under(path, _PACKAGE_DIR) or _under(path, _NUMPY_DIR)
+            or (any(_under(path, d) for d in _STDLIB_DIRS)
+                and not any(_under(path, d) for d in _SITE_DIRS)))
+
+
+def is_generated(code):
+    """A method the standard library writes from a string (a dataclass's `__init__`,
+    `__eq__`): a dunder name in a file called '<string>'. A function a user runs from a
+    string (`exec` in a notebook or a doc) has an ordinary name. (A NamedTuple's
+    `__new__`, also written from a string, is a lambda, transparent anyway.)"""
+    return code.co_filename == "<string>" and code.co_name.startswith("__")
+
+
+def is_private(name):
+    """`_helper` and `__helper` are private; `__call__` and the other dunders are not."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def is_transparent(code):
+    """A lambda, comprehension, generator or coroutine, a private function, or one
+    marked @transparent: its ops belong to its caller's scope."""
+    return (code.co_name in _UNNAMED or bool(code.co_flags & _LAZY_FLAGS)
+            or is_private(code.co_name) or code in _MARKED)
+
+
+def is_user_level(code):
+    """User code that opens a scope: neither transparent, generated nor library code."""
+    return not (is_transparent(code) or is_generated(code) or is_library(code.co_filename))
+
+
+class Scope:
+    """One call of a user-level function (or of a composite op) during the recorded call."""
+
+    __slots__ = ("name", "parent", "children", "composite", "label", "n_ops")
+
+    def __init__(self, name, parent, composite=False):
+        self.name, self.parent, self.composite = name, parent, composite
+        self.children, self.label, self.n_ops = [], name, 0
+
+    @property
+    def path(self):
+        """The scopes from the outermost down to this one."""
+        out, s = [], self
+        while s is not None:
+            out.append(s)
+            s = s.parent
+        return tuple(reversed(out))
+
+    def __repr__(self):
+        return "/".join(s.label for s in self.path)
+
+
+_PRIMITIVE = object()  # a stack entry: a primitive application is running
+
+
+class ScopeTracker:
+    """The profile hook's state while the recorded call runs.
+
+    scope: the innermost open scope (ops recorded now belong to it); root: the outermost.
+    Also kept for naming constants: the user-level functions running (`bound_name`),
+    and the first user-level function that returned each array (`returned_name`).
+    """
+
+    def __init__(self):
+        self.root, self.scope = None, None
+        self.stack = []         # per running Python call: a Scope, _PRIMITIVE or None
+        self.primitive_depth = 0
+        self.user_frames = []   # frames of the user-level functions running, outermost first
+        self.made_by = {}       # id(array) -> name of the first scope that returned it
+        self.made_over = {}     # id(owning array) -> of the first that returned a view of it
+        self.keep = []          # the arrays named above, so that their ids stay unique
+        self.kinds = {}         # id(code) -> (code, composite op, user level)
+
+    def __enter__(self):
+        self.previous = sys.getprofile()
+        sys.setprofile(self.hook)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self.previous)
+
+    def unobserved(self, fn):
+        """`fn` run with the profiler off: the recorder's own work (`on_op`) is no scope,
+        and its Python calls would cost a profile event each."""
+        def run_unobserved(*args):
+            previous = sys.getprofile()
+            sys.setprofile(None)
+            try:
+                return fn(*args)
+            finally:
+                sys.setprofile(previous)
+        return run_unobserved
+
+    def hook(self, frame, event, arg):
+        if event == "call":
+            self.enter(frame)
+        elif event == "return" and self.stack:
+            self.leave(frame, arg)
+
+    def enter(self, frame):
+        code = frame.f_code
+        if code is PRIMITIVE_CODE:
+            self.primitive_depth += 1
+            self.stack.append(_PRIMITIVE)
+            return
+        composite, user_level = self.kind(code)
+        if user_level:
+            self.user_frames.append(frame)
+        if self.primitive_depth == 0 and (composite or user_level or self.root is None):
+            self.open_scope(frame, composite)
+        else:
+            self.stack.append(None)
+
+    def kind(self, code):
+        """(composite op, user level) for a function's code, worked out once per code."""
+        known = self.kinds.get(id(code))
+        if known is None or known[0] is not code:
+            composite = code in _COMPOSITES
+            known = self.kinds[id(code)] = (code, composite, not composite and is_user_level(code))
+        return known[1:]
+
+    def open_scope(self, frame, composite):
+        name = frame.f_code.co_name.strip("<>")
+        if name == "__call__":  # a callable object: named by its class
+            name = _instance_class_name(frame) or name
+        self.scope = Scope(name, self.scope, composite)
+        if self.root is None:
+            self.root = self.scope
+        else:
+            self.scope.parent.children.append(self.scope)
+        self.stack.append(self.scope)
+
+    def leave(self, frame, value):
+        entry = self.stack.pop()
+        if self.user_frames and self.user_frames[-1] is frame:
+            self.user_frames.pop()
+        if entry is _PRIMITIVE:
+            self.primitive_depth -= 1
+        elif entry is not None:
+            if type(value) is np.ndarray:  # a constant's name, if an op uses it unbound
+                self.keep.append(value)
+                self.made_by.setdefault(id(value), entry.name)
+                self.made_over.setdefault(id(owner(value)), entry.name)
+            self.scope = entry.parent
+
+    def bound_name(self, value):
+        """The name `value` has in the outermost user-level function running (`self_mask`
+        rather than the `mask` it is called further down), or None."""
+        for frame in self.user_frames:
+            names = [var for var, v in frame.f_locals.items() if v is value]
+            if names:
+                return names[-1]
+        return None
+
+    def returned_name(self, value):
+        """The first scope that returned `value`, or a view of its memory (`position_rows`)."""
+        return self.made_by.get(id(value)) or self.made_over.get(id(owner(value)))
+
+
+def _instance_class_name(frame):
+    """The class of the object whose __call__ runs in `frame` (its first argument, whatever
+    it is called), or None for a __call__ that is not a method (a staticmethod)."""
+    code = frame.f_code
+    if not code.co_argcount:
+        return None
+    instance = frame.f_locals.get(code.co_varnames[0])
+    method = getattr(type(instance), "__call__", None)
+    return type(instance).__name__ if getattr(method, "__code__", None) is code else None
