@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import warnings
 
-from .graph import count_text, dtype_text, shape_text, size_text
+from .labels import count_text, dtype_text, shape_text, size_text
 
 FORMATS = (".svg", ".png", ".pdf", ".dot")
 FONT = "Helvetica,Arial,sans-serif"
@@ -133,21 +133,32 @@ def _title(view, backward):
     return text
 
 
+def _node_lines(view, backward, box_names):
+    """(cluster path, DOT line) for each node, then each box."""
+    items = view.graph.items
+    used = {source for source, _ in view.edges}
+    lines = [(path, _item_node(view, items[i], backward, used))
+             for i, path in view.clusters.items()]
+    for scope, box in view.boxes.items():
+        n_inside = sum(view.box_of.get(i) is scope for i in box.params)
+        lines.append((box.cluster, _box_node(box_names[scope], box, backward, n_inside)))
+    return lines
+
+
 def to_dot(view, backward=False):
     """DOT text: nodes inside nested clusters (one per function call), edges, a legend."""
     items = view.graph.items
-    names = {k: f"n{k}" for k in view.nodes}
-    names.update({s: f"call{i}" for i, s in enumerate(view.boxes)})
-    used = {source for _, _, source in view.edges}
+    box_names = {scope: f"call{i}" for i, scope in enumerate(view.boxes)}
+
+    def name(item_id):  # the DOT node an item is drawn as: its own (n7) or its box's (call2)
+        box = view.box_of.get(item_id)
+        return f"n{item_id}" if box is None else box_names[box]
     tree = {}  # scope path -> (child clusters, node lines)
-    for key, path in view.cluster_of.items():
+    for path, line in _node_lines(view, backward, box_names):
         for n in range(len(path) + 1):
             tree.setdefault(path[:n], ([], []))
             if n and path[:n] not in tree[path[:n - 1]][0]:
                 tree[path[:n - 1]][0].append(path[:n])
-        line = (_box_node(names[key], view.boxes[key], backward,
-                          sum(view.key[i] is key for i in view.boxes[key].params))
-                if type(key) is not int else _item_node(view, items[key], backward, used))
         tree[path][1].append(line)
     tree.setdefault((), ([], []))
     lines = ["digraph autograd_lite {",
@@ -176,24 +187,26 @@ def to_dot(view, backward=False):
         elif path:
             order.append("  " * len(path) + "}")
     lines += order
-    for s, t, source in view.edges:  # before the outputs': dot lays out in the order of edges
+    for source, target in view.edges:  # before the outputs': dot lays out in the order of edges
         attrs = []
         item = items[source]
-        if type(s) is not int:
+        from_box, into_box = view.box_of.get(source), view.box_of.get(target)
+        if from_box is not None:
             attrs.append(f'label=" {shape_text(item.shape)}"')
         elif item.kind == "data":  # a slice of token ids: the shape passed
-            passed = items[t].inputs if type(t) is int else view.boxes[t].inputs
+            passed = items[target].inputs if into_box is None else view.boxes[into_box].inputs
             shapes = {shape for i, shape in passed if i == source}
             if shapes and shapes != {item.shape}:
                 attrs.append(f'label=" {", ".join(map(shape_text, shapes))}"')
-        lines.append(f"  {names[s]} -> {names[t]}{' [' + ', '.join(attrs) + ']' if attrs else ''};")
-        if backward and item.kind in ("param", "input") and type(s) is int:
-            lines.append(f'  {names[t]} -> {names[s]} [style=dashed, color="{GRADIENT}", '
+        lines.append(f"  {name(source)} -> {name(target)}"
+                     f"{' [' + ', '.join(attrs) + ']' if attrs else ''};")
+        if backward and item.kind in ("param", "input") and from_box is None:
+            lines.append(f'  {name(target)} -> {name(source)} [style=dashed, color="{GRADIENT}", '
                          f'constraint=false, arrowsize=0.5, class="gradient"];')
     for k, (label, source) in enumerate(view.graph.outputs):
         out = f"out{k}"
         lines.append(_node(out, "output", f"<B>{_esc(label)}</B>  {_small(_typed(items[source]), DARK)}"))
-        lines.append(f"  {names[view.key[source]]} -> {out};")
+        lines.append(f"  {name(source)} -> {out};")
     lines += _legend(view, backward)
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -1,10 +1,13 @@
-"""How an op's static arguments appear in its label: small constants folded in
-(`mul(·, 0.125)`), options that differ from their defaults (`transpose axes=(0, 2, 1, 3)`),
-indices as subscripts (`getitem [:, 0]`)."""
+"""The text of pictures and listings: how an op's static arguments appear in its label
+(small constants folded in: `mul (·, 0.125)`; options that differ from their defaults:
+`transpose axes=(0, 2, 1, 3)`; indices as subscripts: `getitem [:, 0]`), and how shapes,
+dtypes, sizes and counts are written (`f32[2,7,16]`, `(2, 7, 16) f32`, `1.5 KB`, `251.6k`)."""
 import inspect
 
 import numpy as np
 
+_DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
+           "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool"}
 OPERAND_NAMES = {"a", "b", "x", "y", "xs", "values", "table", "condition", "logits"}
 OPTION_NAMES = {"axis", "axis1", "axis2", "axes", "n", "keepdims", "eps"}
 FOLD_SIZE = 4  # constant arrays up to this many elements are written into their op's label
@@ -64,3 +67,29 @@ def describe(name, default, value):
     if required or not (default is value or _equal(default, value)):
         return "option", f"{name}={format_static(value)}"
     return None
+
+
+def dtype_text(dtype):
+    return _DTYPES.get(np.dtype(dtype).name, np.dtype(dtype).name)
+
+
+def shape_text(shape):
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def typed(item, shape=None):
+    """jaxpr-style type: f32[2,7,16]; `shape` when an op is passed a slice of the item."""
+    return f"{dtype_text(item.dtype)}[{','.join(map(str, item.shape if shape is None else shape))}]"
+
+
+def size_text(nbytes):
+    for unit in ("B", "KB", "MB", "GB"):
+        if nbytes < 1024 or unit == "GB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+
+
+def count_text(n):
+    if n < 1000:
+        return str(n)
+    return f"{n / 1000:.1f}k" if n < 10 ** 6 else f"{n / 10 ** 6:.2f}M"
