@@ -18,11 +18,6 @@ from .tracer import Box, Node, Trace
 from .tree import is_differentiable, tree_map
 
 
-# viz/record.py imports the leaf policy from here by its former name; once it imports
-# tree.is_differentiable this alias goes.
-is_float_leaf = is_differentiable
-
-
 def _box_leaves(tree, trace):
     """`tree` with each float leaf boxed as an input of `trace`; and the input nodes, in leaf order."""
     nodes = []

@@ -24,9 +24,9 @@ import inspect
 
 import numpy as np
 
-from ..differentiate import argument_names, box_input, is_float_leaf
+from ..differentiate import argument_names, box_input
 from ..tracer import Box, Trace
-from ..tree import tree_leaves, tree_map, tree_paths
+from ..tree import is_differentiable, tree_leaves, tree_map, tree_paths
 from .labels import OPERAND_NAMES, describe, foldable
 from .saved import measure_kept, owner
 from .scopes import ScopeTracker
@@ -152,7 +152,7 @@ def record(f, args):
 
         def box(leaf):
             path = next(paths)
-            if is_float_leaf(leaf):
+            if is_differentiable(leaf):
                 boxed = box_input(leaf, trace)
                 recorder.add_input(path, name, boxed)
                 return boxed
