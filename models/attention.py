@@ -3,6 +3,10 @@
 Axis convention: activations (B, T, D); per-head arrays (B, H, T, d_head) with
 D = H · d_head. Masks broadcast to the scores (B, H, T_q, T_k): a padding mask
 is (B, 1, 1, T_k), a causal mask (1, 1, T_q, T_k).
+
+For decoding one token at a time: keys_and_values computes keys and values once,
+attention_over attends to them (the cross-attention over the memory, which was
+decoding.py's cached_cross_attention), and cached_self_attention appends new rows to a cache.
 """
 import math
 from typing import NamedTuple
@@ -92,6 +96,22 @@ def causal_mask(length, offset=0):
     return np.tril(np.ones((length, offset + length), dtype=bool), k=offset)[None, None]
 
 
+def keys_and_values(p, x_kv):
+    """The per-head keys and values of x_kv (B, T_k, D), computed once for attention_over
+    (the memory's, in decoding). -> (keys, values), each (B, H, T_k, d_head)"""
+    k = split_heads(dense(p.wk, x_kv), p.n_heads)  # (B, H, T_k, d_head)
+    v = split_heads(dense(p.wv, x_kv), p.n_heads)  # (B, H, T_k, d_head)
+    return k, v
+
+
+def attention_over(p, x_q, kv, mask=None):
+    """multihead_attention of x_q (B, T_q, D) over keys and values already computed:
+    kv = (keys, values), each (B, H, T_k, d_head). -> (B, T_q, D)"""
+    q = split_heads(dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
+    heads, _ = scaled_dot_product_attention(q, kv[0], kv[1], mask)  # (B, H, T_q, d_head)
+    return dense(p.wo, merge_heads(heads))  # (B, T_q, D)
+
+
 def cached_self_attention(p, x, cache):
     """Self-attention of new rows x (B, t, D), which follow the s rows whose keys and values
     are in cache = (keys, values), each (B, H, s, d_head): new row i sees the s cached rows
@@ -99,13 +119,9 @@ def cached_self_attention(p, x, cache):
 
     -> (out (B, t, D), (keys, values) each (B, H, s + t, d_head))
     """
-    q = split_heads(dense(p.wq, x), p.n_heads)  # (B, H, t, d_head)
-    k = split_heads(dense(p.wk, x), p.n_heads)  # (B, H, t, d_head)
-    v = split_heads(dense(p.wv, x), p.n_heads)  # (B, H, t, d_head)
-    k = ag.concatenate([cache[0], k], axis=2)  # (B, H, s + t, d_head)
-    v = ag.concatenate([cache[1], v], axis=2)  # (B, H, s + t, d_head)
+    k, v = keys_and_values(p, x)  # (B, H, t, d_head) each
+    kv = (ag.concatenate([cache[0], k], axis=2),  # (B, H, s + t, d_head)
+          ag.concatenate([cache[1], v], axis=2))  # (B, H, s + t, d_head)
     seen, t = cache[0].shape[2], x.shape[1]
     mask = causal_mask(t, seen) if t > 1 else None  # (1, 1, t, s + t); one row sees every key
-    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, H, t, d_head)
-    return dense(p.wo, merge_heads(heads)), (k, v)  # (B, t, D)
-
+    return attention_over(p, x, kv, mask), kv  # (B, t, D)

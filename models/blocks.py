@@ -1,12 +1,22 @@
-"""Encoder and decoder blocks (§3.1): sublayers wrapped in residual connections and
-layer norm, in the paper's post-LN order or the pre-LN order (norm="pre").
+"""Transformer blocks (§3.1): sublayers wrapped in a residual connection and layer norm,
+in the paper's post-LN order or the pre-LN order (norm="pre"). The wiring is one function,
+`residual`, and every block is written with it:
 
     post-LN:  x = LayerNorm(x + Dropout(Sublayer(x)))
     pre-LN:   x = x + Dropout(Sublayer(LayerNorm(x)))
 
-Activations (B, T, D); masks as in attention.py (True = may attend). Dropout
-(rate, rng) acts on each sublayer's output before the residual sum; rng=None is
-inference.
+- EncoderBlock: self-attention, then the feed-forward network.
+- DecoderOnlyBlock (the language model's, lm.py): the same two sublayers (the same code),
+  under a causal mask, pre-LN.
+- DecoderBlock: masked self-attention, attention over the encoder's memory, feed-forward.
+
+The cached steps (`decoder_block_step`, `decoder_only_block_step`) run a block on new rows
+that follow rows whose self-attention keys and values are cached, for decoding one token at
+a time (transformer.step, lm.forward_cached); they used to be hand-written copies of the
+blocks in decoding.py and lm.py.
+
+Activations (B, T, D); masks as in attention.py (True = may attend). Dropout (rate, rng)
+acts on each sublayer's output before the residual sum; rng=None is inference.
 """
 from typing import NamedTuple
 
@@ -14,7 +24,8 @@ import numpy as np
 
 import autograd_lite as ag
 
-from .attention import MultiHeadAttention, multihead_attention, multihead_attention_init
+from .attention import (MultiHeadAttention, attention_over, cached_self_attention,
+                        multihead_attention, multihead_attention_init)
 from .layers import (FeedForward, LayerNorm, feed_forward, feed_forward_init, layer_norm,
                      layer_norm_init)
 
@@ -24,6 +35,41 @@ NORM_ORDERS = ("post", "pre")
 def check_norm_order(norm):
     if norm not in NORM_ORDERS:
         raise ValueError(f"norm must be one of {NORM_ORDERS}, got {norm!r}")
+
+
+# @ag.viz.transparent: added at merge
+def residual(norm_params, x, sublayer, norm, rate=0.0, rng=None):
+    """A sublayer with its residual connection and layer norm (the Annotated Transformer's
+    SublayerConnection): post-LN LayerNorm(x + Dropout(Sublayer(x))), the paper's
+    LayerNorm(x + Sublayer(x)) of §3.1 with the dropout of §5.4; pre-LN
+    x + Dropout(Sublayer(LayerNorm(x))).  x: (B, T, D); sublayer: (B, T, D) -> (B, T, D);
+    norm_params: the LayerNorm's parameters. -> (B, T, D)"""
+    check_norm_order(norm)
+    if norm == "post":
+        return layer_norm(norm_params, x + ag.dropout(sublayer(x), rate, rng))  # (B, T, D)
+    return x + ag.dropout(sublayer(layer_norm(norm_params, x)), rate, rng)  # (B, T, D)
+
+
+# @ag.viz.transparent: added at merge
+def attention_then_feed_forward(p, x, attend, norm, rate=0.0, rng=None):
+    """The body of an encoder block and of a decoder-only block: residual(attend), then
+    residual(feed-forward), with p.norm1 and p.norm2.  attend: the self-attention sublayer,
+    (B, T, D) -> (B, T, D).  x: (B, T, D) -> (B, T, D)"""
+    x = residual(p.norm1, x, attend, norm, rate, rng)  # (B, T, D)
+    return residual(p.norm2, x, lambda h: feed_forward(p.ff, h, rate, rng), norm, rate, rng)
+
+
+class CachedSelfAttention:
+    """The self-attention sublayer of a cached step, for `residual`: attention of new rows
+    over the cached ones and themselves (attention.cached_self_attention). Each call appends
+    the new rows' keys and values to .kv, which the step returns as the grown cache."""
+
+    def __init__(self, p, kv):
+        self.p, self.kv = p, kv  # kv: (keys, values), each (N, H, s, d_head)
+
+    def __call__(self, x):
+        out, self.kv = cached_self_attention(self.p, x, self.kv)  # (N, t, D); kv: s + t rows
+        return out
 
 
 class EncoderBlock(NamedTuple):
@@ -42,17 +88,36 @@ def encoder_block_init(rng, d_model, n_heads, d_ff, dtype=np.float32):
 
 def encoder_block(p, x, mask=None, norm="post", rate=0.0, rng=None):
     """Self-attention, then the feed-forward network.  x: (B, T, D) -> (B, T, D)"""
-    check_norm_order(norm)
-    if norm == "post":
-        a = multihead_attention(p.self_attn, x, x, mask, rate, rng)  # (B, T, D)
-        x = layer_norm(p.norm1, x + ag.dropout(a, rate, rng))  # (B, T, D)
-        f = feed_forward(p.ff, x, rate, rng)  # (B, T, D)
-        return layer_norm(p.norm2, x + ag.dropout(f, rate, rng))  # (B, T, D)
-    h = layer_norm(p.norm1, x)  # (B, T, D)
-    a = multihead_attention(p.self_attn, h, h, mask, rate, rng)  # (B, T, D)
-    x = x + ag.dropout(a, rate, rng)  # (B, T, D)
-    f = feed_forward(p.ff, layer_norm(p.norm2, x), rate, rng)  # (B, T, D)
-    return x + ag.dropout(f, rate, rng)  # (B, T, D)
+    return attention_then_feed_forward(
+        p, x, lambda h: multihead_attention(p.self_attn, h, h, mask, rate, rng), norm, rate, rng)
+
+
+class DecoderOnlyBlock(NamedTuple):
+    """A GPT-style block: an encoder block's parameters, used pre-LN under a causal mask."""
+    self_attn: MultiHeadAttention
+    norm1: LayerNorm
+    ff: FeedForward
+    norm2: LayerNorm
+
+
+def decoder_only_block_init(rng, d_model, n_heads, d_ff, dtype=np.float32):
+    """The same parameters, drawn in the same order, as encoder_block_init."""
+    return DecoderOnlyBlock(*encoder_block_init(rng, d_model, n_heads, d_ff, dtype))
+
+
+def decoder_only_block(p, x, causal, rate=0.0, rng=None):
+    """Pre-LN causal self-attention, then the feed-forward network.
+    x: (B, T, D), causal: (1, 1, T, T) -> (B, T, D)"""
+    return attention_then_feed_forward(
+        p, x, lambda h: multihead_attention(p.self_attn, h, h, causal, rate, rng), "pre", rate, rng)
+
+
+def decoder_only_block_step(p, x, kv):
+    """decoder_only_block for new rows x (N, t, D) that follow s rows whose keys and values
+    are kv ((N, H, s, d_head) each).  -> (out (N, t, D), kv with s + t rows)"""
+    attend = CachedSelfAttention(p.self_attn, kv)
+    x = attention_then_feed_forward(p, x, attend, "pre")  # (N, t, D)
+    return x, attend.kv
 
 
 class DecoderBlock(NamedTuple):
@@ -80,19 +145,21 @@ def decoder_block(p, x, memory, self_mask=None, memory_mask=None, norm="post", r
     x: (B, T, D) targets so far; memory: (B, S, D); self_mask: (1, 1, T, T) causal;
     memory_mask: (B, 1, 1, S) source padding. -> (B, T, D)
     """
-    check_norm_order(norm)
-    if norm == "post":
-        a = multihead_attention(p.self_attn, x, x, self_mask, rate, rng)  # (B, T, D)
-        x = layer_norm(p.norm1, x + ag.dropout(a, rate, rng))  # (B, T, D)
-        c = multihead_attention(p.cross_attn, x, memory, memory_mask, rate, rng)  # (B, T, D)
-        x = layer_norm(p.norm2, x + ag.dropout(c, rate, rng))  # (B, T, D)
-        f = feed_forward(p.ff, x, rate, rng)  # (B, T, D)
-        return layer_norm(p.norm3, x + ag.dropout(f, rate, rng))  # (B, T, D)
-    h = layer_norm(p.norm1, x)  # (B, T, D)
-    a = multihead_attention(p.self_attn, h, h, self_mask, rate, rng)  # (B, T, D)
-    x = x + ag.dropout(a, rate, rng)  # (B, T, D)
-    h = layer_norm(p.norm2, x)  # (B, T, D)
-    c = multihead_attention(p.cross_attn, h, memory, memory_mask, rate, rng)  # (B, T, D)
-    x = x + ag.dropout(c, rate, rng)  # (B, T, D)
-    f = feed_forward(p.ff, layer_norm(p.norm3, x), rate, rng)  # (B, T, D)
-    return x + ag.dropout(f, rate, rng)  # (B, T, D)
+    x = residual(p.norm1, x, lambda h: multihead_attention(p.self_attn, h, h, self_mask, rate,
+                                                           rng), norm, rate, rng)  # (B, T, D)
+    x = residual(p.norm2, x, lambda h: multihead_attention(p.cross_attn, h, memory, memory_mask,
+                                                           rate, rng), norm, rate, rng)
+    return residual(p.norm3, x, lambda h: feed_forward(p.ff, h, rate, rng), norm, rate, rng)
+
+
+def decoder_block_step(p, x, self_kv, memory_kv, memory_mask, norm):
+    """decoder_block for new rows x (N, t, D) that follow s rows whose self-attention keys and
+    values are self_kv ((N, H, s, d_head) each); memory_kv: the cross-attention's keys and
+    values of the memory ((N, H, S, d_head) each, attention.keys_and_values).
+    -> (out (N, t, D), self_kv with s + t rows)"""
+    attend = CachedSelfAttention(p.self_attn, self_kv)
+    x = residual(p.norm1, x, attend, norm)  # (N, t, D)
+    x = residual(p.norm2, x, lambda h: attention_over(p.cross_attn, h, memory_kv, memory_mask),
+                 norm)  # (N, t, D)
+    x = residual(p.norm3, x, lambda h: feed_forward(p.ff, h), norm)  # (N, t, D)
+    return x, attend.kv

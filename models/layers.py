@@ -125,7 +125,9 @@ def feed_forward(p, x, rate=0.0, rng=None, activation=ag.relu):
 def dropout_setting(caller, rate, training, rng):
     """(rate, rng) for a forward pass: (0.0, None) at inference; training needs an rng and a
     rate in [0, 1) (checked here too: a rate can be put into the tree after init).
-    `caller` names the function in the error, e.g. "lm.apply"."""
+    `caller` names the function in the error, e.g. "lm.apply"; `rate` is the model's p.dropout,
+    which must be an ag.Hyper whether training or not."""
+    check_rate_is_hyper(caller, rate)
     if not training:
         return 0.0, None
     if rng is None:
@@ -133,3 +135,14 @@ def dropout_setting(caller, rate, training, rng):
     if not 0 <= rate < 1:  # a rate put into the tree by hand or read from a file
         raise ValueError(f"{caller}: the dropout rate must lie in [0, 1), got {float(rate)}")
     return rate, rng
+
+
+def check_rate_is_hyper(caller, rate):
+    """Refuse a p.dropout that is not an ag.Hyper: a plain float in a parameter tree is a
+    trainable leaf (ag.gradient traces it, an optimizer moves it), not a setting."""
+    if isinstance(rate, ag.Hyper):
+        return
+    value = np.asarray(ag.stop_gradient(rate)).item()  # a traced float shows its value
+    raise TypeError(f"{caller}: p.dropout is a plain {type(value).__name__} {value!r}; store "
+                    f"settings as ag.Hyper({value!r}) (a plain float in a parameter tree is a "
+                    f"trainable parameter)")

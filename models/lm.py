@@ -1,34 +1,42 @@
 """A decoder-only (GPT-style) language model: pre-LN self-attention blocks under a causal
-mask, a final layer norm, and a linear map to the vocabulary; with sampling that reuses
+mask, a final layer norm, and a linear map to the vocabulary; with generation that reuses
 each layer's keys and values, so that every new token costs one query row.
 
     p = lm.init(rng, vocab_size, d_model=64, n_heads=4, d_ff=256, n_layers=2, max_len=128)
     logits = lm.apply(p, ids)                                       # (B, T, V)
     ids = lm.generate(p, prompt, n_new=20, temperature=0.8, top_k=10, rng=rng)
+    ids = lm.beam_search(p, prompt, n_new=20, beam_size=4, eos=eos)
 
     x_0 = E[ids] · √d_model + PE[:T]                                (DESIGN.md convention)
-    x_l = x_{l-1} + MHA(LN(x_{l-1}), causal);  x_l += FFN(LN(x_l))    (blocks.py, norm="pre")
+    x_l = x_{l-1} + MHA(LN(x_{l-1}), causal);  x_l += FFN(LN(x_l))    (blocks.DecoderOnlyBlock)
     logits = LN(x_L) W + b
+
+generate and beam_search run decoding.py's searches over `step` (forward_cached's last
+row) and `reorder`; sample_next and the sampling checks moved to decoding.py (lm.sample_next
+still names it), and the cached block to blocks.decoder_only_block_step.
 
 Axis convention: tokens (B, T), activations (B, T, D), per-head keys and values
 (B, H, T, d_head); masks True = may attend. Sequences are limited to max_len (the
 position table): generating past it is an error, not a sliding window.
 """
+import functools
 from typing import NamedTuple
 
 import numpy as np
 
 import autograd_lite as ag
 
-from .attention import cached_self_attention, causal_mask
-from .blocks import encoder_block, encoder_block_init
+from . import decoding
+from .attention import causal_mask
+from .blocks import decoder_only_block, decoder_only_block_init, decoder_only_block_step
+from .decoding import sample_next  # noqa: F401  (lm.sample_next: public before it moved)
 from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, dropout_setting,
-                     embed_with_positions, embedding_init, feed_forward, layer_norm, layer_norm_init)
+                     embed_with_positions, embedding_init, layer_norm, layer_norm_init)
 
 
 class LM(NamedTuple):
     embed: Embedding  # (V, D)
-    blocks: tuple  # n_layers EncoderBlocks, used pre-LN under a causal mask
+    blocks: tuple  # n_layers blocks.DecoderOnlyBlock (pre-LN, causal)
     norm: LayerNorm  # (D,) the final layer norm
     head: Dense  # (D, V)
     max_len: int
@@ -41,7 +49,8 @@ def init(rng, vocab_size, d_model, n_heads, d_ff, n_layers, max_len, dropout=0.0
     if not 0 <= dropout < 1:
         raise ValueError(f"lm.init: dropout must lie in [0, 1), got {dropout}")
     table = embedding_init(rng, vocab_size, d_model, dtype)
-    blocks = tuple(encoder_block_init(rng, d_model, n_heads, d_ff, dtype) for _ in range(n_layers))
+    blocks = tuple(decoder_only_block_init(rng, d_model, n_heads, d_ff, dtype)
+                   for _ in range(n_layers))
     return LM(table, blocks, layer_norm_init(d_model, dtype), dense_init(rng, d_model, vocab_size,
               dtype), max_len, ag.Hyper(dropout))
 
@@ -66,7 +75,7 @@ def apply(p, ids, training=False, rng=None):
     x = ag.dropout(embed_with_positions(p.embed, ids, p.max_len), rate, rng)  # (B, T, D)
     mask = causal_mask(ids.shape[1])  # (1, 1, T, T)
     for block in p.blocks:
-        x = encoder_block(block, x, mask, "pre", rate, rng)  # (B, T, D)
+        x = decoder_only_block(block, x, mask, rate, rng)  # (B, T, D)
     return dense(p.head, layer_norm(p.norm, x))  # (B, T, V)
 
 
@@ -88,14 +97,6 @@ def empty_cache(p, batch):
     return Cache(tuple(layers), 0)
 
 
-def cached_block(block, x, kv):
-    """encoder_block(norm="pre") for new rows x (B, t, D) whose predecessors' keys and
-    values are kv ((B, H, s, d_head) each). Returns (out (B, t, D), kv with s + t rows)."""
-    a, kv = cached_self_attention(block.self_attn, layer_norm(block.norm1, x), kv)  # (B, t, D)
-    x = x + a  # (B, t, D)
-    return x + feed_forward(block.ff, layer_norm(block.norm2, x)), kv  # (B, t, D)
-
-
 def forward_cached(p, ids, cache):
     """Logits (B, t, V) for ids (B, t) that follow the cache.length tokens whose keys and
     values are in `cache`; returns (logits, new cache). Equals apply(p, all tokens)[:, -t:]."""
@@ -103,67 +104,66 @@ def forward_cached(p, ids, cache):
     x = embed_with_positions(p.embed, ids, p.max_len, cache.length)  # (B, t, D)
     layers = []
     for block, kv in zip(p.blocks, cache.layers):
-        x, kv = cached_block(block, x, kv)  # (B, t, D)
+        x, kv = decoder_only_block_step(block, x, kv)  # (B, t, D)
         layers.append(kv)
     logits = dense(p.head, layer_norm(p.norm, x))  # (B, t, V)
     return logits, Cache(tuple(layers), cache.length + ids.shape[1])
 
 
-def check_sampling(caller, temperature, top_k, vocab_size, rng):
-    """temperature >= 0 (not NaN), top_k in 1..V or None, and an rng unless the choice is greedy."""
-    if not temperature >= 0:
-        raise ValueError(f"{caller}: temperature must be >= 0, got {temperature}")
-    if top_k is not None and not 1 <= top_k <= vocab_size:
-        raise ValueError(f"{caller}: top_k must lie in 1..{vocab_size} (the vocabulary), "
-                         f"got {top_k}")
-    if rng is None and not (temperature == 0 or top_k == 1):
-        raise ValueError(f"{caller}: sampling (temperature > 0) needs an rng")
+def step(p, cache, tokens):
+    """The step of decoding.py's searches: forward_cached's logits of the last token only.
+    tokens (B, t) -> (logits (B, V), new cache)"""
+    logits, cache = forward_cached(p, tokens, cache)  # (B, t, V)
+    return logits[:, -1], cache
 
 
-def sample_next(logits, temperature=1.0, top_k=None, rng=None):
-    """One token per row of logits (B, V): greedy (argmax) when temperature == 0 or top_k == 1,
-    otherwise a draw from softmax(logits / temperature) restricted to the top_k largest."""
-    b, v = logits.shape
-    check_sampling("lm.sample_next", temperature, top_k, v, rng)
-    if temperature == 0 or top_k == 1:
-        return np.argmax(logits, axis=-1)  # (B,)
-    z = logits.astype(np.float64)  # (B, V)
-    # Shift before dividing: z - max <= 0, so a tiny temperature gives -inf, never inf - inf.
-    with np.errstate(over="ignore"):
-        z = (z - z.max(axis=-1, keepdims=True)) / temperature  # (B, V), max 0
-    if top_k is not None:
-        top = np.argpartition(-z, top_k - 1, axis=-1)[:, :top_k]  # (B, k): exactly k, ties too
-        keep = np.zeros(z.shape, dtype=bool)  # (B, V)
-        np.put_along_axis(keep, top, True, axis=-1)
-        z = np.where(keep, z, -np.inf)  # (B, V)
-    probs = np.exp(z)  # (B, V); the largest is exp(0) = 1
-    cdf = np.cumsum(probs, axis=-1)  # (B, V)
-    cdf /= cdf[:, -1:]  # the last entry exactly 1
-    u = rng.random((b, 1))  # (B, 1) in [0, 1)
-    return (cdf <= u).sum(axis=-1)  # (B,) the first token whose cdf exceeds u
+def reorder(cache, rows):
+    """Row i of the new cache is row rows[i] of `cache` (rows (N',) ints)."""
+    return decoding.take_rows(cache, rows)
 
 
-def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None):
-    """Extend prompt (B, T_p) by n_new sampled tokens -> (B, T_p + n_new) int64.
+# --- generation: decoding.py's searches over step ------------------------------------------
+
+def check_prompt(caller, p, prompt, n_new):
+    """A prompt (B, T_p) of at least one token, n_new >= 0, T_p + n_new <= max_len."""
+    prompt = check_ids(caller, p, prompt)
+    if n_new < 0:
+        raise ValueError(f"{caller}: n_new must be >= 0, got {n_new}")
+    if prompt.shape[1] == 0:
+        raise ValueError(f"{caller}: the prompt must hold at least one token")
+    if prompt.shape[1] + n_new > p.max_len:
+        raise ValueError(f"{caller}: a prompt of {prompt.shape[1]} tokens plus n_new={n_new} "
+                         f"exceeds max_len={p.max_len}")
+    return prompt
+
+
+def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None, eos=None):
+    """Extend prompt (B, T_p) by n_new sampled tokens -> (B, T_p + n_new) int64
+    (decoding.sample: softmax(logits / temperature) over the top_k most probable; greedy
+    when temperature == 0 or top_k == 1). With eos, a row ends at its first eos and is padded
+    with eos, and the result stops when every row has ended: (B, L), L <= T_p + n_new.
 
     The prompt is read in one pass; each later step feeds one token through the
     cached blocks. T_p + n_new must not exceed max_len. The sampling settings are checked
     first, even when n_new is 0: sampling (temperature > 0, top_k != 1) needs an rng.
     """
-    prompt = check_ids("lm.generate", p, prompt)
-    check_sampling("lm.generate", temperature, top_k, p.head.w.shape[-1], rng)
-    if n_new < 0:
-        raise ValueError(f"lm.generate: n_new must be >= 0, got {n_new}")
-    if prompt.shape[1] == 0:
-        raise ValueError("lm.generate: the prompt must hold at least one token")
-    if prompt.shape[1] + n_new > p.max_len:
-        raise ValueError(f"lm.generate: a prompt of {prompt.shape[1]} tokens plus n_new={n_new} "
-                         f"exceeds max_len={p.max_len}")
-    ids = step = prompt.astype(np.int64)  # (B, T_p); a narrow prompt dtype cannot hold V
-    cache = empty_cache(p, prompt.shape[0])
-    for _ in range(n_new):
-        logits, cache = forward_cached(p, step, cache)  # (B, t, V)
-        token = sample_next(logits[:, -1], temperature, top_k, rng)  # (B,)
-        step = token.astype(np.int64)[:, None]  # (B, 1)
-        ids = np.concatenate([ids, step], axis=1)  # (B, T + 1)
-    return ids
+    decoding.check_sampling("lm.generate", temperature, top_k, p.head.w.shape[-1], rng)
+    prompt = check_prompt("lm.generate", p, prompt, n_new)
+    return decoding.sample(functools.partial(step, p), empty_cache(p, prompt.shape[0]), prompt,
+                           prompt.shape[1] + n_new, temperature, top_k, rng, eos)
+
+
+def beam_search(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
+                return_scores=False):
+    """The continuation Y of up to n_new tokens maximizing log P(Y | prompt) / lp(Y)
+    (decoding.beam_search: Wu et al.'s length penalty, |Y| counting the new tokens up to the
+    first eos, eos included). Without eos every continuation has n_new tokens, and the most
+    probable one kept in the beam wins. prompt (B, T_p) -> ids (B, L), L <= T_p + n_new,
+    padded with eos; with return_scores=True, also the scores (B,) float64."""
+    prompt = check_prompt("lm.beam_search", p, prompt, n_new)
+    if beam_size < 1:
+        raise ValueError(f"lm.beam_search: beam_size must be >= 1, got {beam_size}")
+    ids, scores = decoding.beam_search(functools.partial(step, p), reorder,
+                                       empty_cache(p, prompt.shape[0]), prompt,
+                                       prompt.shape[1] + n_new, beam_size, length_penalty, eos)
+    return (ids, scores) if return_scores else ids

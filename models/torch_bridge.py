@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .blocks import DecoderBlock, EncoderBlock
+from .blocks import DecoderBlock
 from .layers import Dense, Embedding, FeedForward, LayerNorm, position_encoding
 
 
@@ -97,7 +97,8 @@ def _attention(prefix, a):
 
 
 def block_to_torch(prefix, b):
-    """An EncoderBlock or DecoderBlock; torch's names match ours but for ff and cross_attn."""
+    """An EncoderBlock (or DecoderOnlyBlock) or DecoderBlock; torch's names match ours but for
+    ff and cross_attn."""
     sd = {**_attention(prefix + "self_attn.", b.self_attn)}
     if isinstance(b, DecoderBlock):
         sd.update(_attention(prefix + "multihead_attn.", b.cross_attn))
@@ -167,8 +168,8 @@ def _from_block(sd, prefix, like):
     ff = FeedForward(_from_linear(sd, prefix + "linear1.", like.ff.linear1),
                      _from_linear(sd, prefix + "linear2.", like.ff.linear2))
     norm1, norm2 = (_from_norm(sd, f"{prefix}{n}.", getattr(like, n)) for n in ("norm1", "norm2"))
-    if isinstance(like, EncoderBlock):
-        return EncoderBlock(self_attn, norm1, ff, norm2)
+    if not isinstance(like, DecoderBlock):  # an EncoderBlock (or the LM's DecoderOnlyBlock)
+        return type(like)(self_attn, norm1, ff, norm2)
     cross = _from_attention(sd, prefix + "multihead_attn.", like.cross_attn)
     return DecoderBlock(self_attn, norm1, cross, norm2, ff,
                         _from_norm(sd, prefix + "norm3.", like.norm3))

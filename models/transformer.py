@@ -11,19 +11,27 @@ norm orders), and a linear map to the target vocabulary (§3.4). Dropout (§5.4)
 acts on embeddings + positions, on every sublayer output and on the attention
 weights, only when training=True (which needs an rng).
 
+Decoding: `start`, `step` and `reorder` are the incremental decoder (cached keys and
+values, one query row per new token; they moved here from decoding.py), and
+greedy_decode, beam_search and sample run decoding.py's model-free searches over them:
+
+    state = transformer.start(p, src, src_pad)                   # the source encoded once
+    logits, state = transformer.step(p, state, tokens)           # tokens (B, t) -> (B, V)
+
 Axis convention: tokens (B, S) for the source and (B, T) for the target,
 activations (B, S, D) / (B, T, D); masks True = may attend (attention.py).
-Greedy and beam-search decoding live in decoding.py and are re-exported here.
 """
+import functools
 from typing import NamedTuple
 
 import numpy as np
 
 import autograd_lite as ag
 
-from .attention import causal_mask, padding_mask
-from .blocks import (check_norm_order, decoder_block, decoder_block_init, encoder_block,
-                     encoder_block_init)
+from . import decoding
+from .attention import causal_mask, keys_and_values, padding_mask
+from .blocks import (check_norm_order, decoder_block, decoder_block_init, decoder_block_step,
+                     encoder_block, encoder_block_init)
 from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, dropout_setting,
                      embed_with_positions, embedding_init, layer_norm, layer_norm_init)
 
@@ -152,15 +160,95 @@ def apply(p, src, tgt, src_pad=None, training=False, rng=None):
     return decode(p, memory, tgt, src_pad, src, training, rng)  # (B, T, V)
 
 
+# --- incremental decoding: one step per new token, with cached keys and values ---------------
+
+class LayerCache(NamedTuple):
+    self_kv: tuple  # (keys, values) of the t tokens fed so far, each (N, H, t, d_head)
+    memory_kv: tuple  # (keys, values) of the memory for cross-attention, each (N, H, S, d_head)
+
+
+class DecoderState(NamedTuple):
+    layers: tuple  # one LayerCache per decoder block
+    memory_mask: np.ndarray  # (N, 1, 1, S) source padding, or None
+    length: int  # tokens fed so far (the next token's position)
+
+
+def start(p, src, src_pad=None):
+    """The decoder's state before any target token: the source encoded, and each layer's
+    cross-attention keys and values of the memory computed once.  src: (N, S) -> DecoderState"""
+    memory = encode(p, src, src_pad)  # (N, S, D)
+    layers = []
+    for block in p.decoder:
+        memory_kv = keys_and_values(block.cross_attn, memory)  # (N, H, S, d_head) each
+        empty = memory_kv[0][:, :, :0]  # (N, H, 0, d_head)
+        layers.append(LayerCache((empty, empty), memory_kv))
+    return DecoderState(tuple(layers), padding_mask(src, src_pad), 0)
+
+
+def step(p, state, tokens):
+    """Feed tokens (N, t), which follow the state.length tokens fed so far; each decoder layer
+    appends their self-attention keys and values to its cache. -> (logits (N, V) of the next
+    token, the new state). The logits are those of decode(p, memory, all tokens)[:, -1]."""
+    check_tokens("step", "tokens", tokens, p.max_len)
+    x = embed_with_positions(p.tgt_embed, tokens, p.max_len, state.length)  # (N, t, D)
+    layers = []
+    for block, cache in zip(p.decoder, state.layers):
+        x, self_kv = decoder_block_step(block, x, cache.self_kv, cache.memory_kv,
+                                        state.memory_mask, p.norm)  # (N, t, D)
+        layers.append(cache._replace(self_kv=self_kv))
+    logits = project(p, layer_norm(p.decoder_norm, x[:, -1:]))[:, 0]  # (N, V)
+    return logits, DecoderState(tuple(layers), state.memory_mask, state.length + tokens.shape[1])
+
+
+def reorder(state, rows):
+    """Row i of the new state is row rows[i] of `state` (rows (N',) ints): every array of a
+    DecoderState, the caches and the memory mask, holds one row per hypothesis."""
+    return decoding.take_rows(state, rows)
+
+
+# --- searches over step (decoding.py) ---------------------------------------------------------
+
+def check_decode_args(fn, p, src, max_len, beam_size=1):
+    check_tokens(fn, "src", src, p.max_len)
+    if not 1 <= max_len <= p.max_len:
+        raise ValueError(f"transformer.{fn}: max_len={max_len} must lie in [1, {p.max_len}] "
+                         f"(the model's max_len={p.max_len} positions)")
+    if beam_size < 1:
+        raise ValueError(f"transformer.{fn}: beam_size must be >= 1, got {beam_size}")
+
+
+def bos_column(src, bos):
+    """Every target prefix at the start: bos.  src: (B, S) -> (B, 1) int64"""
+    return np.full((src.shape[0], 1), bos, dtype=np.int64)
+
+
 def greedy_decode(p, src, bos, eos, max_len, src_pad=None):
-    """Greedy decoding with cached keys and values: see decoding.greedy_decode."""
-    from . import decoding
-    return decoding.greedy_decode(p, src, bos, eos, max_len, src_pad)
+    """The most probable next token at each step (decoding.greedy), until every sequence has
+    emitted eos or has max_len tokens (bos included).  src: (B, S) -> ids (B, L), L <= max_len,
+    starting with bos; a sequence ends at its first eos and is padded with eos."""
+    check_decode_args("greedy_decode", p, src, max_len)
+    return decoding.greedy(functools.partial(step, p), start(p, src, src_pad),
+                           bos_column(src, bos), max_len, eos)
 
 
 def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None,
                 return_scores=False):
-    """Beam search with the length penalty of Wu et al. 2016: see decoding.beam_search."""
-    from . import decoding
-    return decoding.beam_search(p, src, bos, eos, max_len, beam_size, length_penalty, src_pad,
-                                return_scores)
+    """Beam search maximizing log P(Y | src) / lp(Y) with the length penalty of Wu et al. 2016
+    (decoding.beam_search: the algorithm and its guarantees). beam_size=1 is greedy_decode.
+    src: (B, S) -> ids (B, L) as greedy_decode's; with return_scores=True, also each result's
+    log P / lp, (B,) float64, |Y| counting the tokens after bos, eos included."""
+    check_decode_args("beam_search", p, src, max_len, beam_size)
+    ids, scores = decoding.beam_search(functools.partial(step, p), reorder,
+                                       start(p, src, src_pad), bos_column(src, bos), max_len,
+                                       beam_size, length_penalty, eos)
+    return (ids, scores) if return_scores else ids
+
+
+def sample(p, src, bos, eos, max_len, temperature=1.0, top_k=None, rng=None, src_pad=None):
+    """Each next token drawn from softmax(logits / temperature) over the top_k most probable
+    (decoding.sample_next; greedy when temperature == 0 or top_k == 1, else rng is needed).
+    src: (B, S) -> ids (B, L) as greedy_decode's."""
+    check_decode_args("sample", p, src, max_len)
+    decoding.check_sampling("transformer.sample", temperature, top_k, p.out.b.shape[0], rng)
+    return decoding.sample(functools.partial(step, p), start(p, src, src_pad),
+                           bos_column(src, bos), max_len, temperature, top_k, rng, eos)

@@ -1,11 +1,14 @@
-"""models.blocks: encoder and decoder blocks against nn.TransformerEncoderLayer and
-nn.TransformerDecoderLayer (dropout 0, eval), both norm orders, values and every gradient."""
+"""models.blocks: the residual wiring against its two formulas; encoder and decoder blocks
+against nn.TransformerEncoderLayer and nn.TransformerDecoderLayer (dropout 0, eval), both
+norm orders, values and every gradient. (The decoder-only block is tested with the language
+model against torch, and the cached steps against the models' full forward passes.)"""
 import numpy as np
 import pytest
 
 import autograd_lite as ag
 from models import blocks
 from models.attention import causal_mask, padding_mask
+from models.layers import layer_norm_init
 
 D, H, D_FF = 8, 2, 12
 RTOL = {np.float64: 1e-11, np.float32: 1e-4}
@@ -80,6 +83,37 @@ def test_decoder_block_matches_torch(torch, rng, norm, dtype):
             dict(tgt_mask=torch.triu(torch.ones(4, 4, dtype=torch.bool), 1),
                  memory_key_padding_mask=torch.from_numpy(src == 0)),
             weight, block, RTOL[dtype])
+
+
+def numpy_layer_norm(x, p, eps=1e-5):
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * p.scale + p.bias
+
+
+def test_residual_is_the_post_ln_and_pre_ln_wiring(rng):
+    """LayerNorm(x + Sublayer(x)) and x + Sublayer(LayerNorm(x)), with the layer norm written
+    out in numpy; dropout acts on the sublayer's output only (a zero sublayer leaves the
+    residual path as it is, whatever is dropped)."""
+    norm = perturbed(rng, layer_norm_init(D, np.float64), np.float64)
+    x = rng.standard_normal((2, 3, D))
+    w = rng.standard_normal((D, D))
+    sublayer = lambda h: np.tanh(h @ w)  # noqa: E731
+    np.testing.assert_allclose(blocks.residual(norm, x, sublayer, "post"),
+                               numpy_layer_norm(x + sublayer(x), norm), rtol=1e-12)
+    np.testing.assert_allclose(blocks.residual(norm, x, sublayer, "pre"),
+                               x + sublayer(numpy_layer_norm(x, norm)), rtol=1e-12)
+    zero = np.zeros_like
+    np.testing.assert_allclose(
+        blocks.residual(norm, x, zero, "post", 0.5, np.random.default_rng(1)),
+        numpy_layer_norm(x, norm), rtol=1e-12)
+    np.testing.assert_array_equal(
+        blocks.residual(norm, x, zero, "pre", 0.5, np.random.default_rng(1)), x)
+    dropped = blocks.residual(norm, x, lambda h: np.ones_like(h), "pre", 0.5,
+                              np.random.default_rng(1)) - x  # 0 where dropped, 1/(1 - 0.5) else
+    kept = np.isclose(dropped, 2.0, rtol=0, atol=1e-12)
+    assert (kept | (dropped == 0)).all() and 0 < kept.mean() < 1
+    with pytest.raises(ValueError, match=r"norm must be one of \('post', 'pre'\), got 'Pre'"):
+        blocks.residual(norm, x, sublayer, "Pre")
 
 
 def test_dropout_in_a_block_is_seeded(rng):

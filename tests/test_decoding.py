@@ -1,304 +1,223 @@
-"""models.decoding: cached steps against recomputing the prefix with transformer.apply, greedy
-against beam size 1, beam search against exhaustive search of its own objective."""
+"""models.decoding, the model-free searches, over a step function whose logits are a fixed
+table lookup of the whole prefix: greedy against the argmax of each prefix, beam search
+against exhaustive search and a plain reference search, sampling against exact
+frequencies; sample_next on fixed logits. The models' steps are tested with their models
+(test_transformer_decoding.py, test_lm.py)."""
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 import pytest
 
-import autograd_lite as ag
-from models import decoding, transformer
-from models.attention import padding_mask
+from models import decoding
+from search_reference import (assert_only_eos_after_eos, exhaustive_search,
+                              reference_beam_search, score)
 
-BOS, EOS, PAD = 1, 2, 0
-
-
-def tiny(seed=0, norm="post", vocab=6, dtype=np.float64, d_model=8):
-    rng = np.random.default_rng(seed)
-    p = transformer.init(rng, 7, vocab, d_model=d_model, n_heads=2, d_ff=16, n_encoder=1,
-                         n_decoder=2, max_len=12, norm=norm, dropout=0.1, dtype=dtype)
-    # larger weights than Glorot, so that the model's choices depend on the prefix
-    return ag.tree_map(lambda a: (a + 0.5 * rng.standard_normal(a.shape)).astype(dtype)
-                       if isinstance(a, np.ndarray) else a, p)
+V, EOS, MAX_LEN = 5, 2, 8
+_table_rng = np.random.default_rng(11)  # greedy's rows end after 4 tokens, 1, and never
+LAST = 1.5 * _table_rng.standard_normal((V, V))  # logits by the prefix's last token
+HISTORY = 1.5 * _table_rng.standard_normal((V, V))  # by the sum of all its tokens, mod V
+POSITION = 0.5 * _table_rng.standard_normal((MAX_LEN + 1, V))  # by the prefix's length
+PREFIXES = np.array([[0, 3], [4, 4], [1, 0]])  # (N, T_0)
+EVERY_PAIR = np.array(list(itertools.product(range(V), repeat=2)))  # (V², 2) prefixes
 
 
-def sources(seed=1, b=3, s=5):
-    rng = np.random.default_rng(seed)
-    src = rng.integers(1, 7, (b, s))  # (B, S)
-    src[0, 3:] = PAD
-    return src
+def table_logits(prefixes):
+    """The next-token logits of each whole prefix: a state that lost a token of its history
+    gives other logits.  (N, T) -> (N, V)"""
+    history = prefixes.sum(axis=1) % V  # (N,)
+    return LAST[prefixes[:, -1]] + HISTORY[history] + POSITION[prefixes.shape[1]]
 
 
-def sequence_log_prob(p, src, ids, eos=EOS):
-    """log P(ids[1:] | src) by transformer.apply over the whole sequence, up to the first eos;
-    with the number of tokens counted after bos.  ids: (B, L) -> ((B,), (B,))"""
-    log_probs = ag.log_softmax(transformer.apply(p, src, ids[:, :-1], PAD))  # (B, L-1, V)
-    picked = np.take_along_axis(log_probs, ids[:, 1:, None], axis=2)[:, :, 0]  # (B, L-1)
-    ended = np.cumsum(ids[:, 1:] == eos, axis=1)  # (B, L-1): eos seen at or before
-    counted = (ended == 0) | ((ended == 1) & (ids[:, 1:] == eos))
-    return (picked * counted).sum(axis=1), counted.sum(axis=1)
+def table_step(seen, tokens):
+    """A step function: the state is the tokens seen so far, (N, T)."""
+    seen = np.concatenate([seen, tokens], axis=1)  # (N, T + t)
+    return table_logits(seen), seen
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_cached_steps_give_the_logits_of_the_whole_prefix(norm):
-    p = tiny(norm=norm)
-    src = sources()
-    tgt = np.random.default_rng(2).integers(0, 6, (3, 7))  # (B, T) an arbitrary prefix
-    want = transformer.apply(p, src, tgt, PAD)  # (B, T, V)
-    state = decoding.start(p, transformer.encode(p, src, PAD),
-                           padding_mask(src, PAD))
-    for t in range(tgt.shape[1]):
-        logits, state = decoding.step(p, state, tgt[:, t])  # (B, V)
-        np.testing.assert_allclose(logits, want[:, t], rtol=0, atol=1e-10)
-    assert state.layers[0].self_k.shape == (3, 2, 7, 4)
+def empty_state(n_rows):
+    return np.zeros((n_rows, 0), dtype=np.int64)
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_greedy_is_the_argmax_of_the_recomputed_prefix(norm):
-    p = tiny(norm=norm)
-    src = sources()
-    ids = transformer.greedy_decode(p, src, BOS, EOS, 10, src_pad=PAD)
-    want = np.full((3, 1), BOS)
-    for _ in range(ids.shape[1] - 1):
-        token = transformer.apply(p, src, want, PAD)[:, -1].argmax(-1)  # (B,)
-        want = np.concatenate([want, token[:, None]], axis=1)
-    ended = np.cumsum(want == EOS, axis=1) > 0
-    after_eos = ended & np.roll(ended, 1, axis=1)
-    np.testing.assert_array_equal(ids, np.where(after_eos, EOS, want))
-    assert ids.dtype == np.int64 and ids.shape[1] <= 10 and (ids[:, 0] == BOS).all()
+def next_log_probs(tokens):
+    """The reference searches' view: log softmax of the table, written out in numpy."""
+    z = table_logits(np.array([tokens]))[0]  # (V,)
+    return z - z.max() - np.log(np.exp(z - z.max()).sum())
 
 
-def test_greedy_stops_at_eos_or_max_len_and_pads_with_eos():
-    p = tiny(seed=4)
-    src = sources(b=6)
-    first = transformer.greedy_decode(p, src, BOS, EOS, 2)[:, 1]  # (B,) each row's first choice
-    eos = int(first[0])  # make row 0 end at once
-    ids = transformer.greedy_decode(p, src, BOS, eos, 6)
-    assert ids.shape[1] == 6 or (ids == eos).any(axis=1).all()  # stopped early: all ended
-    assert ids[0, 1] == eos and (ids[0, 1:] == eos).all()
-    assert_only_eos_after_eos(ids, eos)
-    assert transformer.greedy_decode(p, src, BOS, EOS, 1).tolist() == [[BOS]] * 6
+def test_greedy_picks_the_argmax_of_each_whole_prefix():
+    for eos in (EOS, None):
+        ids = decoding.greedy(table_step, empty_state(3), PREFIXES, MAX_LEN, eos)
+        for row in ids:
+            tokens = list(row[:2])
+            while len(tokens) < MAX_LEN and eos not in tokens[2:]:
+                tokens.append(int(np.argmax(next_log_probs(tokens))))
+            n = len(tokens)
+            assert row[:n].tolist() == tokens and (row[n:] == eos).all()
+        assert ids.dtype == np.int64 and ids.shape[1] <= MAX_LEN
+        assert ids.shape[1] == MAX_LEN or (ids[:, 2:] == eos).any(axis=1).all()
+    assert ids.shape == (3, MAX_LEN)  # without eos every row runs to max_len
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_greedy_equals_beam_size_one(seed):
-    p = tiny(seed=seed, dtype=np.float32 if seed % 2 else np.float64)
-    src = sources(seed=seed)
-    ids, scores = transformer.beam_search(p, src, BOS, EOS, 10, beam_size=1, src_pad=PAD,
-                                          return_scores=True)
-    np.testing.assert_array_equal(ids, transformer.greedy_decode(p, src, BOS, EOS, 10,
-                                                                 src_pad=PAD))
-    log_p, length = sequence_log_prob(p, src, ids)
-    np.testing.assert_allclose(scores, log_p / ((5 + length) / 6) ** 0.6, rtol=0,
-                               atol=1e-5 if seed % 2 else 1e-10)
-
-
-@pytest.mark.parametrize("alpha,seed", [(0.6, 3), (0.0, 3), (2.0, 3), (0.0, 10), (1.0, 10)])
-def test_beam_search_with_a_wide_beam_is_the_exact_optimum(alpha, seed):
-    """With more slots than prefixes, nothing is pruned and the early stop must not cut off
-    anything better: beam search must return the maximum of log P / lp over every sequence
-    (eos-terminated, or max_len long), found here by enumerating them all."""
-    vocab, max_len = 4, 4
-    p = tiny(seed=seed, vocab=vocab)
-    src = sources(b=2)
-    found = transformer.beam_search(p, src, BOS, EOS, max_len, beam_size=vocab ** 3,
-                                    length_penalty=alpha, src_pad=PAD)
-    best = [(-np.inf, None)] * 2
-    for n in range(1, max_len):
-        for tail in itertools.product(range(vocab), repeat=n):
-            if EOS in tail[:-1] or (n < max_len - 1 and tail[-1] != EOS):
-                continue  # not a complete hypothesis
-            ids = np.array([[BOS, *tail]] * 2)
-            log_p, length = sequence_log_prob(p, src, ids)
-            score = log_p / ((5 + length) / 6) ** alpha
-            best = [max(b, (s, tail)) for b, s in zip(best, score)]
-    for row, (_, tail) in zip(found, best):
-        n = 1 + len(tail)
-        assert row[:n].tolist() == [BOS, *tail] and (row[n:] == EOS).all()
-
-
-def assert_only_eos_after_eos(ids, eos):
-    ended = np.cumsum(ids[:, 1:] == eos, axis=1) > 0  # (B, L-1): at or after the first eos
-    after = np.concatenate([np.zeros((len(ids), 1), bool), ended[:, :-1]], axis=1)
-    assert (ids[:, 1:][after] == eos).all(), ids
-
-
+@pytest.mark.parametrize("eos", [EOS, None])
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
-def test_beam_scores_are_log_prob_over_length_penalty_under_apply(alpha):
-    """Every eos id in turn, so that hypotheses end at different steps (this pre-LN model's
-    choices depend on the prefix more than the small post-LN ones', which repeat a token)."""
-    p = tiny(seed=6, norm="pre")
-    src = sources(b=4)
-    ends = set()
-    for eos, k in itertools.product(range(6), (2, 3)):
-        ids, scores = transformer.beam_search(p, src, BOS, eos, 8, beam_size=k,
-                                              length_penalty=alpha, src_pad=PAD,
-                                              return_scores=True)
-        assert ids.shape[0] == 4 and ids.shape[1] <= 8 and (ids[:, 0] == BOS).all()
-        assert_only_eos_after_eos(ids, eos)
-        log_p, length = sequence_log_prob(p, src, ids, eos)
-        np.testing.assert_allclose(scores, log_p / ((5 + length) / 6) ** alpha, rtol=0,
-                                   atol=1e-10)
-        ends.update(length.tolist())
-    assert len(ends) >= 3  # the fixture does exercise hypotheses of different lengths
-
-
-def reference_beam_search(p, src, eos, max_len, k, alpha):
-    """The standard search (fairseq, Hugging Face), one source (1, S) at a time, written
-    plainly: hypotheses as tuples, log-probabilities from transformer.apply over the whole
-    prefix (no cache). Every eos extension is finished and leaves the beam; the k most
-    probable other extensions are the next beam. No early stop: it runs to max_len, so
-    agreeing with it also shows that beam_search stops only when nothing could beat its
-    best finished hypothesis. -> (tokens, log P / lp)"""
-    def score(tokens, log_p):
-        return log_p / ((5 + len(tokens) - 1) / 6) ** alpha
-
-    finished, live = [], [((BOS,), 0.0)]  # finished: (score, tokens) in the order found
-    for _ in range(1, max_len):
-        extensions = []
-        for tokens, log_p in live:
-            step = ag.log_softmax(transformer.apply(p, src, np.array([tokens]), PAD)[0, -1])
-            for v, s in enumerate(step):
-                if v == eos:
-                    finished.append((score(tokens + (v,), log_p + s), tokens + (v,)))
-                else:
-                    extensions.append((tokens + (v,), log_p + s))
-        extensions.sort(key=lambda c: -c[1])  # stable
-        live = extensions[:k]
-    ends = finished + [(score(tokens, log_p), tokens) for tokens, log_p in live]
-    best_score, tokens = max(ends, key=lambda e: e[0])  # the first of equal scores
-    return list(tokens), best_score
-
-
-@pytest.mark.parametrize("norm,seed", [("pre", 6), ("post", 3)])
-@pytest.mark.parametrize("alpha", [0.0, 0.6])
-def test_beam_search_equals_a_plain_search_over_recomputed_prefixes(norm, seed, alpha):
-    p = tiny(seed=seed, norm=norm)
-    src = sources(b=3)
-    for eos, k in itertools.product(range(0, 6, 2), (2, 3)):
-        ids, scores = transformer.beam_search(p, src, BOS, eos, 7, beam_size=k,
-                                              length_penalty=alpha, src_pad=PAD,
-                                              return_scores=True)
-        for row, score, source in zip(ids, scores, src):
-            want, want_score = reference_beam_search(p, source[None], eos, 7, k, alpha)
-            assert row[:len(want)].tolist() == want and (row[len(want):] == eos).all()
-            assert abs(score - want_score) < 1e-10
-
-
-def review_model(seed):
-    """The reviewer's fixture: a random vocabulary size, weights perturbed by N(0, 1)."""
-    rng = np.random.default_rng(seed)
-    vocab = int(rng.integers(4, 9))
-    p = transformer.init(rng, 7, vocab, d_model=8, n_heads=2, d_ff=16, n_encoder=1, n_decoder=1,
-                         max_len=12, dtype=np.float64)
-    p = ag.tree_map(lambda a: a + rng.standard_normal(a.shape) if isinstance(a, np.ndarray)
-                    else a, p)
-    return p, rng.integers(1, 7, (1, 5))
-
-
-def test_a_finished_hypothesis_is_not_pushed_out_of_the_beam(monkeypatch):
-    """The review's case: eos is outranked by at least two tokens at step 1, so [bos, eos] is
-    finished at step 1 while unfinished hypotheses fill a beam of two; and it is more probable
-    than greedy's whole sequence. The old search kept it in the beam, where it was pushed out,
-    and returned greedy's answer. Expected answer: the plain reference search."""
-    p, src = review_model(10)
-    first = ag.log_softmax(transformer.apply(p, src, np.array([[BOS]]), PAD)[0, -1])  # (V,)
-    assert (first > first[EOS]).sum() >= 2  # the fixture is the case described
-    greedy = transformer.greedy_decode(p, src, BOS, EOS, 9, src_pad=PAD)
-    assert sequence_log_prob(p, src, greedy)[0][0] < first[EOS]
-    steps = []
-    counted = decoding.step
-    monkeypatch.setattr(decoding, "step", lambda *args: steps.append(1) or counted(*args))
-    for k in (2, 3, 4):
-        del steps[:]
-        ids, score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=k,
-                                             length_penalty=0.0, src_pad=PAD,
-                                             return_scores=True)
-        want, want_score = reference_beam_search(p, src, EOS, 9, k, 0.0)
-        assert ids.tolist() == [want] == [[BOS, EOS]]
-        np.testing.assert_allclose(score, [want_score], rtol=0, atol=1e-12)
-        np.testing.assert_allclose(score, [first[EOS]], rtol=0, atol=1e-12)
-        assert len(steps) < 9 - 1  # stopped before max_len: nothing live could beat [bos, eos]
+def test_beam_search_with_a_wide_beam_is_the_exact_optimum(alpha, eos):
+    """A beam as wide as the number of paths (V^3 for three new tokens) prunes nothing, and
+    the early stop must not cut off anything better: the result is the best of every
+    complete continuation, enumerated."""
+    max_len = 5
+    ids, scores = decoding.beam_search(table_step, decoding.take_rows, empty_state(V * V),
+                                       EVERY_PAIR, max_len, V ** 3, alpha, eos)
+    for row, got, prefix in zip(ids, scores, EVERY_PAIR):
+        tokens, want = exhaustive_search(next_log_probs, prefix, eos, max_len, alpha)
+        n = len(tokens)
+        assert row[:n].tolist() == list(tokens) and (row[n:] == eos).all()
+        assert abs(got - want) < 1e-12
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
-def test_beam_search_never_scores_below_the_finished_bos_eos(alpha):
-    """[bos, eos] is finished at step 1 of every search: no result may score below it. The
-    old search lost it (as in the review's case) whenever unfinished hypotheses outranked it."""
-    for seed in range(12):
-        p, src = review_model(seed)
-        first = ag.log_softmax(transformer.apply(p, src, np.array([[BOS]]), PAD)[0, -1])
-        for k in (2, 3):
-            ids, score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=k,
-                                                 length_penalty=alpha, src_pad=PAD,
-                                                 return_scores=True)
-            log_p, length = sequence_log_prob(p, src, ids)
-            np.testing.assert_allclose(score, log_p / ((5 + length) / 6) ** alpha, atol=1e-10)
-            assert score[0] >= first[EOS] / (6 / 6) ** alpha - 1e-12, (seed, k)
+def test_beam_search_equals_the_plain_reference_search(alpha):
+    ends = set()
+    for eos, k in [(EOS, 2), (EOS, 3), (1, 2), (3, 3)]:
+        ids, scores = decoding.beam_search(table_step, decoding.take_rows, empty_state(V * V),
+                                           EVERY_PAIR, 7, k, alpha, eos)
+        assert_only_eos_after_eos(ids, eos, start=2)
+        for row, got, prefix in zip(ids, scores, EVERY_PAIR):
+            tokens, want = reference_beam_search(next_log_probs, prefix, eos, 7, k, alpha)
+            n = len(tokens)
+            assert row[:n].tolist() == tokens and (row[n:] == eos).all()
+            assert abs(got - want) < 1e-12
+            ends.add(n)
+    assert len(ends) >= 3  # the table does make hypotheses of different lengths win
 
 
-def chain_model():
-    """A decoder whose next token depends on the last token only (no blocks; embeddings so
-    large that the positions do not matter), over the vocabulary {0, 1 = bos, 2 = eos, 3}:
-    after bos, P(eos) = 0.6 and P(3) = 0.4; after 3, P(3) ≈ 1."""
-    rng = np.random.default_rng(0)
-    vocab, d = 4, 8
-    p = transformer.init(rng, 5, vocab, d_model=d, n_heads=2, d_ff=8, n_encoder=0, n_decoder=0,
-                         max_len=12, dtype=np.float64)
-    table = 1e4 * rng.standard_normal((vocab, d))  # (V, D)
-    scaled = table * np.sqrt(d)
-    h = (scaled - scaled.mean(-1, keepdims=True)) / np.sqrt(scaled.var(-1, keepdims=True) + 1e-5)
-    logits = np.full((vocab, vocab), -20.0)  # row: the last token; column: the next
-    logits[BOS, [EOS, 3]] = np.log(0.6), np.log(0.4)
-    logits[3, 3] = 20.0
-    w = np.linalg.lstsq(h[[BOS, 3]], logits[[BOS, 3]], rcond=None)[0]  # (D, V)
-    return p._replace(tgt_embed=p.tgt_embed._replace(table=table),
-                      out=p.out._replace(w=w, b=np.zeros(vocab)))
+def test_beam_size_one_is_greedy_with_its_score():
+    ids, scores = decoding.beam_search(table_step, decoding.take_rows, empty_state(3), PREFIXES,
+                                       MAX_LEN, 1, 0.6, EOS)
+    np.testing.assert_array_equal(ids, decoding.greedy(table_step, empty_state(3), PREFIXES,
+                                                       MAX_LEN, EOS))
+    for row, got in zip(ids, scores):
+        n = len(row) if EOS not in row[2:] else 3 + list(row[2:]).index(EOS)
+        log_p = sum(next_log_probs(list(row[:t]))[row[t]] for t in range(2, n))
+        assert abs(got - score(log_p, n - 2, 0.6)) < 1e-12
 
 
-def test_a_hypothesis_that_wins_by_its_length_penalty_is_not_cut_off():
-    """log P / lp with α = 2: [bos, eos] scores log 0.6 / 1 = -0.51 at step 1, while the live
-    [bos, 3] has log 0.4 = -0.92. Divided by the next length's lp it could not win (-0.67),
-    but lp grows with the length: at 8 tokens [bos, 3, ..., 3] scores -0.92 / (13/6)² = -0.20
-    and wins. The search may stop only at the largest lp still possible."""
-    p, src = chain_model(), np.array([[1, 2, 3]])
-    ids, score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=2, length_penalty=2.0,
-                                         return_scores=True)
-    assert ids.tolist() == [[BOS] + [3] * 8]
-    # the designed probabilities hold to ~1e-4 (the position encoding moves them slightly)
-    np.testing.assert_allclose(score, [np.log(0.4) / (13 / 6) ** 2], rtol=1e-3)
-    want, want_score = reference_beam_search(p, src, EOS, 9, 2, 2.0)
-    assert ids[0].tolist() == want and abs(score[0] - want_score) < 1e-12
-    short, short_score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=2,
-                                                 length_penalty=0.0, return_scores=True)
-    assert short.tolist() == [[BOS, EOS]]  # without the penalty the early eos wins
-    np.testing.assert_allclose(short_score, [np.log(0.6)], rtol=1e-3)
+def test_each_search_feeds_the_prefix_once_then_one_token_per_step():
+    fed = []
+
+    def recording_step(seen, tokens):
+        fed.append(tokens.shape)
+        return table_step(seen, tokens)
+    for search in (lambda: decoding.greedy(recording_step, empty_state(3), PREFIXES, 6),
+                   lambda: decoding.sample(recording_step, empty_state(3), PREFIXES, 6,
+                                           rng=np.random.default_rng(0)),
+                   lambda: decoding.beam_search(recording_step, decoding.take_rows,
+                                                empty_state(3), PREFIXES, 6, beam_size=2)):
+        del fed[:]
+        search()
+        n_rows = fed[0][0]
+        assert fed == [(n_rows, 2)] + [(n_rows, 1)] * 3, fed
 
 
-def test_beam_search_can_score_below_greedy():
-    """Not guaranteed: pruning can drop greedy's prefix, and the survivors can end worse.
-    A concrete case (found by searching seeds): beam size 2 on source 4. The beam's answer is
-    the plain reference search's, and both sequences are scored by transformer.apply."""
-    rng = np.random.default_rng(14)
-    p = transformer.init(rng, 7, 10, d_model=8, n_heads=2, d_ff=16, n_encoder=1, n_decoder=1,
-                         max_len=12, dtype=np.float64)
-    p = ag.tree_map(lambda a: a + 0.5 * rng.standard_normal(a.shape)
-                    if isinstance(a, np.ndarray) else a, p)
-    src = sources(seed=14, b=8)
-    greedy = transformer.greedy_decode(p, src, BOS, EOS, 10, src_pad=PAD)
-    beam, scores = transformer.beam_search(p, src, BOS, EOS, 10, beam_size=2, length_penalty=1.0,
-                                           src_pad=PAD, return_scores=True)
-    want, want_score = reference_beam_search(p, src[4:5], EOS, 10, 2, 1.0)
-    assert beam[4, :len(want)].tolist() == want and (beam[4, len(want):] == EOS).all()
-    assert abs(scores[4] - want_score) < 1e-10
-    greedy_log_p, greedy_length = sequence_log_prob(p, src, greedy)
-    log_p, length = sequence_log_prob(p, src, beam)
-    np.testing.assert_allclose(scores, log_p / ((5 + length) / 6), atol=1e-10)
-    assert scores[4] < greedy_log_p[4] / ((5 + greedy_length[4]) / 6) - 1e-6
+def tempered(logits, temperature, top_k):
+    """softmax(logits / temperature) over the top_k largest (no ties in the table)."""
+    keep = np.argsort(logits)[-top_k:]
+    z = np.full(len(logits), -np.inf)
+    z[keep] = logits[keep] / temperature
+    e = np.exp(z - z.max())
+    return e / e.sum()
 
 
-def test_bad_arguments_are_named():
-    p = tiny()
-    with pytest.raises(ValueError, match=r"greedy_decode: max_len=13 must lie in \[1, 12\]"):
-        transformer.greedy_decode(p, sources(), BOS, EOS, 13)
-    with pytest.raises(ValueError, match=r"beam_search: beam_size must be >= 1, got 0"):
-        transformer.beam_search(p, sources(), BOS, EOS, 5, beam_size=0)
+def test_two_sampled_tokens_follow_the_chained_conditionals():
+    """40,000 copies of one prefix, two tokens each: the frequency of every pair (y1, y2) is
+    P(y1 | prefix) P(y2 | prefix, y1) of the tempered top-3 table (a 5-sigma band)."""
+    n, prefix = 40000, [0, 3]
+    ids = decoding.sample(table_step, empty_state(n), np.tile(prefix, (n, 1)), 4,
+                          temperature=0.8, top_k=3, rng=np.random.default_rng(1))
+    first = tempered(table_logits(np.array([prefix]))[0], 0.8, 3)  # (V,)
+    want = np.array([first[a] * tempered(table_logits(np.array([prefix + [a]]))[0], 0.8, 3)
+                     for a in range(V)])  # (V, V)
+    counts = np.zeros((V, V))
+    np.add.at(counts, (ids[:, 2], ids[:, 3]), 1)
+    band = 5 * np.sqrt(want * (1 - want) / n) + 1e-12
+    assert (np.abs(counts / n - want) <= band).all()
+    assert (want > 0.01).sum() >= 5  # the check covers several likely pairs
+
+
+def test_sampling_is_seeded_and_ends_rows_at_eos():
+    prefixes = np.repeat(PREFIXES, 4, axis=0)  # (12, 2)
+    eos = 4  # half the rows of this table end
+    runs = [decoding.sample(table_step, empty_state(12), prefixes, MAX_LEN, 1.5, None,
+                            np.random.default_rng(seed), eos) for seed in (3, 3, 4)]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])
+    ended = (runs[0][:, 2:] == eos).any(axis=1)
+    assert ended.any() and not ended.all()  # some rows end early, some run to max_len
+    assert_only_eos_after_eos(runs[0], eos, start=2)
+
+
+class State(NamedTuple):
+    caches: tuple
+    mask: np.ndarray
+    length: int
+
+
+def test_take_rows_indexes_every_array_along_its_first_axis():
+    keys = np.arange(24).reshape(3, 2, 4)
+    state = State((keys, keys + 100), None, 7)
+    taken = decoding.take_rows(state, np.array([2, 2, 0]))
+    np.testing.assert_array_equal(taken.caches[0], keys[[2, 2, 0]])
+    np.testing.assert_array_equal(taken.caches[1], keys[[2, 2, 0]] + 100)
+    assert taken.mask is None and taken.length == 7 and type(taken) is State
+
+
+# --- sample_next on fixed logits (it lived in lm.py) -------------------------------------------
+
+def softmax(z):
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def test_sampling_frequencies_follow_temperature_and_top_k():
+    """20,000 draws from one row of logits: with top_k=3 every token is among the 3 largest
+    and the frequencies are softmax(logits / T) over those 3; without top_k, over all."""
+    logits = np.array([1.0, -0.5, 2.0, 0.3, 1.7, -2.0, 0.9])
+    rows = np.tile(logits, (20000, 1))  # (N, V)
+    top3 = np.argsort(logits)[-3:]
+    drawn = decoding.sample_next(rows, 0.5, 3, np.random.default_rng(8))
+    assert set(np.unique(drawn)) <= set(top3)
+    expected = np.zeros(7)
+    expected[top3] = softmax(logits[top3] / 0.5)
+    np.testing.assert_allclose(np.bincount(drawn, minlength=7) / 20000, expected, atol=0.012)
+    drawn = decoding.sample_next(rows, 2.0, None, np.random.default_rng(9))
+    np.testing.assert_allclose(np.bincount(drawn, minlength=7) / 20000, softmax(logits / 2.0),
+                               atol=0.012)
+
+
+def test_a_tiny_temperature_is_argmax():
+    """logits / 1e-308 overflowed to inf, inf - inf = NaN, and token 0 came back."""
+    logits = np.array([[1.0, 2.0, 0.5], [3.0, -1.0, 2.9]])
+    for temperature in (1e-308, 5e-324):
+        drawn = decoding.sample_next(logits, temperature, None, np.random.default_rng(0))
+        assert drawn.tolist() == [1, 0]
+
+
+def test_top_k_keeps_exactly_k_tokens_when_the_kth_value_is_tied():
+    """logits (1, 1, 1, 0) with top_k=2: two of the three tied tokens, each drawn half the
+    time (equal logits), never the third and never token 3."""
+    rows = np.tile([1.0, 1.0, 1.0, 0.0], (20000, 1))
+    drawn = decoding.sample_next(rows, 1.0, 2, np.random.default_rng(0))
+    kept = np.unique(drawn)
+    assert len(kept) == 2 and set(kept) <= {0, 1, 2}
+    np.testing.assert_allclose(np.bincount(drawn, minlength=4)[kept] / 20000, [0.5, 0.5],
+                               atol=0.012)
+
+
+@pytest.mark.parametrize("temperature", [-0.5, -1e-12, -np.inf, np.nan])
+def test_a_negative_or_nan_temperature_is_refused(temperature):
+    logits = np.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]])
+    message = rf"decoding.sample_next: temperature must be >= 0, got {temperature}"
+    with pytest.raises(ValueError, match=message):
+        decoding.sample_next(logits, temperature, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=message):  # even with top_k=1
+        decoding.sample_next(logits, temperature, top_k=1)

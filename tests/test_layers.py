@@ -394,16 +394,62 @@ def test_feed_forward_dropout_zeroes_hidden_units_and_rescales(rng):
 
 def test_dropout_setting_inference_ignores_rate_and_rng():
     rng = np.random.default_rng(0)
-    assert dropout_setting("lm.apply", 0.3, False, rng) == (0.0, None)
-    assert dropout_setting("lm.apply", 0.3, False, None) == (0.0, None)
+    assert dropout_setting("lm.apply", ag.Hyper(0.3), False, rng) == (0.0, None)
+    assert dropout_setting("lm.apply", ag.Hyper(0.3), False, None) == (0.0, None)
 
 
 def test_dropout_setting_training_passes_rate_and_the_same_rng():
     rng = np.random.default_rng(0)
-    rate, got = dropout_setting("lm.apply", 0.3, True, rng)
+    rate, got = dropout_setting("lm.apply", ag.Hyper(0.3), True, rng)
     assert rate == 0.3 and got is rng
 
 
 def test_dropout_setting_training_without_rng_names_the_caller():
     with pytest.raises(ValueError, match=re.escape("classifier.apply: training=True needs an rng")):
-        dropout_setting("classifier.apply", 0.1, True, None)
+        dropout_setting("classifier.apply", ag.Hyper(0.1), True, None)
+
+
+@pytest.mark.parametrize("rate, shown", [(0.25, "float 0.25"), (0, "int 0"),
+                                         (np.float32(0.5), "float 0.5")])
+def test_dropout_setting_refuses_a_rate_that_is_not_a_hyper_whether_training_or_not(rate, shown):
+    for training in (False, True):
+        with pytest.raises(TypeError, match=re.escape(
+                f"lm.apply: p.dropout is a plain {shown}; store settings as ag.Hyper(")):
+            dropout_setting("lm.apply", rate, training, np.random.default_rng(0))
+
+
+def plain_float_calls():
+    """(the function named in the error, a model whose p.dropout is the plain float 0.1, a
+    call of it) for the three models: inference, training, and the transformer's decoding."""
+    from models import classifier, lm, transformer
+    rng = np.random.default_rng(0)
+    tp = transformer.init(rng, 7, 9, d_model=8, n_heads=2, d_ff=16, n_encoder=1, n_decoder=1,
+                          max_len=8, dtype=np.float64)
+    cp = classifier.init(rng, 20, 3, d_model=8, n_heads=2, d_ff=16, max_len=5, dtype=np.float64)
+    lp = lm.init(rng, 11, 8, 2, 16, 1, 8, dtype=np.float64)
+    src, ids = np.array([[3, 4, 5]]), np.array([[1, 2, 3, 4, 5]])
+    train = dict(training=True, rng=np.random.default_rng(1))
+    return [("transformer.apply", tp, lambda p: transformer.apply(p, src, ids)),
+            ("transformer.apply", tp, lambda p: transformer.apply(p, src, ids, **train)),
+            ("transformer.encode", tp, lambda p: transformer.greedy_decode(p, src, 1, 2, 4)),
+            ("classifier.apply", cp, lambda p: classifier.apply(p, ids)),
+            ("classifier.apply", cp, lambda p: classifier.apply(p, ids, **train)),
+            ("lm.apply", lp, lambda p: lm.apply(p, ids)),
+            ("lm.apply", lp, lambda p: lm.apply(p, ids, **train))]
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_the_models_refuse_a_plain_float_dropout_rate_by_name(case):
+    """p._replace(dropout=0.1) puts a trainable leaf where init put ag.Hyper(0.1): refused
+    by the function that reads it, training or not, and under ag.gradient (which traces the
+    float) with the same message. Before, inference ran and training failed inside dropout."""
+    caller, p, call = plain_float_calls()[case]
+    bad = p._replace(dropout=0.1)
+    message = re.escape(f"{caller}: p.dropout is a plain float 0.1; store settings as "
+                        "ag.Hyper(0.1) (a plain float in a parameter tree is a trainable "
+                        "parameter)")
+    with pytest.raises(TypeError, match=message):
+        call(bad)
+    with pytest.raises(TypeError, match=message):
+        ag.gradient(lambda q: ag.sum(call(q)), bad)
+    call(p)  # the same call with the ag.Hyper runs

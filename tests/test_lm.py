@@ -1,12 +1,15 @@
 """models.lm: logits and every gradient against PyTorch, causality, dropout, gradient
-check; generation: the cache against recomputation, greedy, temperature and top-k."""
+check; generation: the cache against recomputation, sampling against sampling from
+recomputed prefixes, greedy, beam search against exhaustive search. (sample_next's own
+tests moved to test_decoding.py with it.)"""
 import math
 
 import numpy as np
 import pytest
 
 import autograd_lite as ag
-from models import lm
+from models import decoding, lm
+from search_reference import exhaustive_search
 from torch_encoder import (assert_grads_match, encoder_layer, encoder_layer_grads, float_leaves,
                            leaf, relative_error, sinusoids)
 
@@ -45,6 +48,12 @@ def test_logits_and_every_gradient_match_torch(torch, dtype, rtol):
         reference.update(encoder_layer_grads(layer, f"blocks[{i}]"))
     assert all(g.dtype == dtype for g in float_leaves(grads[0]).values())
     assert_grads_match(float_leaves(grads[0]), reference, rtol)
+
+
+def test_the_blocks_are_decoder_only_blocks():
+    """Its own block type (the encoder block's fields and code, not an EncoderBlock)."""
+    p = lm.init(np.random.default_rng(0), **SMALL)
+    assert {type(b).__name__ for b in p.blocks} == {"DecoderOnlyBlock"}
 
 
 def test_future_tokens_change_no_earlier_logits():
@@ -125,11 +134,16 @@ def test_generate_returns_int64_whatever_the_prompt_dtype():
     assert ids.tolist() == [[1, 2, 299, 299, 299]]
 
 
-def uncached_generate(p, prompt, n_new, temperature, top_k, rng):
-    """The reference: recompute apply on the whole prefix for every new token."""
+def uncached_generate(p, prompt, n_new, temperature, top_k, rng, eos=None):
+    """The reference: recompute apply on the whole prefix for every new token; with eos, a row
+    that has emitted it gets eos, and the loop stops when every row has."""
     ids = prompt
     for _ in range(n_new):
-        token = lm.sample_next(lm.apply(p, ids)[:, -1], temperature, top_k, rng)
+        ended = (ids[:, prompt.shape[1]:] == eos).any(axis=1)  # (B,)
+        if eos is not None and ended.all():
+            break
+        token = decoding.sample_next(lm.apply(p, ids)[:, -1], temperature, top_k, rng)
+        token = np.where(ended, eos, token) if eos is not None else token
         ids = np.concatenate([ids, token[:, None]], axis=1)
     return ids
 
@@ -146,6 +160,18 @@ def test_generate_equals_uncached_sampling(temperature, top_k):
     np.testing.assert_array_equal(ours, reference)
 
 
+def test_generate_with_eos_ends_rows_there_as_sampling_from_recomputed_prefixes():
+    rng = np.random.default_rng(14)
+    p = lm.init(rng, **{**SMALL, "vocab_size": 5}, dtype=np.float64)
+    prompt = rng.integers(0, 5, size=(6, 2))
+    for eos in range(5):
+        ours = lm.generate(p, prompt, 9, 1.0, None, np.random.default_rng(2), eos=eos)
+        np.testing.assert_array_equal(
+            ours, uncached_generate(p, prompt, 9, 1.0, None, np.random.default_rng(2), eos))
+        ended = (ours[:, 2:] == eos).any(axis=1)
+        assert ended.any() and (ours.shape[1] < 11 or not ended.all()), eos
+
+
 def test_top_k_1_and_temperature_0_are_argmax_greedy():
     rng = np.random.default_rng(7)
     p = lm.init(rng, **SMALL, dtype=np.float64)
@@ -155,27 +181,6 @@ def test_top_k_1_and_temperature_0_are_argmax_greedy():
         greedy = np.concatenate([greedy, lm.apply(p, greedy)[:, -1].argmax(-1)[:, None]], axis=1)
     np.testing.assert_array_equal(lm.generate(p, prompt, 6, top_k=1, rng=rng), greedy)
     np.testing.assert_array_equal(lm.generate(p, prompt, 6, temperature=0.0), greedy)
-
-
-def softmax(z):
-    e = np.exp(z - z.max())
-    return e / e.sum()
-
-
-def test_sampling_frequencies_follow_temperature_and_top_k():
-    """20,000 draws from one row of logits: with top_k=3 every token is among the 3 largest
-    and the frequencies are softmax(logits / T) over those 3; without top_k, over all."""
-    logits = np.array([1.0, -0.5, 2.0, 0.3, 1.7, -2.0, 0.9])
-    rows = np.tile(logits, (20000, 1))  # (N, V)
-    top3 = np.argsort(logits)[-3:]
-    drawn = lm.sample_next(rows, 0.5, 3, np.random.default_rng(8))
-    assert set(np.unique(drawn)) <= set(top3)
-    expected = np.zeros(7)
-    expected[top3] = softmax(logits[top3] / 0.5)
-    np.testing.assert_allclose(np.bincount(drawn, minlength=7) / 20000, expected, atol=0.012)
-    drawn = lm.sample_next(rows, 2.0, None, np.random.default_rng(9))
-    np.testing.assert_allclose(np.bincount(drawn, minlength=7) / 20000, softmax(logits / 2.0),
-                               atol=0.012)
 
 
 def test_errors_name_the_function_and_lengths():
@@ -192,23 +197,54 @@ def test_errors_name_the_function_and_lengths():
         lm.generate(p, prompt, 2)
 
 
-def test_a_tiny_temperature_is_argmax():
-    """logits / 1e-308 overflowed to inf, inf - inf = NaN, and token 0 came back."""
-    logits = np.array([[1.0, 2.0, 0.5], [3.0, -1.0, 2.9]])
-    for temperature in (1e-308, 5e-324):
-        drawn = lm.sample_next(logits, temperature, None, np.random.default_rng(0))
-        assert drawn.tolist() == [1, 0]
+def lm_log_probs(p):
+    """log P(next token | tokens) by lm.apply over the whole sequence (the reference's view)."""
+    return lambda tokens: ag.log_softmax(lm.apply(p, np.array([tokens]))[0, -1])
 
 
-def test_top_k_keeps_exactly_k_tokens_when_the_kth_value_is_tied():
-    """logits (1, 1, 1, 0) with top_k=2: two of the three tied tokens, each drawn half the
-    time (equal logits), never the third and never token 3."""
-    rows = np.tile([1.0, 1.0, 1.0, 0.0], (20000, 1))
-    drawn = lm.sample_next(rows, 1.0, 2, np.random.default_rng(0))
-    kept = np.unique(drawn)
-    assert len(kept) == 2 and set(kept) <= {0, 1, 2}
-    np.testing.assert_allclose(np.bincount(drawn, minlength=4)[kept] / 20000, [0.5, 0.5],
-                               atol=0.012)
+@pytest.mark.parametrize("eos", [2, None])
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_search_with_a_wide_beam_is_the_exact_optimum(alpha, eos):
+    """4 tokens, 3 new ones: a beam of 4³ prunes nothing, so the result is the best of every
+    continuation by log P / lp, enumerated with lm.apply over whole sequences."""
+    rng = np.random.default_rng(15)
+    p = lm.init(rng, **{**SMALL, "vocab_size": 4}, dtype=np.float64)
+    p = ag.tree_map(lambda a: a + rng.standard_normal(a.shape) if isinstance(a, np.ndarray)
+                    else a, p)  # larger weights: choices that depend on the prefix
+    prompt = rng.integers(0, 4, size=(3, 2))
+    ids, scores = lm.beam_search(p, prompt, 3, beam_size=64, length_penalty=alpha, eos=eos,
+                                 return_scores=True)
+    lengths = set()
+    for row, got, tokens in zip(ids, scores, prompt):
+        want, want_score = exhaustive_search(lm_log_probs(p), tokens, eos, 5, alpha)
+        n = len(want)
+        assert row[:n].tolist() == list(want) and (row[n:] == eos).all()
+        assert abs(got - want_score) < 1e-10
+        lengths.add(n)
+    assert ids.shape[1] <= 5 and (eos is None) == (lengths == {5})
+
+
+def test_beam_size_1_is_greedy_and_an_exact_beam_scores_no_lower():
+    """Without eos, three new tokens and a beam of V²: nothing is pruned before the last step,
+    whose best extension is the result, so it is the optimum and cannot score below greedy."""
+    rng = np.random.default_rng(16)
+    p = lm.init(rng, **SMALL, dtype=np.float64)
+    prompt = rng.integers(0, SMALL["vocab_size"], size=(3, 2))
+    greedy, greedy_score = lm.beam_search(p, prompt, 3, beam_size=1, return_scores=True)
+    np.testing.assert_array_equal(greedy, lm.generate(p, prompt, 3, temperature=0.0))
+    best, best_score = lm.beam_search(p, prompt, 3, beam_size=SMALL["vocab_size"] ** 2,
+                                      return_scores=True)
+    assert (best_score >= greedy_score - 1e-12).all()
+    assert (best_score > greedy_score + 1e-9).any()  # and finds better than greedy here
+
+
+def test_beam_search_names_its_bad_arguments():
+    p = lm.init(np.random.default_rng(0), **SMALL)
+    with pytest.raises(ValueError, match="lm.beam_search: beam_size must be >= 1, got 0"):
+        lm.beam_search(p, np.array([[1, 2]]), 3, beam_size=0)
+    with pytest.raises(ValueError, match=r"lm.beam_search: a prompt of 2 tokens plus n_new=11 "
+                                         r"exceeds max_len=12"):
+        lm.beam_search(p, np.array([[1, 2]]), 11)
 
 
 @pytest.mark.parametrize("rate", [-0.1, 1.0, 1.5, float("nan")])
@@ -247,12 +283,7 @@ def test_token_ids_of_a_non_integer_dtype_are_refused_naming_dtype_and_shape(ids
 
 @pytest.mark.parametrize("temperature", [-0.5, -1e-12, -np.inf, np.nan])
 def test_a_negative_or_nan_temperature_is_refused(temperature):
-    logits = np.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]])
     message = rf"temperature must be >= 0, got {temperature}"
-    with pytest.raises(ValueError, match="lm.sample_next: " + message):
-        lm.sample_next(logits, temperature, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match="lm.sample_next: " + message):  # even with top_k=1
-        lm.sample_next(logits, temperature, top_k=1)
     p = lm.init(np.random.default_rng(0), **SMALL)
     for n_new in (0, 3):  # checked before any forward pass, even when nothing is sampled
         with pytest.raises(ValueError, match="lm.generate: " + message):
