@@ -37,7 +37,7 @@ def check_norm_order(norm):
         raise ValueError(f"norm must be one of {NORM_ORDERS}, got {norm!r}")
 
 
-# @ag.viz.transparent: added at merge
+@ag.viz.transparent  # wiring: the picture shows its sublayers, not a box of its own
 def residual(norm_params, x, sublayer, norm, rate=0.0, rng=None):
     """A sublayer with its residual connection and layer norm (the Annotated Transformer's
     SublayerConnection): post-LN LayerNorm(x + Dropout(Sublayer(x))), the paper's
@@ -50,7 +50,7 @@ def residual(norm_params, x, sublayer, norm, rate=0.0, rng=None):
     return x + ag.dropout(sublayer(layer_norm(norm_params, x)), rate, rng)  # (B, T, D)
 
 
-# @ag.viz.transparent: added at merge
+@ag.viz.transparent  # wiring: the picture shows its sublayers, not a box of its own
 def attention_then_feed_forward(p, x, attend, norm, rate=0.0, rng=None):
     """The body of an encoder block and of a decoder-only block: residual(attend), then
     residual(feed-forward), with p.norm1 and p.norm2.  attend: the self-attention sublayer,
