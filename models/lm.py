@@ -7,7 +7,7 @@ each layer's keys and values, so that every new token costs one query row.
     ids = lm.generate(p, prompt, n_new=20, temperature=0.8, top_k=10, rng=rng)
     ids = lm.beam_search(p, prompt, n_new=20, beam_size=4, eos=eos)
 
-    x_0 = E[ids] · √d_model + PE[:T]                                (DESIGN.md convention)
+    x_0 = E[ids] · √d_model + PE[:T]                                (as the encoder-decoder, layers.py)
     x_l = x_{l-1} + MHA(LN(x_{l-1}), causal);  x_l += FFN(LN(x_l))    (blocks.DecoderOnlyBlock)
     logits = LN(x_L) W + b
 

@@ -1,5 +1,5 @@
 """viz/labels.py, and the labels a recorded op gets. The expected labels are written by
-hand from the ops' documented signatures (DESIGN.md: `ag.softmax(x, axis=-1, mask=None)`,
+hand from the ops' documented signatures (`ag.softmax(x, axis=-1, mask=None)`,
 ...): a label changes only when the op does. However an op is called (positionally, by
 keyword, with its defaults spelled out), it gets the same label; the recorder reads the
 op's public `op_name` and `parameters`, so renaming anything inside the tracer cannot
