@@ -17,8 +17,9 @@ Checked against the posts' code (TransformersLite `src/classifier.jl`, `src/enco
 unscaled, so it is drawn from N(0, 1) here too (Glorot-sized rows would be drowned by the
 unit-amplitude sinusoids). Deliberate differences, all invisible at inference except the
 first: positions count from 0 (as layers.position_encoding; Julia's table starts at
-pos = 1); dropout also acts on the attention weights and the feed-forward hidden layer (blocks.py, as in the paper
-and torch), where TransformersLite drops only each sublayer's output.
+pos = 1); dropout also acts on the attention weights and the feed-forward hidden layer
+(blocks.py, as in the paper and torch), where TransformersLite drops only each sublayer's
+output.
 
 Parameter count of the posts' model (vocab V = 7455, D = 32, H = 4, d_ff = 128, one
 block, max_len = 50, 5 labels): 21 arrays, 251,552 parameters,
