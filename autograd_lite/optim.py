@@ -33,8 +33,8 @@ class AdamState(NamedTuple):
     step: np.int64  # updates made: the step a schedule lr(step) is called with
     m: Any  # per differentiable leaf, the first-moment estimate
     v: Any  # per differentiable leaf, the second-moment estimate
-    leaf_steps: Any  # per differentiable leaf, the updates it took part in: its t in the
-    #                  bias correction (torch's state["step"]); np.int64
+    leaf_steps: Any  # per differentiable leaf (np.int64), the updates it took part in: its
+    #                  t in the bias correction (torch's state["step"])
 
 
 def _zeros_like_floats(params):
@@ -75,8 +75,10 @@ def _with_weight_decay(grads, params, weight_decay):
 def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     """torch.optim.SGD with dampening 0. With d = g + weight_decay·p:
 
-        b ← momentum·b + d                      (b starts at 0, so the first b is d)
-        p ← p - lr·b,   or p ← p - lr·(d + momentum·b) with nesterov,   or p ← p - lr·d without momentum
+        b ← momentum·b + d        (b starts at 0, so the first b is d)
+        p ← p - lr·b              (p - lr·(d + momentum·b) with nesterov)
+
+    and p ← p - lr·d without momentum.
     """
     momentum, weight_decay = float(momentum), float(weight_decay)
     _check_rate_and_decay("sgd", lr, weight_decay)
@@ -128,7 +130,7 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
                      else v, state.v, grads)
 
         def move(p, g, m, v, t):
-            """p ← p - lr/(1 - β1^t) · m / (√v / √(1 - β2^t) + eps), t the leaf's own count."""
+            """p ← p - lr/(1 - β1^t) · m / (√v / √(1 - β2^t) + eps), t the leaf's count."""
             if not _moves(p, g):
                 return p
             if decoupled and weight_decay:  # AdamW: decay the weights themselves
