@@ -16,8 +16,9 @@ whose "kind" says what it stands for and which other fields it has.
     "value"       value                       None, a bool, an int, a float or a string
     "function"    name                        a function, by qualified name only
 
-`load(path, like=params)` gives back the functions, and the exact container types,
-from `like`. A tuple or list subclass that is not a NamedTuple is refused at save
+Containers nest at most MAX_DEPTH (100) deep. `load(path, like=params)` gives back the
+functions, and the exact container types, from `like`, and checks every leaf against it
+(see load). A tuple or list subclass that is not a NamedTuple is refused at save
 (it would come back as a plain tuple or list). Writing goes to a temporary file that
 replaces the target only when complete, so a crash never leaves a half-written file.
 """
@@ -25,46 +26,51 @@ import collections
 import json
 import numbers
 import os
-import zipfile
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .tree import Hyper, is_namedtuple, tree_leaves, tree_paths, tree_unflatten
+from .matching import StoredFunction, matched, shown_path
+from .npz import MalformedFile, NpzArchive
+from .tree import Hyper, is_namedtuple
 
 _STRUCTURE_KEY = "__structure__"
+MAX_DEPTH = 100  # containers nested in containers: save refuses deeper trees, load deeper files
 
 
-def _where(path):
-    return path or "(root)"
-
-
-def _describe_container(tree, arrays, path):
+def _describe_container(tree, arrays, path, depth):
     """The entry of a NamedTuple, tuple, list or dict; None for anything else."""
+    if isinstance(tree, (tuple, list, dict)) and depth > MAX_DEPTH:
+        raise ValueError(f"save: the tree is nested deeper than {MAX_DEPTH} containers, at "
+                         f"'{shown_path(path)}'")
     if is_namedtuple(tree):
         return {"kind": "namedtuple", "name": type(tree).__name__, "fields": list(tree._fields),
-                "children": [_describe(c, arrays, f"{path}.{f}")
+                "children": [_describe(c, arrays, f"{path}.{f}", depth + 1)
                              for f, c in zip(tree._fields, tree)]}
     if type(tree) in (tuple, list):
         return {"kind": type(tree).__name__,
-                "children": [_describe(c, arrays, f"{path}[{i}]") for i, c in enumerate(tree)]}
+                "children": [_describe(c, arrays, f"{path}[{i}]", depth + 1)
+                             for i, c in enumerate(tree)]}
     if isinstance(tree, (tuple, list)):
         base = "tuple" if isinstance(tree, tuple) else "list"
-        raise TypeError(f"save: cannot store the {type(tree).__name__} at '{_where(path)}': a "
-                        f"{base} subclass that is not a NamedTuple would load as a plain {base} "
-                        f"(make it a NamedTuple, or store {base}(x))")
+        raise TypeError(f"save: cannot store the {type(tree).__name__} at "
+                        f"'{shown_path(path)}': a {base} subclass that is not a NamedTuple "
+                        f"would load as a plain {base} (make it a NamedTuple, or store {base}(x))")
     if isinstance(tree, dict):
         for k in tree:
             if not isinstance(k, str):
                 raise TypeError(f"save: dict keys must be strings; the dict at "
-                                f"'{_where(path)}' has the {type(k).__name__} key {k!r}")
+                                f"'{shown_path(path)}' has the {type(k).__name__} key {k!r}")
         return {"kind": "dict", "keys": list(tree),
-                "children": [_describe(c, arrays, f"{path}[{k!r}]") for k, c in tree.items()]}
+                "children": [_describe(c, arrays, f"{path}[{k!r}]", depth + 1)
+                             for k, c in tree.items()]}
     return None
 
 
-def _describe(tree, arrays, path):
-    """The JSON-able entry of `tree`; array leaves go into `arrays` under 'a<i>'."""
-    container = _describe_container(tree, arrays, path)
+def _describe(tree, arrays, path, depth=1):
+    """The JSON-able entry of `tree`, at the depth-th level of containers; array leaves go
+    into `arrays` under 'a<i>'."""
+    container = _describe_container(tree, arrays, path, depth)
     if container is not None:
         return container
     if isinstance(tree, (np.ndarray, np.generic)):  # np.bool_ too: it loads back as np.bool_
@@ -80,7 +86,7 @@ def _describe(tree, arrays, path):
         return {"kind": "value", "value": tree}
     if callable(tree):
         return {"kind": "function", "name": getattr(tree, "__qualname__", repr(tree))}
-    raise TypeError(f"save: cannot store the {type(tree).__name__} at '{_where(path)}'")
+    raise TypeError(f"save: cannot store the {type(tree).__name__} at '{shown_path(path)}'")
 
 
 def save(path, tree):
@@ -101,131 +107,148 @@ def save(path, tree):
             os.remove(temporary)
 
 
-class StoredFunction(str):
-    """A function's name as stored in a file: `like` gives the function back."""
-
-    def __repr__(self):
-        return f"<function {str(self)}>"
-
-
-class MalformedFile(ValueError):
-    """A file that `save` did not write (or that was changed since)."""
+class _Field(NamedTuple):
+    """What one field of a structure entry must hold."""
+    valid: Callable
+    expected: str
 
 
-def _stored_array(arrays, key, zero_dimensional):
-    if key not in arrays:
-        raise MalformedFile(f"the structure names the array entry {key!r}, which the file lacks")
-    array = arrays[key]
+_STRING = _Field(lambda x: isinstance(x, str), "a string")
+_STRINGS = _Field(lambda x: isinstance(x, list) and all(isinstance(s, str) for s in x),
+                  "a list of strings")
+_ENTRIES = _Field(lambda x: isinstance(x, list), "a list of entries")
+_NUMBER = _Field(lambda x: type(x) in (int, float), "a number")
+_PLAIN = _Field(lambda x: x is None or type(x) in (bool, int, float, str),
+                "None, a bool, a number or a string")
+
+
+def _namedtuple(entry, children):
+    # rename: fields like '_1' that namedtuple(..., rename=True) made
+    try:
+        cls = collections.namedtuple(entry["name"], entry["fields"], rename=True)
+    except ValueError as error:
+        raise MalformedFile(f"a namedtuple entry that Python refuses ({error})") from None
+    return cls(*children)
+
+
+def _stored_array(archive, key, zero_dimensional):
+    array = archive.array(key)
     if zero_dimensional and array.ndim:
         raise MalformedFile(f"the scalar entry {key!r} holds an array of shape {array.shape}")
     return array[()] if zero_dimensional else array
 
 
-def _children(entry, arrays):
-    return [_rebuild(c, arrays) for c in entry["children"]]
-
-
-def _namedtuple(entry, arrays):
-    # rename: fields like '_1' that namedtuple(..., rename=True) made
-    cls = collections.namedtuple(entry["name"], entry["fields"], rename=True)
-    return cls(*_children(entry, arrays))
-
-
-# kind: (the entry's other fields, what it loads as); the module docstring's table
+# kind: (its other fields and what they hold, what it loads as); the module docstring's table.
+# A container is built from its children, already loaded; a leaf from the archive.
 _KINDS = {
-    "namedtuple": ({"name", "fields", "children"}, _namedtuple),
-    "tuple": ({"children"}, lambda entry, arrays: tuple(_children(entry, arrays))),
-    "list": ({"children"}, _children),
-    "dict": ({"keys", "children"},
-             lambda entry, arrays: dict(zip(entry["keys"], _children(entry, arrays), strict=True))),
-    "array": ({"entry"}, lambda entry, arrays: _stored_array(arrays, entry["entry"], False)),
-    "scalar": ({"entry"}, lambda entry, arrays: _stored_array(arrays, entry["entry"], True)),
-    "hyper": ({"value"}, lambda entry, arrays: Hyper(entry["value"])),
-    "value": ({"value"}, lambda entry, arrays: entry["value"]),
-    "function": ({"name"}, lambda entry, arrays: StoredFunction(entry["name"])),
+    "namedtuple": ({"name": _STRING, "fields": _STRINGS, "children": _ENTRIES}, _namedtuple),
+    "tuple": ({"children": _ENTRIES}, lambda entry, children: tuple(children)),
+    "list": ({"children": _ENTRIES}, lambda entry, children: children),
+    "dict": ({"keys": _STRINGS, "children": _ENTRIES},
+             lambda entry, children: dict(zip(entry["keys"], children))),
+    "array": ({"entry": _STRING},
+              lambda entry, archive: _stored_array(archive, entry["entry"], False)),
+    "scalar": ({"entry": _STRING},
+               lambda entry, archive: _stored_array(archive, entry["entry"], True)),
+    "hyper": ({"value": _NUMBER}, lambda entry, archive: Hyper(entry["value"])),
+    "value": ({"value": _PLAIN}, lambda entry, archive: entry["value"]),
+    "function": ({"name": _STRING}, lambda entry, archive: StoredFunction(entry["name"])),
 }
 
 
-def _rebuild(entry, arrays):
-    """The tree an entry stands for, by its kind (see the table in the module docstring)."""
+def _malformed(path, problem):
+    return MalformedFile(f"the structure at '{shown_path(path)}': {problem}")
+
+
+def _kind(entry, path):
+    """The kind of a structure entry, checked: its fields and what they hold."""
     if not isinstance(entry, dict) or "kind" not in entry:
-        raise MalformedFile(f"an entry of the structure has no kind: {json.dumps(entry)[:80]} "
-                            "(a file written by autograd_lite before entries had kinds?)")
+        raise _malformed(path, f"an entry with no kind: {json.dumps(entry)[:80]} (a file "
+                               "written by autograd_lite before entries had kinds?)")
     kind = entry["kind"]
-    if kind not in _KINDS:
-        raise MalformedFile(f"unknown kind of entry {kind!r} in the structure")
-    fields, build = _KINDS[kind]
-    if set(entry) != fields | {"kind"}:
-        raise MalformedFile(f"an entry of kind {kind!r} has the fields "
-                            f"{sorted(set(entry) - {'kind'})}, expected {sorted(fields)}")
-    return build(entry, arrays)
+    if not isinstance(kind, str) or kind not in _KINDS:
+        raise _malformed(path, f"unknown kind of entry {kind!r}")
+    fields = _KINDS[kind][0]
+    if set(entry) != set(fields) | {"kind"}:
+        raise _malformed(path, f"an entry of kind {kind!r} has the fields "
+                               f"{sorted(set(entry) - {'kind'})}, expected {sorted(fields)}")
+    for name, field in fields.items():
+        if not field.valid(entry[name]):
+            raise _malformed(path, f"the {name!r} of an entry of kind {kind!r} is "
+                                   f"{json.dumps(entry[name])[:80]}, expected {field.expected}")
+    return kind
 
 
-def _read_structure(path, arrays):
-    if _STRUCTURE_KEY not in arrays:
-        raise MalformedFile(f"load: {path} has no {_STRUCTURE_KEY!r} entry: it was not "
-                            "written by ag.save")
+def _child_paths(entry, path):
+    """The tree path of each child of a container entry; its names and children must pair up."""
+    n_children = len(entry["children"])
+    if "fields" in entry or "keys" in entry:
+        what = "fields" if "fields" in entry else "keys"
+        names = entry[what]
+        if len(names) != n_children:
+            raise _malformed(path, f"{len(names)} {what} but {n_children} children")
+        if what == "keys" and len(set(names)) != len(names):
+            raise _malformed(path, f"a dict with a repeated key, among {names[:10]}")
+        return [f"{path}.{n}" if what == "fields" else f"{path}[{n!r}]" for n in names]
+    return [f"{path}[{i}]" for i in range(n_children)]
+
+
+def _rebuild(entry, archive, path="", depth=1):
+    """The tree an entry stands for, by its kind (see the table in the module docstring)."""
+    kind = _kind(entry, path)
+    build = _KINDS[kind][1]
+    if "children" in entry:
+        if depth > MAX_DEPTH:
+            raise _malformed(path, f"containers nested deeper than {MAX_DEPTH} (save writes "
+                                   "no deeper)")
+        source = [_rebuild(child, archive, child_path, depth + 1) for child, child_path
+                  in zip(entry["children"], _child_paths(entry, path))]
+    else:
+        source = archive
     try:
-        structure = json.loads(str(arrays.pop(_STRUCTURE_KEY)))
+        return build(entry, source)
+    except MalformedFile as error:
+        raise _malformed(path, error) from None
+
+
+def _read_structure(archive):
+    """The tree the archive's '__structure__' entry describes."""
+    if _STRUCTURE_KEY not in archive:
+        raise MalformedFile(f"it has no {_STRUCTURE_KEY!r} entry: it was not written by ag.save")
+    text = archive.array(_STRUCTURE_KEY)
+    if text.dtype.kind != "U" or text.ndim:
+        raise MalformedFile(f"the {_STRUCTURE_KEY!r} entry is a {text.shape} {text.dtype} "
+                            "array, not the JSON text save writes")
+    try:
+        structure = json.loads(str(text))
     except json.JSONDecodeError as error:
-        raise MalformedFile(f"load: {path}: the {_STRUCTURE_KEY!r} entry is not valid JSON "
-                            f"({error})") from None
-    try:
-        return _rebuild(structure, arrays)
-    except (MalformedFile, KeyError, TypeError, ValueError) as error:
-        reason = error if isinstance(error, MalformedFile) else f"{type(error).__name__}: {error}"
-        raise MalformedFile(f"load: {path}: malformed structure: {reason}") from None
-
-
-def _check_leaf(path, wanted, stored):
-    if isinstance(wanted, (np.ndarray, np.generic)):
-        if not isinstance(stored, (np.ndarray, np.generic)) or (
-                stored.shape, stored.dtype) != (wanted.shape, wanted.dtype):
-            got = (f"{stored.shape} {stored.dtype}" if hasattr(stored, "dtype")
-                   else repr(stored) if isinstance(stored, StoredFunction)
-                   else type(stored).__name__)
-            raise ValueError(f"load: '{path}' is {got} in the file, "
-                             f"but {wanted.shape} {wanted.dtype} in `like`")
-        return stored
-    if callable(wanted):
-        return wanted
-    return stored
-
-
-_UNREADABLE = (ValueError, zipfile.BadZipFile, EOFError)  # what np.load raises on odd files
-
-
-def _read_arrays(path):
-    """Every entry of the .npz file at `path`, read without pickle."""
-    try:
-        data = np.load(path, allow_pickle=False)
-    except _UNREADABLE as error:
-        raise MalformedFile(f"load: {path} is not an .npz file written by ag.save "
-                            f"({error})") from None
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise MalformedFile(f"load: {path} holds a single array, not an .npz file written by "
-                            "ag.save")
-    with data:
-        try:
-            return {k: data[k] for k in data.files}
-        except _UNREADABLE as error:  # e.g. an object array, which would need pickle
-            raise MalformedFile(f"load: {path}: an entry cannot be read ({error})") from None
+        raise MalformedFile(f"the {_STRUCTURE_KEY!r} entry is not valid JSON ({error})") from None
+    except RecursionError:
+        raise MalformedFile(f"the {_STRUCTURE_KEY!r} entry is nested too deeply to read (save "
+                            f"writes at most {MAX_DEPTH} levels of containers)") from None
+    return _rebuild(structure, archive)
 
 
 def load(path, like=None):
-    """Read a tree written by `save`. With `like`, return it in like's exact types,
-    checking that every path, shape and dtype agrees. A file that `save` did not write,
-    or a mismatch with `like`, raises ValueError naming the file or the path."""
+    """Read a tree written by `save`; every refusal is a MalformedFile (a ValueError) naming
+    the file and the path in the tree.
+
+    With `like`, return the tree in like's exact types, after checking that every path
+    agrees and, leaf by leaf, what `like` holds:
+      an array or numpy scalar: an array (or scalar) of the same shape and dtype; the
+          values are the file's;
+      a Python float (a parameter): a float; the value is the file's;
+      a setting (an int, bool, str, None or Hyper, such as n_heads or norm): the same type
+          and the same value, since weights saved for n_heads=4 are wrong for n_heads=8;
+      a function: a stored function, which `like` gives back (stored by name only, the
+          name is not compared: a lambda or a renamed function still loads);
+      a type (str, int, np.ndarray): any value of exactly that type, as the file holds it
+          (for a leaf whose value `like` cannot know, e.g. a step count as a Python int).
+    """
     path = os.fspath(path)
-    tree = _read_structure(path, _read_arrays(path))
-    if like is None:
-        return tree
-    stored_paths, wanted_paths = tree_paths(tree), tree_paths(like)
-    if stored_paths != wanted_paths:
-        stored, wanted = set(stored_paths), set(wanted_paths)
-        missing = [p for p in wanted_paths if p not in stored]
-        extra = [p for p in stored_paths if p not in wanted]
-        raise ValueError(f"load: the file's structure differs from `like`: missing {missing[:5]}, "
-                         f"unexpected {extra[:5]}")
-    leaves = [_check_leaf(p, w, s) for p, w, s in zip(wanted_paths, tree_leaves(like), tree_leaves(tree))]
-    return tree_unflatten(like, leaves)
+    try:
+        with NpzArchive(path) as archive:
+            tree = _read_structure(archive)
+        return tree if like is None else matched(like, tree)
+    except MalformedFile as error:
+        raise MalformedFile(f"load: {path}: {error}") from None

@@ -88,7 +88,7 @@ def load_checkpoint(out_dir, start):
     """(position, history) from last.npz; the Position `start` gives the structure, shapes and
     dtypes of the params and optimizer state (a mismatch is an error naming the path)."""
     saved = ag.load(os.path.join(out_dir, CHECKPOINT),
-                    like=Checkpoint(start.params, start.optimizer_state, ""))
+                    like=Checkpoint(start.params, start.optimizer_state, str))
     rest = json.loads(saved.position)
     history = rest.pop("history")
     return Position(saved.params, saved.optimizer_state, **rest), history

@@ -30,7 +30,8 @@ def test_optimizers_leave_hyper_untouched_even_with_weight_decay():
     (g,) = ag.gradient(lambda p: ag.sum(p.w * p.w), p)
     opt = ag.optim.adamw(lr=0.1, weight_decay=0.5)
     state = opt.init(p)
-    assert state.m.rate is None and state.v.rate is None  # no moments kept for a setting
+    # no moments or step count kept for a setting
+    assert state.m.rate is None and state.v.rate is None and state.leaf_steps.rate is None
     moved, _ = opt.update(p, g, state)
     assert type(moved.rate) is ag.Hyper and moved.rate == 0.1
     # AdamW's first step: decay then a unit step of size lr against the gradient's sign

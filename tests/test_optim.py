@@ -1,5 +1,6 @@
-"""Optimizers against torch.optim, step by step, with fixed gradients; schedules; clipping;
-static leaves; optimizer state saved and loaded."""
+"""Optimizers against torch.optim, step by step, with fixed gradients (one leaf's gradient
+None for the first steps, as torch's .grad = None); schedules; clipping; static leaves;
+optimizer state saved, loaded and resumed."""
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -24,11 +25,19 @@ def make_params(rng, dtype):
                   4, np.tanh, None)
 
 
-def make_gradients(rng, params):
-    """One fixed gradient tree per step (static leaves get None, as from ag.gradient)."""
+def make_gradients(rng, params, b_from=1):
+    """One fixed gradient tree per step (static leaves get None, as from ag.gradient); b's
+    gradient is None before step b_from."""
     return [Params(rng.standard_normal(params.w.shape).astype(params.w.dtype),
-                   rng.standard_normal(params.b.shape).astype(params.b.dtype), None, None, None)
-            for _ in range(N_STEPS)]
+                   rng.standard_normal(params.b.shape).astype(params.b.dtype) if step >= b_from
+                   else None, None, None, None)
+            for step in range(1, N_STEPS + 1)]
+
+
+class TorchRun(NamedTuple):
+    history: list  # per step, [w, b] as numpy arrays
+    optimizer: object
+    tensors: list
 
 
 def torch_run(torch, make_optimizer, params, grads, scheduler=None):
@@ -38,17 +47,17 @@ def torch_run(torch, make_optimizer, params, grads, scheduler=None):
     lr_scheduler = scheduler(optimizer) if scheduler else None
     history = []
     for g in grads:
-        tensors[0].grad = torch.tensor(g.w)
-        tensors[1].grad = torch.tensor(g.b)
+        for tensor, gradient in zip(tensors, (g.w, g.b)):
+            tensor.grad = None if gradient is None else torch.tensor(gradient)
         optimizer.step()
         if lr_scheduler:
             lr_scheduler.step()
         history.append([t.detach().numpy().copy() for t in tensors])
-    return history
+    return TorchRun(history, optimizer, tensors)
 
 
-def our_run(optimizer, params, grads):
-    state = optimizer.init(params)
+def our_run(optimizer, params, grads, state=None):
+    state = optimizer.init(params) if state is None else state
     history = []
     for g in grads:
         params, state = optimizer.update(params, g, state)
@@ -56,11 +65,37 @@ def our_run(optimizer, params, grads):
     return history, state
 
 
+# float32: elements near 0 come from cancellation in O(1) values, hence an absolute tolerance
+TOLERANCES = [(np.float64, 1e-12, 1e-14), (np.float32, 2e-6, 1e-6)]
+
+
+def assert_matches(history, reference, dtype, rtol, atol):
+    for step, (p, (w, b)) in enumerate(zip(history, reference), start=1):
+        assert type(p) is Params
+        assert p.w.dtype == dtype and p.b.dtype == dtype, f"step {step} changed the dtype"
+        np.testing.assert_allclose(p.w, w, rtol=rtol, atol=atol, err_msg=f"step {step}")
+        np.testing.assert_allclose(p.b, b, rtol=rtol, atol=atol, err_msg=f"step {step}")
+        # static leaves pass through untouched
+        assert p.n_heads == 4 and p.act is np.tanh and p.extra is None
+
+
 CASES = {
     "sgd": (lambda: ag.optim.sgd(lr=0.1),
             lambda torch: lambda ps: torch.optim.SGD(ps, lr=0.1)),
     "sgd_momentum": (lambda: ag.optim.sgd(lr=0.1, momentum=0.9),
                      lambda torch: lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+    "sgd_weight_decay": (lambda: ag.optim.sgd(lr=0.1, weight_decay=0.3),
+                         lambda torch: lambda ps: torch.optim.SGD(ps, lr=0.1, weight_decay=0.3)),
+    "sgd_nesterov": (lambda: ag.optim.sgd(lr=0.1, momentum=0.8, nesterov=True),
+                     lambda torch: lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.8,
+                                                              nesterov=True)),
+    "sgd_nesterov_weight_decay": (
+        lambda: ag.optim.sgd(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.2),
+        lambda torch: lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True,
+                                                 weight_decay=0.2)),
+    "sgd_momentum_weight_decay": (
+        lambda: ag.optim.sgd(lr=0.05, momentum=0.5, weight_decay=0.2),
+        lambda torch: lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.5, weight_decay=0.2)),
     "adam": (lambda: ag.optim.adam(lr=0.01, betas=(0.8, 0.95), eps=1e-6),
              lambda torch: lambda ps: torch.optim.Adam(ps, lr=0.01, betas=(0.8, 0.95), eps=1e-6)),
     "adam_weight_decay": (lambda: ag.optim.adam(lr=0.01, weight_decay=0.1),
@@ -71,24 +106,39 @@ CASES = {
                            lambda torch: lambda ps: torch.optim.AdamW(ps, lr=0.05, betas=(0.5, 0.9),
                                                                       weight_decay=0.5)),
 }
+ADAM_CASES = [name for name in CASES if name.startswith("adam")]
 
 
-@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-6)])
+@pytest.mark.parametrize("b_from", [1, 3])
+@pytest.mark.parametrize("dtype, rtol, atol", TOLERANCES)
 @pytest.mark.parametrize("name", list(CASES))
-def test_optimizer_matches_torch(name, dtype, rtol, torch, rng):
+def test_optimizer_matches_torch(name, dtype, rtol, atol, b_from, torch, rng):
+    """b_from=3: b has no gradient for two steps, then moves like a fresh torch parameter
+    (Adam's bias correction counts b's own steps, not the optimizer's)."""
     ours, theirs = CASES[name]
     params = make_params(rng, dtype)
-    grads = make_gradients(rng, params)
-    history, _ = our_run(ours(), params, grads)
+    grads = make_gradients(rng, params, b_from)
+    history, state = our_run(ours(), params, grads)
     reference = torch_run(torch, theirs(torch), params, grads)
-    for step, (p, (w, b)) in enumerate(zip(history, reference)):
-        assert type(p) is Params
-        assert p.w.dtype == dtype and p.b.dtype == dtype, f"step {step + 1} changed the dtype"
-        np.testing.assert_allclose(p.w, w, rtol=rtol, atol=rtol * 1e-2, err_msg=f"step {step + 1}")
-        np.testing.assert_allclose(p.b, b, rtol=rtol, atol=rtol * 1e-2, err_msg=f"step {step + 1}")
-        # static leaves pass through untouched
-        assert p.n_heads == 4 and p.act is np.tanh and p.extra is None
+    assert_matches(history, reference.history, dtype, rtol, atol)
+    for p in history[:b_from - 1]:
+        assert p.b is params.b  # no gradient yet: not moved at all
     assert not np.allclose(history[-1].w, params.w)  # the parameters did move
+    assert not np.allclose(history[-1].b, params.b)
+    assert state.step == N_STEPS and state.step.dtype == np.int64
+
+
+@pytest.mark.parametrize("name", ADAM_CASES)
+def test_adam_counts_the_steps_of_each_leaf_as_torch_does(name, torch, rng):
+    ours, theirs = CASES[name]
+    params = make_params(rng, np.float64)
+    grads = make_gradients(rng, params, b_from=3)
+    _, state = our_run(ours(), params, grads)
+    reference = torch_run(torch, theirs(torch), params, grads)
+    w, b = (float(reference.optimizer.state[t]["step"]) for t in reference.tensors)
+    assert (w, b) == (N_STEPS, N_STEPS - 2)
+    assert (state.leaf_steps.w, state.leaf_steps.b) == (w, b)
+    assert type(state.leaf_steps.b) is np.int64 and state.leaf_steps.n_heads is None
 
 
 def test_sgd_by_hand(rng):
@@ -117,21 +167,32 @@ def test_warmup_schedule_values():
     assert ag.optim.warmup_schedule(64, 10, factor=2.0)(5) == pytest.approx(2 * paper_rate(5, 64, 10))
 
 
-def test_schedule_drives_the_optimizer_like_torch_lambda_lr(torch, rng):
+SCHEDULED = {  # (ours given the schedule, torch's optimizer with lr=1.0 that LambdaLR scales)
+    "adam": (lambda lr: ag.optim.adam(lr=lr, betas=(0.9, 0.98), eps=1e-9),
+             lambda torch: lambda ps: torch.optim.Adam(ps, lr=1.0, betas=(0.9, 0.98), eps=1e-9)),
+    "adamw": (lambda lr: ag.optim.adamw(lr=lr, weight_decay=0.5),
+              lambda torch: lambda ps: torch.optim.AdamW(ps, lr=1.0, weight_decay=0.5)),
+    "sgd_nesterov_weight_decay": (
+        lambda lr: ag.optim.sgd(lr=lr, momentum=0.9, nesterov=True, weight_decay=0.1),
+        lambda torch: lambda ps: torch.optim.SGD(ps, lr=1.0, momentum=0.9, nesterov=True,
+                                                 weight_decay=0.1)),
+}
+
+
+@pytest.mark.parametrize("name", list(SCHEDULED))
+def test_schedule_drives_the_optimizer_like_torch_lambda_lr(name, torch, rng):
+    """The schedule counts the optimizer's updates, even those in which b has no gradient."""
     d_model, warmup = 16, 3
+    ours, theirs = SCHEDULED[name]
     params = make_params(rng, np.float64)
-    grads = make_gradients(rng, params)
-    schedule = ag.optim.warmup_schedule(d_model, warmup)
-    history, state = our_run(ag.optim.adam(lr=schedule, betas=(0.9, 0.98), eps=1e-9), params, grads)
+    grads = make_gradients(rng, params, b_from=3)
+    history, state = our_run(ours(ag.optim.warmup_schedule(d_model, warmup)), params, grads)
     assert state.step == N_STEPS
     # torch counts the scheduler's epochs from 0; our steps count from 1
-    reference = torch_run(
-        torch, lambda ps: torch.optim.Adam(ps, lr=1.0, betas=(0.9, 0.98), eps=1e-9), params, grads,
-        scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda epoch: paper_rate(epoch + 1, d_model, warmup)))
-    for p, (w, b) in zip(history, reference):
-        np.testing.assert_allclose(p.w, w, rtol=1e-12)
-        np.testing.assert_allclose(p.b, b, rtol=1e-12)
+    reference = torch_run(torch, theirs(torch), params, grads,
+                          scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(
+                              opt, lambda epoch: paper_rate(epoch + 1, d_model, warmup)))
+    assert_matches(history, reference.history, np.float64, *TOLERANCES[0][1:])
 
 
 def test_sgd_with_a_schedule_by_hand(rng):
@@ -173,31 +234,45 @@ def test_leaves_without_a_gradient_do_not_move(rng):
         assert not np.allclose(new.w, params.w)
 
 
-@pytest.mark.parametrize("make", [lambda: ag.optim.adam(0.01, weight_decay=0.01),
-                                  lambda: ag.optim.sgd(0.1, momentum=0.9),
-                                  lambda: ag.optim.sgd(0.1)])
-def test_state_round_trips_through_save_and_load(make, tmp_path, rng):
-    optimizer = make()
+@pytest.mark.parametrize("name", list(CASES))
+def test_state_saved_and_loaded_resumes_identically(name, tmp_path, rng):
+    """As the training loop resumes: the state saved after 2 steps (b has had no gradient
+    yet), loaded with a fresh state as `like`, continues bit for bit like the unbroken run."""
+    optimizer = CASES[name][0]()
     params = make_params(rng, np.float32)
-    grads = make_gradients(rng, params)
-    state = optimizer.init(params)
-    for g in grads[:3]:
-        params, state = optimizer.update(params, g, state)
+    grads = make_gradients(rng, params, b_from=3)
+    unbroken, final_state = our_run(optimizer, params, grads)
+    before, state = our_run(optimizer, params, grads[:2])
     ag.save(tmp_path / "state.npz", state)
-    loaded = ag.load(tmp_path / "state.npz", like=state)
-    assert type(loaded) is type(state) and loaded.step == 3
-    for a, b in zip(ag.tree_leaves(loaded), ag.tree_leaves(state)):
-        if isinstance(b, np.ndarray):
-            assert a.dtype == b.dtype
-            np.testing.assert_array_equal(a, b)
-        else:
-            assert a == b
-    # continuing from the loaded state is the same as continuing from the original
-    for g in grads[3:]:
-        p1, state = optimizer.update(params, g, state)
-        p2, loaded = optimizer.update(params, g, loaded)
-        np.testing.assert_array_equal(p1.w, p2.w)
-        params = p1
+    loaded = ag.load(tmp_path / "state.npz", like=optimizer.init(params))
+    assert type(loaded) is type(state) and loaded.step == 2
+    for path, a, b in zip(ag.tree_paths(loaded), ag.tree_leaves(loaded), ag.tree_leaves(state)):
+        assert type(a) is type(b), path
+        if isinstance(b, (np.ndarray, np.generic)):
+            assert a.dtype == b.dtype, path
+        np.testing.assert_array_equal(a, b, err_msg=path)
+    after, resumed_state = our_run(optimizer, before[-1], grads[2:], state=loaded)
+    for ours, theirs in zip(after, unbroken[2:]):
+        np.testing.assert_array_equal(ours.w, theirs.w)
+        np.testing.assert_array_equal(ours.b, theirs.b)
+    for a, b in zip(ag.tree_leaves(resumed_state), ag.tree_leaves(final_state)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("optimizer, settings, message", [
+    ("sgd", dict(lr=0.1, nesterov=True), r"sgd: nesterov=True, expected False without momentum"),
+    ("sgd", dict(lr=-0.1), r"sgd: lr=-0.1, expected a number >= 0 or a schedule"),
+    ("sgd", dict(lr=0.1, momentum=-0.9), r"sgd: momentum=-0.9, expected a number >= 0"),
+    ("sgd", dict(lr=0.1, weight_decay=-1), r"sgd: weight_decay=-1.0, expected a number >= 0"),
+    ("adam", dict(betas=(0.9, 1.0)), r"adam: betas=\(0.9, 1.0\), expected two numbers in \[0, 1\)"),
+    ("adamw", dict(eps=-1e-8), r"adamw: eps=-1e-08, expected a number >= 0"),
+])
+def test_settings_torch_refuses_are_refused_by_name(optimizer, settings, message, torch):
+    torch_optimizer = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+    with pytest.raises(ValueError):
+        torch_optimizer[optimizer]([torch.zeros(2, requires_grad=True)], **settings)
+    with pytest.raises(ValueError, match=message):
+        getattr(ag.optim, optimizer)(**settings)
 
 
 @pytest.mark.parametrize("with_numpy_scalars, with_python_floats", [

@@ -1,56 +1,17 @@
-"""save / load: round trips, `like` restores exact types and checks every path, shape and
-dtype, nothing is ever unpickled, and a failed write leaves the old file intact."""
+"""save / load: round trips, the file format (a tagged union of entries), structures that
+save did not write refused by path, depth bounded, and a failed write leaves the old file
+intact. The checks against `like` are in test_matching.py, the .npy members in test_npz.py."""
+import json
 import os
 import re
-from typing import Callable, NamedTuple
 
 import numpy as np
 import pytest
+from serialization_helpers import (Attention, Layer, Model, array_entry, assert_same_tree,
+                                   dict_entry, make_model, write_crafted)
 
 import autograd_lite as ag
-
-
-class Attention(NamedTuple):
-    wq: np.ndarray
-    bias: np.ndarray
-
-
-class Layer(NamedTuple):
-    attn: Attention
-    ids: np.ndarray
-    scale: np.floating
-    n_heads: int
-    dropout: float
-    name: str
-    act: Callable
-    nothing: object
-
-
-class Model(NamedTuple):
-    layers: list
-    extras: dict
-
-
-def make_model(rng):
-    def layer(i):
-        return Layer(Attention(rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal(4)),
-                     np.arange(5, dtype=np.int64) * i, np.float32(0.5 + i), 2 + i, 0.1 * i,
-                     f"layer{i}", np.tanh, None)
-    return Model([layer(0), layer(1)], {"steps": (7, 2.5, True), "table": np.eye(2, dtype=np.int32)})
-
-
-def assert_same_tree(a, b, exact_types=True):
-    assert ag.tree_paths(a) == ag.tree_paths(b)
-    for path, x, y in zip(ag.tree_paths(a), ag.tree_leaves(a), ag.tree_leaves(b)):
-        if exact_types:
-            assert type(x) is type(y), path
-        if isinstance(y, (np.ndarray, np.generic)):
-            assert x.dtype == y.dtype and x.shape == y.shape, path
-            np.testing.assert_array_equal(x, y, err_msg=path)
-        elif callable(y):
-            assert x is y, path
-        else:
-            assert x == y, path
+from autograd_lite.serialization import MalformedFile
 
 
 def test_round_trip_with_like_gives_exact_types(tmp_path, rng):
@@ -86,56 +47,6 @@ def test_file_without_npz_suffix_and_plain_arrays(tmp_path):
     ag.save(tmp_path / "weights", np.arange(6.0).reshape(2, 3))
     np.testing.assert_array_equal(ag.load(tmp_path / "weights"), np.arange(6.0).reshape(2, 3))
     assert os.listdir(tmp_path) == ["weights"]
-
-
-@pytest.mark.parametrize("change, message", [
-    (lambda m: m._replace(layers=[m.layers[0]._replace(ids=np.arange(6)), m.layers[1]]),
-     r"layers\[0\]\.ids.*\(5,\) int64.*\(6,\) int64"),
-    (lambda m: m._replace(layers=[m.layers[0], m.layers[1]._replace(
-        attn=m.layers[1].attn._replace(wq=m.layers[1].attn.wq.astype(np.float64)))]),
-     r"layers\[1\]\.attn\.wq.*float32.*float64"),
-    (lambda m: m._replace(layers=[m.layers[0], m.layers[1]._replace(scale=np.float64(1.5))]),
-     r"layers\[1\]\.scale.*float32.*float64"),
-])
-def test_load_refuses_a_different_shape_or_dtype_naming_the_path(change, message, tmp_path, rng):
-    model = make_model(rng)
-    ag.save(tmp_path / "model.npz", model)
-    with pytest.raises(ValueError, match=message):
-        ag.load(tmp_path / "model.npz", like=change(model))
-
-
-def test_load_refuses_a_missing_or_extra_path(tmp_path, rng):
-    model = make_model(rng)
-    ag.save(tmp_path / "model.npz", model)
-    extras = dict(model.extras, table2=np.eye(2))
-    with pytest.raises(ValueError, match=r"missing.*extras\['table2'\]"):
-        ag.load(tmp_path / "model.npz", like=model._replace(extras=extras))
-    with pytest.raises(ValueError, match=r"unexpected.*layers\[1\]"):
-        ag.load(tmp_path / "model.npz", like=model._replace(layers=model.layers[:1]))
-
-
-UNPICKLED = []
-
-
-def _record_unpickling():
-    UNPICKLED.append(True)
-    return "payload"
-
-
-class Payload:
-    def __reduce__(self):
-        return (_record_unpickling, ())
-
-
-def test_load_never_unpickles(tmp_path):
-    path = tmp_path / "evil.npz"
-    objects = np.empty(1, dtype=object)
-    objects[0] = Payload()
-    np.savez(path, a0=objects, __structure__=np.array('{"kind": "array", "entry": "a0"}'))
-    with pytest.raises(ValueError, match="pickle"):
-        ag.load(path)
-    assert UNPICKLED == []
-    assert np.load(path, allow_pickle=True)["a0"][0] == "payload" and UNPICKLED == [True]
 
 
 def test_save_refuses_object_arrays(tmp_path):
@@ -206,40 +117,6 @@ def test_a_function_leaf_is_stored_by_name_not_refused(tmp_path):
     assert ag.load(tmp_path / "f.npz", like={"act": np.tanh})["act"] is np.tanh
 
 
-def write_crafted(path, structure, **entries):
-    """An .npz in save's format: the JSON structure under '__structure__', arrays beside it."""
-    import json
-    np.savez(path, __structure__=np.array(json.dumps(structure)), **entries)
-
-
-def array_entry(key):
-    return {"kind": "array", "entry": key}
-
-
-def dict_entry(**children):
-    return {"kind": "dict", "keys": list(children), "children": list(children.values())}
-
-
-@pytest.mark.parametrize("leaf, entries, got", [
-    ({"kind": "value", "value": "weights"}, {}, "str"),  # a string where the array should be
-    ({"kind": "value", "value": 3}, {}, "int"),          # a Python number
-    ({"kind": "value", "value": None}, {}, "NoneType"),
-    ({"kind": "function", "name": "np.tanh"}, {}, "<function np.tanh>"),  # a function's name
-    ({"kind": "hyper", "value": 0.1}, {}, "Hyper"),
-    ({"kind": "scalar", "entry": "a0"}, {"a0": np.array(2.0)}, r"\(\) float64"),  # 0-d, not (2, 3)
-    (array_entry("a0"), {"a0": np.array(["ab", "cd"])}, r"\(2,\) <U2"),  # text, not numbers
-])
-def test_load_refuses_a_stored_entry_that_is_not_the_array_like_expects(leaf, entries, got,
-                                                                       tmp_path):
-    path = tmp_path / "crafted.npz"
-    write_crafted(path, dict_entry(w=leaf, b=array_entry("b0")), b0=np.ones(3), **entries)
-    like = {"w": np.zeros((2, 3)), "b": np.zeros(3)}
-    with pytest.raises(ValueError, match=rf"load: '\['w'\]' is {got} in the file, "
-                                         rf"but \(2, 3\) float64 in `like`"):
-        ag.load(path, like=like)
-    np.testing.assert_array_equal(ag.load(path)["b"], np.ones(3))  # the file itself reads
-
-
 def test_the_crafted_format_is_the_one_save_writes(tmp_path):
     """write_crafted above follows the format save writes: the same file loads the same."""
     write_crafted(tmp_path / "crafted.npz", dict_entry(w=array_entry("a0")), a0=np.eye(2))
@@ -253,39 +130,28 @@ def test_the_crafted_format_is_the_one_save_writes(tmp_path):
 
 @pytest.mark.parametrize("write, message", [
     (lambda path: np.savez(path, a0=np.ones(2)),
-     r"has no '__structure__' entry: it was not written by ag.save"),
+     r"it has no '__structure__' entry: it was not written by ag.save"),
     (lambda path: np.savez(path, __structure__=np.array("{not json")),
      r"the '__structure__' entry is not valid JSON"),
+    (lambda path: np.savez(path, __structure__=np.ones(3)),
+     r"the '__structure__' entry is a \(3,\) float64 array, not the JSON text save writes"),
     (lambda path: write_crafted(path, dict_entry(w=array_entry("a0"))),
-     r"malformed structure: the structure names the array entry 'a0', which the file lacks"),
+     r"the structure at '\['w'\]': the file has no array entry 'a0'"),
     (lambda path: write_crafted(path, dict_entry(w={"kind": "tensor", "entry": "a0"}),
                                 a0=np.ones(2)),
-     r"malformed structure: unknown kind of entry 'tensor' in the structure"),
+     r"the structure at '\['w'\]': unknown kind of entry 'tensor'"),
+    (lambda path: write_crafted(path, {"kind": ["array"], "entry": "a0"}, a0=np.ones(2)),
+     r"the structure at '\(root\)': unknown kind of entry \['array'\]"),
     (lambda path: write_crafted(path, [array_entry("a0")], a0=np.ones(2)),
-     r"malformed structure: an entry of the structure has no kind: \[\{\"kind\": \"array\""),
+     r"the structure at '\(root\)': an entry with no kind: \[\{\"kind\": \"array\""),
     (lambda path: write_crafted(path, {"kind": "scalar", "entry": "a0"}, a0=np.ones(3)),
-     r"malformed structure: the scalar entry 'a0' holds an array of shape \(3,\)"),
-    (lambda path: write_crafted(path, {"kind": "dict", "keys": ["w", "b"],
-                                       "children": [array_entry("a0")]}, a0=np.ones(3)),
-     r"malformed structure: ValueError: zip\(\) argument 2 is shorter than argument 1"),
+     r"the structure at '\(root\)': the scalar entry 'a0' holds an array of shape \(3,\)"),
 ])
 def test_a_file_not_written_by_save_is_named_with_the_reason(write, message, tmp_path):
     path = tmp_path / "odd.npz"
     write(path)
-    with pytest.raises(ValueError, match=rf"^load: {re.escape(str(path))}:? .*{message}"):
+    with pytest.raises(MalformedFile, match=rf"^load: {re.escape(str(path))}: {message}"):
         ag.load(path)
-
-
-def test_files_that_are_not_npz_archives_are_named(tmp_path):
-    np.save(tmp_path / "one.npy", np.ones(3))
-    with pytest.raises(ValueError, match=r"one\.npy holds a single array, not an \.npz file"):
-        ag.load(tmp_path / "one.npy")
-    ag.save(tmp_path / "cut.npz", {"w": np.ones(1000)})
-    data = (tmp_path / "cut.npz").read_bytes()
-    (tmp_path / "cut.npz").write_bytes(data[:len(data) // 2])
-    with pytest.raises(ValueError, match=r"cut\.npz (is not an \.npz file written by ag\.save|"
-                                         r": an entry cannot be read)"):
-        ag.load(tmp_path / "cut.npz")
 
 
 @pytest.mark.parametrize("entry, message", [
@@ -298,8 +164,95 @@ def test_files_that_are_not_npz_archives_are_named(tmp_path):
 ])
 def test_an_entry_with_other_fields_than_its_kind_has_is_malformed(entry, message, tmp_path):
     write_crafted(tmp_path / "odd.npz", entry)
-    with pytest.raises(ValueError, match=r"malformed structure: " + re.escape(message)):
+    with pytest.raises(MalformedFile, match=r"the structure at '\(root\)': " + re.escape(message)):
         ag.load(tmp_path / "odd.npz")
+
+
+def namedtuple_entry(name, fields, children):
+    return {"kind": "namedtuple", "name": name, "fields": fields, "children": children}
+
+
+VALUE_1 = {"kind": "value", "value": 1}
+
+
+@pytest.mark.parametrize("entry, where, message", [
+    # a dict (or a list) where a value belongs loaded as that leaf before
+    (dict_entry(n={"kind": "value", "value": {"a": 1}}), "['n']",
+     """the 'value' of an entry of kind 'value' is {"a": 1}, expected None, a bool, a number """
+     "or a string"),
+    (dict_entry(n={"kind": "value", "value": [1, 2]}), "['n']",
+     "the 'value' of an entry of kind 'value' is [1, 2], expected None, a bool"),
+    (dict_entry(rate={"kind": "hyper", "value": "0.1"}), "['rate']",
+     """the 'value' of an entry of kind 'hyper' is "0.1", expected a number"""),
+    (dict_entry(rate={"kind": "hyper", "value": True}), "['rate']",
+     "the 'value' of an entry of kind 'hyper' is true, expected a number"),
+    ({"kind": "list", "children": [{"kind": "array", "entry": 0}]}, "[0]",
+     "the 'entry' of an entry of kind 'array' is 0, expected a string"),
+    ({"kind": "function", "name": None}, "(root)",
+     "the 'name' of an entry of kind 'function' is null, expected a string"),
+    ({"kind": "tuple", "children": {"a": VALUE_1}}, "(root)",
+     """the 'children' of an entry of kind 'tuple' is {"a": {"kind": "value", "value": 1}}, """
+     "expected a list of entries"),
+    ({"kind": "dict", "keys": [1], "children": [VALUE_1]}, "(root)",
+     "the 'keys' of an entry of kind 'dict' is [1], expected a list of strings"),
+    ({"kind": "dict", "keys": ["w", "b"], "children": [VALUE_1]}, "(root)",
+     "2 keys but 1 children"),
+    ({"kind": "dict", "keys": ["w", "w"], "children": [VALUE_1, VALUE_1]}, "(root)",
+     "a dict with a repeated key, among ['w', 'w']"),
+    (namedtuple_entry("P", ["a", "b"], [VALUE_1]), "(root)", "2 fields but 1 children"),
+    (namedtuple_entry("P", "ab", [VALUE_1, VALUE_1]), "(root)",
+     """the 'fields' of an entry of kind 'namedtuple' is "ab", expected a list of strings"""),
+    (namedtuple_entry("not a name", ["a"], [VALUE_1]), "(root)",
+     "a namedtuple entry that Python refuses (Type names and field names must be valid identifiers"),
+])
+def test_an_entry_holding_the_wrong_thing_is_refused_by_path(entry, where, message, tmp_path):
+    """Each field holds what the table in the module docstring says; a leaf never loads as a
+    dict, a list or bytes."""
+    path = tmp_path / "odd.npz"
+    write_crafted(path, entry)
+    with pytest.raises(MalformedFile, match=rf"^load: {re.escape(str(path))}: the structure at "
+                                            rf"'{re.escape(where)}': {re.escape(message)}"):
+        ag.load(path)
+
+
+def nested_lists(depth):
+    tree = 1
+    for _ in range(depth):
+        tree = [tree]
+    return tree
+
+
+def test_trees_nest_up_to_max_depth(tmp_path):
+    from autograd_lite.serialization import MAX_DEPTH
+    ag.save(tmp_path / "deep.npz", nested_lists(MAX_DEPTH))
+    assert ag.load(tmp_path / "deep.npz") == nested_lists(MAX_DEPTH)
+    with pytest.raises(ValueError, match=rf"^save: the tree is nested deeper than {MAX_DEPTH} "
+                                         r"containers, at '\[0\]\[0\]\[0\].*\.\.\..*\[0\]'$"):
+        ag.save(tmp_path / "deeper.npz", nested_lists(MAX_DEPTH + 1))
+    assert os.listdir(tmp_path) == ["deep.npz"]
+
+
+def test_a_structure_nested_deeper_than_save_writes_is_refused(tmp_path):
+    path = tmp_path / "deeper.npz"
+    structure = VALUE_1
+    for _ in range(101):
+        structure = {"kind": "list", "children": [structure]}
+    write_crafted(path, structure)
+    with pytest.raises(MalformedFile, match=rf"^load: {re.escape(str(path))}: the structure at "
+                                            r"'\[0\]\[0\].*\[0\]': containers nested deeper "
+                                            r"than 100 \(save writes no deeper\)$"):
+        ag.load(path)
+
+
+def test_a_structure_nested_100_000_deep_is_refused_not_a_recursion_error(tmp_path):
+    path = tmp_path / "abyss.npz"
+    depth = 100_000
+    write_crafted(path, '{"kind": "list", "children": [' * depth + json.dumps(VALUE_1)
+                  + "]}" * depth)
+    with pytest.raises(MalformedFile, match=rf"^load: {re.escape(str(path))}: the '__structure__' "
+                                            r"entry is nested too deeply to read \(save writes at "
+                                            r"most 100 levels of containers\)$"):
+        ag.load(path)
 
 
 def test_a_namedtuple_with_renamed_fields_round_trips(tmp_path):
@@ -369,6 +322,6 @@ def test_every_entry_has_a_kind_from_the_documented_table(tmp_path, rng):
 
 def test_a_file_in_the_format_before_kinds_is_named(tmp_path):
     write_crafted(tmp_path / "old.npz", {"dict": [["w", {"array": "a0"}]]}, a0=np.ones(2))
-    with pytest.raises(ValueError, match=r"an entry of the structure has no kind: .*written by "
-                                         r"autograd_lite before entries had kinds"):
+    with pytest.raises(MalformedFile, match=r"an entry with no kind: .*written by "
+                                            r"autograd_lite before entries had kinds"):
         ag.load(tmp_path / "old.npz")

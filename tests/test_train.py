@@ -386,8 +386,8 @@ def test_a_resume_refuses_other_data_or_another_model(tmp_path):
                                          r"checkpoint has used 2 of them$"):
         run_regression(out_dir=tmp_path, resume=True,
                        batches=lambda epoch: list(regression_batches()(epoch))[:1])
-    with pytest.raises(ValueError, match=r"^load: 'params.w' is \(3, 1\) float32 in the file, "
-                                         r"but \(2, 1\) float32 in `like`$"):
+    with pytest.raises(ValueError, match=r"^load: .*last\.npz: 'params.w' is \(3, 1\) float32 in "
+                                         r"the file, but \(2, 1\) float32 in `like`$"):
         smaller = Regression(np.zeros((2, 1), np.float32), np.zeros(1, np.float32))
         train.fit(regression_loss, smaller, ag.optim.sgd(0.1), regression_batches(), 1,
                   out_dir=tmp_path, resume=True)
