@@ -12,9 +12,10 @@ source is the digit string, one token per character; the target is the word sequ
 between BOS and EOS. The vocabularies are fixed by the task, not read from data: 10
 digits, and 31 words (zero..nineteen, the eight tens, hundred, thousand, million).
 
-`split` holds out a fixed set of values drawn uniformly from the whole range by a
-seeded generator; training batches are drawn from the other values only, so the
-held-out exact match measures translation of numbers the model has never seen.
+`held_out_values` draws a fixed set of values uniformly from the whole range with a
+seeded generator; `sample_values` draws training values from the other values only, so
+the held-out exact match measures translation of numbers the model has never seen.
+Training draws favour short numbers and 000 groups, which uniform draws rarely give.
 
 Token arrays are batch first: sources (B, S) and targets (B, T), padded with PAD = 0.
 """
@@ -30,7 +31,8 @@ TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()  # 20, 30
 
 PAD, BOS, EOS = 0, 1, 2  # shared by both vocabularies (digits have no BOS/EOS, but keep the ids)
 SOURCE_VOCAB = ("<pad>", "<bos>", "<eos>") + tuple("0123456789")
-TARGET_VOCAB = ("<pad>", "<bos>", "<eos>") + tuple(UNITS) + tuple(TENS) + ("hundred", "thousand", "million")
+TARGET_VOCAB = (("<pad>", "<bos>", "<eos>") + tuple(UNITS) + tuple(TENS)
+                + ("hundred", "thousand", "million"))
 SOURCE_IDS = {token: i for i, token in enumerate(SOURCE_VOCAB)}
 TARGET_IDS = {token: i for i, token in enumerate(TARGET_VOCAB)}
 MAX_DIGITS = len(str(LARGEST))  # 9
@@ -64,7 +66,8 @@ def to_words(n):
     if n == 0:
         return ["zero"]
     words = []
-    groups = (int(n) // 1000 ** 2, int(n) // 1000 % 1000, int(n) % 1000)  # millions, thousands, units
+    n = int(n)
+    groups = (n // 1000 ** 2, n // 1000 % 1000, n % 1000)  # millions, thousands, units
     for group, scale in zip(groups, SCALES):
         if group:
             words += below_thousand(group) + ([scale] if scale else [])

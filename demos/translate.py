@@ -43,17 +43,23 @@ CLIP_NORM = 1.0
 BEAM_SIZE = 4
 
 
+def flag(name):
+    """The command-line flag of a setting: batch_size -> --batch-size."""
+    return "--" + name.replace("_", "-")
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m demos.translate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="a tiny model trained for a few seconds (CI); other flags override it")
     parser.add_argument("--out", type=pathlib.Path, default=None,
-                        help="directory for the checkpoint and history (runs/translate-<timestamp>/)")
-    parser.add_argument("--seed", type=int, default=0, help="initial weights, batches and dropout (0)")
+                        help="where to save the checkpoint and history "
+                             "(runs/translate-<timestamp>/)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="initial weights, batches and dropout (0)")
     for name, value in FULL.items():
-        flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, type=type(value), default=None,
+        parser.add_argument(flag(name), type=type(value), default=None,
                             choices=("post", "pre") if name == "norm" else None,
                             help=f"full run: {value}, --quick: {QUICK[name]}")
     args = parser.parse_args(argv)
@@ -61,7 +67,7 @@ def parse_args(argv=None):
         if getattr(args, name) is None:
             setattr(args, name, value)
         elif name in AT_LEAST_ONE and getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+            parser.error(f"{flag(name)} must be at least 1, got {getattr(args, name)}")
     if args.out is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         args.out = pathlib.Path("runs") / f"translate-{stamp}"
@@ -202,7 +208,8 @@ def main(argv=None):
     print("held-out examples:")
     show_examples(params, held_out[:: max(1, len(held_out) // 6)][:6])
     beam = exact_match(params, held_out, BEAM_SIZE)
-    print(f"held-out exact match: {100 * beam:.1f}% ({len(held_out):,} values), beam of {BEAM_SIZE}")
+    print(f"held-out exact match: {100 * beam:.1f}% ({len(held_out):,} values), "
+          f"beam of {BEAM_SIZE}")
     greedy = exact_match(params, held_out)
     print(f"held-out exact match: {100 * greedy:.1f}% ({len(held_out):,} values never seen in "
           f"training), greedy")

@@ -129,6 +129,17 @@ def test_default_output_directory_is_timestamped_under_runs():
     assert quick.layers == 3 and quick.d_model == translate.QUICK["d_model"]
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--steps", "0"], "--steps must be at least 1, got 0"),
+    (["--quick", "--batch-size", "-4"], "--batch-size must be at least 1, got -4"),
+    (["--norm", "middle"], "invalid choice: 'middle'"),
+])
+def test_bad_settings_are_refused_by_name(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        translate.parse_args(flags)
+    assert message in capsys.readouterr().err
+
+
 def run_demo(*flags):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     done = subprocess.run([sys.executable, "-m", "demos.translate", *flags], cwd=ROOT, env=env,
