@@ -1,0 +1,188 @@
+"""demos.translate and its task, demos/number_words.py: the English of numbers against
+hand-written facts, the held-out split, and the demo run end to end with --quick."""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from demos import number_words as nw
+from demos import translate
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# Written by hand, not by the code under test.
+ENGLISH = {
+    0: "zero", 7: "seven", 10: "ten", 11: "eleven", 13: "thirteen", 19: "nineteen",
+    20: "twenty", 21: "twenty one", 40: "forty", 99: "ninety nine", 100: "one hundred",
+    101: "one hundred one", 110: "one hundred ten", 115: "one hundred fifteen",
+    999: "nine hundred ninety nine", 1000: "one thousand", 1001: "one thousand one",
+    1010: "one thousand ten", 4721: "four thousand seven hundred twenty one",
+    10000: "ten thousand", 12345: "twelve thousand three hundred forty five",
+    100000: "one hundred thousand", 100001: "one hundred thousand one",
+    999999: "nine hundred ninety nine thousand nine hundred ninety nine",
+    1000000: "one million", 1000001: "one million one", 12000005: "twelve million five",
+    100010000: "one hundred million ten thousand",
+    80017090: "eighty million seventeen thousand ninety",
+    999999999: "nine hundred ninety nine million nine hundred ninety nine thousand "
+               "nine hundred ninety nine",
+}
+
+
+@pytest.mark.parametrize("value, english", ENGLISH.items())
+def test_words_of_tricky_values(value, english):
+    assert nw.to_words(value) == english.split()
+
+
+@pytest.mark.parametrize("bad", [-1, 10 ** 9, 1.5, True, "12"])
+def test_to_words_refuses_what_it_cannot_write(bad):
+    with pytest.raises(ValueError, match=r"number_words: expected an integer in \[0, 999999999\]"):
+        nw.to_words(bad)
+
+
+def test_the_longest_number_fits_the_target_length():
+    assert len(nw.to_words(777_777_777)) == nw.MAX_WORDS == 14
+
+
+def test_sources_are_the_digits_then_padding():
+    rows = nw.encode_sources(np.array([4721, 0, 999_999_999]))
+    assert rows.shape == (3, 9) and rows.dtype == np.int64
+    assert [nw.SOURCE_VOCAB[i] for i in rows[0]] == list("4721") + ["<pad>"] * 5
+    assert [nw.SOURCE_VOCAB[i] for i in rows[1]] == ["0"] + ["<pad>"] * 8
+    assert [nw.SOURCE_VOCAB[i] for i in rows[2]] == list("999999999")
+
+
+def test_targets_are_bos_words_eos_and_decode_back():
+    rows = nw.encode_targets(np.array([4721, 100]))
+    assert rows.shape == (2, nw.MAX_WORDS + 2)
+    tokens = [nw.TARGET_VOCAB[i] for i in rows[1]]
+    assert tokens[:4] == ["<bos>", "one", "hundred", "<eos>"] and set(tokens[4:]) == {"<pad>"}
+    assert nw.decode_words(rows[0]) == ENGLISH[4721].split()
+    # decoding stops at the first EOS, as greedy and beam outputs are padded with EOS
+    assert nw.decode_words([nw.BOS, nw.TARGET_IDS["six"], nw.EOS, nw.TARGET_IDS["two"]]) == ["six"]
+
+
+def test_held_out_values_are_distinct_sorted_seeded_and_in_range():
+    held_out = nw.held_out_values(2000, seed=0)
+    assert held_out.shape == (2000,) and len(np.unique(held_out)) == 2000
+    assert np.all(np.diff(held_out) > 0) and 0 <= held_out[0] and held_out[-1] <= nw.LARGEST
+    np.testing.assert_array_equal(held_out, nw.held_out_values(2000, seed=0))
+    assert not np.array_equal(held_out, nw.held_out_values(2000, seed=1))
+
+
+def test_is_member_agrees_with_isin():
+    rng = np.random.default_rng(0)
+    sorted_set = np.unique(rng.integers(0, 1000, size=300))
+    values = rng.integers(-5, 1005, size=2000)
+    np.testing.assert_array_equal(nw.is_member(values, sorted_set), np.isin(values, sorted_set))
+
+
+def test_training_draws_never_hit_the_held_out_values():
+    # a held-out set dense enough that a sampler ignoring it would hit it at once:
+    # every number below 1000 and every even number below a million
+    held_out = np.union1d(np.arange(1000), np.arange(0, 10 ** 6, 2))
+    values = nw.sample_values(np.random.default_rng(0), 20_000, held_out)
+    assert values.shape == (20_000,)
+    assert not np.isin(values, held_out).any()
+    assert values.min() >= 1000 and np.all(values[values < 10 ** 6] % 2 == 1)
+
+
+def test_training_draws_are_uniform_over_digit_counts():
+    values = nw.sample_values(np.random.default_rng(0), 90_000, nw.held_out_values(10))
+    digits = np.array([len(str(v)) for v in values])
+    counts = np.bincount(digits, minlength=10)[1:]  # 1..9 digits, 10,000 expected each
+    assert np.all(np.abs(counts - 10_000) < 400), counts  # ~4 standard deviations
+
+
+def test_zeroed_groups_are_right_of_the_leading_group():
+    values, digits = np.array([608_613_503, 613_503, 503, 12_345_678]), np.array([9, 6, 3, 8])
+    always = nw.zero_some_groups(np.random.default_rng(0), values, digits, rate=1.0)
+    np.testing.assert_array_equal(always, [608_000_000, 613_000, 503, 12_000_000])
+    never = nw.zero_some_groups(np.random.default_rng(0), values, digits, rate=0.0)
+    np.testing.assert_array_equal(never, values)
+
+
+def test_training_draws_zero_a_group_at_the_stated_rate():
+    values = nw.sample_values(np.random.default_rng(0), 90_000, nw.held_out_values(10))
+    nine_digits = values[values >= 10 ** 8]  # about 10,000
+    thousands_zero = np.mean(nine_digits // 1000 % 1000 == 0)
+    expected = nw.ZERO_GROUP_RATE + (1 - nw.ZERO_GROUP_RATE) / 1000  # zeroed, or drawn as 000
+    assert abs(thousands_zero - expected) < 0.015  # ~4 standard deviations
+
+
+def test_learning_rate_warms_up_then_decays_to_a_twentieth():
+    lr = translate.learning_rate(1e-3, warmup=100, steps=1100)
+    assert lr(50) == pytest.approx(5e-4) and lr(100) == pytest.approx(1e-3)
+    assert lr(600) == pytest.approx(1e-3 * (0.05 + 0.95 * 0.5))  # halfway: cos(π/2) = 0
+    assert lr(1100) == pytest.approx(5e-5)
+
+
+def test_default_output_directory_is_timestamped_under_runs():
+    args = translate.parse_args([])
+    assert re.fullmatch(r"runs/translate-\d{8}-\d{6}", args.out.as_posix())
+    quick = translate.parse_args(["--quick", "--layers", "3"])
+    assert quick.layers == 3 and quick.d_model == translate.QUICK["d_model"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--steps", "0"], "--steps must be at least 1, got 0"),
+    (["--quick", "--batch-size", "-4"], "--batch-size must be at least 1, got -4"),
+    (["--norm", "middle"], "invalid choice: 'middle'"),
+])
+def test_bad_settings_are_refused_by_name(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        translate.parse_args(flags)
+    assert message in capsys.readouterr().err
+
+
+def run_demo(*flags):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-m", "demos.translate", *flags], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_help_names_the_knobs():
+    out = run_demo("--help")
+    for flag in ("--quick", "--out", "--seed", "--steps", "--d-model", "--layers",
+                 "--batch-size", "--lr"):
+        assert flag in out
+
+
+def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
+    out = run_demo("--quick", "--out", str(tmp_path))
+    last = out.strip().splitlines()[-1]
+    found = re.fullmatch(r"held-out exact match: ([\d.]+)% \(500 values never seen in "
+                         r"training\), greedy", last)
+    assert found, last
+    # the held-out numbers are mostly nine digits long: an untrained model writes none of them
+    # right (test_an_untrained_model_writes_no_number_right); --quick gets about two thirds
+    assert float(found.group(1)) >= 20.0, out
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert len(history["loss"]) == translate.QUICK["steps"]
+    assert np.mean(history["loss"][-50:]) < 0.25 * np.mean(history["loss"][:50])
+    # the checkpoint is the model that was measured
+    params = ag.load(tmp_path / "model.npz")
+    held_out = nw.held_out_values(500, translate.HELD_OUT_SEED)
+    assert 100 * translate.exact_match(params, held_out) == pytest.approx(float(found.group(1)),
+                                                                          abs=0.05)
+
+
+def test_an_untrained_model_writes_no_number_right():
+    params = translate.build_model(translate.parse_args(["--quick"]), np.random.default_rng(0))
+    assert translate.exact_match(params, nw.held_out_values(500, translate.HELD_OUT_SEED)) == 0.0
+
+
+def test_same_seed_same_bits(tmp_path):
+    flags = ("--quick", "--steps", "20", "--held-out", "20", "--eval-every", "20")
+    run_demo(*flags, "--out", str(tmp_path / "a"))
+    run_demo(*flags, "--out", str(tmp_path / "b"))
+    first, second = (ag.load(tmp_path / name / "model.npz") for name in "ab")
+    for x, y in zip(ag.tree_leaves(first), ag.tree_leaves(second)):
+        np.testing.assert_array_equal(x, y)
