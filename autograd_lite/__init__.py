@@ -13,6 +13,7 @@ from .ops import (abs, add, add_at, astype, broadcast_to, concatenate, cross_ent
                   scatter_add, sigmoid, softmax, split, sqrt, squeeze, stack, sub, sum, swapaxes,
                   tanh, transpose, unbroadcast, var, where)
 from .tracer import primitive, stop_gradient
+from .transforms import hessian, hvp, jacobian, jvp
 from .tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
 from .gradcheck import check_gradients
 from .serialization import load, save
