@@ -6,6 +6,7 @@
 import importlib.metadata as _metadata
 
 from . import memory, optim
+from .checkpoint import checkpoint
 from .differentiate import grad, gradient, value_and_gradient, vjp
 from .ops import (abs, add, add_at, astype, broadcast_to, concatenate, cross_entropy, div,
                   dropout, exp, expand_dims, gather, gelu, getitem, layer_norm, log, log_softmax,
