@@ -31,7 +31,7 @@ from .tracer import Box, Trace, end_trace, primitive
 from .tree import tree_leaves, tree_unflatten
 
 
-class _Call:
+class CheckpointedCall:
     """One checkpointed call: f, its arguments without their traced leaves (a skeleton,
     so that the node does not hold the boxes), and its generators' states at call time."""
 
@@ -97,6 +97,6 @@ def checkpoint(f):
         traced = [i for i, leaf in enumerate(leaves) if type(leaf) is Box]
         if not traced:
             return f(*args)
-        call = _Call(f, args, leaves, traced)
+        call = CheckpointedCall(f, args, leaves, traced)
         return checkpointed_call(call, *(leaves[i] for i in traced))
     return checkpointed
