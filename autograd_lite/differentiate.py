@@ -200,7 +200,8 @@ def value_and_gradient(f, *args, argnums=None, has_aux=False):
 def gradient(f, *args, argnums=None, has_aux=False):
     """The gradient of scalar f at args: a tuple with one tree per argument, in its structure
     (argnums: as value_and_gradient). With has_aux=True: (gradients, aux)."""
-    return gradient_function("gradient", f, argnums, has_aux)(*args)
+    out, gradients = differentiate("gradient", f, args, argnums, has_aux)
+    return (gradients, out[1]) if has_aux else gradients
 
 
 def gradient_function(caller, f, argnums, has_aux=False):
