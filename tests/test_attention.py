@@ -10,7 +10,7 @@ from models import attention
 from models.attention import (MultiHeadAttention, causal_mask, multihead_attention, padding_mask,
                               scaled_dot_product_attention)
 from models.layers import Dense
-from torch_reference import DTYPES, assert_close, compare_with_torch
+from helpers.references import DTYPES, assert_close, compare_with_torch
 
 
 def test_scaled_dot_product_attention_by_hand():

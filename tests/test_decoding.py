@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from models import decoding
-from search_reference import (assert_only_eos_after_eos, exhaustive_search,
+from helpers.search import (assert_only_eos_after_eos, exhaustive_search,
                               reference_beam_search, score)
 
 V, EOS, MAX_LEN = 5, 2, 8

@@ -13,7 +13,7 @@ from models.layers import (Dense, Embedding, FeedForward, LayerNorm, add_positio
                            dense_init, dropout_setting, embed, embed_with_positions,
                            embedding_init, feed_forward, feed_forward_init, glorot_uniform,
                            layer_norm, layer_norm_init, position_encoding, position_rows)
-from torch_reference import DTYPES, compare_with_torch
+from helpers.references import DTYPES, compare_with_torch
 
 
 def paper_position_encoding(max_len, d_model):

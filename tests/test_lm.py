@@ -9,7 +9,7 @@ import pytest
 
 import autograd_lite as ag
 from models import decoding, lm
-from search_reference import exhaustive_search
+from helpers.search import exhaustive_search
 from torch_encoder import (assert_grads_match, encoder_layer, encoder_layer_grads, float_leaves,
                            leaf, relative_error, sinusoids)
 

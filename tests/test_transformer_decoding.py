@@ -10,7 +10,7 @@ import pytest
 
 import autograd_lite as ag
 from models import decoding, transformer
-from search_reference import assert_only_eos_after_eos, reference_beam_search
+from helpers.search import assert_only_eos_after_eos, reference_beam_search
 
 BOS, EOS, PAD = 1, 2, 0
 
