@@ -13,19 +13,8 @@ from models.layers import (Dense, Embedding, FeedForward, LayerNorm, add_positio
                            dense_init, dropout_setting, embed, embed_with_positions,
                            embedding_init, feed_forward, feed_forward_init, glorot_uniform,
                            layer_norm, layer_norm_init, position_encoding, position_rows)
-from helpers.references import DTYPES, compare_with_torch
-
-
-def paper_position_encoding(max_len, d_model):
-    """§3.5 written out element by element, in float64:
-    PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))."""
-    table = np.zeros((max_len, d_model))
-    for pos in range(max_len):
-        for j in range(d_model):
-            i = j // 2
-            angle = pos / 10000 ** (2 * i / d_model)
-            table[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
-    return table
+from helpers.references import DTYPES, compare_with_torch, paper_position_encoding
+from helpers.tiny_models import perturbed, tiny_classifier, tiny_lm, tiny_transformer
 
 
 def glorot_limit(fan_in, fan_out):
@@ -324,9 +313,7 @@ def numpy_feed_forward(p, x):
 
 
 def perturbed_feed_forward(rng, d_model, d_ff, dtype):
-    """Nonzero biases, so that every parameter matters."""
-    p = feed_forward_init(rng, d_model, d_ff, dtype)
-    return ag.tree_map(lambda a: (a + 0.3 * rng.standard_normal(a.shape)).astype(dtype), p)
+    return perturbed(feed_forward_init(rng, d_model, d_ff, dtype), rng, 0.3)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -404,6 +391,16 @@ def test_dropout_setting_training_passes_rate_and_the_same_rng():
     assert rate == 0.3 and got is rng
 
 
+@pytest.mark.parametrize("rate", [-0.25, 1.0, 1.5])
+def test_dropout_setting_refuses_a_rate_outside_0_to_1_when_training(rate):
+    """A rate put into the tree after init (by hand, or read from a file) bypasses init's
+    check: a training pass refuses it, naming the caller; inference never reads it."""
+    assert dropout_setting("lm.apply", ag.Hyper(rate), False, None) == (0.0, None)
+    with pytest.raises(ValueError, match=re.escape(
+            f"lm.apply: the dropout rate must lie in [0, 1), got {rate}")):
+        dropout_setting("lm.apply", ag.Hyper(rate), True, np.random.default_rng(0))
+
+
 def test_dropout_setting_training_without_rng_names_the_caller():
     with pytest.raises(ValueError, match=re.escape("classifier.apply: training=True needs an rng")):
         dropout_setting("classifier.apply", ag.Hyper(0.1), True, None)
@@ -420,25 +417,24 @@ def test_dropout_setting_refuses_a_rate_that_is_not_a_hyper_whether_training_or_
 
 def plain_float_calls():
     """(the function named in the error, a model whose p.dropout is the plain float 0.1, a
-    call of it) for the three models: inference, training, and the transformer's decoding."""
+    call of it) for the three models: inference, training, and the transformer's decoding
+    and decoder."""
     from models import classifier, lm, transformer
-    rng = np.random.default_rng(0)
-    tp = transformer.init(rng, 7, 9, d_model=8, n_heads=2, d_ff=16, n_encoder=1, n_decoder=1,
-                          max_len=8, dtype=np.float64)
-    cp = classifier.init(rng, 20, 3, d_model=8, n_heads=2, d_ff=16, max_len=5, dtype=np.float64)
-    lp = lm.init(rng, 11, 8, 2, 16, 1, 8, dtype=np.float64)
-    src, ids = np.array([[3, 4, 5]]), np.array([[1, 2, 3, 4, 5]])
+    tp, cp, lp = tiny_transformer(), tiny_classifier(), tiny_lm()
+    src, ids = np.array([[3, 4, 5]]), np.array([[1, 2, 3, 4, 5, 6]])
+    memory = transformer.encode(tp, src)  # (1, 3, D)
     train = dict(training=True, rng=np.random.default_rng(1))
     return [("transformer.apply", tp, lambda p: transformer.apply(p, src, ids)),
             ("transformer.apply", tp, lambda p: transformer.apply(p, src, ids, **train)),
             ("transformer.encode", tp, lambda p: transformer.greedy_decode(p, src, 1, 2, 4)),
+            ("transformer.decode", tp, lambda p: transformer.decode(p, memory, ids)),
             ("classifier.apply", cp, lambda p: classifier.apply(p, ids)),
             ("classifier.apply", cp, lambda p: classifier.apply(p, ids, **train)),
             ("lm.apply", lp, lambda p: lm.apply(p, ids)),
             ("lm.apply", lp, lambda p: lm.apply(p, ids, **train))]
 
 
-@pytest.mark.parametrize("case", range(7))
+@pytest.mark.parametrize("case", range(8))
 def test_the_models_refuse_a_plain_float_dropout_rate_by_name(case):
     """p._replace(dropout=0.1) puts a trainable leaf where init put ag.Hyper(0.1): refused
     by the function that reads it, training or not, and under ag.gradient (which traces the

@@ -9,7 +9,7 @@ pytest.importorskip("matplotlib")
 import matplotlib.image  # noqa: E402
 
 from models import classifier, plots  # noqa: E402
-from test_attention import torch_attention  # noqa: E402
+from helpers.torch_models import torch_attention  # noqa: E402
 
 HISTORY = {"epochs": [{"epoch": 0, "steps": 3, "train_loss": 1.0, "val_loss": 1.2,
                        "accuracy": 0.5},

@@ -266,23 +266,6 @@ def test_init_refuses_a_dropout_rate_outside_0_to_1(rate):
                          **{**SIZES, "dropout": rate})
 
 
-def test_a_dropout_rate_set_after_init_is_refused_when_training():
-    """A rate replaced in the tree bypasses init's check: the model function refuses it
-    when training, naming itself; inference never reads it."""
-    p = tiny()
-    bad = p._replace(dropout=ag.Hyper(-0.25))
-    src, tgt = batch()
-    np.testing.assert_array_equal(transformer.apply(bad, src, tgt, PAD),
-                                  transformer.apply(p, src, tgt, PAD))
-    with pytest.raises(ValueError, match=r"transformer.apply: the dropout rate must lie in "
-                                         r"\[0, 1\), got -0\.25"):
-        transformer.apply(bad, src, tgt, PAD, training=True, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"transformer.decode: the dropout rate must lie in "
-                                         r"\[0, 1\), got -0\.25"):
-        transformer.decode(bad, transformer.encode(p, src, PAD), tgt, PAD, src, training=True,
-                           rng=np.random.default_rng(0))
-
-
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_dropout_sites_are_the_papers_and_torchs(dropout_sites, norm):
     """The sites of a training pass, derived from the architecture rather than the code:
