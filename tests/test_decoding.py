@@ -221,3 +221,15 @@ def test_a_negative_or_nan_temperature_is_refused(temperature):
         decoding.sample_next(logits, temperature, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match=message):  # even with top_k=1
         decoding.sample_next(logits, temperature, top_k=1)
+
+
+def test_check_sampling_names_the_caller_and_refuses_a_bad_top_k_or_a_missing_rng():
+    rng = np.random.default_rng(0)
+    for top_k in (0, 6):
+        with pytest.raises(ValueError, match=rf"^f: top_k must lie in 1..5 \(the vocabulary\), "
+                                             rf"got {top_k}$"):
+            decoding.check_sampling("f", 1.0, top_k, 5, rng)
+    with pytest.raises(ValueError, match=r"^f: sampling \(temperature > 0\) needs an rng$"):
+        decoding.check_sampling("f", 1.0, None, 5, None)
+    decoding.check_sampling("f", 0.0, None, 5, None)  # greedy choices need no rng
+    decoding.check_sampling("f", 1.0, 1, 5, None)

@@ -4,7 +4,8 @@ import pytest
 
 import autograd_lite as ag
 import models
-from models import classifier, lm, transformer
+from models import classifier, lm
+from helpers.tiny_models import tiny_classifier, tiny_lm, tiny_transformer
 
 
 def seed_summary():
@@ -73,19 +74,13 @@ def total_parameters(text):
     return int(text.splitlines()[-1].split()[3].replace(",", ""))
 
 
-THREE_MODELS = {
-    "transformer": lambda rng: transformer.init(rng, 11, 13, d_model=8, n_heads=2, d_ff=16,
-                                                n_encoder=2, n_decoder=1, max_len=12, dropout=0.1),
-    "classifier": lambda rng: classifier.init(rng, 30, 3, d_model=8, n_heads=2, d_ff=16,
-                                              n_layers=2, max_len=10),
-    "lm": lambda rng: lm.init(rng, 17, 8, 2, 16, 2, 12),
-}
+THREE_MODELS = {"transformer": tiny_transformer, "classifier": tiny_classifier, "lm": tiny_lm}
 
 
 @pytest.mark.parametrize("name", THREE_MODELS)
-def test_the_summary_counts_exactly_what_adam_keeps_moments_for(name, rng):
+def test_the_summary_counts_exactly_what_adam_keeps_moments_for(name):
     """The count is the optimizer's own: the elements of Adam's first-moment state."""
-    p = THREE_MODELS[name](rng)
+    p = THREE_MODELS[name](dropout=0.1)
     state = ag.optim.adam().init(p)
     moments = sum(np.size(m) for m in ag.tree_leaves(state.m) if m is not None)
     arrays = sum(m is not None for m in ag.tree_leaves(state.m))
