@@ -1,7 +1,7 @@
 """models.layers: Glorot-uniform initialization (bounds, variance, dtype, determinism), dense,
-layer norm and the feed-forward block against plain numpy and PyTorch, embedding lookup,
-the sinusoidal position encoding against the paper's formula (§3.5), dropout settings,
-and gradients against central differences."""
+layer norm, embedding and the feed-forward block against PyTorch (values and gradients),
+the sinusoidal position encoding against the paper's formula (§3.5), the embedding's
+scaling and its gradient by hand, and the dropout settings of every model."""
 import math
 import re
 
@@ -99,13 +99,6 @@ def test_dense_matches_torch_linear(x_shape, dtype, rng, torch):
     assert out.shape == x_shape[:-1] + (4,)
 
 
-def test_dense_gradients_central_differences(rng):
-    p = Dense(rng.standard_normal((3, 2)), rng.standard_normal(2))
-    x = rng.standard_normal((2, 4, 3))
-    weight = rng.standard_normal((2, 4, 2))
-    ag.check_gradients(lambda p, x: ag.sum(ag.tanh(dense(p, x)) * weight), p, x)
-
-
 def test_dense_refuses_at_inference_what_training_refuses(rng):
     """A wrong d_in or a float64 x with float32 weights: the same error with or without a
     trace, naming the op, both shapes (and dtypes); never a silently float64 result."""
@@ -132,19 +125,6 @@ def test_layer_norm_init_is_identity_scale_and_zero_bias(dtype):
     np.testing.assert_array_equal(p.bias, np.zeros(5))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_initial_layer_norm_standardizes_the_last_axis(dtype, rng):
-    """With scale 1 and bias 0: (x - mean) / √(var + eps), var the biased variance."""
-    x = (3.0 + 2.0 * rng.standard_normal((2, 3, 8))).astype(dtype)
-    out = layer_norm(layer_norm_init(8, dtype), x)
-    x64 = x.astype(np.float64)
-    mean = x64.sum(-1, keepdims=True) / 8
-    var = ((x64 - mean) ** 2).sum(-1, keepdims=True) / 8
-    assert out.dtype == dtype
-    np.testing.assert_allclose(out, (x64 - mean) / np.sqrt(var + 1e-5),
-                               rtol=1e-12 if dtype == np.float64 else 1e-5, atol=1e-6)
-
-
 @pytest.mark.parametrize("eps", [None, 1e-2])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_layer_norm_matches_torch(eps, dtype, rng, torch):
@@ -157,13 +137,6 @@ def test_layer_norm_matches_torch(eps, dtype, rng, torch):
         torch, lambda x, s, b: layer_norm(LayerNorm(s, b), x, **kwargs),
         lambda x, s, b: torch.nn.functional.layer_norm(x, (6,), s, b, **kwargs), x, scale, bias,
         rtol=1e-10 if dtype == np.float64 else 1e-4)
-
-
-def test_layer_norm_gradients_central_differences(rng):
-    p = LayerNorm(1 + 0.3 * rng.standard_normal(4), rng.standard_normal(4))
-    x = rng.standard_normal((3, 4))
-    weight = rng.standard_normal((3, 4))
-    ag.check_gradients(lambda p, x: ag.sum(layer_norm(p, x) * weight), p, x)
 
 
 # Embedding
@@ -187,15 +160,6 @@ def test_embed_matches_torch_embedding(dtype, rng, torch):
     ids = np.array([[1, 1, 6], [0, 1, 5]])
     compare_with_torch(torch, lambda t: embed(Embedding(t), ids),
                        lambda t: torch.nn.functional.embedding(torch.from_numpy(ids), t), table)
-
-
-def test_embed_gradients_central_differences(rng):
-    table = rng.standard_normal((5, 3))
-    ids = np.array([[4, 0, 4], [2, 2, 2]])
-    weight = rng.standard_normal((2, 3, 3))
-    errors = ag.check_gradients(lambda p, ids: ag.sum(ag.tanh(embed(p, ids)) * weight),
-                                Embedding(table), ids)
-    assert set(errors) == {"p.table"}  # the integer ids are not differentiated
 
 
 # Position encoding
@@ -270,7 +234,6 @@ def test_add_position_encoding_gradient_is_identity(rng):
     weight = rng.standard_normal((2, 3, 4))
     (g,) = ag.gradient(lambda x: ag.sum(add_position_encoding(x, 6, 2) * weight), x)
     np.testing.assert_array_equal(g, weight)
-    ag.check_gradients(lambda x: ag.sum(ag.tanh(add_position_encoding(x, 6, 2)) * weight), x)
 
 
 @pytest.mark.parametrize("start", [0, 2])
@@ -301,33 +264,10 @@ def test_embed_with_positions_too_long_and_gradient(rng):
         for t in range(4):
             want[ids[b, t]] += 2.0 * weight[b, t]
     np.testing.assert_allclose(g.table, want, rtol=1e-14, atol=1e-14)
-    ag.check_gradients(lambda p: ag.sum(ag.tanh(embed_with_positions(p, ids, 5, 1)) * weight),
-                       Embedding(table))
-
-
-# Position-wise feed-forward
-
-def numpy_feed_forward(p, x):
-    h = x @ p.linear1.w + p.linear1.b
-    return np.maximum(h, 0.0) @ p.linear2.w + p.linear2.b
 
 
 def perturbed_feed_forward(rng, d_model, d_ff, dtype):
     return perturbed(feed_forward_init(rng, d_model, d_ff, dtype), rng, 0.3)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_feed_forward_is_relu_of_two_affine_maps(dtype, rng):
-    p = perturbed_feed_forward(rng, 4, 7, dtype)
-    x = rng.standard_normal((2, 3, 4)).astype(dtype)
-    out = feed_forward(p, x)
-    assert out.shape == (2, 3, 4) and out.dtype == dtype
-    np.testing.assert_allclose(out, numpy_feed_forward(ag.tree_map(lambda a: a.astype(np.float64), p),
-                                                       x.astype(np.float64)),
-                               rtol=1e-12 if dtype == np.float64 else 1e-5,
-                               atol=1e-12 if dtype == np.float64 else 1e-5)
-    # relu really is applied: some hidden units are negative before it.
-    assert np.any(x @ p.linear1.w + p.linear1.b < 0)
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
@@ -346,13 +286,6 @@ def test_feed_forward_matches_torch(activation, dtype, rng, torch):
         return torch_act(x @ w1 + b1) @ w2 + b2
     compare_with_torch(torch, ours, theirs, x, *p.linear1, *p.linear2,
                        rtol=1e-11 if dtype == np.float64 else 1e-4)
-
-
-def test_feed_forward_gradients_central_differences(rng):
-    p = perturbed_feed_forward(rng, 3, 5, np.float64)
-    x = rng.standard_normal((2, 2, 3))
-    weight = rng.standard_normal((2, 2, 3))
-    ag.check_gradients(lambda p, x: ag.sum(feed_forward(p, x) * weight), p, x)
 
 
 def test_feed_forward_dropout_zeroes_hidden_units_and_rescales(rng):

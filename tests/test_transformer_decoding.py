@@ -10,7 +10,8 @@ import pytest
 
 import autograd_lite as ag
 from models import decoding, transformer
-from helpers.search import assert_only_eos_after_eos, reference_beam_search
+from helpers.search import (assert_only_eos_after_eos, exhaustive_search,
+                            reference_beam_search)
 from helpers.tiny_models import perturbed, tiny_transformer
 
 BOS, EOS, PAD = 1, 2, 0
@@ -128,18 +129,9 @@ def test_beam_search_with_a_wide_beam_is_the_exact_optimum(alpha, seed):
     src = sources(b=2)
     found = transformer.beam_search(p, src, BOS, EOS, max_len, beam_size=vocab ** 3,
                                     length_penalty=alpha, src_pad=PAD)
-    best = [(-np.inf, None)] * 2
-    for n in range(1, max_len):
-        for tail in itertools.product(range(vocab), repeat=n):
-            if EOS in tail[:-1] or (n < max_len - 1 and tail[-1] != EOS):
-                continue  # not a complete hypothesis
-            ids = np.array([[BOS, *tail]] * 2)
-            log_p, length = sequence_log_prob(p, src, ids)
-            score = log_p / ((5 + length) / 6) ** alpha
-            best = [max(b, (s, tail)) for b, s in zip(best, score)]
-    for row, (_, tail) in zip(found, best):
-        n = 1 + len(tail)
-        assert row[:n].tolist() == [BOS, *tail] and (row[n:] == EOS).all()
+    for row, source in zip(found, src):
+        want, _ = exhaustive_search(next_log_probs(p, source[None]), [BOS], EOS, max_len, alpha)
+        assert row[:len(want)].tolist() == list(want) and (row[len(want):] == EOS).all()
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
