@@ -6,6 +6,7 @@ import pytest
 import autograd_lite as ag
 from models import classifier
 from helpers.references import float_leaves, paper_position_encoding, relative_error, to_tensor
+from helpers.tiny_models import assert_dropout_in_training_only_and_seeded
 from helpers.torch_models import assert_model_gradients_match, torch_block
 
 SMALL = dict(vocab_size=40, n_labels=3, d_model=16, n_heads=4, d_ff=24, n_layers=2, max_len=7)
@@ -98,13 +99,8 @@ def test_dropout_only_in_training_and_reproducible():
     rng = np.random.default_rng(3)
     p = classifier.init(rng, **SMALL, dropout=0.3, dtype=np.float64)
     ids = make_ids(rng, 3, SMALL["max_len"], SMALL["vocab_size"])
-    inference = classifier.apply(p, ids)
-    np.testing.assert_array_equal(classifier.apply(p, ids, rng=np.random.default_rng(0)), inference)
-    a = classifier.apply(p, ids, training=True, rng=np.random.default_rng(7))
-    b = classifier.apply(p, ids, training=True, rng=np.random.default_rng(7))
-    c = classifier.apply(p, ids, training=True, rng=np.random.default_rng(8))
-    np.testing.assert_array_equal(a, b)
-    assert np.abs(a - inference).max() > 1e-3 and np.abs(a - c).max() > 1e-3
+    inference = assert_dropout_in_training_only_and_seeded(
+        lambda training, rng: classifier.apply(p, ids, training, rng))
     no_drop = p._replace(dropout=ag.Hyper(0.0))
     np.testing.assert_array_equal(
         classifier.apply(no_drop, ids, training=True, rng=np.random.default_rng(7)), inference)

@@ -10,7 +10,7 @@ import pytest
 import autograd_lite as ag
 from models import decoding, lm
 from helpers.search import exhaustive_search
-from helpers.tiny_models import perturbed
+from helpers.tiny_models import assert_dropout_in_training_only_and_seeded, perturbed
 from helpers.references import float_leaves, paper_position_encoding, relative_error, to_tensor
 from helpers.torch_models import assert_model_gradients_match, torch_block
 
@@ -68,13 +68,8 @@ def test_dropout_only_in_training_and_reproducible():
     rng = np.random.default_rng(3)
     p = lm.init(rng, **SMALL, dropout=0.2, dtype=np.float64)
     ids = rng.integers(0, SMALL["vocab_size"], size=(2, 6))
-    inference = lm.apply(p, ids)
-    np.testing.assert_array_equal(lm.apply(p, ids, rng=np.random.default_rng(0)), inference)
-    a = lm.apply(p, ids, training=True, rng=np.random.default_rng(5))
-    b = lm.apply(p, ids, training=True, rng=np.random.default_rng(5))
-    c = lm.apply(p, ids, training=True, rng=np.random.default_rng(6))
-    np.testing.assert_array_equal(a, b)
-    assert np.abs(a - inference).max() > 1e-3 and np.abs(a - c).max() > 1e-3
+    assert_dropout_in_training_only_and_seeded(
+        lambda training, rng: lm.apply(p, ids, training, rng))
     with pytest.raises(ValueError, match="lm.apply: training=True needs an rng"):
         lm.apply(p, ids, training=True)
 

@@ -6,6 +6,7 @@ a size or a setting.
     tiny_classifier(seed, vocab_size=20, n_labels=3, **init_keywords)
     tiny_lm(seed, vocab_size=23, **init_keywords)
     perturbed(p, rng, scale)     every float array of p plus N(0, scale²) noise
+    assert_dropout_in_training_only_and_seeded(run)
 """
 import numpy as np
 
@@ -40,3 +41,15 @@ def tiny_classifier(seed=0, vocab_size=20, n_labels=3, **init_keywords):
 
 def tiny_lm(seed=0, vocab_size=23, **init_keywords):
     return lm.init(np.random.default_rng(seed), vocab_size, **{**LM, **init_keywords})
+
+
+def assert_dropout_in_training_only_and_seeded(run):
+    """run(training, rng) -> the output of a model (or block) with a nonzero dropout rate:
+    inference ignores the rng; training with one seed gives the same bits twice, other
+    numbers with another seed, and other numbers than inference. -> inference's output"""
+    inference = run(False, None)
+    np.testing.assert_array_equal(run(False, np.random.default_rng(0)), inference)
+    first, again, other = (run(True, np.random.default_rng(seed)) for seed in (7, 7, 8))
+    np.testing.assert_array_equal(first, again)
+    assert np.abs(first - inference).max() > 1e-3 and np.abs(first - other).max() > 1e-3
+    return inference
