@@ -194,11 +194,11 @@ def test_sampling_frequencies_follow_temperature_and_top_k():
                                atol=0.012)
 
 
-def test_a_tiny_temperature_is_argmax():
+def test_temperature_0_a_tiny_temperature_and_top_k_1_are_argmax():
     """logits / 1e-308 overflowed to inf, inf - inf = NaN, and token 0 came back."""
     logits = np.array([[1.0, 2.0, 0.5], [3.0, -1.0, 2.9]])
-    for temperature in (1e-308, 5e-324):
-        drawn = decoding.sample_next(logits, temperature, None, np.random.default_rng(0))
+    for temperature, top_k in [(1e-308, None), (5e-324, None), (0.0, None), (1.0, 1)]:
+        drawn = decoding.sample_next(logits, temperature, top_k, np.random.default_rng(0))
         assert drawn.tolist() == [1, 0]
 
 
