@@ -5,8 +5,8 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-from hypothesis.extra.numpy import mutually_broadcastable_shapes
+from hypothesis import example, given, settings, strategies as st
+from hypothesis.extra.numpy import BroadcastableShapes, mutually_broadcastable_shapes
 
 import autograd_lite as ag
 from autograd_lite.ops.broadcasting import broadcast_binary, shape_of, unbroadcast
@@ -27,6 +27,8 @@ def scatter_sum_reference(g, shape):
 @settings(derandomize=True, deadline=None, max_examples=60)
 @given(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, min_side=0, max_side=3),
        st.integers(0, 2**32 - 1))
+@example(BroadcastableShapes(((2, 1), (2, 0)), (2, 0)), 0)  # a size-1 axis broadcast to 0
+@example(BroadcastableShapes(((1, 3, 1), (2, 1, 3, 4)), (2, 1, 3, 4)), 0)
 def test_unbroadcast_is_the_gradient_of_a_broadcast_add(shapes, seed):
     shape, out_shape = shapes.input_shapes[0], shapes.result_shape
     g = np.random.default_rng(seed).standard_normal(out_shape)
