@@ -10,3 +10,7 @@
     helpers.pictures      the SVG a picture renders to, the engine's own op count, and the
                           small network the picture tests draw
 """
+# The op-level references, also as `from helpers import ...` (the name other branches expect).
+from helpers.references import (DTYPES, RTOL, assert_close, check_first_order,  # noqa: F401
+                                check_second_order, compare_with_torch, relative_error,
+                                to_tensor)
