@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
+from helpers.op_cases import assert_raises, each_error
 from op_table import INDICES
 
 
@@ -62,11 +63,9 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("make, error, message", ERRORS,
-                         ids=[f"{m.split(':')[0]}{i}" for i, (_, _, m) in enumerate(ERRORS)])
+@each_error(ERRORS)
 def test_errors_name_the_op_and_shapes(make, error, message):
-    with pytest.raises(error, match=re.escape(message)):
-        make()
+    assert_raises(make, error, message)
 
 
 @pytest.mark.parametrize("index", [lambda x: x, lambda x: (0, x), lambda x: (x[0] > 0, x[1])],

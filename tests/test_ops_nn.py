@@ -2,13 +2,13 @@
 helpers against PyTorch, fully masked rows, stability at huge logits, softmax's precision,
 cross entropy with every label ignored, dropout's statistics, errors, and the pullback's
 memory."""
-import re
-
 import numpy as np
 import pytest
 
 import autograd_lite as ag
+from helpers.op_cases import assert_raises, each_error
 from helpers.references import DTYPES, check_second_order, compare_with_torch, to_tensor
+
 
 # ---- softmax, log_softmax, logsumexp ----------------------------------------------------------
 
@@ -184,11 +184,9 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("make, error, message", ERRORS,
-                         ids=[f"{m.split(':')[0]}{i}" for i, (_, _, m) in enumerate(ERRORS)])
+@each_error(ERRORS)
 def test_errors_name_the_op_and_shapes(make, error, message):
-    with pytest.raises(error, match=re.escape(message)):
-        make()
+    assert_raises(make, error, message)
 
 
 def test_logsumexp_of_a_row_of_minus_infinity_is_minus_infinity_as_in_torch(torch):

@@ -1,12 +1,9 @@
 """Shape ops (autograd_lite/ops/shape.py) beyond the op table: the errors of reshape,
 transpose, swapaxes, expand_dims, squeeze, concatenate, stack and split."""
-import re
-
 import numpy as np
-import pytest
 
 import autograd_lite as ag
-
+from helpers.op_cases import assert_raises, each_error
 
 ERRORS = [
     (lambda: ag.reshape(np.ones((2, 3)), (4,)), ValueError,
@@ -50,8 +47,6 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("make, error, message", ERRORS,
-                         ids=[f"{m.split(':')[0]}{i}" for i, (_, _, m) in enumerate(ERRORS)])
+@each_error(ERRORS)
 def test_errors_name_the_op_and_shapes(make, error, message):
-    with pytest.raises(error, match=re.escape(message)):
-        make()
+    assert_raises(make, error, message)

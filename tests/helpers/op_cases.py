@@ -1,10 +1,12 @@
 """The vocabulary of the op table (op_table.py): a row (`Case`), the domains its float
 arguments are drawn from, constants (masks, labels, indices) and the torch counterparts
-that need more than a lambda."""
+that need more than a lambda; and the form of the op families' error tables."""
 import math
+import re
 from typing import Callable, NamedTuple
 
 import numpy as np
+import pytest
 
 
 class LazyTorch:
@@ -115,3 +117,16 @@ def torch_scatter_add(values, indices, n):
     rows = values.reshape((-1,) + tuple(values.shape[indices.ndim:]))
     out = torch.zeros((n,) + tuple(rows.shape[1:]), dtype=values.dtype)
     return out.index_add(0, torch.from_numpy(indices.reshape(-1).astype(np.int64)), rows)
+
+
+def each_error(errors):
+    """Parametrize a test over rows (make, error type, message), each row named after the op
+    its message starts with."""
+    names = [f"{message.split(':')[0]}{i}" for i, (_, _, message) in enumerate(errors)]
+    return pytest.mark.parametrize("make, error, message", errors, ids=names)
+
+
+def assert_raises(make, error, message):
+    """make() raises `error` with exactly `message` in it."""
+    with pytest.raises(error, match=re.escape(message)):
+        make()
