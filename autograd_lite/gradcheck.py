@@ -58,6 +58,8 @@ def check_gradients(f, *args, eps=1e-6, rtol=1e-5, atol=1e-8, max_coordinates=16
             error = abs(analytic - numerical)
             leaf_error = max(leaf_error, error)
             excess = error / (atol + rtol * abs(numerical))
+            if np.isnan(excess):  # NaN on either side is no agreement
+                excess = np.inf
             if excess > 1 and (worst is None or excess > worst[0]):
                 worst = (excess, path, analytic, numerical)
         errors[path] = leaf_error

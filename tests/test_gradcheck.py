@@ -116,3 +116,10 @@ def test_the_tolerance_is_what_the_caller_sets():
     with pytest.raises(AssertionError):
         ag.check_gradients(lambda x: ag.sum(op(x)), x, rtol=0.005)
     assert ag.check_gradients(lambda x: ag.sum(scaled_exp(1 + 1e-9)(x)), x)["x"] < 1e-7
+
+
+def test_a_nan_gradient_fails():
+    """NaN is no error below the tolerance: a pullback giving NaN is reported."""
+    nan_pullback = ag.primitive(lambda x: (x * 1.0, lambda g: (g * np.nan,)))
+    with pytest.raises(AssertionError, match="reverse mode nan"):
+        ag.check_gradients(lambda x: ag.sum(nan_pullback(x)), np.ones(3))
