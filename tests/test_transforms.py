@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
+from helpers.references import central_jacobian
 
 RTOL = {np.float32: 1e-5, np.float64: 1e-12}
 
@@ -34,17 +35,6 @@ def make(rng, dtype=np.float64):
 
 def tensors(torch, *arrays):
     return [torch.tensor(a) for a in arrays]
-
-
-def central_jacobian(f, x, eps=1e-6):
-    """∂f/∂x by central differences in float64, of shape f(x).shape + x.shape."""
-    x = np.asarray(x, dtype=np.float64)
-    columns = []
-    for i in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[i] = eps
-        columns.append((np.asarray(f(x + d)) - np.asarray(f(x - d))) / (2 * eps))
-    return np.stack(columns, axis=-1).reshape(np.shape(columns[0]) + x.shape)
 
 
 # ---------------------------------------------------------------- jacobian

@@ -4,6 +4,8 @@
                                       (float64; w random)
     check_second_order(f, *arrays)    Hessian-vector products of a scalar f against central
                                       differences of its gradient
+    central_jacobian(f, x)            ∂f/∂x by central differences, f(x).shape + x.shape (for a
+                                      scalar f, its gradient)
     compare_with_torch(torch, ag_fn, torch_fn, *arrays)
                                       values of ag_fn(*arrays) against torch_fn(*tensors) and
                                       the gradients of Σ f(...) ⊙ w against torch.autograd; also
@@ -97,6 +99,18 @@ def compare_with_torch(torch, ag_fn, torch_fn, *arrays, rtol=None):
 
 
 # ---- central differences ----------------------------------------------------------------------
+
+def central_jacobian(f, x, eps=1e-6):
+    """∂f/∂x by central differences in float64, of shape f(x).shape + x.shape: for a scalar
+    f the gradient, for a scalar x (a Python float) the derivative."""
+    x = np.asarray(x, dtype=np.float64)
+    columns = []
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        columns.append((np.asarray(f(x + d)) - np.asarray(f(x - d))) / (2 * eps))
+    return np.stack(columns, axis=-1).reshape(np.shape(columns[0]) + x.shape)
+
 
 def check_first_order(f, *arrays, seed=3):
     """Reverse mode of Σ f(*arrays) ⊙ w against central differences (float64)."""
