@@ -8,11 +8,13 @@ import importlib.metadata as _metadata
 from . import memory, optim
 from .checkpoint import checkpoint
 from .differentiate import grad, gradient, value_and_gradient, vjp
-from .ops import (abs, add, add_at, astype, broadcast_to, concatenate, cross_entropy, div,
-                  dropout, exp, expand_dims, gather, gelu, getitem, layer_norm, log, log_softmax,
-                  logsumexp, matmul, max, maximum, mean, minimum, mul, neg, pow, relu, reshape,
-                  scatter_add, sigmoid, softmax, split, sqrt, squeeze, stack, sub, sum, swapaxes,
-                  tanh, transpose, unbroadcast, var, where)
+from .ops import (abs, add, add_at, astype, broadcast_to, clip, concatenate, cos, cross_entropy,
+                  cumsum, div, dot, dropout, einsum, exp, expand_dims, expm1, gather, gelu,
+                  getitem, layer_norm, log, log1p, log_softmax, logsumexp, matmul, max, maximum,
+                  mean, min, minimum, mul, neg, norm, outer, pow, prod, relu, reshape,
+                  scatter_add, sigmoid, silu, sin, softmax, softplus, sort, split, sqrt, square,
+                  squeeze, stack, sub, sum, swapaxes, take_along_axis, tanh, transpose,
+                  unbroadcast, var, where)
 from .tracer import primitive, stop_gradient
 from .transforms import hessian, hvp, jacobian, jvp
 from .tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten

@@ -7,9 +7,10 @@ adding a row (the vocabulary, Case and the domains, is in helpers/op_cases.py):
     Case("sin", ag.sin, lambda t: t.sin(), (normal(3, 4),)),
 
 A row without a torch counterpart has the untraced call as its value reference: numpy's
-own where the row is written in numpy's vocabulary (`np.exp(x)`, `x.T`), which is how the
-operators and numpy functions on traced values (ops/operators.py) are checked. Op-specific
-behaviour (errors, masks, ties, edge cases) is tested in each op family's file.
+own where the row is written in numpy's vocabulary (`np.exp(x)`, `x.T`, from
+helpers/numpy_forms.py), which is how the operators and numpy functions on traced values
+(ops/operators.py) are checked. Op-specific behaviour (errors, masks, ties, edge cases) is
+tested in each op family's file.
 """
 import math
 
@@ -18,9 +19,12 @@ import numpy as np
 import autograd_lite as ag
 from autograd_lite.ops.broadcasting import unbroadcast
 from autograd_lite.ops.reductions import mean_last, sum_keepdims, sum_last
-from helpers.op_cases import (Case, class_labels, dims, distinct, keep_mask, normal, off_kinks,
-                              pieces, positive, torch, torch_cross_entropy, torch_index,
-                              torch_scatter_add)
+from helpers.numpy_forms import (CONSTANTS, NUMBERS, NUMPY_PRODUCTS, NUMPY_REDUCTIONS,
+                                 NUMPY_SELECTIONS, NUMPY_SHAPES)
+from helpers.op_cases import (Case, class_labels, dims, distinct, given, keep_mask, normal,
+                              off_kinks, pieces, positive, torch, torch_clamp_broadcast,
+                              torch_cross_entropy, torch_dot, torch_flat, torch_index, torch_prod,
+                              torch_scatter_add, uniform)
 
 ANY = (normal(2, 3, 4),)
 SEVERAL = (distinct(2, 3, 4),)
@@ -47,6 +51,8 @@ REDUCTIONS = {  # name: (ours, torch's of (tensor, dims, keepdim))
     "mean": (ag.mean, lambda t, d, k: t.mean(d, keepdim=k)),
     "max": (ag.max, lambda t, d, k: t.amax(d, keepdim=k)),
     "var": (ag.var, lambda t, d, k: t.var(d, keepdim=k, correction=0)),
+    "min": (ag.min, lambda t, d, k: t.amin(d, keepdim=k)),
+    "prod": (ag.prod, torch_prod),
 }
 AXES = [None, 0, -1, 1, (0, 2), (-1, 0, 1)]
 SOFTMAX_AXES = [((5,), -1), ((3, 4), -1), ((3, 4), 0), ((2, 3, 4), 1), ((2, 3, 4), -1),
@@ -58,45 +64,44 @@ LOGSUMEXP = [((5,), -1, False), ((3, 4), 0, True), ((2, 3, 4), -1, True),
 CROSS_ENTROPY = [(None, 0.0), (None, 0.1), (-100, 0.0), (-100, 0.2), (2, 0.0), (2, 0.1)]
 MATMULS = [((3, 4), (4, 5)), ((1, 4), (4, 1)), ((2, 3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)),
            ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 6)), ((2, 2, 3, 4), (2, 2, 4, 3)),
-           ((1, 3, 4), (2, 1, 4, 2)), ((2, 3, 3, 4), (4, 2))]
+           ((1, 3, 4), (2, 1, 4, 2)), ((2, 3, 3, 4), (4, 2)),
+           ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((4,), (2, 4, 5)), ((2, 3, 4), (4,))]
+DOTS = [((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 2)), ((3, 4), (4, 2)), ((2, 3, 4), (4,)),
+        ((2, 3, 4), (4, 2)), ((4,), (2, 4, 3)), ((2, 3, 4), (5, 4, 2)), ((3, 4), (2, 4, 3)),
+        ((), (3,)), ((2, 3), ())]
+EINSUMS = [  # subscripts, operand shapes
+    ("ij,jk->ik", (3, 4), (4, 5)), ("ij,jk", (3, 4), (4, 5)),
+    ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)),
+    ("bhqd,bhkd->bhqk", (2, 2, 3, 4), (2, 2, 5, 4)), ("ij,jk,kl->il", (2, 3), (3, 4), (4, 2)),
+    ("ii->", (4, 4)), ("ii", (4, 4)), ("ii->i", (4, 4)), ("iij->j", (3, 3, 2)),
+    ("ii,i->i", (3, 3), (3,)), ("ij->", (3, 4)), ("ij->j", (3, 4)), ("ij->ji", (3, 4)),
+    ("ba", (3, 4)), ("i,j->ij", (3,), (4,)), ("i,i->", (4,), (4,)), ("ij,ij->ij", (3, 4), (3, 4)),
+    ("ij,j->i", (3, 4), (1,)), ("...ij,...jk->...ik", (2, 1, 3, 4), (5, 4, 2)),
+    ("i...->...", (3, 2, 2)), ("...", (2, 3)), ("ij,kl->", (2, 3), (3, 2)),
+]
+NORMS = [  # shape, ord, axis, keepdims
+    ((2, 3, 4), None, None, False), ((2, 3, 4), None, None, True), ((5,), 2, None, False),
+    ((3, 4), "fro", None, False), ((3, 4), None, 1, False), ((3, 4), 2, 0, True),
+    ((2, 3, 4), None, (0, 2), False), ((2, 3, 4), "fro", (2, 1), True), ((2, 3, 4), None, -1, True),
+]
+CLIPS = {  # name: (our clip of the arguments, torch's, the arguments)
+    "numbers": (lambda x: ag.clip(x, -0.5, 0.75), lambda t: t.clamp(-0.5, 0.75), (normal(3, 4),)),
+    "a_min only": (lambda x: ag.clip(x, 0.2, None), lambda t: t.clamp(min=0.2), (normal(3, 4),)),
+    "a_max only": (lambda x: ag.clip(x, None, -0.1), lambda t: t.clamp(max=-0.1), (normal(3, 4),)),
+    "arrays": (ag.clip, lambda x, low, high: torch.clamp(x, low, high),
+               (normal(3, 4), normal(4), normal(3, 1))),
+    "broadcast to the bounds": (ag.clip, torch_clamp_broadcast, (normal(4), normal(2, 1, 4),
+                                                                normal(3, 1))),
+}
+TAKES = {  # name: (x shape, indices, axis); the indices repeat
+    "axis 1": ((3, 4), np.array([[0, 0, 3], [1, 1, 1], [3, 2, 0]]), 1),
+    "axis 0": ((3, 4), np.array([[2, 0, 2, 2], [2, 1, 0, 0]]), 0),
+    "broadcast indices": ((3, 4), np.array([[3, 3]]), -1),
+    "negative indices": ((2, 5), np.array([[-1, 0, -1], [4, -5, 2]]), 1),
+    "3-d": ((2, 3, 4), np.array([[[1], [0], [1]], [[2], [2], [0]]]), 2),
+    "axis None": ((3, 4), np.array([11, 0, 11, 5]), None),
+}
 ROWS, COLS = np.array([0, 2, 0, 0, 1]), np.array([1, 3, 1, 1, 0])
-NUMBERS = {  # Python numbers are constants of the operand's dtype
-    "x + 2.0": lambda x: x + 2.0, "2.0 + x": lambda x: 2.0 + x, "x - 1": lambda x: x - 1,
-    "3.0 - x": lambda x: 3.0 - x, "2 * x": lambda x: 2 * x, "x * 5": lambda x: x * 5,
-    "x / 4.0": lambda x: x / 4.0, "1.5 / x": lambda x: 1.5 / x, "x ** 2": lambda x: x ** 2,
-    "x ** 0.5": lambda x: x ** 0.5, "2.0 ** x": lambda x: 2.0 ** x, "-x": lambda x: -x,
-    "+x": lambda x: +x, "abs(x)": abs,
-}
-NUMPY_REDUCTIONS = {
-    "np.sum": np.sum, "np.sum(axis)": lambda x: np.sum(x, axis=(0, 2)),
-    "x.sum(keepdims)": lambda x: x.sum(axis=1, keepdims=True), "x.mean()": lambda x: x.mean(),
-    "np.mean": lambda x: np.mean(x, axis=-1), "np.max": lambda x: np.max(x, axis=1),
-    "np.amax": lambda x: np.amax(x, axis=(0, 1)), "x.max()": lambda x: x.max(),
-    "np.var": lambda x: np.var(x, axis=0), "x.var(ddof=1)": lambda x: x.var(axis=2, ddof=1),
-}
-NUMPY_SHAPES = {
-    "x.T": lambda x: x.T, "x.transpose()": lambda x: x.transpose(),
-    "x.transpose(1, 0, 2)": lambda x: x.transpose(1, 0, 2),
-    "x.transpose((2, 0, 1))": lambda x: x.transpose((2, 0, 1)),
-    "np.transpose": lambda x: np.transpose(x, (0, 2, 1)),
-    "x.reshape(6, 4)": lambda x: x.reshape(6, 4),
-    "x.reshape((4, -1))": lambda x: x.reshape((4, -1)),
-    "np.reshape": lambda x: np.reshape(x, (-1,)), "x.swapaxes": lambda x: x.swapaxes(0, 2),
-    "np.swapaxes": lambda x: np.swapaxes(x, 1, 2), "np.expand_dims": lambda x: np.expand_dims(x, 1),
-    "np.squeeze": lambda x: np.squeeze(x[:, :1], axis=1), "x.squeeze": lambda x: x[None].squeeze(0),
-    "np.broadcast_to": lambda x: np.broadcast_to(x[:, :1], (2, 5, 4)),
-    "np.concatenate": lambda x: np.concatenate([x, x[:, :1] * 2.0], axis=1),
-    "np.concatenate(plain)": lambda x: np.concatenate([np.ones((1, 3, 4), x.dtype), x]),
-    "np.stack": lambda x: np.stack([x[0], x[1] ** 2], axis=-1),
-    "np.split": lambda x: np.concatenate(np.split(x, [1, 3], axis=2)[::-1], axis=2),
-    "np.where": lambda x: np.where(x > 0, x, 0.5 * x),
-    "np.where(plain)": lambda x: np.where(x < 0.3, np.ones((3, 4), x.dtype), x ** 2),
-    "np.take": lambda x: np.take(x, np.array([[1, 0], [1, 1]]), axis=0),
-    "x[1]": lambda x: x[1], "x[:, ::-1, 1:3]": lambda x: x[:, ::-1, 1:3],
-    "x[[0, 0, 1]]": lambda x: x[[0, 0, 1]],
-    "iteration": lambda x: np.stack([row * (i + 1) for i, row in enumerate(x)]),
-    "unpacking": lambda x: (lambda a, b: a * b)(*x),
-}
 
 
 def torch_gelu(t):
@@ -132,7 +137,17 @@ CASES = [
     Case("where 0-d", ag.where, torch_where, (keep_mask((2, 3)), normal(), normal(3))),
     Case("where(c, x, 0.0)", lambda c, x: ag.where(c, x, 0.0),
          lambda c, x: torch.where(c, x, 0.0), (keep_mask((3, 4)), normal(3, 4))),
+    Case("sin", ag.sin, lambda t: t.sin(), ANY),
+    Case("cos", ag.cos, lambda t: t.cos(), ANY),
+    Case("log1p", ag.log1p, lambda t: t.log1p(), (uniform(-0.9, 2.0, 2, 3, 4),)),
+    Case("expm1", ag.expm1, lambda t: t.expm1(), ANY),
+    Case("softplus", ag.softplus, lambda t: torch.nn.functional.softplus(t),
+         (uniform(-15, 15, 2, 3, 4),)),
+    Case("silu", ag.silu, lambda t: torch.nn.functional.silu(t), ANY),
+    Case("square", ag.square, lambda t: t.square(), ANY),
+    *[Case(f"clip {name}", ours, theirs, args) for name, (ours, theirs, args) in CLIPS.items()],
     *[Case(name, f, f, (positive(2, 3),)) for name, f in NUMBERS.items()],
+    *[Case(name, f, None, (positive(2, 3),)) for name, f in CONSTANTS.items()],
     # numpy's functions on traced values (ops/operators.py)
     *[Case(f"np.{f.__name__}", f, None, (off_kinks(3, 4),))
       for f in [np.exp, np.tanh, np.abs, np.square, np.negative, np.positive]],
@@ -143,6 +158,8 @@ CASES = [
     Case("np.power", np.power, None, (positive(3, 4), normal(4))),
     Case("np.maximum(x, 1.0)", lambda x: np.maximum(x, 1.0), None, (normal(3, 4),)),
     Case("np.minimum(1.0, x)", lambda x: np.minimum(1.0, x), None, (normal(3, 4),)),
+    *[Case(f"np.{f.__name__}", f, None, (normal(3, 4),)) for f in [np.sin, np.cos, np.expm1]],
+    Case("np.log1p", np.log1p, None, (uniform(-0.9, 2.0, 3, 4),)),
     Case("a ** b", lambda a, b: a ** b, None, (positive(3, 4), normal(4))),
     # ---- reductions (ops/reductions.py) ----
     *[Case(f"{name} axis={a} keepdims={k}", lambda x, f=f, a=a, k=k: f(x, axis=a, keepdims=k),
@@ -157,6 +174,12 @@ CASES = [
     Case("mean_last", mean_last, lambda t: t.mean(-1, keepdim=True), ANY),
     *[Case(f"sum_keepdims {a}", lambda x, a=a: sum_keepdims(x, a),
            lambda t, a=a: t.sum(a, keepdim=True), ANY) for a in (1, 2)],
+    *[Case(f"prod with zeros axis={a}", lambda x, a=a: ag.prod(x, a),
+           lambda t, a=a: torch_prod(t, dims(a, 2), False),
+           (given([[0.0, 2.0, 3.0], [1.5, 0.0, 0.0], [0.5, -2.0, 1.0]]),)) for a in [None, 0, 1]],
+    *[Case(f"cumsum axis={a}", lambda x, a=a: ag.cumsum(x, a),
+           lambda t, a=a: torch_flat(lambda t, d: t.cumsum(d))(t, a), SEVERAL)
+      for a in [None, 0, 1, -1]],
     *[Case(name, f, None, SEVERAL) for name, f in NUMPY_REDUCTIONS.items()],
     # ---- fused neural-network ops (ops/nn.py) ----
     *[Case(f"softmax {s} axis={a}", lambda x, a=a: ag.softmax(x, a),
@@ -252,5 +275,24 @@ CASES = [
          (normal(2, 3, 5, 4), normal(2, 5, 3, 4))),
     Case("a @ w", lambda a, w: a @ w, None, (normal(2, 3, 4), normal(4, 5))),
     Case("np.matmul", np.matmul, None, (normal(2, 3, 4), normal(4, 5))),
+    *[Case(f"dot {a} {b}", ag.dot, torch_dot, (normal(*a), normal(*b))) for a, b in DOTS],
+    Case("outer", ag.outer, lambda a, b: torch.outer(a, b), (normal(3), normal(4))),
+    Case("outer flattens", ag.outer, lambda a, b: torch.outer(a.flatten(), b.flatten()),
+         (normal(2, 3), normal(2, 1))),
+    *[Case(f"einsum {s}", lambda *x, s=s: ag.einsum(s, *x), lambda *t, s=s: torch.einsum(s, *t),
+           tuple(normal(*shape) for shape in shapes)) for s, *shapes in EINSUMS],
+    *[Case(name, f, None, SEVERAL) for name, f in NUMPY_PRODUCTS.items()],
+    # ---- norms (ops/linalg.py) ----
+    *[Case(f"norm {s} ord={o} axis={a} keepdims={k}", lambda x, o=o, a=a, k=k: ag.norm(x, o, a, k),
+           lambda t, o=o, a=a, k=k: torch.linalg.norm(t, o, a, k), (normal(*s),))
+      for s, o, a, k in NORMS],
+    # ---- reordering (ops/sorting.py) ----
+    *[Case(f"sort axis={a}", lambda x, a=a: ag.sort(x, a),
+           lambda t, a=a: torch_flat(lambda t, d: t.sort(d).values)(t, a), SEVERAL)
+      for a in [-1, 0, 1, None]],
+    *[Case(f"take_along_axis {name}", lambda x, i=i, a=a: ag.take_along_axis(x, i, a),
+           lambda t, i=i, a=a: torch.take_along_dim(t, torch.from_numpy(i), a), (normal(*s),))
+      for name, (s, i, a) in TAKES.items()],
+    *[Case(name, f, None, SEVERAL) for name, f in NUMPY_SELECTIONS.items()],
 ]
 BY_NAME = {case.name: case for case in CASES}

@@ -1,7 +1,8 @@
 """Python operators, methods and numpy functions on traced values (autograd_lite/ops/operators.py)
 beyond the op table (whose rows written in numpy's vocabulary check that each reaches its op
 with numpy's numbers): comparisons and constant ufuncs, attributes and protocols, astype's
-dtypes, refused promotions, and the errors for what has no rule."""
+dtypes, refused promotions, the errors for what has no rule, and for what would change a
+traced value in place."""
 import re
 
 import numpy as np
@@ -169,21 +170,46 @@ def test_take_supports_axis_zero_only(rng):
 
 
 @pytest.mark.parametrize("call, message", [
-    (np.sin, "autograd_lite has no rule for numpy's sin on traced values; "
-             "define one with ag.primitive"),
+    (np.arctan, "autograd_lite has no rule for numpy's arctan on traced values; "
+                "define one with ag.primitive"),
     (lambda x: np.arctan2(x, x), "no rule for numpy's arctan2 on traced values"),
     (np.add.reduce, "no rule for numpy's add.reduce on traced values"),
     (lambda x: np.multiply.outer(x, x), "no rule for numpy's multiply.outer on traced values"),
     (lambda x: np.exp(x, out=np.empty(x.shape)), "no rule for numpy's exp with out on traced"),
     (lambda x: np.add(x, x, dtype=np.float64), "no rule for numpy's add with dtype on traced"),
-    (np.cumsum, "autograd_lite has no rule for np.cumsum on traced values; "
-                "define one with ag.primitive"),
-    (np.sort, "no rule for np.sort on traced values"),
-    (lambda x: np.dot(x, x), "no rule for np.dot on traced values"),
+    (np.cumprod, "autograd_lite has no rule for np.cumprod on traced values; "
+                 "define one with ag.primitive"),
+    (np.argsort, "no rule for np.argsort on traced values"),
+    (lambda x: np.cross(x, x), "no rule for np.cross on traced values"),
 ])
 def test_unsupported_numpy_calls_name_the_function(call, message, rng):
     with pytest.raises(TypeError, match=re.escape(message)):
         inside(call, rng.standard_normal(3))
+
+
+# In-place changes: a traced value is a value, not a buffer
+
+def test_item_assignment_says_what_to_write_instead():
+    message = ("x[index] = value: a traced value cannot be changed in place. Build a new array "
+               "instead: ag.where(mask, value, x) takes value where the bool array mask is True "
+               "and x elsewhere; ag.concatenate or ag.stack joins pieces")
+
+    def assign(x):
+        x[0] = 1.0
+    with pytest.raises(TypeError, match=re.escape(message)):
+        inside(assign, np.ones(3))
+    # what the message suggests does the job
+    x = np.array([2.0, 3.0, 4.0])
+    first = np.array([True, False, False])
+    value, (g,) = ag.value_and_gradient(lambda x: ag.sum(ag.where(first, 1.0, x) * x), x)
+    assert value == 2.0 + 9.0 + 16.0
+    np.testing.assert_array_equal(g, [1.0, 6.0, 8.0])
+
+
+def test_sort_method_says_it_sorts_in_place():
+    with pytest.raises(TypeError, match=re.escape("x.sort() sorts in place, which a traced value "
+                                                  "cannot be: write np.sort(x, axis)")):
+        inside(lambda x: x.sort(), np.ones(3))
 
 
 def test_module_getattr_unknown_name():

@@ -1,5 +1,5 @@
-"""Elementwise ops (autograd_lite/ops/elementwise.py) beyond the op table: kinks, ties and
-large arguments against PyTorch, errors, random broadcast shapes, and astype."""
+"""Elementwise ops (autograd_lite/ops/elementwise.py) beyond the op table: kinks, large and
+tiny arguments against PyTorch, errors, random broadcast shapes, and astype."""
 import re
 
 import numpy as np
@@ -25,21 +25,20 @@ def test_kinks_match_torch(dtype, torch):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_stable_at_large_arguments(dtype, torch):
     x = np.array([-1e4, -80.0, 0.0, 80.0, 1e4], dtype=dtype)
-    for name in ("sigmoid", "tanh", "gelu", "relu"):
+    for name in ("sigmoid", "tanh", "gelu", "relu", "softplus", "silu", "sin", "cos"):
         out = compare_with_torch(torch, BY_NAME[name].ours, BY_NAME[name].theirs, x)
         assert np.all(np.isfinite(out))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name", ["maximum", "minimum"])
-def test_ties_split_the_gradient_like_torch(name, dtype, torch):
-    a = np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 5.0]], dtype=dtype)
-    b = np.array([1.0, 1.0, 5.0], dtype=dtype)  # ties at (0, 0) and (1, 2)
-    op = BY_NAME[name].ours
-    compare_with_torch(torch, op, BY_NAME[name].theirs, a, b)
-    ga, gb = ag.gradient(lambda a, b: ag.sum(op(a, b)), a, b)
-    assert ga[0, 0] == 0.5 and ga[1, 2] == 0.5
-    assert gb[0] == 0.5 + (name == "maximum")  # for maximum b also wins at (1, 0)
+def test_log1p_expm1_and_softplus_keep_tiny_arguments(dtype, torch):
+    """Where log(1 + x), exp(x) - 1 and log(1 + exp(x)) written out lose x to rounding."""
+    x = np.array([-1e-10, 1e-12, 3e-8, -40.0], dtype=dtype)
+    for name in ("log1p", "expm1"):
+        out = compare_with_torch(torch, BY_NAME[name].ours, BY_NAME[name].theirs, x[:3])
+        np.testing.assert_allclose(out, x[:3], rtol=1e-6)  # ≈ x for tiny x
+    out = compare_with_torch(torch, ag.softplus, torch.nn.functional.softplus, x)
+    assert out[-1] > 0  # log1p(e^-40) ≈ 4e-18, not 0
 
 
 @pytest.mark.parametrize("name", [*BINARY, "where"])
@@ -59,15 +58,6 @@ def test_broadcasting_failure_names_op_and_shapes(name):
         BY_NAME[name].ours(a, b)
 
 
-def test_where_errors():
-    x = np.ones((2, 3))
-    with pytest.raises(TypeError, match="where: condition must be a bool array, got int64"):
-        ag.where(np.ones((2, 3), dtype=np.int64), x, x)
-    with pytest.raises(ValueError, match=re.escape("where: condition (4,), x (2, 3) and "
-                                                   "y (2, 3) do not broadcast together")):
-        ag.where(np.ones(4, bool), x, x)
-
-
 elementwise_shapes = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4,
                                                    min_side=1, max_side=4)
 
@@ -84,18 +74,10 @@ def test_broadcast_gradients_property(torch, shapes, name, seed):
     assert out.shape == shapes.result_shape
 
 
-def test_float64_with_integer_arrays_is_allowed_but_a_list_is_named():
+def test_float64_with_integer_arrays_is_allowed():
     x = np.array([1.0, 2.0, 4.0])
     np.testing.assert_array_equal(ag.mul(x, np.arange(3)), x * np.arange(3))
     np.testing.assert_array_equal(ag.div(np.int64(2), x), 2 / x)
-    with pytest.raises(TypeError, match=r"add: operands must be arrays or Python numbers, got list"):
-        ag.add(x, [1.0, 2.0, 3.0])
-    for op, call in (("add", lambda: ag.add([1.0, 2.0], 3.0)), ("sub", lambda: ag.sub(1.0, (2.0,))),
-                     ("div", lambda: ag.div([1.0], 2)),
-                     ("where", lambda: ag.where(np.array([True]), [1.0], 0.0))):
-        with pytest.raises(TypeError, match=rf"{op}: operands must be arrays or Python numbers, "
-                                            r"got (list|tuple)"):
-            call()
 
 
 # astype: public as ag.astype, and what x.astype(...) on a traced value calls

@@ -1,5 +1,6 @@
-"""matmul (autograd_lite/ops/matmul.py) beyond the op table: errors naming the shapes, and
-operands of random ranks and broadcast batch axes against PyTorch."""
+"""matmul, dot and outer (autograd_lite/ops/matmul.py) beyond the op table: errors naming the
+shapes, and operands of random ranks (vectors included) and broadcast batch axes against
+PyTorch."""
 import re
 
 import numpy as np
@@ -14,10 +15,11 @@ ERRORS = [
     ((32, 50, 32), (64, 32), ValueError,
      "matmul: (32, 50, 32) @ (64, 32): inner dimensions 32 != 64"),
     ((3, 4), (5, 4), ValueError, "matmul: (3, 4) @ (5, 4): inner dimensions 4 != 5"),
-    ((4,), (4, 5), ValueError,
-     "matmul: (4,) @ (4, 5): both operands need at least 2 dimensions"),
-    ((3, 4), (4,), ValueError,
-     "matmul: (3, 4) @ (4,): both operands need at least 2 dimensions"),
+    ((4,), (5, 6), ValueError, "matmul: (4,) @ (5, 6): inner dimensions 4 != 5"),
+    ((3, 4), (5,), ValueError, "matmul: (3, 4) @ (5,): inner dimensions 4 != 5"),
+    ((4,), (3,), ValueError, "matmul: (4,) @ (3,): inner dimensions 4 != 3"),
+    ((), (3,), ValueError, "matmul: () @ (3,): operands need at least 1 dimension (numpy's @ "
+                           "refuses scalars; multiply with * instead)"),
     ((2, 3, 4), (5, 4, 6), ValueError,
      "matmul: (2, 3, 4) @ (5, 4, 6): batch dimensions (2,) and (5,) do not broadcast"),
 ]
@@ -36,12 +38,24 @@ def test_mixed_dtypes_raise():
         ag.matmul(a, b)
 
 
+def test_dot_errors_name_the_shapes():
+    with pytest.raises(ValueError, match=re.escape(
+            "dot: (2, 3, 4) · (5, 3, 2): the last axis of a (4) and the second to last of b (3) "
+            "differ")):
+        ag.dot(np.ones((2, 3, 4)), np.ones((5, 3, 2)))
+    with pytest.raises(ValueError, match=re.escape("matmul: (3, 4) @ (3, 2): inner dimensions")):
+        ag.dot(np.ones((3, 4)), np.ones((3, 2)))
+
+
 @st.composite
 def matmul_shapes(draw):
-    """Operands of rank 2 to 4 whose batch axes broadcast: (a shape, b shape)."""
+    """Operands of rank 1 to 4 whose batch axes broadcast: (a shape, b shape); a vector
+    has only its inner axis."""
     batch = draw(mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=2, max_side=3))
     m, k, n = (draw(st.integers(1, 4)) for _ in range(3))
-    return batch.input_shapes[0] + (m, k), batch.input_shapes[1] + (k, n)
+    a = (k,) if draw(st.integers(0, 3)) == 0 else batch.input_shapes[0] + (m, k)
+    b = (k,) if draw(st.integers(0, 3)) == 0 else batch.input_shapes[1] + (k, n)
+    return a, b
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)

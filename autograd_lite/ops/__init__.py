@@ -1,13 +1,17 @@
 """The op catalogue: every primitive and composite op, by family."""
 from . import operators
 from .broadcasting import broadcast_to, unbroadcast
-from .elementwise import (abs, add, astype, div, exp, gelu, log, maximum, minimum, mul, neg, pow,
-                          relu, sigmoid, sqrt, sub, tanh, where)
+from .einsum import einsum
+from .elementwise import (abs, add, astype, cos, div, exp, expm1, gelu, log, log1p, mul, neg, pow,
+                          relu, sigmoid, silu, sin, softplus, sqrt, square, sub, tanh)
 from .indexing import add_at, gather, getitem, scatter_add
-from .matmul import matmul
+from .linalg import norm
+from .matmul import dot, matmul, outer
 from .nn import (cross_entropy, dropout, layer_norm, log_softmax, logsumexp, softmax,
                  softmax_backward, layer_norm_backward)
-from .reductions import max, mean, sum, var
+from .reductions import cumsum, max, mean, min, prod, sum, var
+from .selection import clip, maximum, minimum, where
 from .shape import concatenate, expand_dims, reshape, split, squeeze, stack, swapaxes, transpose
+from .sorting import sort, take_along_axis
 
 operators.install()

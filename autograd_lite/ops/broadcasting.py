@@ -7,7 +7,7 @@ the axes that broadcasting added or stretched.
 import numpy as np
 
 from ..tracer import primitive
-from .checks import check_same_float_dtype
+from .checks import as_array, check_same_float_dtype
 
 
 def unbroadcast(g, shape):
@@ -25,6 +25,7 @@ def unbroadcast(g, shape):
 @primitive
 def broadcast_to(x, shape):
     """x broadcast to `shape` (a read-only view); its adjoint is `unbroadcast`."""
+    x = as_array("broadcast_to", x)
     shape = tuple(shape)
     try:
         out = np.broadcast_to(x, shape)

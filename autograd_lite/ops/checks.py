@@ -1,11 +1,54 @@
-"""Checks an op makes on its operands before computing: dtypes that numpy would promote
-silently, and axis arguments. Each error names the op, the operands and what was expected."""
+"""Checks an op makes on its operands before computing: what numpy's function would take
+(lists, numbers), dtypes that numpy would promote silently, and axis arguments. Each error
+names the op, the operands and what was expected."""
 import numbers
 
 import numpy as np
 
 from ..tracer import Box
 from ..tree import is_python_number
+
+
+def as_array(op, x, name="x"):
+    """`x` as numpy's function would take it: an array or a traced value as it is; a list, a
+    tuple, a number or anything with `__array__` through np.asarray. Anything else, or a list
+    of traced values, is refused naming the op, the argument and its type."""
+    if type(x) is np.ndarray or type(x) is Box or isinstance(x, np.ndarray):
+        return x
+    if not isinstance(x, (list, tuple, numbers.Number, np.generic)) and not hasattr(x, "__array__"):
+        raise TypeError(f"{op}: {name} must be an array, a list or a number, got "
+                        f"{type(x).__name__}")
+    try:
+        array = np.asarray(x)
+    except TypeError:  # a traced value inside refuses to become a plain array
+        raise TypeError(f"{op}: {name} is a {type(x).__name__} holding traced values; make them "
+                        "one array first (ag.stack)") from None
+    except ValueError as error:  # a ragged list
+        raise ValueError(f"{op}: {name} ({type(x).__name__}) does not make an array: "
+                         f"{error}") from None
+    if array.dtype.kind not in "biufc":
+        raise TypeError(f"{op}: {name} must hold numbers, got a {type(x).__name__} of "
+                        f"{array.dtype}")
+    return array
+
+
+def as_operand(op, x, name):
+    """An operand of an arithmetic op: a Python number stays as it is (weak in numpy's
+    promotion, NEP 50: it takes the other operand's dtype); anything else as `as_array`."""
+    if type(x) is np.ndarray or type(x) is Box or is_python_number(x):
+        return x
+    return as_array(op, x, name)
+
+
+_READY = frozenset({np.ndarray, Box, float, int})  # operand types taken as they are
+
+
+def as_operands(op, a, b, names=("a", "b")):
+    """Both operands of a binary op, each as `as_operand` takes it (one look when both are
+    arrays, traced values or Python numbers: the common case, on every op's path)."""
+    if type(a) in _READY and type(b) in _READY:
+        return a, b
+    return as_operand(op, a, names[0]), as_operand(op, b, names[1])
 
 
 def dtype_of(op, x):

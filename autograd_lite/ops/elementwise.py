@@ -12,12 +12,13 @@ import numpy as np
 from ..tracer import primal, primitive
 from ..tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
-from .checks import check_same_float_dtype
+from .checks import as_array, as_operands
 
 
 @primitive
 def add(a, b):
     """a + b"""
+    a, b = as_operands("add", a, b)
     out = broadcast_binary("add", np.add, a, b)  # checks the operands
     a_shape, b_shape = shape_of(a), shape_of(b)
 
@@ -29,6 +30,7 @@ def add(a, b):
 @primitive
 def sub(a, b):
     """a - b"""
+    a, b = as_operands("sub", a, b)
     out = broadcast_binary("sub", np.subtract, a, b)  # checks the operands
     a_shape, b_shape = shape_of(a), shape_of(b)
 
@@ -40,6 +42,7 @@ def sub(a, b):
 @primitive
 def mul(a, b):
     """a * b"""
+    a, b = as_operands("mul", a, b)
     out = broadcast_binary("mul", np.multiply, a, b)
 
     def mul_pullback(g):
@@ -50,6 +53,7 @@ def mul(a, b):
 @primitive
 def div(a, b):
     """a / b"""
+    a, b = as_operands("div", a, b)
     out = broadcast_binary("div", np.true_divide, a, b)
     a_shape = shape_of(a)
 
@@ -78,6 +82,7 @@ def _log_base(a):
 @primitive
 def pow(a, b):
     """a ** b. The derivative in b uses log(a) and is taken as 0 where a <= 0."""
+    a, b = as_operands("pow", a, b)
     out = broadcast_binary("pow", np.power, a, b)
 
     def pow_pullback(g):
@@ -89,6 +94,7 @@ def pow(a, b):
 @primitive
 def neg(x):
     """-x"""
+    x = as_array("neg", x)
     out = -x
 
     def neg_pullback(g):
@@ -122,6 +128,7 @@ def astype(x, dtype):
 @primitive
 def exp(x):
     """e^x; d/dx = e^x, taken from the output."""
+    x = as_array("exp", x)
     y = np.exp(x)
 
     def exp_pullback(g):
@@ -132,6 +139,7 @@ def exp(x):
 @primitive
 def log(x):
     """Natural logarithm; d/dx = 1/x."""
+    x = as_array("log", x)
     out = np.log(x)
 
     def log_pullback(g):
@@ -142,6 +150,7 @@ def log(x):
 @primitive
 def sqrt(x):
     """√x; d/dx = 1 / (2√x)."""
+    x = as_array("sqrt", x)
     y = np.sqrt(x)
 
     def sqrt_pullback(g):
@@ -152,6 +161,7 @@ def sqrt(x):
 @primitive
 def tanh(x):
     """tanh x; d/dx = 1 - tanh²x."""
+    x = as_array("tanh", x)
     y = np.tanh(x)
 
     def tanh_pullback(g):
@@ -172,6 +182,7 @@ def sigmoid(x):
 @primitive
 def relu(x):
     """max(x, 0); the derivative at 0 is 0 (as in PyTorch)."""
+    x = as_array("relu", x)
     positive = primal(x) > 0
     out = x * positive
 
@@ -190,6 +201,7 @@ def gelu(x):
         gelu(x) = x/2 · (1 + tanh(u)),  u = √(2/π) (x + 0.044715 x³)
         gelu'(x) = (1 + t)/2 + x/2 · (1 - t²) · √(2/π) (1 + 3 · 0.044715 x²),  t = tanh(u)
     """
+    x = as_array("gelu", x)
     t = np.tanh(_GELU_C * (x + 0.044715 * x * x * x))
     out = 0.5 * x * (1 + t)
 
@@ -202,6 +214,7 @@ def gelu(x):
 @primitive
 def abs(x):
     """|x|; the derivative at 0 is 0."""
+    x = as_array("abs", x)
     out = np.abs(x)
     sign = np.sign(primal(x))
 
@@ -210,50 +223,69 @@ def abs(x):
     return out, abs_pullback
 
 
-def _tie_weights(a, b, out_dtype):
-    """1 where a wins, 1/2 where a and b tie, 0 where b wins (PyTorch splits ties evenly)."""
-    pa, pb = primal(a), primal(b)
-    return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
+@primitive
+def sin(x):
+    """sin x; d/dx = cos x."""
+    x = as_array("sin", x)
+    out = np.sin(x)
+
+    def sin_pullback(g):
+        return (g * np.cos(x),)
+    return out, sin_pullback
 
 
 @primitive
-def maximum(a, b):
-    """Elementwise max(a, b); a tie sends half the cotangent to each side."""
-    out = broadcast_binary("maximum", np.maximum, a, b)
+def cos(x):
+    """cos x; d/dx = -sin x."""
+    x = as_array("cos", x)
+    out = np.cos(x)
 
-    def maximum_pullback(g):
-        wa = _tie_weights(a, b, out.dtype)
-        return lambda: unbroadcast(g * wa, a.shape), lambda: unbroadcast(g * (1 - wa), b.shape)
-    return out, maximum_pullback
-
-
-@primitive
-def minimum(a, b):
-    """Elementwise min(a, b); a tie sends half the cotangent to each side."""
-    out = broadcast_binary("minimum", np.minimum, a, b)
-
-    def minimum_pullback(g):
-        wb = _tie_weights(a, b, out.dtype)
-        return lambda: unbroadcast(g * (1 - wb), a.shape), lambda: unbroadcast(g * wb, b.shape)
-    return out, minimum_pullback
+    def cos_pullback(g):
+        return (-g * np.sin(x),)
+    return out, cos_pullback
 
 
 @primitive
-def where(condition, x, y):
-    """x where `condition` (a bool array) holds, else y; broadcast like np.where."""
-    if getattr(condition, "dtype", None) != np.bool_:
-        raise TypeError(f"where: condition must be a bool array, got "
-                        f"{getattr(condition, 'dtype', type(condition).__name__)}")
-    check_same_float_dtype("where", x, y)
-    try:
-        out = np.where(condition, x, y)
-    except ValueError:
-        raise ValueError(f"where: condition {condition.shape}, x {shape_of(x)} and "
-                         f"y {shape_of(y)} do not broadcast together") from None
-    x_shape, y_shape = shape_of(x), shape_of(y)
+def log1p(x):
+    """log(1 + x), exact for tiny x; d/dx = 1 / (1 + x)."""
+    x = as_array("log1p", x)
+    out = np.log1p(x)
 
-    def where_pullback(g):
-        return (None,
-                lambda: unbroadcast(np.where(condition, g, 0), x_shape),
-                lambda: unbroadcast(np.where(condition, 0, g), y_shape))
-    return out, where_pullback
+    def log1p_pullback(g):
+        return (g / (1 + x),)
+    return out, log1p_pullback
+
+
+@primitive
+def expm1(x):
+    """eˣ - 1, exact for tiny x; d/dx = eˣ, taken from the output as y + 1."""
+    x = as_array("expm1", x)
+    y = np.expm1(x)
+
+    def expm1_pullback(g):
+        return (g * (y + 1),)
+    return y, expm1_pullback
+
+
+@primitive
+def softplus(x):
+    """log(1 + eˣ), computed as max(x, 0) + log1p(e^-|x|): no overflow for large x and no
+    rounding to 0 for very negative x; d/dx = σ(x)."""
+    x = as_array("softplus", x)
+    out = np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+    def softplus_pullback(g):
+        return (g * sigmoid(x),)
+    return out, softplus_pullback
+
+
+def silu(x):
+    """x · σ(x) (the swish of Ramachandran et al.; torch's silu)."""
+    x = as_array("silu", x)
+    return mul(x, sigmoid(x))
+
+
+def square(x):
+    """x², as x · x."""
+    x = as_array("square", x)
+    return mul(x, x)

@@ -12,6 +12,7 @@ import numbers
 import numpy as np
 
 from ..tracer import is_traced, primitive
+from .checks import as_array
 
 
 def _selects_each_element_once(index):
@@ -33,6 +34,7 @@ def _check_index(index):
 @primitive
 def getitem(x, index):
     """x[index] with basic slicing or integer/bool arrays; repeated indices accumulate."""
+    x = as_array("getitem", x)
     _check_index(index)
     out = x[index]
     x_shape = x.shape
@@ -45,6 +47,7 @@ def getitem(x, index):
 @primitive
 def add_at(values, index, shape):
     """zeros(shape) with `values` added at x[index] (numpy's np.add.at); getitem's adjoint."""
+    values = as_array("add_at", values, "values")
     if is_traced(values):  # differentiating a pullback: record this op on the enclosing trace
         out = add_at(values, index, shape)
     else:
@@ -72,6 +75,7 @@ def _check_indices(op, indices, n):
 @primitive
 def gather(table, indices):
     """Rows of `table` at `indices`: out[i...] = table[indices[i...]], shape indices.shape + table.shape[1:]."""
+    table = as_array("gather", table, "table")
     if table.ndim < 1:
         raise ValueError(f"gather: table must have at least one axis, got {table.shape}")
     _check_indices("gather", indices, table.shape[0])
@@ -104,6 +108,7 @@ def segment_sum(values, indices, n):
 @primitive
 def scatter_add(values, indices, n):
     """out[k] = Σ_{i : indices[i] = k} values[i], for k < n; gather's adjoint."""
+    values = as_array("scatter_add", values, "values")
     _check_indices("scatter_add", indices, n)
     if values.shape[:indices.ndim] != indices.shape:
         raise ValueError(f"scatter_add: values {values.shape} must start with the shape of "

@@ -1,22 +1,38 @@
-"""Matrix product of stacks of matrices, with numpy's broadcasting of the batch axes.
+"""Matrix products: matmul (numpy's @) of stacks of matrices, with numpy's broadcasting of
+the batch axes and its rule for vectors; dot and outer, numpy's other two products.
 
     out[..., i, j] = Σ_k a[..., i, k] b[..., k, j]
     da = g @ bᵀ,  db = aᵀ @ g   (each summed over the batch axes its operand was broadcast along)
 """
+import string
+
 import numpy as np
 
 from ..tracer import primitive
 from .broadcasting import unbroadcast
-from .checks import check_same_float_dtype
+from .checks import as_array, as_operands, check_same_float_dtype
+from .einsum import einsum
+from .elementwise import mul
+from .shape import reshape
+
+
+def _as_matrix(x, side):
+    """numpy's rule for a vector operand of @: on the left a row (1, n), on the right a
+    column (n, 1); a matrix (or a stack) as it is."""
+    if x.ndim != 1:
+        return x
+    return x.reshape(1, -1) if side == "left" else x.reshape(-1, 1)
 
 
 def _check_matmul(a, b):
-    if a.ndim < 2 or b.ndim < 2:
-        raise ValueError(f"matmul: {a.shape} @ {b.shape}: both operands need at least 2 "
-                         "dimensions (reshape vectors to (1, n) or (n, 1))")
-    if a.shape[-1] != b.shape[-2]:
+    """Operands of @ as given (vectors included): the shapes must fit, the dtypes agree."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: {a.shape} @ {b.shape}: operands need at least 1 dimension "
+                         "(numpy's @ refuses scalars; multiply with * instead)")
+    a_matrix, b_matrix = _as_matrix(a, "left"), _as_matrix(b, "right")
+    if a_matrix.shape[-1] != b_matrix.shape[-2]:
         raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner dimensions "
-                         f"{a.shape[-1]} != {b.shape[-2]}")
+                         f"{a_matrix.shape[-1]} != {b_matrix.shape[-2]}")
     try:
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
@@ -39,10 +55,33 @@ def _rows(x):
     return x.reshape(-1, x.shape[-1])
 
 
+def _product_with_vectors(a, b):
+    """(a @ b, its pullback) where a or b is a vector: the product of the matrices numpy makes
+    of them (`_as_matrix`), with the vector's axis dropped from it."""
+    a_shape, b_shape = a.shape, b.shape
+    out, matrices_pullback = matmul.body(_as_matrix(a, "left"), _as_matrix(b, "right"))
+    product_shape = out.shape
+    out_shape = product_shape[:-2]
+    if a.ndim != 1:
+        out_shape += product_shape[-2:-1]  # a's rows
+    if b.ndim != 1:
+        out_shape += product_shape[-1:]  # b's columns
+
+    def matmul_pullback(g):
+        da, db = matrices_pullback(g.reshape(product_shape))
+        return lambda: da().reshape(a_shape), lambda: db().reshape(b_shape)
+    return out.reshape(out_shape), matmul_pullback
+
+
 @primitive
 def matmul(a, b):
-    """a @ b for 2-D, 3-D and 4-D operands (any rank >= 2)."""
+    """a @ b as numpy's @: stacks of matrices of any rank >= 2, their batch axes broadcast;
+    a vector operand is a row on the left and a column on the right, and that axis is not
+    in the result ((n,) @ (n, m) -> (m,), (k, n) @ (n,) -> (k,), (n,) @ (n,) -> ())."""
+    a, b = as_array("matmul", a, "a"), as_array("matmul", b, "b")
     _check_matmul(a, b)
+    if a.ndim == 1 or b.ndim == 1:
+        return _product_with_vectors(a, b)
     a, b = _blas_ready(a), _blas_ready(b)
     shared_right = b.ndim == 2 and a.ndim > 2  # (..., n, k) @ (k, m), e.g. activations @ weights
     if shared_right:
@@ -56,3 +95,34 @@ def matmul(a, b):
         return (lambda: unbroadcast(g @ np.swapaxes(b, -1, -2), a.shape),
                 lambda: unbroadcast(np.swapaxes(a, -1, -2) @ g, b.shape))
     return out, matmul_pullback
+
+
+def _dot_subscripts(a_ndim, b_ndim):
+    """einsum subscripts of np.dot for a of rank >= 2 and b of rank >= 3: a's last axis
+    against b's second to last, every other axis of both kept, a's first."""
+    a_letters = string.ascii_letters[:a_ndim]
+    b_letters = string.ascii_letters[a_ndim:a_ndim + b_ndim]
+    b_letters = b_letters[:-2] + a_letters[-1] + b_letters[-1]
+    out = a_letters[:-1] + b_letters[:-2] + b_letters[-1]
+    return f"{a_letters},{b_letters}->{out}"
+
+
+def dot(a, b):
+    """np.dot(a, b): a product with a scalar; matmul where b is a vector or a matrix, or a is
+    a vector; otherwise a sum over a's last axis and b's second to last, keeping every
+    other axis of both (no broadcasting: (i, j, n) · (k, n, m) -> (i, j, k, m))."""
+    a, b = as_operands("dot", a, b)
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return mul(a, b)
+    if b.ndim <= 2 or a.ndim == 1:
+        return matmul(a, b)
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"dot: {a.shape} · {b.shape}: the last axis of a ({a.shape[-1]}) and "
+                         f"the second to last of b ({b.shape[-2]}) differ")
+    return einsum(_dot_subscripts(a.ndim, b.ndim), a, b)
+
+
+def outer(a, b):
+    """np.outer(a, b): out[i, j] = a_i b_j over the flattened a and b."""
+    a, b = as_array("outer", a, "a"), as_array("outer", b, "b")
+    return mul(reshape(a, (-1, 1)), reshape(b, (1, -1)))

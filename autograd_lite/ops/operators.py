@@ -7,8 +7,9 @@ are recorded when an enclosing trace differentiates them.
 import numpy as np
 
 from ..tracer import Box, primal
-from . import elementwise as ew
-from . import indexing, matmul as mm, reductions as red, shape as sh
+from . import einsum as es, elementwise as ew
+from . import indexing, linalg, matmul as mm, reductions as red, selection as sel, shape as sh
+from . import sorting
 
 
 def _comparison(ufunc):
@@ -33,6 +34,22 @@ def _astype_method(self, dtype, *args, **kwargs):
     return primal(self).astype(dtype, *args, **kwargs)
 
 
+def _sort_method(self, *args, **kwargs):
+    raise TypeError("x.sort() sorts in place, which a traced value cannot be: write "
+                    "np.sort(x, axis) (or ag.sort), which returns the sorted copy")
+
+
+def _setitem(self, index, value):
+    raise TypeError("x[index] = value: a traced value cannot be changed in place. Build a new "
+                    "array instead: ag.where(mask, value, x) takes value where the bool array "
+                    "mask is True and x elsewhere; ag.concatenate or ag.stack joins pieces")
+
+
+def _clip(a, a_min=None, a_max=None, *, min=None, max=None):
+    """np.clip(a, a_min, a_max) and x.clip(min, max): numpy takes the bounds by either name."""
+    return sel.clip(a, min if a_min is None else a_min, max if a_max is None else a_max)
+
+
 def _iterate(self):
     if not self.shape:
         raise TypeError("iteration over a 0-d traced value")
@@ -47,13 +64,15 @@ _BOX_METHODS = {
     "__pow__": ew.pow, "__rpow__": lambda s, o: ew.pow(o, s),
     "__matmul__": mm.matmul, "__rmatmul__": lambda s, o: mm.matmul(o, s),
     "__neg__": ew.neg, "__pos__": lambda s: s, "__abs__": ew.abs,
-    "__getitem__": indexing.getitem, "__iter__": _iterate,
+    "__getitem__": indexing.getitem, "__setitem__": _setitem, "__iter__": _iterate,
     "__lt__": _comparison(np.less), "__le__": _comparison(np.less_equal),
     "__gt__": _comparison(np.greater), "__ge__": _comparison(np.greater_equal),
     "__eq__": _comparison(np.equal), "__ne__": _comparison(np.not_equal),
     "reshape": _reshape_method, "transpose": _transpose_method,
     "swapaxes": sh.swapaxes, "squeeze": sh.squeeze,
-    "sum": red.sum, "mean": red.mean, "max": red.max, "var": red.var, "astype": _astype_method,
+    "sum": red.sum, "mean": red.mean, "max": red.max, "min": red.min, "prod": red.prod,
+    "var": red.var, "cumsum": red.cumsum, "clip": _clip, "dot": mm.dot, "sort": _sort_method,
+    "astype": _astype_method,
     "T": property(lambda s: sh.transpose(s)),
 }
 
@@ -61,8 +80,9 @@ _UFUNCS = {
     np.add: ew.add, np.subtract: ew.sub, np.multiply: ew.mul, np.true_divide: ew.div,
     np.power: ew.pow, np.negative: ew.neg, np.positive: lambda x: x,
     np.exp: ew.exp, np.log: ew.log, np.sqrt: ew.sqrt, np.tanh: ew.tanh,
-    np.absolute: ew.abs, np.maximum: ew.maximum, np.minimum: ew.minimum,
-    np.matmul: mm.matmul, np.square: lambda x: ew.mul(x, x),
+    np.sin: ew.sin, np.cos: ew.cos, np.log1p: ew.log1p, np.expm1: ew.expm1,
+    np.absolute: ew.abs, np.maximum: sel.maximum, np.minimum: sel.minimum,
+    np.matmul: mm.matmul, np.square: ew.square,
 }
 
 # Ufuncs without a derivative (or with derivative 0): computed on the plain values.
@@ -87,9 +107,12 @@ def _like(fill):
 
 _FUNCTIONS = {
     np.sum: red.sum, np.mean: red.mean, np.max: red.max, np.amax: red.max, np.var: red.var,
+    np.min: red.min, np.amin: red.min, np.prod: red.prod, np.cumsum: red.cumsum,
+    np.clip: _clip, np.einsum: es.einsum, np.dot: mm.dot, np.outer: mm.outer,
+    np.linalg.norm: linalg.norm, np.sort: sorting.sort, np.take_along_axis: sorting.take_along_axis,
     np.reshape: sh.reshape, np.transpose: sh.transpose, np.swapaxes: sh.swapaxes,
     np.expand_dims: sh.expand_dims, np.squeeze: sh.squeeze, np.concatenate: sh.concatenate,
-    np.stack: sh.stack, np.split: sh.split, np.where: ew.where, np.broadcast_to: red.broadcast_to,
+    np.stack: sh.stack, np.split: sh.split, np.where: sel.where, np.broadcast_to: red.broadcast_to,
     np.take: _take,
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a: a.size,
     np.zeros_like: _like(np.zeros), np.ones_like: _like(np.ones),

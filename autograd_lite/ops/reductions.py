@@ -1,5 +1,5 @@
-"""Reductions over an axis (int, tuple or None), with keepdims: sum, mean, max, var; and
-the fast sums over one axis that the fused rules use.
+"""Reductions over an axis (int, tuple or None), with keepdims: sum, mean, max, min, prod,
+var; the running sum cumsum; and the fast sums over one axis that the fused rules use.
 
 A reduction's pullback reshapes the cotangent to the keepdims shape and lets it
 broadcast back over the reduced axes.
@@ -10,7 +10,7 @@ import numpy as np
 
 from ..tracer import primal, primitive
 from .broadcasting import broadcast_to
-from .checks import normalize_axes
+from .checks import as_array, normalize_axes
 
 
 def keepdims_shape(shape, axes):
@@ -21,6 +21,7 @@ def keepdims_shape(shape, axes):
 @primitive
 def sum(x, axis=None, keepdims=False):
     """Σ over `axis`; the cotangent is copied back to every summed element."""
+    x = as_array("sum", x)
     axes = normalize_axes("sum", axis, x.ndim)
     out = x.sum(axis=axes, keepdims=keepdims)
     x_shape = x.shape
@@ -33,6 +34,7 @@ def sum(x, axis=None, keepdims=False):
 @primitive
 def mean(x, axis=None, keepdims=False):
     """Σ over `axis` divided by the number of elements summed."""
+    x = as_array("mean", x)
     axes = normalize_axes("mean", axis, x.ndim)
     count = math.prod(x.shape[a] for a in axes)
     out = x.mean(axis=axes, keepdims=keepdims)
@@ -44,24 +46,103 @@ def mean(x, axis=None, keepdims=False):
     return out, mean_pullback
 
 
+def _nonempty_axes(op, x, axis):
+    """The axes of a reduction that has no value over an empty axis (max, min)."""
+    axes = normalize_axes(op, axis, x.ndim)
+    if any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"{op}: cannot reduce an empty axis of {x.shape}")
+    return axes
+
+
+def _extreme_shares(x, out, axes):
+    """1/k at each of the k entries of a slice of x (along `axes`) that equal its extreme
+    `out`, 0 elsewhere: tied maxima (or minima) share the cotangent equally, as in torch."""
+    is_extreme = primal(x) == primal(out).reshape(keepdims_shape(x.shape, axes))
+    return (is_extreme / is_extreme.sum(axis=axes, keepdims=True)).astype(x.dtype)
+
+
 @primitive
 def max(x, axis=None, keepdims=False):
     """Largest element over `axis`; tied maxima share the cotangent equally (like torch.amax)."""
-    axes = normalize_axes("max", axis, x.ndim)
-    if any(x.shape[a] == 0 for a in axes):
-        raise ValueError(f"max: cannot reduce an empty axis of {x.shape}")
+    x = as_array("max", x)
+    axes = _nonempty_axes("max", x, axis)
     out = x.max(axis=axes, keepdims=keepdims)
 
     def max_pullback(g):
-        kept = keepdims_shape(x.shape, axes)
-        is_max = primal(x) == primal(out).reshape(kept)
-        share = (is_max / is_max.sum(axis=axes, keepdims=True)).astype(x.dtype)
-        return g.reshape(kept) * share, None, None
+        return g.reshape(keepdims_shape(x.shape, axes)) * _extreme_shares(x, out, axes), None, None
     return out, max_pullback
+
+
+@primitive
+def min(x, axis=None, keepdims=False):
+    """Smallest element over `axis`; tied minima share the cotangent equally (like torch.amin)."""
+    x = as_array("min", x)
+    axes = _nonempty_axes("min", x, axis)
+    out = x.min(axis=axes, keepdims=keepdims)
+
+    def min_pullback(g):
+        return g.reshape(keepdims_shape(x.shape, axes)) * _extreme_shares(x, out, axes), None, None
+    return out, min_pullback
+
+
+def _axes_last(x, axes):
+    """x with `axes` moved to the end and merged into one: (..., n), n their total length;
+    and the function that undoes it on an array of that shape."""
+    rest = [i for i in range(x.ndim) if i not in axes]
+    moved = np.transpose(x, rest + list(axes))
+    moved_shape = moved.shape
+    inverse = tuple(np.argsort(rest + list(axes)))
+
+    def undo(y):
+        return np.transpose(y.reshape(moved_shape), inverse)
+    return moved.reshape(moved_shape[:len(rest)] + (-1,)), undo
+
+
+def _exclusive_products(x):
+    """Π_{j ≠ i} x_j along the last axis of a plain array: the product of the entries before
+    i times the product of those after it (exact where x has zeros; no division)."""
+    ones = np.ones(x.shape[:-1] + (1,), x.dtype)
+    before = np.cumprod(np.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
+    after = np.cumprod(np.concatenate([ones, x[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    return before * after
+
+
+def _exclusive_products_traced(x):
+    """Π_{j ≠ i} x_j along the last axis (n entries) of a traced x, with the library's ops:
+    row i of the (..., n, n) stack is x with x_i replaced by 1. O(n²): higher order only."""
+    n = x.shape[-1]
+    return prod(np.where(np.eye(n, dtype=bool), 1.0, x[..., None, :]), axis=-1)
+
+
+def product_of_others(x, axes, kept):
+    """p_i = Π_{j ≠ i} x_j over each slice of x along `axes`: ∂ prod / ∂x_i. `kept`: the
+    products, keepdims. Where no slice holds a zero it is kept / x (with the library's ops,
+    so that it is differentiable in turn); otherwise the products are formed without
+    division, as torch does."""
+    if not (primal(x) == 0).any():
+        return kept / x
+    moved, undo = _axes_last(x, axes)
+    if type(moved) is np.ndarray:
+        return undo(_exclusive_products(moved))
+    return undo(_exclusive_products_traced(moved))
+
+
+@primitive
+def prod(x, axis=None, keepdims=False):
+    """Π over `axis`; d/dx_i = Π_{j ≠ i} x_j (`product_of_others`), exact where x has zeros."""
+    x = as_array("prod", x)
+    axes = normalize_axes("prod", axis, x.ndim)
+    out = x.prod(axis=axes, keepdims=keepdims)
+    kept = out.reshape(keepdims_shape(x.shape, axes))
+
+    def prod_pullback(g):
+        return g.reshape(kept.shape) * product_of_others(x, axes, kept), None, None
+    return out, prod_pullback
 
 
 def var(x, axis=None, keepdims=False, ddof=0):
     """Variance over `axis`: mean of squared deviations, divided by (n - ddof) instead of n."""
+    x = as_array("var", x)
     axes = normalize_axes("var", axis, x.ndim)
     count = math.prod(x.shape[a] for a in axes)
     if ddof and count - ddof <= 0:
@@ -71,6 +152,24 @@ def var(x, axis=None, keepdims=False, ddof=0):
     if ddof:  # scale before the mean: a 0-d array times a number would be a numpy scalar
         squares = squares * (count / (count - ddof))
     return mean(squares, axes, keepdims)
+
+
+@primitive
+def cumsum(x, axis=None):
+    """Running sums along `axis` (of the flattened x when None, as np.cumsum). Each x_i is
+    in every sum from position i on, so the cotangent is summed from the end:
+    dx = reverse(cumsum(reverse(g)))."""
+    x = as_array("cumsum", x)
+    x_shape = x.shape
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    (axis,) = normalize_axes("cumsum", axis, x.ndim)
+    out = np.cumsum(x, axis)
+    backwards = (slice(None),) * axis + (slice(None, None, -1),)
+
+    def cumsum_pullback(g):
+        return cumsum(g[backwards], axis)[backwards].reshape(x_shape), None
+    return out, cumsum_pullback
 
 
 def sum_last(x):

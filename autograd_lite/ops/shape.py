@@ -8,12 +8,13 @@ import numbers
 import numpy as np
 
 from ..tracer import primitive
-from .checks import check_same_float_dtype, normalize_axes
+from .checks import as_array, check_same_float_dtype, normalize_axes
 
 
 @primitive
 def reshape(x, shape):
     """x with a new shape of the same size (one entry may be -1)."""
+    x = as_array("reshape", x)
     try:
         out = x.reshape(shape)
     except ValueError:
@@ -29,6 +30,7 @@ def reshape(x, shape):
 @primitive
 def transpose(x, axes=None):
     """Permute the axes (reverse them when `axes` is None)."""
+    x = as_array("transpose", x)
     if axes is None:
         axes = tuple(reversed(range(x.ndim)))
     axes = tuple(axes)
@@ -45,6 +47,7 @@ def transpose(x, axes=None):
 @primitive
 def swapaxes(x, axis1, axis2):
     """Exchange two axes."""
+    x = as_array("swapaxes", x)
     normalize_axes("swapaxes", (axis1,), x.ndim)
     normalize_axes("swapaxes", (axis2,), x.ndim)
     out = np.swapaxes(x, axis1, axis2)
@@ -57,6 +60,7 @@ def swapaxes(x, axis1, axis2):
 @primitive
 def expand_dims(x, axis):
     """Insert a length-1 axis at `axis` (an int or a tuple, as np.expand_dims)."""
+    x = as_array("expand_dims", x)
     axes = axis if isinstance(axis, tuple) else (axis,)
     if not all(-x.ndim - len(axes) <= a < x.ndim + len(axes) for a in axes):
         raise ValueError(f"expand_dims: axis {axis} is out of range for {x.shape}")
@@ -71,6 +75,7 @@ def expand_dims(x, axis):
 @primitive
 def squeeze(x, axis=None):
     """Remove length-1 axes (all of them, or those named by `axis`)."""
+    x = as_array("squeeze", x)
     axes = normalize_axes("squeeze", axis, x.ndim) if axis is not None else None
     if axes is not None and any(x.shape[a] != 1 for a in axes):
         raise ValueError(f"squeeze: axis {axis} of {x.shape} does not have length 1")
@@ -93,6 +98,7 @@ def concatenate_arrays(axis, *xs):
     """Join arrays along an existing axis; the pullback slices the cotangent back apart."""
     if not xs:
         raise ValueError("concatenate: needs at least one array")
+    xs = [as_array("concatenate", x, f"xs[{i}]") for i, x in enumerate(xs)]
     ndim = xs[0].ndim
     (axis,) = normalize_axes("concatenate", axis, ndim)
     shapes = [x.shape for x in xs]
@@ -110,7 +116,9 @@ def concatenate_arrays(axis, *xs):
 
 
 def concatenate(xs, axis=0):
-    """np.concatenate(xs, axis) for traced or plain arrays."""
+    """np.concatenate(xs, axis) for traced or plain arrays; axis None joins them flattened."""
+    if axis is None:
+        return concatenate_arrays(0, *(reshape(x, -1) for x in xs))
     return concatenate_arrays(axis, *xs)
 
 
@@ -119,6 +127,7 @@ def stack_arrays(axis, *xs):
     """Join equal-shape arrays along a new axis; the pullback takes each slice back out."""
     if not xs:
         raise ValueError("stack: needs at least one array")
+    xs = [as_array("stack", x, f"xs[{i}]") for i, x in enumerate(xs)]
     shapes = [x.shape for x in xs]
     if any(s != shapes[0] for s in shapes):
         raise ValueError(f"stack: all arrays must have the same shape, got {shapes}")
@@ -143,6 +152,7 @@ def stack(xs, axis=0):
 
 def split(x, indices_or_sections, axis=0):
     """np.split: a list of slices of x along `axis` (equal sections, or cut at the given indices)."""
+    x = as_array("split", x)
     (axis,) = normalize_axes("split", axis, x.ndim)
     length = x.shape[axis]
     if isinstance(indices_or_sections, numbers.Integral):

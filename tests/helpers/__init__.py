@@ -3,6 +3,8 @@
     helpers.references    central differences (first and second order), closeness, PyTorch
                           comparison of ops, the paper's position encoding written out
     helpers.op_cases      the vocabulary of the op table (tests/op_table.py): rows, domains
+    helpers.numpy_forms   numpy's operators, functions and methods on traced values, rows of
+                          the op table against numpy's own untraced calls
     helpers.torch_models  PyTorch layers holding our blocks' weights (through
                           models.torch_bridge) and gradients compared by torch's names
     helpers.tiny_models   small seeded models of each family; dropout's seeding checked

@@ -51,6 +51,16 @@ def positive(*shape):
     return Float(shape, lambda rng, s: rng.uniform(0.5, 2.0, s))
 
 
+def uniform(low, high, *shape):
+    return Float(shape, lambda rng, s: rng.uniform(low, high, s))
+
+
+def given(values):
+    """These values (zeros of a product, say), in the row's dtype."""
+    values = np.asarray(values, dtype=np.float64)
+    return Float(values.shape, lambda rng, s: values)
+
+
 def off_kinks(*shape):
     """Normal numbers at least 0.1 from 0, where relu and abs have their kink."""
     def draw(rng, s):
@@ -91,6 +101,31 @@ def pieces(parts):
 def dims(axis, ndim):
     """torch's dim for numpy's axis (None: every axis)."""
     return tuple(range(ndim)) if axis is None else axis
+
+
+def torch_flat(f):
+    """torch's f(tensor, dim) for numpy's axis None too (None: of the flattened tensor)."""
+    return lambda t, axis: f(t.flatten(), 0) if axis is None else f(t, axis)
+
+
+def torch_prod(t, dims, keepdim):
+    """t's product over the axes dims (torch.prod takes one dim at a time)."""
+    dims = (dims,) if isinstance(dims, int) else dims
+    for d in sorted((d % t.ndim for d in dims), reverse=True):
+        t = t.prod(d, keepdim=keepdim)
+    return t
+
+
+def torch_clamp_broadcast(x, low, high):
+    """torch.clamp of x broadcast to the bounds' shape (torch keeps x's shape otherwise)."""
+    return torch.clamp(x.expand(torch.broadcast_shapes(x.shape, low.shape, high.shape)), low, high)
+
+
+def torch_dot(a, b):
+    """np.dot: a product with a scalar, else a sum over a's last axis and b's second to last."""
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    return torch.tensordot(a, b, ([-1], [-2 % b.ndim]))
 
 
 def torch_index(index):

@@ -1,0 +1,56 @@
+"""Norms, as np.linalg.norm computes them: the 2-norm of vectors and the Frobenius norm of
+matrices, both √(Σ x²) over their axes.
+
+    ‖x‖ = √(Σ x²),   d‖x‖/dx = x / ‖x‖   (0 where ‖x‖ = 0, as torch: x is 0 there)
+"""
+import numbers
+
+import numpy as np
+
+from ..tracer import primal, primitive
+from .checks import as_array, normalize_axes
+from .reductions import keepdims_shape
+
+_SUPPORTED = ("autograd_lite computes the 2-norm of vectors (ord=None or 2) and the Frobenius "
+              "norm of matrices (ord=None or 'fro')")
+
+
+def _norm_axes(x, ord, axis):
+    """The axes np.linalg.norm(x, ord, axis) sums the squares over, for the orders that are
+    √(Σ x²); an error naming the order or the axes for any other."""
+    if axis is None and ord is None:
+        return tuple(range(x.ndim))  # numpy: the 2-norm of x flattened, any rank
+    given = range(x.ndim) if axis is None else (
+        (axis,) if isinstance(axis, numbers.Integral) else tuple(axis))
+    axes = normalize_axes("norm", tuple(given), x.ndim)
+    if len(axes) == 1 and (ord is None or ord == 2):
+        return axes
+    if len(axes) == 2 and (ord is None or ord == "fro"):
+        return axes
+    if len(axes) not in (1, 2):
+        raise ValueError(f"norm: a norm is over one axis (a vector's) or two (a matrix's), got "
+                         f"{len(axes)} axes of {x.shape} (axis={axis})")
+    if len(axes) == 2 and ord == 2:
+        raise ValueError("norm: ord=2 over two axes is the spectral norm (the largest singular "
+                         f"value), which is not supported: {_SUPPORTED}")
+    kind = "a vector" if len(axes) == 1 else "a matrix"
+    raise ValueError(f"norm: ord={ord!r} of {kind} is not supported: {_SUPPORTED}")
+
+
+@primitive
+def norm(x, ord=None, axis=None, keepdims=False):
+    """np.linalg.norm(x, ord, axis, keepdims) for the norms that are √(Σ x²) over some axes
+    (`_norm_axes`); integers are taken as float64, as numpy takes them."""
+    x = as_array("norm", x)
+    if x.dtype.kind == "c":
+        raise TypeError(f"norm: x must be real, got {x.dtype}")
+    if x.dtype.kind != "f":
+        x = x.astype(np.float64)
+    axes = _norm_axes(x, ord, axis)
+    out = np.sqrt((x * x).sum(axis=axes, keepdims=keepdims))
+    kept = out.reshape(keepdims_shape(x.shape, axes))
+
+    def norm_pullback(g):
+        nonzero = np.where(primal(kept) > 0, kept, 1)  # where the norm is 0, so is x
+        return x * (g.reshape(kept.shape) / nonzero), None, None, None
+    return out, norm_pullback

@@ -1,0 +1,109 @@
+"""Elementwise selections: maximum, minimum, where and clip. Each output element is one of
+the operands' elements, and its cotangent goes to the operand it was taken from (split
+evenly where maximum and minimum tie; clip follows torch.clamp at its bounds).
+"""
+import numpy as np
+
+from ..tracer import primal, primitive
+from .broadcasting import broadcast_binary, shape_of, unbroadcast
+from .checks import as_array, as_operand, as_operands, check_same_float_dtype
+
+
+def _tie_weights(a, b, out_dtype):
+    """1 where a wins, 1/2 where a and b tie, 0 where b wins (PyTorch splits ties evenly)."""
+    pa, pb = primal(a), primal(b)
+    return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
+
+
+@primitive
+def maximum(a, b):
+    """Elementwise max(a, b); a tie sends half the cotangent to each side."""
+    a, b = as_operands("maximum", a, b)
+    out = broadcast_binary("maximum", np.maximum, a, b)
+
+    def maximum_pullback(g):
+        wa = _tie_weights(a, b, out.dtype)
+        return lambda: unbroadcast(g * wa, a.shape), lambda: unbroadcast(g * (1 - wa), b.shape)
+    return out, maximum_pullback
+
+
+@primitive
+def minimum(a, b):
+    """Elementwise min(a, b); a tie sends half the cotangent to each side."""
+    a, b = as_operands("minimum", a, b)
+    out = broadcast_binary("minimum", np.minimum, a, b)
+
+    def minimum_pullback(g):
+        wb = _tie_weights(a, b, out.dtype)
+        return lambda: unbroadcast(g * (1 - wb), a.shape), lambda: unbroadcast(g * wb, b.shape)
+    return out, minimum_pullback
+
+
+@primitive
+def where(condition, x, y):
+    """x where `condition` (a bool array) holds, else y; broadcast like np.where."""
+    condition = as_array("where", condition, "condition")
+    x, y = as_operands("where", x, y, ("x", "y"))
+    if condition.dtype != np.bool_:
+        raise TypeError(f"where: condition must be a bool array, got {condition.dtype}")
+    check_same_float_dtype("where", x, y)
+    try:
+        out = np.where(condition, x, y)
+    except ValueError:
+        raise ValueError(f"where: condition {condition.shape}, x {shape_of(x)} and "
+                         f"y {shape_of(y)} do not broadcast together") from None
+    x_shape, y_shape = shape_of(x), shape_of(y)
+
+    def where_pullback(g):
+        return (None,
+                lambda: unbroadcast(np.where(condition, g, 0), x_shape),
+                lambda: unbroadcast(np.where(condition, 0, g), y_shape))
+    return out, where_pullback
+
+
+def _clip_routes(x, a_min, a_max):
+    """Where each of x, a_min and a_max receives the cotangent, as torch.clamp sends it:
+
+        x      where a_min ≤ x ≤ a_max (a tie with a bound counts as inside)
+        a_min  where x < a_min and a_min < a_max
+        a_max  where x > a_max, or where a_max < a_min (crossed bounds: the output is a_max)
+
+    A missing bound (None) is -∞ or +∞. Bool arrays of the output's shape."""
+    x = primal(x)
+    low = -np.inf if a_min is None else primal(a_min)
+    high = np.inf if a_max is None else primal(a_max)
+    to_x = (x >= low) & (x <= high)
+    to_min = (x < low) & (low < high)
+    to_max = (x > high) | (high < low)
+    return to_x, to_min, to_max
+
+
+def _shape_or_none(bound):
+    return None if bound is None else shape_of(bound)
+
+
+@primitive
+def clip(x, a_min, a_max):
+    """min(max(x, a_min), a_max) elementwise, as np.clip: each bound is an array or a number
+    that broadcasts with x, or None (no bound on that side). The cotangent is routed as by
+    torch.clamp (`_clip_routes`)."""
+    x = as_array("clip", x)
+    bounds = [None if b is None else as_operand("clip", b, name)
+              for b, name in ((a_min, "a_min"), (a_max, "a_max"))]
+    for bound in bounds:
+        if bound is not None:
+            check_same_float_dtype("clip", x, bound)
+    a_min, a_max = bounds
+    try:
+        out = np.clip(x, a_min, a_max)
+    except ValueError:
+        raise ValueError(f"clip: x {x.shape}, a_min {_shape_or_none(a_min)} and a_max "
+                         f"{_shape_or_none(a_max)} do not broadcast together") from None
+    x_shape, min_shape, max_shape = x.shape, shape_of(a_min), shape_of(a_max)
+
+    def clip_pullback(g):
+        to_x, to_min, to_max = _clip_routes(x, a_min, a_max)
+        return (lambda: unbroadcast(g * to_x, x_shape),
+                lambda: unbroadcast(g * to_min, min_shape),
+                lambda: unbroadcast(g * to_max, max_shape))
+    return out, clip_pullback

@@ -1,0 +1,86 @@
+"""Reordering along an axis: take_along_axis, and sort, which is take_along_axis by the
+sorting permutation.
+
+    take_along_axis(x, indices, axis)  <->  add_at of the cotangent at those positions
+    sort(x, axis)                      <->  the cotangent taken back by the inverse permutation
+"""
+import numpy as np
+
+from ..tracer import primal, primitive
+from .checks import as_array, normalize_axes
+from .indexing import add_at
+
+
+def _flattened_when_none(x, axis):
+    """(x, axis), with x flattened and axis 0 when axis is None (numpy's convention)."""
+    return (x.reshape(-1), 0) if axis is None else (x, axis)
+
+
+def _check_indices_along(x, indices, axis):
+    dtype = getattr(indices, "dtype", None)
+    if dtype is None or dtype.kind not in "iu":
+        raise TypeError(f"take_along_axis: indices must be an integer array, got "
+                        f"{dtype if dtype is not None else type(indices).__name__}")
+    if indices.ndim != x.ndim:
+        raise ValueError(f"take_along_axis: indices {indices.shape} must have as many "
+                         f"dimensions as x {x.shape}")
+    n = x.shape[axis]
+    if indices.size and (indices.min() < -n or indices.max() >= n):
+        raise IndexError(f"take_along_axis: indices must lie in [-{n}, {n}) for axis {axis} of "
+                         f"{x.shape}, got values from {indices.min()} to {indices.max()}")
+
+
+def along_axis_index(x_shape, indices, axis):
+    """The index with x[index] == np.take_along_axis(x, indices, axis): `indices` on `axis`,
+    and on every other axis each position itself (0 where x has length 1 and broadcasts)."""
+    index = []
+    for d, n in enumerate(x_shape):
+        if d == axis:
+            index.append(indices)
+            continue
+        length = n if n != 1 else indices.shape[d]
+        positions = np.arange(length) if n != 1 else np.zeros(length, dtype=np.intp)
+        index.append(positions.reshape((1,) * d + (length,) + (1,) * (len(x_shape) - d - 1)))
+    return tuple(index)
+
+
+@primitive
+def take_along_axis(x, indices, axis=-1):
+    """out[..., i, ...] = x[..., indices[..., i, ...], ...] along `axis`, as np.take_along_axis
+    (x flattened when axis is None); indices: integers with x's number of dimensions, whose
+    other axes broadcast against x's. A position taken several times gets the sum of their
+    cotangents."""
+    x = as_array("take_along_axis", x)
+    x_shape = x.shape
+    x, axis = _flattened_when_none(x, axis)
+    (axis,) = normalize_axes("take_along_axis", axis, x.ndim)
+    _check_indices_along(x, indices, axis)
+    try:
+        out = np.take_along_axis(x, indices, axis)
+    except (ValueError, IndexError):
+        raise ValueError(f"take_along_axis: indices {indices.shape} do not broadcast against "
+                         f"x {x.shape} off axis {axis}") from None
+    index = along_axis_index(x.shape, indices, axis)
+    taken_from_shape = x.shape
+
+    def take_along_axis_pullback(g):
+        return add_at(g, index, taken_from_shape).reshape(x_shape), None, None
+    return out, take_along_axis_pullback
+
+
+@primitive
+def sort(x, axis=-1):
+    """x sorted ascending along `axis` (flattened when None, as np.sort); equal entries keep
+    their order (a stable sort). Each cotangent entry goes back to the entry of x that was
+    moved there: dx = take_along_axis(g, inverse permutation)."""
+    x = as_array("sort", x)
+    x_shape = x.shape
+    x, axis = _flattened_when_none(x, axis)
+    (axis,) = normalize_axes("sort", axis, x.ndim)
+    order = np.argsort(primal(x), axis=axis, kind="stable")
+    out = np.take_along_axis(x, order, axis)
+
+    def sort_pullback(g):
+        back = np.argsort(order, axis=axis)  # where each entry of x went
+        return take_along_axis(g, back, axis).reshape(x_shape), None
+    return out, sort_pullback
