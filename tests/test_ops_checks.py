@@ -9,6 +9,7 @@ import pytest
 import autograd_lite as ag
 from autograd_lite.ops.checks import check_same_float_dtype, dtype_of, normalize_axes
 from autograd_lite.ops.reductions import keepdims_shape
+from helpers.op_cases import assert_raises, each_error
 
 
 # Axes
@@ -93,3 +94,88 @@ def test_dtype_check_sees_through_traced_values():
         ag.gradient(lambda x: ag.sum(x + np.ones(2)), x32)
     ag.gradient(lambda x: check_same_float_dtype("add", x, np.ones(2, np.float32)) or ag.sum(x),
                 x32)
+
+
+# What numpy's functions take: lists, tuples and numbers (issue 12, bug 9)
+
+ROW, MATRIX = [0.5, -1.0, 2.0], ((0.5, -1.0, 2.0), (1.5, 0.25, -3.0))
+UNARY = {  # every unary op against numpy's function (None: the op on the arguments as arrays)
+    "neg": np.negative, "exp": np.exp, "log": None, "sqrt": None, "tanh": np.tanh,
+    "relu": None, "gelu": None, "abs": np.abs, "sin": np.sin, "cos": np.cos, "log1p": None,
+    "expm1": np.expm1, "softplus": None, "silu": None, "square": np.square,
+    "sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod, "var": np.var,
+    "cumsum": np.cumsum, "sort": np.sort, "norm": np.linalg.norm, "transpose": np.transpose,
+    "squeeze": np.squeeze,
+}
+POSITIVE = {"log", "sqrt", "log1p"}  # their domain
+TAKES = [  # (name, ours, numpy's or None, arguments)
+    *[(f"{name}(list)", getattr(ag, name), numpy, ([abs(v) for v in ROW] if name in POSITIVE
+                                                  else ROW,)) for name, numpy in UNARY.items()],
+    *[(f"{name}(2.0)", getattr(ag, name), numpy, (2.0,)) for name, numpy in UNARY.items()
+      if name != "sort"],
+    *[(f"{name}(list, tuple)", getattr(ag, name), getattr(np, numpy), (ROW, MATRIX))
+      for name, numpy in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                          ("div", "divide"), ("maximum", "maximum"), ("minimum", "minimum")]],
+    ("pow(list, 2.0)", ag.pow, np.power, ([0.5, 1.0, 2.0], 2.0)),
+    ("where(list, list, 0.0)", ag.where, np.where, ([True, False, True], ROW, 0.0)),
+    ("clip(list, list, 1.0)", ag.clip, np.clip, (MATRIX, [0.0, -2.0, 0.5], 1.0)),
+    ("clip(2.0, 0.0, 1.0)", ag.clip, np.clip, (2.0, 0.0, 1.0)),
+    ("reshape(tuple)", ag.reshape, np.reshape, (MATRIX, (3, 2))),
+    ("swapaxes(tuple)", ag.swapaxes, np.swapaxes, (MATRIX, 0, 1)),
+    ("expand_dims(list)", ag.expand_dims, np.expand_dims, (ROW, 0)),
+    ("broadcast_to(list)", ag.broadcast_to, np.broadcast_to, (ROW, (2, 3))),
+    ("broadcast_to(2.0)", ag.broadcast_to, np.broadcast_to, (2.0, (2, 3))),
+    ("concatenate(lists)", ag.concatenate, np.concatenate, ([ROW, [1.0]],)),
+    ("concatenate(axis=None)", lambda xs: ag.concatenate(xs, axis=None),
+     lambda xs: np.concatenate(xs, axis=None), ([MATRIX, ROW],)),
+    ("stack(lists)", ag.stack, np.stack, ([ROW, ROW],)),
+    ("split(list)", lambda x: ag.split(x, 3)[1], None, (ROW,)),  # np.split refuses a list
+    ("getitem(tuple)", ag.getitem, lambda x, i: np.asarray(x)[i], (MATRIX, (1, 2))),
+    ("gather(list)", ag.gather, lambda t, i: np.take(t, i, axis=0), (ROW, np.array([2, 0]))),
+    ("scatter_add(list)", ag.scatter_add, None, (ROW, np.array([1, 1, 0]), 2)),
+    ("add_at(list)", ag.add_at, None, (ROW, np.array([1, 1, 0]), (2,))),
+    ("matmul(list, tuple)", ag.matmul, np.matmul, (ROW, MATRIX[::-1] + ((1.0, 0.0, 1.0),))),
+    ("dot(list, list)", ag.dot, np.dot, (ROW, ROW)),
+    ("dot(2.0, list)", ag.dot, np.dot, (2.0, ROW)),
+    ("outer(list, 2.0)", ag.outer, np.outer, (ROW, 2.0)),
+    ("einsum(list, tuple)", ag.einsum, np.einsum, ("i,ji->j", ROW, MATRIX)),
+    ("take_along_axis(list)", ag.take_along_axis, None, (ROW, np.array([2, 2, 0]), 0)),
+]
+
+
+@pytest.mark.parametrize("name, ours, numpy, args", TAKES, ids=[t[0] for t in TAKES])
+def test_ops_take_lists_tuples_and_numbers_as_numpy_does(name, ours, numpy, args):
+    got = ours(*args)
+    if numpy is None:  # no numpy function: the op on the same arguments made arrays
+        numpy = ours
+        args = [np.asarray(a) if isinstance(a, (list, tuple, float)) else a for a in args]
+    want = np.asarray(numpy(*args))
+    assert type(got) is np.ndarray and got.dtype == want.dtype, (type(got), got.dtype, want.dtype)
+    np.testing.assert_allclose(got, want, rtol=1e-15)
+
+
+def test_a_list_beside_a_traced_value_is_a_constant():
+    x = np.array([1.0, 2.0, 3.0])
+    (g,) = ag.gradient(lambda x: ag.sum(ag.mul(x, [1.0, 2.0, 3.0])) + ag.dot([2.0, 0.0, 1.0], x), x)
+    np.testing.assert_array_equal(g, [3.0, 2.0, 4.0])
+
+
+REFUSALS = [
+    (lambda: ag.sum({"a": 1.0}), TypeError,
+     "sum: x must be an array, a list or a number, got dict"),
+    (lambda: ag.exp("2.0"), TypeError, "exp: x must be an array, a list or a number, got str"),
+    (lambda: ag.mul(np.ones(2), None), TypeError,
+     "mul: b must be an array, a list or a number, got NoneType"),
+    (lambda: ag.sum(["a", "b"]), TypeError, "sum: x must hold numbers, got a list of <U1"),
+    (lambda: ag.mean([[1.0, 2.0], [3.0]]), ValueError, "mean: x (list) does not make an array: "),
+    (lambda: ag.matmul(2.0, [1.0, 2.0]), ValueError, "matmul: () @ (2,): operands need at least"),
+    (lambda: ag.concatenate([np.ones(2), "ab"]), TypeError,
+     "concatenate: xs[1] must be an array, a list or a number, got str"),
+    (lambda: ag.gradient(lambda x: ag.sum([x[0], x[1]]), np.ones(2)), TypeError,
+     "sum: x is a list holding traced values; make them one array first (ag.stack)"),
+]
+
+
+@each_error(REFUSALS)
+def test_what_numpy_would_not_take_is_refused_naming_the_argument(make, error, message):
+    assert_raises(make, error, message)

@@ -1,0 +1,54 @@
+"""norm (autograd_lite/ops/linalg.py) beyond the op table: the gradient at a zero norm as
+torch's, dtypes as numpy's, and the orders and axes it refuses, each named."""
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from helpers.op_cases import assert_raises, each_error
+from helpers.references import DTYPES, compare_with_torch
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gradient_at_a_zero_norm_is_zero_like_torch(dtype, torch):
+    x = np.array([[0.0, 0.0, 0.0], [3.0, 0.0, -4.0]], dtype)
+    out = compare_with_torch(torch, lambda x: ag.norm(x, axis=1),
+                             lambda t: torch.linalg.norm(t, dim=1), x)
+    np.testing.assert_array_equal(out, [0, 5])
+    compare_with_torch(torch, ag.norm, torch.linalg.norm, np.zeros((2, 3), dtype))
+    g = ag.grad(lambda x: ag.sum(ag.norm(x, axis=1)))(x)
+    np.testing.assert_allclose(g, [[0, 0, 0], [0.6, 0, -0.8]], rtol=1e-6)
+
+
+def test_dtypes_as_numpy():
+    for x in (np.ones(3, np.float32), np.ones(3), np.arange(4), [3, 4]):
+        got, want = ag.norm(x), np.linalg.norm(x)
+        assert got.dtype == want.dtype and got == want
+
+
+ERRORS = [
+    (lambda: ag.norm(np.ones((3, 3)), 2), ValueError,
+     "norm: ord=2 over two axes is the spectral norm (the largest singular value), which is not "
+     "supported: autograd_lite computes the 2-norm of vectors (ord=None or 2) and the Frobenius "
+     "norm of matrices (ord=None or 'fro')"),
+    (lambda: ag.norm(np.ones(3), 1), ValueError, "norm: ord=1 of a vector is not supported"),
+    (lambda: ag.norm(np.ones((2, 3)), np.inf, axis=1), ValueError,
+     "norm: ord=inf of a vector is not supported"),
+    (lambda: ag.norm(np.ones(3), "fro"), ValueError,
+     "norm: ord='fro' of a vector is not supported"),
+    (lambda: ag.norm(np.ones((2, 2)), "nuc"), ValueError,
+     "norm: ord='nuc' of a matrix is not supported"),
+    (lambda: ag.norm(np.ones((2, 2, 2)), 2), ValueError,
+     "norm: a norm is over one axis (a vector's) or two (a matrix's), got 3 axes of (2, 2, 2) "
+     "(axis=None)"),
+    (lambda: ag.norm(np.ones((2, 2, 2)), None, (0, 1, 2)), ValueError,
+     "norm: a norm is over one axis (a vector's) or two (a matrix's), got 3 axes of (2, 2, 2)"),
+    (lambda: ag.norm(np.ones((2, 2)), None, 2), ValueError,
+     "norm: axis 2 is out of range for an array of 2 dimensions"),
+    (lambda: ag.norm(np.ones(2, complex)), TypeError, "norm: x must be real, got complex128"),
+]
+
+
+@each_error(ERRORS)
+def test_errors_name_the_order_and_axes(make, error, message):
+    assert_raises(make, error, message)
+
