@@ -190,17 +190,22 @@ def show_examples(params, values):
 
 
 def write_plots(out, params, history, value):
-    """training_curves.png, and attention.png: the last decoder layer's attention over the
-    digits of `value` while the model writes its words, averaged over the heads."""
+    """training_curves.png (fit's history), and attention.png (draw_attention)."""
     plots.training_curves(history, out / "training_curves.png", log_loss=True)
-    src = nw.encode_sources([value])[:, :len(str(int(value)))]  # (1, S): the digits, no padding
-    tgt = nw.encode_targets([value])  # (1, T): BOS, the words, EOS, padding
-    words = nw.to_words(int(value))
-    weights = plots.transformer_cross_attention(params, src, tgt[:, :len(words) + 1], nw.PAD)
-    plots.attention(weights[0].mean(axis=0), out / "attention.png", words + ["<eos>"],
-                    list(str(int(value))), xlabel="digit read", ylabel="word written",
-                    title=f"{int(value):,}: last decoder layer, mean over heads")
+    draw_attention(out / "attention.png", params, value)
     print(f"saved {out / 'training_curves.png'} and {out / 'attention.png'}")
+
+
+def draw_attention(path, params, value):
+    """The last decoder layer's attention over the digits of `value` while the model writes
+    its words (the words it should write, fed by teacher forcing), averaged over the heads."""
+    digits, words = list(str(int(value))), nw.to_words(int(value))
+    src = nw.encode_sources([value])[:, :len(digits)]  # (1, S): the digits, no padding
+    tgt = nw.encode_targets([value])[:, :len(words) + 1]  # (1, T): BOS and the words
+    weights = plots.transformer_cross_attention(params, src, tgt, nw.PAD)  # (1, H, T, S)
+    plots.attention(weights[0].mean(axis=0), path, words + ["<eos>"], digits,
+                    xlabel="digit read", ylabel="word written",
+                    title=f"{int(value):,}: last decoder layer, mean over heads")
 
 
 def build_model(args, rng):
