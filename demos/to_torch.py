@@ -98,12 +98,13 @@ def logits_difference(torch, module, params, held_out):
     return difference
 
 
-def adam_state_to_torch(torch_bridge, optimizer, module, state):
-    """Our Adam's moments m, v (trees shaped like the parameters) and step count, as
-    torch.optim.Adam's state of each of module's parameters."""
+def adam_state_to_torch(torch, optimizer, module, state):
+    """Our Adam's moments m, v (trees shaped like the parameters, which the bridge maps as
+    it maps gradients) and step count, as torch.optim.Adam's state of module's parameters."""
+    from models import torch_bridge
     m, v = torch_bridge.to_torch(state.m), torch_bridge.to_torch(state.v)
     for name, parameter in module.named_parameters():
-        optimizer.state[parameter] = {"step": torch_bridge.torch.tensor(float(state.step)),
+        optimizer.state[parameter] = {"step": torch.tensor(float(state.step)),
                                       "exp_avg": m[name], "exp_avg_sq": v[name]}
 
 
@@ -173,7 +174,7 @@ def main(argv=None):
     print("2. to torch: the parameters and Adam's state")
     module = torch_bridge.torch_module_for(params)
     torch_adam = torch.optim.Adam(module.parameters(), betas=(0.9, 0.98), eps=1e-9)
-    adam_state_to_torch(torch_bridge, torch_adam, module, state)
+    adam_state_to_torch(torch, torch_adam, module, state)
     there = logits_difference(torch, module, params, held_out)
     print(f"  the logits agree: max difference {there:.1e} on {HELD_OUT} held-out numbers")
 

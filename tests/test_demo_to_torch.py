@@ -34,7 +34,7 @@ def torch_copy(torch, params, state=None):
     module = torch_bridge.torch_module_for(params)
     adam = torch.optim.Adam(module.parameters(), betas=(0.9, 0.98), eps=1e-9)
     if state is not None:
-        to_torch.adam_state_to_torch(torch_bridge, adam, module, state)
+        to_torch.adam_state_to_torch(torch, adam, module, state)
     return module, adam
 
 
