@@ -6,6 +6,7 @@
 import importlib.metadata as _metadata
 
 from . import memory, optim
+from .checkpoint import checkpoint
 from .differentiate import grad, gradient, value_and_gradient, vjp
 from .ops import (abs, add, add_at, astype, broadcast_to, concatenate, cross_entropy, div,
                   dropout, exp, expand_dims, gather, gelu, getitem, layer_norm, log, log_softmax,
@@ -13,6 +14,7 @@ from .ops import (abs, add, add_at, astype, broadcast_to, concatenate, cross_ent
                   scatter_add, sigmoid, softmax, split, sqrt, squeeze, stack, sub, sum, swapaxes,
                   tanh, transpose, unbroadcast, var, where)
 from .tracer import primitive, stop_gradient
+from .transforms import hessian, hvp, jacobian, jvp
 from .tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
 from .gradcheck import check_gradients
 from .serialization import load, save

@@ -35,6 +35,15 @@ def _cotangent_mismatch(node, argnum, parent, g):
                       f"but that argument is {parent.shape} {parent.dtype}")
 
 
+def _checked_cotangent(node, argnum, parent, g):
+    """`g`, whose shape or dtype differs from `parent`'s: an error, unless `parent` is weak
+    (tracer.py) and `g` is the cotangent of its cast to the op's float dtype: then the
+    adjoint of that cast, `g` back in the weak value's own dtype."""
+    if parent.weak and getattr(g, "shape", None) == parent.shape and g.dtype.kind == "f":
+        return g.astype(parent.dtype)
+    raise _cotangent_mismatch(node, argnum, parent, g)
+
+
 def backward(output, seed, release):
     """Propagate `seed` (the cotangent of `output`) to the leaves: {leaf node: cotangent}."""
     pending = _consumer_counts(output)
@@ -63,7 +72,7 @@ def backward(output, seed, release):
                 except AttributeError:
                     matches = False
                 if not matches:
-                    raise _cotangent_mismatch(node, argnum, parent, gp)
+                    gp = _checked_cotangent(node, argnum, parent, gp)
                 previous = cotangents.get(parent)
                 cotangents[parent] = gp if previous is None else previous + gp
             pending[parent] -= 1

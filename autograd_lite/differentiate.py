@@ -4,8 +4,12 @@ Each call opens a new trace, boxes every floating leaf of the arguments it
 differentiates, runs the function once, and sends the output's cotangent back
 through the recorded nodes. Gradients come back in the structure of the
 arguments; static leaves (see tree.is_differentiable: integer arrays, None, ints,
-strings, functions, Hyper settings) get None.
-Nothing is kept between calls.
+strings, functions, Hyper settings) get None. The trace ends when the function
+returns: nothing is kept between calls, and a traced value that escaped is refused.
+
+`argnums` follows jax.grad (argnums.py): an int gives that argument's gradient tree, a
+tuple of ints a tuple of trees; `gradient` and `value_and_gradient` default to every
+argument (a tuple).
 """
 import functools
 import inspect
@@ -13,26 +17,20 @@ import numbers
 
 import numpy as np
 
+from .argnums import argnum_positions, check_argnums, nothing_to_differentiate
 from .backward import backward
-from .tracer import Box, Node, Trace
-from .tree import is_differentiable, tree_map
-
-
-def _box_leaves(tree, trace):
-    """`tree` with each float leaf boxed as an input of `trace`; and the input nodes, in leaf order."""
-    nodes = []
-
-    def box(leaf):
-        if not is_differentiable(leaf):
-            return leaf
-        boxed = box_input(leaf, trace)
-        nodes.append(boxed.node)
-        return boxed
-    return tree_map(box, tree), nodes
+from .tracer import (Box, Node, Trace, WeakNode, as_weak, end_trace, escaped_value_error,
+                     hold_weak_scalars)
+from .tree import children, is_differentiable, tree_leaves, tree_map, tree_unflatten
 
 
 def box_input(leaf, trace):
-    """A float leaf as an input of `trace` (a Box over an array, whose node has no parents)."""
+    """A float leaf as an input of `trace` (a Box whose node has no parents). A Python
+    float, or a value traced from one, is boxed weak (tracer.py: weak scalars)."""
+    if type(leaf) is float or (type(leaf) is Box and leaf.node.weak):
+        hold_weak_scalars(trace)
+        value = np.asarray(leaf) if type(leaf) is float else leaf
+        return Box(value, trace, WeakNode(None, (), "input", value.shape, value.dtype))
     value = leaf if type(leaf) is np.ndarray or type(leaf) is Box else np.asarray(leaf)
     return Box(value, trace, Node(None, (), "input", value.shape, value.dtype))
 
@@ -57,14 +55,72 @@ def argument_names(f, n):
     return names
 
 
+# ---------------------------------------------------------------- tracing a call
+
+def _box_leaves(tree, trace):
+    """`tree` with each float leaf boxed as an input of `trace`; and the input nodes, in leaf order."""
+    nodes = []
+
+    def box(leaf):
+        if not is_differentiable(leaf):
+            return leaf
+        boxed = box_input(leaf, trace)
+        nodes.append(boxed.node)
+        return boxed
+    return tree_map(box, tree), nodes
+
+
+def trace_call(caller, f, args, positions, named=False):
+    """Run f with the float leaves of the arguments at `positions` boxed, on a trace that
+    ends when f returns: (output, input nodes, trace). named: the positions were asked for
+    by argnums, so each must hold a float leaf."""
+    trace = Trace(caller=caller)
+    boxed = list(args)
+    input_nodes = []
+    for i in positions:
+        boxed[i], nodes = _box_leaves(args[i], trace)
+        if named and not nodes:
+            raise nothing_to_differentiate(caller, i, argument_names(f, len(args))[i], args[i])
+        input_nodes.extend(nodes)
+    try:
+        return f(*boxed), input_nodes, trace
+    finally:
+        end_trace(trace)
+
+
+def output_of(caller, out, trace):
+    """(value, node or None): the output seen from this trace; `caller` names the error."""
+    if type(out) is Box:
+        if out.trace is trace:
+            return out.value, out.node
+        if not out.trace.active:
+            raise escaped_value_error(caller, out.trace)
+        return out, None
+    if isinstance(out, (np.ndarray, np.generic, numbers.Number)):
+        return out, None
+    raise TypeError(f"{caller}: the differentiated function must return an array, got "
+                    f"{type(out).__name__}")
+
+
+# ---------------------------------------------------------------- gradient trees
+
+def trees_of_inputs(args, positions, input_nodes, of_leaf):
+    """One tree per argument at `positions`: of_leaf(leaf, input node) at each float leaf
+    (the nodes in the order trace_call boxed them), None at every static leaf."""
+    nodes = iter(input_nodes)
+    return tuple(tree_map(lambda leaf: of_leaf(leaf, next(nodes))
+                          if is_differentiable(leaf) else None, args[i]) for i in positions)
+
+
 def _gradient_leaf(leaf, g, seen):
     """The cotangent of one input, as the leaf's own kind (float, numpy scalar or array)."""
     if g is None:
         g = np.zeros(np.shape(leaf) if type(leaf) is not Box else leaf.shape,
                      dtype=leaf.dtype if hasattr(leaf, "dtype") else np.float64)
-    if type(g) is Box:
-        return g
-    if type(leaf) is float:
+    weak = type(leaf) is float or (type(leaf) is Box and leaf.node.weak)
+    if type(g) is Box:  # traced by an enclosing trace
+        return as_weak(g) if weak else g
+    if weak:
         return float(g)
     if isinstance(leaf, np.floating):
         return leaf.dtype.type(g)
@@ -81,39 +137,15 @@ def _memory_owner(a):
     return a
 
 
-def _gradient_trees(args, argnums, input_nodes, at_leaves, caller_arrays=()):
+def gradient_trees(args, positions, input_nodes, at_leaves, caller_arrays=()):
     """One gradient tree per differentiated argument, None at every static leaf. No two
     results share memory, nor share it with `caller_arrays` (a cotangent given to vjp)."""
-    nodes = iter(input_nodes)
     seen = {id(_memory_owner(a)) for a in caller_arrays if isinstance(a, np.ndarray)}
-    trees = []
-    for i in argnums:
-        trees.append(tree_map(
-            lambda leaf: _gradient_leaf(leaf, at_leaves.get(next(nodes)), seen)
-            if is_differentiable(leaf) else None, args[i]))
-    return tuple(trees)
+    return trees_of_inputs(args, positions, input_nodes,
+                           lambda leaf, node: _gradient_leaf(leaf, at_leaves.get(node), seen))
 
 
-def _trace_call(f, args, argnums):
-    """Run f with the arguments at `argnums` boxed: (output, input nodes, trace)."""
-    trace = Trace()
-    boxed = list(args)
-    input_nodes = []
-    for i in argnums:
-        boxed[i], nodes = _box_leaves(args[i], trace)
-        input_nodes.extend(nodes)
-    return f(*boxed), input_nodes, trace
-
-
-def _output_of(caller, out, trace):
-    """(value, node or None): the output seen from this trace; `caller` names the error."""
-    if type(out) is Box and out.trace is trace:
-        return out.value, out.node
-    if type(out) is Box or isinstance(out, (np.ndarray, np.generic, numbers.Number)):
-        return out, None
-    raise TypeError(f"{caller}: the differentiated function must return an array, got "
-                    f"{type(out).__name__}")
-
+# ---------------------------------------------------------------- the API
 
 def _split_aux(caller, out):
     """(output, aux) from what an f with has_aux=True returned: exactly a pair."""
@@ -135,12 +167,14 @@ def _untraced(tree, trace):
     return tree_map(unbox, tree)
 
 
-def _value_and_gradient(caller, f, args, argnums, has_aux=False):
-    """(value, gradients), or ((value, aux), gradients) with has_aux."""
-    out, input_nodes, trace = _trace_call(f, args, argnums)
+def differentiate(caller, f, args, argnums=None, has_aux=False):
+    """(value, gradients), or ((value, aux), gradients) with has_aux: the one implementation
+    behind gradient, value_and_gradient and grad. argnums as jax.grad (module docstring)."""
+    positions, single = argnum_positions(caller, argnums, len(args))
+    out, input_nodes, trace = trace_call(caller, f, args, positions, named=argnums is not None)
     if has_aux:
         out, aux = _split_aux(caller, out)
-    value, node = _output_of(caller, out, trace)
+    value, node = output_of(caller, out, trace)
     if np.shape(value) != () if type(value) is not Box else value.shape != ():
         raise ValueError(f"{caller}: f must return a scalar, got an array of shape "
                          f"{value.shape}; use vjp for non-scalar outputs")
@@ -149,54 +183,88 @@ def _value_and_gradient(caller, f, args, argnums, has_aux=False):
         at_leaves = backward(node, np.ones((), dtype=node.dtype), release=True)
     if type(value) is np.ndarray:
         value = value[()]
-    gradients = _gradient_trees(args, argnums, input_nodes, at_leaves)
+    gradients = gradient_trees(args, positions, input_nodes, at_leaves)
+    gradients = gradients[0] if single else gradients
     return ((value, _untraced(aux, trace)) if has_aux else value), gradients
 
 
-def value_and_gradient(f, *args, has_aux=False):
-    """(f(*args), gradients): one gradient tree per positional argument. f returns a scalar.
+def value_and_gradient(f, *args, argnums=None, has_aux=False):
+    """(f(*args), gradients) for scalar f: one gradient tree per positional argument, or
+    for those argnums chooses (an int: that argument's tree; a tuple: a tuple of trees).
 
     With has_aux=True, f returns (scalar, aux) and the result is ((value, aux), gradients):
     aux (metrics, say) is any tree, returned with its traced values as plain values."""
-    return _value_and_gradient("value_and_gradient", f, args, range(len(args)), has_aux)
+    return differentiate("value_and_gradient", f, args, argnums, has_aux)
 
 
-def gradient(f, *args):
-    """The gradient of scalar f at args: a tuple with one tree per argument, in its structure."""
-    return _value_and_gradient("gradient", f, args, range(len(args)))[1]
+def gradient(f, *args, argnums=None, has_aux=False):
+    """The gradient of scalar f at args: a tuple with one tree per argument, in its structure
+    (argnums: as value_and_gradient). With has_aux=True: (gradients, aux)."""
+    out, gradients = differentiate("gradient", f, args, argnums, has_aux)
+    return (gradients, out[1]) if has_aux else gradients
 
 
-def grad(f, argnums=0):
-    """The function x -> ∇f(x) (argnums an int), or -> (∇_i f, ...) (argnums a tuple).
-    Composes: grad(grad(f)) is the second derivative."""
-    single = isinstance(argnums, numbers.Integral)
-    nums = (argnums,) if single else tuple(argnums)
+def gradient_function(caller, f, argnums, has_aux=False):
+    """The function args -> gradients of f (as `gradient` with argnums), errors named by caller."""
+    check_argnums(caller, argnums)
 
     @functools.wraps(f)  # keeps f's name and signature: argument names in reports and pictures
     def gradient_of_f(*args):
-        grads = _value_and_gradient("grad", f, args, nums)[1]
-        return grads[0] if single else grads
+        out, gradients = differentiate(caller, f, args, argnums, has_aux)
+        return (gradients, out[1]) if has_aux else gradients
     return gradient_of_f
+
+
+def grad(f, argnums=0, *, has_aux=False):
+    """The function x -> ∇f(x) (argnums an int), or -> (∇_i f, ...) (argnums a tuple);
+    with has_aux=True, -> (gradients, aux). Composes: grad(grad(f)) is the second derivative."""
+    return gradient_function("grad", f, argnums, has_aux)
+
+
+def _checked_cotangent(caller, value, cotangent):
+    """A cotangent for an output `value`: its shape and dtype (a number for a scalar)."""
+    shape = np.shape(value)
+    dtype = value.dtype if type(value) is Box else np.asarray(value).dtype
+    if shape == () and isinstance(cotangent, numbers.Number):
+        cotangent = np.asarray(cotangent, dtype=dtype)
+    c_shape, c_dtype = getattr(cotangent, "shape", None), getattr(cotangent, "dtype", None)
+    if c_shape != shape or c_dtype != dtype:
+        raise ValueError(f"{caller}: the cotangent is {c_shape} {c_dtype}, but the output "
+                         f"is {shape} {dtype}")
+    return cotangent
+
+
+def vjp_of_tree(caller, f, args):
+    """(f(*args), pullback) for f returning a tree of arrays: pullback(cotangent tree, in
+    the output's structure) -> one gradient tree per argument. Both may be traced."""
+    positions = tuple(range(len(args)))
+    out, input_nodes, trace = trace_call(caller, f, args, positions)
+    outputs = [(None, None) if leaf is None else output_of(caller, leaf, trace)  # None: static
+               for leaf in tree_leaves(out)]
+    values = [v if type(v) is not np.ndarray or v.shape else v[()] for v, _ in outputs]
+    value_tree = tree_unflatten(out, values)
+
+    def pullback(cotangent):
+        cotangents = tree_leaves(tree_map(lambda v, c: c, value_tree, cotangent, caller=caller,
+                                          names=("the output", "the cotangent")))
+        at_leaves = {}
+        for (value, node), c in zip(outputs, cotangents):
+            if value is None:
+                continue
+            c = _checked_cotangent(caller, value, c)
+            if node is not None:
+                for leaf, g in backward(node, c, release=False).items():
+                    at_leaves[leaf] = g if leaf not in at_leaves else at_leaves[leaf] + g
+        return gradient_trees(args, positions, input_nodes, at_leaves, cotangents)
+    return value_tree, pullback
 
 
 def vjp(f, *args):
     """(f(*args), pullback): pullback(cotangent) -> one gradient tree per argument.
-
-    The pullback may be called many times (e.g. once per row of a Jacobian).
+    f returns an array; the pullback may be called many times (once per row of a Jacobian).
     """
-    out, input_nodes, trace = _trace_call(f, args, range(len(args)))
-    value, node = _output_of("vjp", out, trace)
-    if type(value) is not Box:
-        value = np.asarray(value)
-    shape, dtype = value.shape, value.dtype
-
-    def pullback(cotangent):
-        if shape == () and isinstance(cotangent, numbers.Number):
-            cotangent = np.asarray(cotangent, dtype=dtype)
-        c_shape, c_dtype = getattr(cotangent, "shape", None), getattr(cotangent, "dtype", None)
-        if c_shape != shape or c_dtype != dtype:
-            raise ValueError(f"vjp: the cotangent is {c_shape} {c_dtype}, but the output "
-                             f"is {shape} {dtype}")
-        at_leaves = backward(node, cotangent, release=False) if node is not None else {}
-        return _gradient_trees(args, range(len(args)), input_nodes, at_leaves, (cotangent,))
-    return value[()] if type(value) is np.ndarray and shape == () else value, pullback
+    out, pullback = vjp_of_tree("vjp", f, args)
+    if out is None or children(out) is not None:
+        raise TypeError(f"vjp: the differentiated function must return an array, got "
+                        f"{type(out).__name__}")
+    return out, pullback

@@ -65,11 +65,12 @@ def _check_rate_and_decay(optimizer, lr, weight_decay):
     _check_setting(optimizer, "weight_decay", weight_decay, weight_decay >= 0, "a number >= 0")
 
 
-def _with_weight_decay(grads, params, weight_decay):
+def _with_weight_decay(grads, params, weight_decay, caller):
     """g + weight_decay·p for every leaf that moves (the L2 penalty's gradient)."""
     if not weight_decay:
         return grads
-    return tree_map(lambda g, p: g + weight_decay * p if _moves(p, g) else g, grads, params)
+    return tree_map(lambda g, p: g + weight_decay * p if _moves(p, g) else g, grads, params,
+                    caller=caller, names=("grads", "params"))
 
 
 def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
@@ -92,18 +93,21 @@ def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     def update(params, grads, state):
         step = state.step + 1
         rate = _learning_rate(lr, step)
-        directions = _with_weight_decay(grads, params, weight_decay)
+        directions = _with_weight_decay(grads, params, weight_decay, "sgd.update")
         if not momentum:
-            return tree_map(lambda p, d: p - rate * d if _moves(p, d) else p, params, directions), \
+            return tree_map(lambda p, d: p - rate * d if _moves(p, d) else p, params, directions,
+                            caller="sgd.update", names=("params", "grads")), \
                 SGDState(step, None)
         velocity = tree_map(lambda b, d: momentum * b + d if d is not None and b is not None else b,
-                            state.velocity, directions)
+                            state.velocity, directions, caller="sgd.update",
+                            names=("state.velocity", "grads"))
 
         def move(p, d, b):
             if not _moves(p, d):
                 return p
             return p - rate * (d + momentum * b if nesterov else b)
-        return tree_map(move, params, directions, velocity), SGDState(step, velocity)
+        return tree_map(move, params, directions, velocity, caller="sgd.update",
+                        names=("params", "grads", "state.velocity")), SGDState(step, velocity)
     return Optimizer(init, update)
 
 
@@ -121,13 +125,14 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
         step = state.step + 1
         rate = _learning_rate(lr, step)
         if not decoupled:  # Adam's L2 penalty: added to the gradient
-            grads = _with_weight_decay(grads, params, weight_decay)
+            grads = _with_weight_decay(grads, params, weight_decay, f"{name}.update")
         leaf_steps = tree_map(lambda t, g: t + 1 if g is not None and t is not None else t,
-                              state.leaf_steps, grads)
+                              state.leaf_steps, grads, caller=f"{name}.update",
+                              names=("state.leaf_steps", "grads"))
         m = tree_map(lambda m, g: beta1 * m + (1 - beta1) * g if g is not None and m is not None
-                     else m, state.m, grads)
+                     else m, state.m, grads, caller=f"{name}.update", names=("state.m", "grads"))
         v = tree_map(lambda v, g: beta2 * v + (1 - beta2) * (g * g) if g is not None and v is not None
-                     else v, state.v, grads)
+                     else v, state.v, grads, caller=f"{name}.update", names=("state.v", "grads"))
 
         def move(p, g, m, v, t):
             """p ← p - lr/(1 - β1^t) · m / (√v / √(1 - β2^t) + eps), t the leaf's count."""
@@ -138,7 +143,9 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
             step_size = rate / (1 - beta1 ** int(t))
             root_correction = math.sqrt(1 - beta2 ** int(t))
             return p - step_size * m / (np.sqrt(v) / root_correction + eps)
-        return tree_map(move, params, grads, m, v, leaf_steps), AdamState(step, m, v, leaf_steps)
+        return tree_map(move, params, grads, m, v, leaf_steps, caller=f"{name}.update",
+                        names=("params", "grads", "state.m", "state.v", "state.leaf_steps")), \
+            AdamState(step, m, v, leaf_steps)
     return Optimizer(init, update)
 
 

@@ -27,9 +27,23 @@ calls `trace.on_op(op, args, kwargs, box)`:
   ones not given hold their defaults); `kwargs`: the keyword-only arguments left;
 - `box`: the `Box` returned, whose `node` is the recorded `Node`.
 
-The normal path pays one attribute test per traced op. Tools that follow Python calls
-(the pictures' scope finder) recognise a primitive application by `PRIMITIVE_CODE`,
-the code object every primitive's wrapper runs.
+The normal path pays two attribute tests per traced op (is the trace plain: not ended,
+without weak scalars; has it a hook). Tools that follow Python calls (the pictures' scope
+finder) recognise a primitive application by `PRIMITIVE_CODE`, the code object every
+primitive's wrapper runs.
+
+A trace ends when the call that opened it returns (`end_trace`). A box of an ended trace
+that escaped its call (kept in a dict, a global, a closure) and reaches an op later is
+an error that says so, rather than a silent constant or a wrong gradient.
+
+Weak scalars. A Python float argument is weakly typed, as in numpy (NEP 50) and JAX: in
+an op with float arrays it takes their dtype (`t * x` is float32 for a float32 x), traced
+or not. Its box holds a float64 0-d array and a `WeakNode`; an op over a trace that holds
+weak scalars casts them to the dtype of its other float operands before the body runs.
+Its output is weak too when no operand was a float array and it is float64 (`t * 2.0`;
+`t.astype(np.float32)` is an explicit cast, and strong). The backward pass casts a weak
+value's cotangent back to float64 (the adjoint of that cast), and `gradient` returns it
+as a Python float.
 """
 import functools
 import inspect
@@ -44,13 +58,41 @@ class Trace:
     """One differentiation in progress; nested calls get higher levels.
 
     on_op: None, or the recording hook `on_op(op, args, kwargs, box)` (module docstring).
+    caller: the call that opened it ("gradient", "jvp", ...), named when a value escapes.
+    active: until the call returns (`end_trace`); weak_scalars: whether a weak value was
+    boxed on it (`hold_weak_scalars`); plain: active and without weak scalars, the one
+    flag an op tests before it takes the usual path.
     """
 
-    __slots__ = ("level", "on_op")
+    __slots__ = ("level", "on_op", "caller", "active", "weak_scalars", "plain")
 
-    def __init__(self, on_op=None):
+    def __init__(self, on_op=None, caller="gradient"):
         self.level = next(_trace_levels)
         self.on_op = on_op
+        self.caller = caller
+        self.active = True
+        self.weak_scalars = False
+        self.plain = True
+
+
+def end_trace(trace):
+    """Mark `trace` ended: its boxes may no longer enter an op."""
+    trace.active = trace.plain = False
+
+
+def hold_weak_scalars(trace):
+    """Mark `trace` as holding weak values: its ops look for weak operands."""
+    trace.weak_scalars = True
+    trace.plain = False
+
+
+def escaped_value_error(op_name, trace):
+    """The error for a box of the ended `trace` reaching `op_name`."""
+    return RuntimeError(
+        f"{op_name}: a traced value from an earlier ag.{trace.caller} call was used after that "
+        "call returned: it escaped the function being differentiated (kept in a dict, a global, "
+        "a closure or an attribute). Compute it inside the function that is differentiated, "
+        "or store ag.stop_gradient(x), its plain value, instead.")
 
 
 class Node:
@@ -69,8 +111,18 @@ class Node:
         self.shape = shape
         self.dtype = dtype
 
+    weak = False  # a class attribute, not a slot: a Node is built as before
+
     def __repr__(self):
         return f"Node({self.op}, {self.shape}, {self.dtype})"
+
+
+class WeakNode(Node):
+    """The node of a weak value (a Python float, or an op over weak values only): its value
+    is float64, and in an op with float arrays it takes their dtype."""
+
+    __slots__ = ()
+    weak = True
 
 
 class Box:
@@ -154,6 +206,28 @@ def _check_keyword_only(op_name, kwargs, top):
                             "make it a positional parameter of the primitive to differentiate it")
 
 
+def _cast_weak_operands(values, parents):
+    """Cast each weak traced operand in `values` (in place) to the dtype of the op's float
+    array operands, as numpy does a Python float (NEP 50). Whether the output is weak: some
+    operand is weak and none is a float array (constants included)."""
+    weak_positions = [i for i, node in parents if node.weak]
+    if not weak_positions:
+        return False
+    strong = []  # the float dtypes of the other operands (a Python number has none)
+    for i, v in enumerate(values):
+        dtype = getattr(v, "dtype", None)
+        if (i not in weak_positions and not (type(v) is Box and v.node.weak)
+                and isinstance(dtype, np.dtype) and dtype.kind == "f"):
+            strong.append(dtype)
+    if not strong:
+        return True
+    dtype = np.result_type(*strong)
+    for i in weak_positions:
+        if values[i].dtype != dtype:
+            values[i] = values[i].astype(dtype)  # on an enclosing trace's box: recorded there
+    return False
+
+
 def primitive(body=None, *, name=None):
     """Make `body(*arrays) -> (out, pullback)` an op that gradients flow through.
 
@@ -192,10 +266,16 @@ def primitive(body=None, *, name=None):
                 parents.append((i, a.node))
             else:
                 values.append(a)
+        weak = False
+        if not top.plain:  # an ended trace, or one holding weak scalars: the rare paths
+            if not top.active:
+                raise escaped_value_error(op_name, top)
+            weak = _cast_weak_operands(values, parents)
         out, pullback = body(*values, **kwargs)
         if type(out) is not np.ndarray and type(out) is not Box:
             out = np.asarray(out)
-        box = Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype))
+        node_type = WeakNode if weak and out.dtype == np.float64 else Node
+        box = Box(out, top, node_type(pullback, tuple(parents), op_name, out.shape, out.dtype))
         if top.on_op is not None:
             top.on_op(op, args, kwargs, box)
         return box
@@ -208,3 +288,18 @@ def primitive(body=None, *, name=None):
 
 PRIMITIVE_CODE = primitive(lambda x: (x, None)).__code__  # one code object for every wrapper
 
+
+@primitive(name="weak")
+def _weak_identity(x):
+    def weak_pullback(g):
+        return (g,)
+    return x, weak_pullback
+
+
+def as_weak(x):
+    """A traced value as a weak one (an identity op whose node is a WeakNode): the gradient
+    of a Python float, computed under an enclosing trace, is as weak as the float was."""
+    box = _weak_identity(x)
+    box.node.__class__ = WeakNode  # the same slots: only the class attribute `weak` changes
+    hold_weak_scalars(box.trace)
+    return box

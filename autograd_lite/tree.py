@@ -11,6 +11,7 @@ them, `check_gradients` perturbs them and `models.summary` counts them; every ot
 leaf (an int `n_heads`, a `Hyper` dropout rate, an integer token array, None, a
 function) is static and passes through.
 """
+import collections
 import numbers
 
 import numpy as np
@@ -73,6 +74,8 @@ def rebuild(like, new_children):
     """A container of the type (and fields or keys) of `like` holding `new_children`."""
     if is_namedtuple(like):
         return type(like)(*new_children)
+    if isinstance(like, collections.defaultdict):  # its first argument is the default factory
+        return type(like)(like.default_factory, zip(like.keys(), new_children))
     if isinstance(like, dict):
         return type(like)(zip(like.keys(), new_children))
     return type(like)(new_children)
@@ -110,15 +113,14 @@ def _map(f, tree, others):
 
 
 def _first_difference(tree, others, path=""):
-    """'where: what' for the first container of `tree` that an other tree does not match."""
+    """(k, path, a, b) for the first container `a` of `tree` that `b`, its counterpart in
+    others[k], does not match; None if every container matches."""
     kids = children(tree)
     if kids is None:
         return None
-    for other in others:
+    for k, other in enumerate(others):
         if not _same_container(tree, other):
-            size = f" of {len(other)}" if hasattr(other, "__len__") else ""
-            return (f"'{path.lstrip('.') or '(root)'}': {type(tree).__name__} of {len(tree)} "
-                    f"vs {type(other).__name__}{size}")
+            return k, path.lstrip(".") or "(root)", tree, other
     other_kids = [children(o) for o in others]
     for i, (name, kid) in enumerate(zip(_child_names(tree), kids)):
         found = _first_difference(kid, [ok[i] for ok in other_kids], path + name)
@@ -127,13 +129,59 @@ def _first_difference(tree, others, path=""):
     return None
 
 
-def tree_map(f, tree, *others):
+def _describe(x):
+    if isinstance(x, dict):
+        return f"{type(x).__name__} with keys {list(x.keys())}"
+    if isinstance(x, (tuple, list)):
+        return f"{type(x).__name__} of {len(x)}"
+    return f"{type(x).__name__} {x.shape}" if isinstance(x, np.ndarray) else type(x).__name__
+
+
+def _difference(a, b, a_name, b_name):
+    """What differs between the containers a and b, in words."""
+    if isinstance(a, dict) and type(a) is type(b):
+        missing = [k for k in a if k not in b]
+        extra = [k for k in b if k not in a]
+        if not missing and not extra:
+            return f"the same keys in another order, {list(a.keys())} and {list(b.keys())}"
+        parts = []
+        if missing:
+            parts.append(f"{b_name} lacks the keys {missing}")
+        if extra:
+            parts.append(f"{b_name} has keys {a_name} has not: {extra}")
+        return " and ".join(parts)
+    return f"{a_name} is {_describe(a)}, {b_name} is {_describe(b)}"
+
+
+def _likely_cause(a, b):
+    """A hint for the usual ways two trees come to differ, or ''."""
+    for whole, part in ((b, a), (a, b)):
+        if type(whole) is tuple and type(part) is not tuple:
+            matching = [i for i, item in enumerate(whole) if type(item) is type(part)]
+            if matching:
+                i = matching[0]
+                return (f" ag.gradient returns a tuple with one gradient tree per argument: "
+                        f"pass ag.gradient(loss, p, ...)[{i}], or ask for argnums={i}.")
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b):
+        return " The items match in number: the container types must match too."
+    return ""
+
+
+def tree_map(f, tree, *others, caller="tree_map", names=None):
     """f applied to every leaf of `tree` (with the matching leaves of `others`), same structure.
-    Trees that differ raise a ValueError naming the first path where they do."""
+
+    Trees that differ raise a ValueError naming the first path where they do, the two
+    containers there (or the keys a dict lacks and has over the other) and a likely cause.
+    caller, names: how the error names the call and each tree (a caller such as an
+    optimizer passes `caller="adam.update", names=("params", "grads")`)."""
     try:
         return _map(f, tree, others)
     except _ContainersDiffer:
-        raise ValueError(f"tree_map: trees differ at {_first_difference(tree, others)}") from None
+        names = names or ("tree",) + tuple(f"others[{k}]" for k in range(len(others)))
+        k, path, a, b = _first_difference(tree, others)
+        raise ValueError(f"{caller}: {names[k + 1]} does not have the structure of {names[0]}: "
+                         f"at '{path}', {_difference(a, b, names[0], names[k + 1])}."
+                         f"{_likely_cause(a, b)}") from None
 
 
 def tree_leaves(tree):

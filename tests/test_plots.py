@@ -1,26 +1,21 @@
 """plots: every picture is a PNG of figsize × dpi pixels that matplotlib reads back, not blank;
 the numbers drawn are checked against hand counts, numpy means, the paper's formula and torch."""
-import math
-
 import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib")
 import matplotlib.image  # noqa: E402
 
-from models import classifier, plots, transformer  # noqa: E402
-from test_attention import torch_attention  # noqa: E402
+from models import classifier, plots  # noqa: E402
+from helpers.references import paper_position_encoding  # noqa: E402
+from helpers.tiny_models import tiny_classifier, tiny_transformer  # noqa: E402
+from helpers.torch_models import torch_attention  # noqa: E402
 
 HISTORY = {"epochs": [{"epoch": 0, "steps": 3, "train_loss": 1.0, "val_loss": 1.2,
                        "accuracy": 0.5},
                       {"epoch": 1, "steps": 6, "train_loss": 0.6, "val_loss": 0.9,
                        "accuracy": 0.7}],
            "step_loss": [1.3, 1.0, 0.8, 0.7, 0.6, 0.5]}
-
-
-def tiny_classifier(n_layers=2, dtype=np.float64):
-    return classifier.init(np.random.default_rng(0), 20, 3, d_model=8, n_heads=2, d_ff=16,
-                           n_layers=n_layers, max_len=6, pad=0, dtype=dtype)
 
 
 def draw(name, path, **size):
@@ -103,12 +98,8 @@ def test_probabilities_by_class_draws_the_mean_probability_per_true_class(tmp_pa
 
 def test_position_encoding_draws_the_papers_sinusoids(tmp_path):
     fig = plots.position_encoding(tmp_path / "pe.png", max_len=12, d_model=6)
-    drawn = fig.axes[0].images[0].get_array()
-    for pos in range(12):
-        for i in range(3):
-            angle = pos / 10000 ** (2 * i / 6)
-            assert drawn[pos, 2 * i] == pytest.approx(math.sin(angle), abs=1e-12)
-            assert drawn[pos, 2 * i + 1] == pytest.approx(math.cos(angle), abs=1e-12)
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), paper_position_encoding(12, 6),
+                               rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("layer", [0, 1])
@@ -117,12 +108,7 @@ def test_classifier_attention_equals_torchs_weights_with_padding(torch, layer):
     p = tiny_classifier()
     ids = np.array([[3, 4, 5, 6, 7, 8], [9, 10, 11, 0, 0, 0]])
     weights = plots.classifier_attention(p, ids, layer)  # (B, H, T, T)
-    x = classifier.encode(p._replace(encoder=p.encoder[:layer]), ids)
-    if layer == 0:  # the embedding plus positions, from the paper's formula
-        positions, dims = np.arange(6)[:, None], np.arange(8)
-        angles = positions / 10000 ** ((dims // 2 * 2) / 8)
-        np.testing.assert_allclose(x, p.embed.table[ids] + np.where(dims % 2, np.cos(angles),
-                                                                    np.sin(angles)), rtol=1e-12)
+    x = classifier.encode(p._replace(encoder=p.encoder[:layer]), ids)  # the layer's input
     module = torch_attention(torch, p.encoder[layer].self_attn)
     tx = torch.from_numpy(x)
     _, want = module(tx, tx, tx, key_padding_mask=torch.from_numpy(ids == 0), need_weights=True,
@@ -153,14 +139,8 @@ def test_bad_inputs_are_named(tmp_path):
         plots.classifier_attention(tiny_classifier(), np.ones((1, 6), dtype=int), layer=2)
     with pytest.raises(ValueError, match=r"transformer_cross_attention: layer -3 of a "
                                          r"transformer with 2 decoder blocks"):
-        plots.transformer_cross_attention(tiny_transformer("pre"), np.ones((1, 3), dtype=int),
+        plots.transformer_cross_attention(tiny_transformer(), np.ones((1, 3), dtype=int),
                                           np.ones((1, 2), dtype=int), layer=-3)
-
-
-def tiny_transformer(norm, n_decoder=2):
-    return transformer.init(np.random.default_rng(0), 9, 7, d_model=8, n_heads=2, d_ff=16,
-                            n_encoder=1, n_decoder=n_decoder, max_len=8, norm=norm, dropout=0.0,
-                            dtype=np.float64)
 
 
 def torch_cross_attention(torch, p, src, tgt, src_pad, layer):
@@ -186,7 +166,7 @@ def torch_cross_attention(torch, p, src, tgt, src_pad, layer):
 @pytest.mark.parametrize("norm", ["post", "pre"])
 @pytest.mark.parametrize("layer", [0, -1])
 def test_transformer_cross_attention_equals_torchs_weights_with_padding(torch, norm, layer):
-    p = tiny_transformer(norm)
+    p = tiny_transformer(src_vocab=9, tgt_vocab=7, norm=norm)
     src = np.array([[3, 4, 5, 6, 7], [8, 3, 0, 0, 0]])
     tgt = np.array([[1, 3, 4, 5], [1, 6, 2, 2]])
     weights = plots.transformer_cross_attention(p, src, tgt, src_pad=0, layer=layer)
@@ -198,7 +178,7 @@ def test_transformer_cross_attention_equals_torchs_weights_with_padding(torch, n
 
 
 def test_transformer_cross_attention_layers_differ_and_count_from_either_end():
-    p = tiny_transformer("pre")
+    p = tiny_transformer(norm="pre")
     src, tgt = np.array([[3, 4, 5]]), np.array([[1, 3, 4]])
     first, last = (plots.transformer_cross_attention(p, src, tgt, layer=k) for k in (0, 1))
     np.testing.assert_array_equal(last, plots.transformer_cross_attention(p, src, tgt))

@@ -219,3 +219,65 @@ def test_a_primitive_exposes_its_name_and_positional_parameters():
     concatenate = ag.ops.shape.concatenate_arrays  # concatenate_arrays(axis, *xs)
     assert concatenate.op_name == "concatenate" and concatenate.parameters == (("axis", empty),)
     assert all(op.__code__ is PRIMITIVE_CODE for op in (affine, softplus, ag.exp, concatenate))
+
+
+# --- a traced value that escapes its call ----------------------------------------------
+
+def test_a_value_kept_from_an_earlier_gradient_is_refused_by_name(rng):
+    x = rng.standard_normal(3)
+    kept = {}
+
+    def f(x):
+        kept["x"] = x * 2.0  # escapes: stored in a dict that outlives the call
+        return ag.sum(x)
+    ag.gradient(f, x)
+    message = r"a traced value from an earlier ag\.gradient call was used after that call returned"
+    with pytest.raises(RuntimeError, match=r"^mul: " + message):
+        ag.gradient(lambda y: ag.sum(y * kept["x"]), x)   # used in an op of a later call
+    with pytest.raises(RuntimeError, match=r"^sum: " + message):
+        ag.sum(kept["x"])                                  # or outside any call
+    with pytest.raises(RuntimeError, match=r"^getitem: " + message):
+        ag.gradient(lambda y: kept["x"][0] * 0.0 + y, 1.0)  # each op names itself
+    kept["x"] = ag.stop_gradient(kept["x"])  # the way to keep a value: its plain array
+    (g,) = ag.gradient(lambda y: ag.sum(y * kept["x"]), x)
+    np.testing.assert_array_equal(g, 2 * x)
+
+
+def test_returning_an_escaped_value_is_refused_not_taken_as_a_constant():
+    kept = []
+    ag.gradient(lambda x: kept.append(x) or x * 3.0, 2.0)
+    with pytest.raises(RuntimeError, match=r"^value_and_gradient: a traced value from an "
+                                           r"earlier ag\.gradient call"):
+        ag.value_and_gradient(lambda y: kept[0], 1.0)
+
+
+def test_an_inner_value_escaping_into_the_enclosing_call_is_refused(rng):
+    """Stored by a grad nested in an outer gradient, and used later in that outer call."""
+    x = rng.standard_normal(3)
+
+    def outer(x):
+        kept = []
+        ag.grad(lambda y: kept.append(y * x) or ag.sum(y * x))(np.ones(3))
+        return ag.sum(kept[0])
+    with pytest.raises(RuntimeError, match=r"^sum: a traced value from an earlier ag\.grad call"):
+        ag.gradient(outer, x)
+
+
+def test_the_trace_ends_when_f_raises():
+    kept = []
+
+    def f(x):
+        kept.append(x)
+        raise KeyError("inside f")
+    with pytest.raises(KeyError):
+        ag.gradient(f, np.ones(2))
+    assert kept[0].trace.active is False
+    with pytest.raises(RuntimeError, match="earlier ag.gradient call"):
+        ag.exp(kept[0])
+
+
+def test_a_vjp_pullback_still_works_after_its_call_returned(rng):
+    x = rng.standard_normal(3)
+    out, pullback = ag.vjp(lambda x: ag.tanh(x), x)
+    np.testing.assert_allclose(pullback(np.ones(3))[0], 1 - np.tanh(x) ** 2)
+    np.testing.assert_allclose(pullback(np.ones(3))[0], 1 - np.tanh(x) ** 2)

@@ -177,3 +177,82 @@ def test_traced_values_are_not_python_numbers():
     seen = []
     ag.gradient(lambda x: seen.append(is_python_number(x)) or ag.sum(x), 2.0)
     assert seen == [False]
+
+
+# defaultdicts (issue 12, bug 9)
+
+def test_a_defaultdict_keeps_its_type_and_default_factory():
+    tree = collections.defaultdict(list, {"w": np.ones(2), "b": [1.0]})
+    doubled = ag.tree_map(lambda x: x * 2, tree)
+    assert type(doubled) is collections.defaultdict and doubled.default_factory is list
+    assert list(doubled) == ["w", "b"] and doubled["b"] == [2.0]
+    np.testing.assert_array_equal(doubled["w"], [2.0, 2.0])
+    assert ag.tree_unflatten(tree, [np.zeros(2), 5.0])["b"] == [5.0]
+
+
+def test_gradient_of_a_defaultdict_argument():
+    x = collections.defaultdict(float, {"a": np.array([1.0, -2.0]), "scale": 3.0})
+    (g,) = ag.gradient(lambda d: ag.sum(d["a"] ** 2) * d["scale"], x)
+    assert type(g) is collections.defaultdict and g.default_factory is float
+    np.testing.assert_array_equal(g["a"], 2 * 3.0 * x["a"])
+    assert g["scale"] == 5.0 and type(g["scale"]) is float
+
+
+# mismatch messages at the user's level (issue 12, bug 10)
+
+class Dense(NamedTuple):
+    w: np.ndarray
+    b: np.ndarray
+
+
+def toy_update(params, grads):
+    """An optimizer-like caller: it names itself and its arguments."""
+    return ag.tree_map(lambda p, g: p - 0.1 * g, params, grads, caller="toy.update",
+                       names=("params", "grads"))
+
+
+def test_a_caller_names_itself_its_arguments_and_the_likely_cause():
+    p = Dense(np.ones((3, 2)), np.zeros(2))
+    x, y = np.ones((4, 3)), np.ones((4, 2))
+    grads = ag.gradient(lambda p, x, y: ag.mean((x @ p.w + p.b - y) ** 2), p, x, y)
+    with pytest.raises(ValueError) as error:
+        toy_update(p, grads)
+    assert str(error.value) == (
+        "toy.update: grads does not have the structure of params: at '(root)', params is Dense "
+        "of 2, grads is tuple of 3. ag.gradient returns a tuple with one gradient tree per "
+        "argument: pass ag.gradient(loss, p, ...)[0], or ask for argnums=0.")
+    moved = toy_update(p, grads[0])  # the fix the message gives
+    np.testing.assert_allclose(moved.w, p.w - 0.1 * grads[0].w)
+    # the hint finds the argument wherever it is in the tuple, and either way round
+    with pytest.raises(ValueError, match=r"\[1\], or ask for argnums=1\.$"):
+        ag.tree_map(lambda a, b: a, (x, p), p, names=("grads", "params"))
+
+
+def test_adam_names_its_update_and_the_gradient_tree():
+    p = Dense(np.ones((3, 2)), np.zeros(2))
+    opt = ag.optim.adam()
+    with pytest.raises(ValueError, match=r"^adam\.update: grads does not have the structure of "
+                                         r"state\.\w+: at '\(root\)', state\.\w+ is Dense of 2, "
+                                         r"grads is tuple of 3\. ag\.gradient returns"):
+        opt.update(p, (p, np.ones(3), np.ones(3)), opt.init(p))
+
+
+def test_dict_mismatches_name_the_missing_and_the_extra_keys():
+    params = {"encoder": {"wq": 1.0, "wk": 2.0, "wv": 3.0}}
+    grads = {"encoder": {"wq": 1.0, "wk": 2.0, "wo": 3.0}}
+    with pytest.raises(ValueError) as error:
+        ag.tree_map(lambda a, b: a, params, grads, caller="toy.update", names=("params", "grads"))
+    assert str(error.value) == (
+        "toy.update: grads does not have the structure of params: at '['encoder']', grads lacks "
+        "the keys ['wv'] and grads has keys params has not: ['wo'].")
+    with pytest.raises(ValueError, match=r"at '\(root\)', the same keys in another order, "
+                                         r"\['a', 'b'\] and \['b', 'a'\]\.$"):
+        ag.tree_map(lambda a, b: a, {"a": 1, "b": 2}, {"b": 2, "a": 1})
+
+
+def test_without_names_the_trees_are_named_as_tree_map_calls_them():
+    with pytest.raises(ValueError, match=r"^tree_map: others\[1\] does not have the structure of "
+                                         r"tree: at '\[1\]', tree is tuple of 2, others\[1\] is "
+                                         r"list of 2\. The items match in number: the container "
+                                         r"types must match too\.$"):
+        ag.tree_map(lambda *xs: xs[0], [1, (2, 3)], [1, (2, 3)], [1, [2, 3]])

@@ -4,6 +4,7 @@ import numbers
 
 import numpy as np
 
+from ..tracer import Box
 from ..tree import is_python_number
 
 
@@ -16,6 +17,12 @@ def dtype_of(op, x):
                         f"{type(x).__name__} (use np.asarray)") from None
 
 
+def is_weak(x):
+    """A Python number, or a value traced from one (a weak scalar of an enclosing trace):
+    weak in numpy's promotion (NEP 50), it takes the other operand's dtype."""
+    return is_python_number(x) or (type(x) is Box and x.node.weak)
+
+
 def check_same_float_dtype(op, a, b):
     """Refuse operands that numpy would silently promote: two float dtypes, or a float with
     an integer array that changes it (float32 with int64). Python numbers are weak in
@@ -23,8 +30,8 @@ def check_same_float_dtype(op, a, b):
     ta, tb = type(a), type(b)
     if (ta is np.ndarray and tb is float) or (ta is float and tb is np.ndarray):
         return  # the common case (x * 0.5), answered first
-    da = None if is_python_number(a) else dtype_of(op, a)  # dtype_of refuses a list by name
-    db = None if is_python_number(b) else dtype_of(op, b)
+    da = None if is_weak(a) else dtype_of(op, a)  # dtype_of refuses a list by name
+    db = None if is_weak(b) else dtype_of(op, b)
     if da is None or db is None:
         return
     floats = [d for d in (da, db) if d.kind in "fc"]

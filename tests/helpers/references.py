@@ -1,14 +1,19 @@
-"""Helpers shared by the op tests: PyTorch and central differences as independent references.
+"""Independent references: central differences, PyTorch, and the paper's formulas.
 
+    check_first_order(f, *arrays)     reverse mode of Σ f(...) ⊙ w against central differences
+                                      (float64; w random)
+    check_second_order(f, *arrays)    Hessian-vector products of a scalar f against central
+                                      differences of its gradient
     compare_with_torch(torch, ag_fn, torch_fn, *arrays)
-        values of ag_fn(*arrays) against torch_fn(*tensors), and the gradients of
-        Σ f(...) ⊙ w (w random) against torch.autograd; also checks that nothing
-        traced gives a plain np.ndarray and that every output and gradient keeps
-        its input's dtype and shape.
-    check_first_order(f, *arrays)     ag.check_gradients of Σ f(...) ⊙ w, in float64
-    check_second_order(f, *arrays)    Hessian-vector products of a scalar f against
-                                      central differences of its gradient
+                                      values of ag_fn(*arrays) against torch_fn(*tensors) and
+                                      the gradients of Σ f(...) ⊙ w against torch.autograd; also
+                                      checks that every output and gradient keeps its input's
+                                      dtype and shape and is a plain np.ndarray
+    assert_close, relative_error      elementwise and whole-array closeness
+    paper_position_encoding(T, D)     §3.5 written out element by element
 """
+import math
+
 import numpy as np
 
 import autograd_lite as ag
@@ -22,6 +27,11 @@ def is_float(a):
     return isinstance(a, np.ndarray) and ag.is_differentiable(a)
 
 
+def float_leaves(tree):
+    """{path: array} for the floating arrays of a tree (parameters or their gradients)."""
+    return {path: x for path, x in zip(ag.tree_paths(tree), ag.tree_leaves(tree)) if is_float(x)}
+
+
 def assert_close(got, want, rtol, what=""):
     """|got - want| <= rtol·|want| + rtol·max|want|: relative, with an absolute floor at the
     scale of the whole array (elements near zero come from cancellation)."""
@@ -32,15 +42,25 @@ def assert_close(got, want, rtol, what=""):
                                err_msg=what)
 
 
-def to_tensor(torch, a, requires_grad=False):
-    if isinstance(a, np.ndarray):
-        t = torch.from_numpy(np.array(a))  # a copy: torch must not share ag's buffers
-        return t.requires_grad_(True) if requires_grad else t
-    return a
+def relative_error(got, want):
+    """max |got - want| / max |want|, in float64."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
 def random_weight(shape, dtype, seed=7):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+# ---- PyTorch ----------------------------------------------------------------------------------
+
+def to_tensor(torch, a, requires_grad=False):
+    """A torch tensor holding a copy of array `a` (torch must not share our buffers); other
+    arguments (numbers, shapes) as they are."""
+    if isinstance(a, np.ndarray):
+        t = torch.from_numpy(np.array(a))
+        return t.requires_grad_(True) if requires_grad else t
+    return a
 
 
 def torch_value_and_grads(torch, torch_fn, arrays, weight):
@@ -49,9 +69,8 @@ def torch_value_and_grads(torch, torch_fn, arrays, weight):
     out = torch_fn(*tensors)
     wanted = [t for t, a in zip(tensors, arrays) if is_float(a)]
     loss = (out * torch.from_numpy(weight)).sum()
-    grads = iter(torch.autograd.grad(loss, wanted, allow_unused=True)) if wanted else iter(())
-    return (out.detach().numpy(),
-            [next(grads) if is_float(a) else None for a in arrays])
+    grads = iter(torch.autograd.grad(loss, wanted, allow_unused=True))
+    return out.detach().numpy(), [next(grads) if is_float(a) else None for a in arrays]
 
 
 def compare_with_torch(torch, ag_fn, torch_fn, *arrays, rtol=None):
@@ -72,11 +91,12 @@ def compare_with_torch(torch, ag_fn, torch_fn, *arrays, rtol=None):
         assert type(g) is np.ndarray and g.dtype == a.dtype and g.shape == a.shape, \
             f"gradient {i}: {type(g).__name__} {getattr(g, 'dtype', None)} " \
             f"{getattr(g, 'shape', None)} for a {a.dtype} {a.shape} argument"
-        if want is None:  # the argument does not reach torch's output
-            want = np.zeros_like(a)
-        assert_close(g, want.numpy() if hasattr(want, "numpy") else want, rtol, f"gradient {i}")
+        want = np.zeros_like(a) if want is None else want.numpy()  # None: a does not reach out
+        assert_close(g, want, rtol, f"gradient {i}")
     return out
 
+
+# ---- central differences ----------------------------------------------------------------------
 
 def check_first_order(f, *arrays, seed=3):
     """Reverse mode of Σ f(*arrays) ⊙ w against central differences (float64)."""
@@ -99,9 +119,14 @@ def check_second_order(f, *arrays, seed=5):
     return ag.check_gradients(hessian_times_v, *arrays)
 
 
-def second_derivative_torch(torch, torch_fn, x):
-    """Elementwise d²/dx² Σ torch_fn(x) (float64), by double backward."""
-    t = torch.from_numpy(np.array(x)).requires_grad_(True)
-    (g,) = torch.autograd.grad(torch_fn(t).sum(), t, create_graph=True)
-    (h,) = torch.autograd.grad(g.sum(), t)
-    return h.numpy()
+# ---- the paper --------------------------------------------------------------------------------
+
+def paper_position_encoding(max_len, d_model):
+    """§3.5 written out element by element, in float64:
+    PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))."""
+    table = np.zeros((max_len, d_model))
+    for pos in range(max_len):
+        for j in range(d_model):
+            angle = pos / 10000 ** (2 * (j // 2) / d_model)
+            table[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return table

@@ -1,0 +1,102 @@
+"""Rematerialisation (jax.checkpoint, torch.utils.checkpoint): `checkpoint(f)` computes
+what f computes, but under a trace it keeps none of f's forward values for the backward
+pass: it computes them again there.
+
+A checkpointed call is one primitive whose operands are the traced leaves of f's
+arguments. Its forward runs f on their plain values, so nothing inside f is recorded at
+that trace's level and f's intermediate arrays are freed as f goes; the node keeps only
+f's inputs. Its pullback runs f again, on those inputs, under a trace of its own, and
+sends the cotangent back through that recording, which is dropped when it is done. An
+enclosing trace records both runs of f like any other code, so grad(grad(...)) through a
+checkpoint is exact.
+
+Randomness: the recomputation must draw what the forward drew (dropout's masks). The
+state of every np.random.Generator among f's arguments is copied when the call is made;
+the forward draws from the caller's generator (which advances exactly as it would
+without checkpoint), each recomputation from a fresh copy of the saved state. Randomness
+that does not come through an argument (np.random.* or a generator in a closure) is not
+saved: pass the generator as an argument.
+
+A Python float argument meets the other traced leaves as a weak scalar does (tracer.py):
+it takes their float dtype.
+"""
+import copy
+import functools
+
+import numpy as np
+
+from .backward import backward
+from .differentiate import box_input, output_of
+from .tracer import Box, Trace, end_trace, primitive
+from .tree import tree_leaves, tree_unflatten
+
+
+class CheckpointedCall:
+    """One checkpointed call: f, its arguments without their traced leaves (a skeleton,
+    so that the node does not hold the boxes), and its generators' states at call time."""
+
+    def __init__(self, f, args, leaves, traced):
+        self.f = f
+        self.traced = traced  # the positions of the traced leaves among tree_leaves(args)
+        self.weak = [leaves[i].node.weak for i in traced]
+        positions = set(traced)
+        static = [None if i in positions else leaf for i, leaf in enumerate(leaves)]
+        self.skeleton = tree_unflatten(args, static)
+        self.saved_generators = {i: copy.deepcopy(leaf) for i, leaf in enumerate(leaves)
+                                 if isinstance(leaf, np.random.Generator)}
+
+    def arguments(self, traced_values, replay):
+        """f's arguments holding `traced_values`; replay: generators as at call time."""
+        leaves = tree_leaves(self.skeleton)
+        for i, value in zip(self.traced, traced_values):
+            leaves[i] = value
+        if replay:
+            for i, generator in self.saved_generators.items():
+                leaves[i] = copy.deepcopy(generator)
+        return tree_unflatten(self.skeleton, leaves)
+
+    def weak_as_floats(self, traced_values):
+        """The values of weak scalars back as Python floats (an enclosing trace's box stays)."""
+        return [float(v) if weak and type(v) is not Box else v
+                for v, weak in zip(traced_values, self.weak)]
+
+
+def _recomputed_cotangents(call, traced_values, g):
+    """The cotangents of f's traced leaves for the cotangent g of its output, by running f
+    again under a trace of its own."""
+    trace = Trace(caller="checkpoint")
+    boxed = [box_input(v, trace) for v in call.weak_as_floats(traced_values)]
+    try:
+        out = call.f(*call.arguments(boxed, replay=True))
+    finally:
+        end_trace(trace)
+    _, node = output_of("checkpoint", out, trace)
+    at_leaves = backward(node, g, release=True) if node is not None else {}
+    return [at_leaves.get(b.node) for b in boxed]
+
+
+@primitive(name="checkpoint")
+def checkpointed_call(call, *traced_values):
+    """f's output, with a pullback that recomputes f (module docstring)."""
+    out = call.f(*call.arguments(call.weak_as_floats(traced_values), replay=False))
+    if not isinstance(out, (np.ndarray, np.generic, Box, float)):
+        raise TypeError(f"checkpoint: {getattr(call.f, '__name__', 'f')} must return an "
+                        f"array, got {type(out).__name__}")
+
+    def checkpoint_pullback(g):
+        return (None, *_recomputed_cotangents(call, traced_values, g))
+    return out, checkpoint_pullback
+
+
+def checkpoint(f):
+    """f, recomputed in the backward pass instead of keeping its forward values (module
+    docstring). f returns one array. With nothing traced, it is f."""
+    @functools.wraps(f)
+    def checkpointed(*args):
+        leaves = tree_leaves(args)
+        traced = [i for i, leaf in enumerate(leaves) if type(leaf) is Box]
+        if not traced:
+            return f(*args)
+        call = CheckpointedCall(f, args, leaves, traced)
+        return checkpointed_call(call, *(leaves[i] for i in traced))
+    return checkpointed

@@ -1,0 +1,171 @@
+"""Transformations built on reverse mode: jacobian, hessian, hvp, jvp.
+
+Like `gradient`, each takes and returns pytrees in the structure of the arguments.
+
+    jacobian(f, argnums=0)(*args)  ∂f/∂x. For an output leaf of shape S and an argument
+        leaf of shape L, an array of shape S + L (jax.jacrev's layout), in the argument's
+        tree (argnums an int) or a tuple of such trees (a tuple); a tree-valued f gives
+        its output's tree of those. One backward pass per output element: rows by
+        repeated vjp.
+    hessian(f, argnums=0)(*args)   jacobian(grad(f)): ∂²f/∂x_i∂x_j of shape L_i + L_j,
+        nested as jax.hessian nests it (H.w.b for parameters with fields w and b).
+    hvp(f, primals, tangents)      (f(*primals), H·v) for scalar f, one tree per primal:
+        reverse over reverse, ∇_x ⟨∇f(x), v⟩, without building H.
+    jvp(f, primals, tangents)      (f(*primals), J·v), J·v in the output's structure, by
+        the double-vjp trick: the pullback u ↦ Jᵀu is linear in u, so J·v = ∇_u ⟨Jᵀu, v⟩,
+        one more reverse pass, through the recorded backward pass.
+
+primals: a tuple of f's arguments; tangents: a tuple with a tree in each one's structure,
+each float leaf of its primal's shape and dtype (a number for a Python float). Static
+leaves are not differentiated: their tangents are ignored (pass None).
+"""
+import functools
+import numbers
+
+import numpy as np
+
+from . import ops
+from .backward import backward
+from .argnums import argnum_positions, check_argnums
+from .differentiate import (differentiate, gradient_function, output_of, trace_call,
+                            trees_of_inputs, vjp_of_tree)
+from .tree import is_differentiable, tree_leaves, tree_map, tree_paths
+
+
+# ---------------------------------------------------------------- jacobian, hessian
+
+def _rows(node, shape):
+    """For each element k of an output of `shape` (row-major): {input node: ∂out_k/∂input},
+    one backward pass each (the pullback of a one-hot cotangent). node None: a constant."""
+    size = int(np.prod(shape))
+    if node is None:
+        return [{}] * size
+    rows = []
+    for k in range(size):
+        seed = np.zeros(size, dtype=node.dtype)
+        seed[k] = 1
+        rows.append(backward(node, seed.reshape(shape), release=False))
+    return rows
+
+
+def _stacked(rows, input_node, out_shape):
+    """The Jacobian block of one input: its rows stacked, shape out_shape + the input's."""
+    shape = tuple(out_shape) + input_node.shape
+    zeros = np.zeros(input_node.shape, dtype=input_node.dtype)
+    gradients = [row.get(input_node, zeros) for row in rows]
+    if not gradients:  # an empty output
+        return np.zeros(shape, dtype=input_node.dtype)
+    return ops.reshape(ops.stack(gradients), shape)  # recorded by an enclosing trace, if any
+
+
+def _jacobian(caller, f, argnums):
+    check_argnums(caller, argnums)
+
+    @functools.wraps(f)
+    def jacobian_of_f(*args):
+        positions, single = argnum_positions(caller, argnums, len(args))
+        out, input_nodes, trace = trace_call(caller, f, args, positions, named=True)
+
+        def of_output(leaf):
+            if leaf is None:  # a static leaf of a gradient tree (hessian): no derivative
+                return None
+            value, node = output_of(caller, leaf, trace)
+            rows = _rows(node, np.shape(value))
+            trees = trees_of_inputs(args, positions, input_nodes,
+                                    lambda _, input_node: _stacked(rows, input_node,
+                                                                   np.shape(value)))
+            return trees[0] if single else trees
+        return tree_map(of_output, out)
+    return jacobian_of_f
+
+
+def jacobian(f, argnums=0):
+    """The function args -> ∂f/∂args[argnums] (module docstring: layout and trees).
+    Composes: jacobian(grad(f)) is the Hessian, grad of a function of it works."""
+    return _jacobian("jacobian", f, argnums)
+
+
+def hessian(f, argnums=0):
+    """The function args -> ∂²f/∂x² for scalar f, x = args[argnums]: jacobian(grad(f))."""
+    return _jacobian("hessian", gradient_function("hessian", f, argnums), argnums)
+
+
+# ---------------------------------------------------------------- hvp, jvp
+
+def _describe(x):
+    return f"{np.shape(x)} {getattr(x, 'dtype', type(x).__name__)}"
+
+
+def _check_tangent(caller, path, leaf, tangent):
+    if type(leaf) is float:
+        ok = isinstance(tangent, numbers.Real) and not isinstance(tangent, bool)
+    else:
+        ok = np.shape(tangent) == np.shape(leaf) and getattr(tangent, "dtype", None) == leaf.dtype
+    if not ok:
+        raise ValueError(f"{caller}: the tangent of {path} is {_describe(tangent)}, but "
+                         f"{path} is {_describe(leaf)}: a tangent has its primal's shape and "
+                         "dtype")
+
+
+def _primals_and_tangents(caller, primals, tangents):
+    """primals and tangents as tuples of one length, each tangent tree in its primal's
+    structure, each float leaf's tangent of that leaf's shape and dtype."""
+    if not (isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list))
+            and len(primals) == len(tangents)):
+        got = [f"{type(x).__name__} of {len(x)}" if isinstance(x, (tuple, list))
+               else type(x).__name__ for x in (primals, tangents)]
+        raise TypeError(f"{caller}: primals and tangents must be tuples of one length (f's "
+                        f"arguments, and a tangent tree for each), got {got[0]} and {got[1]}")
+    for i, (primal, tangent) in enumerate(zip(primals, tangents)):
+        pairs = []
+        tree_map(lambda p, t: pairs.append((p, t)), primal, tangent, caller=caller,
+                 names=(f"primals[{i}]", f"tangents[{i}]"))
+        for path, (leaf, t) in zip(tree_paths(primal, f"primals[{i}]"), pairs):
+            if is_differentiable(leaf):
+                _check_tangent(caller, path, leaf, t)
+    return tuple(primals), tuple(tangents)
+
+
+def _inner_product(gradients, tangents):
+    """Σ ⟨g, v⟩ over the float leaves of gradient trees (None at static leaves) and the
+    tangent trees of the same structure."""
+    total = 0.0
+    for g, v in zip(tree_leaves(gradients), tree_leaves(tangents)):
+        if g is not None:
+            total = total + ops.sum(g * v)
+    return total
+
+
+def hvp(f, primals, tangents):
+    """(f(*primals), H·v) for scalar f: H·v = ∇_x ⟨∇f(x), v⟩, a tuple of trees like primals."""
+    primals, tangents = _primals_and_tangents("hvp", primals, tangents)
+
+    def directional_derivative(*xs):
+        value, gradients = differentiate("hvp", f, xs)
+        return _inner_product(gradients, tangents), value
+    (_, value), products = differentiate("hvp", directional_derivative, primals, has_aux=True)
+    return value, products
+
+
+def _zero_cotangent(value):
+    """A zero of an output leaf's kind: the point the pullback is differentiated at (any
+    point would do: the pullback is linear in its cotangent)."""
+    if value is None:  # a static leaf of the output (a gradient tree's)
+        return None
+    if isinstance(value, numbers.Number):
+        return type(value)(0)
+    if isinstance(value, np.generic):
+        return value.dtype.type(0)
+    return np.zeros(value.shape, dtype=value.dtype)
+
+
+def jvp(f, primals, tangents):
+    """(f(*primals), J·v): the output and its derivative along the tangents, in the
+    output's structure (the double-vjp trick, module docstring)."""
+    primals, tangents = _primals_and_tangents("jvp", primals, tangents)
+    out, pullback = vjp_of_tree("jvp", f, primals)
+
+    def transposed(u):  # ⟨Jᵀu, v⟩, linear in u: its gradient in u is J·v
+        return _inner_product(pullback(u), tangents)
+    (tangent_out,) = differentiate("jvp", transposed, (tree_map(_zero_cotangent, out),))[1]
+    return out, tangent_out

@@ -1,0 +1,145 @@
+"""Python floats are weakly typed, traced or not (issue 12, bug 5): in an op with float
+arrays they take the arrays' dtype (numpy's NEP 50, JAX's weak types), and their gradient
+comes back as a Python float. References: the untraced call, PyTorch (whose 0-d tensors
+also yield to dimensioned ones) and central differences."""
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+
+
+def central(f, t, eps=1e-6):
+    return (f(t + eps) - f(t - eps)) / (2 * eps)
+
+
+def test_the_issues_example_works_as_the_untraced_call_does():
+    x = np.ones(3, np.float32)
+    f = lambda t, x: ag.sum(x * t)  # noqa: E731
+    assert f(2.0, x).dtype == np.float32  # untraced: numpy keeps float32
+    gt, gx = ag.gradient(f, 2.0, x)
+    assert type(gt) is float and gt == 3.0
+    assert gx.dtype == np.float32
+    np.testing.assert_array_equal(gx, np.full(3, 2.0, np.float32))
+
+
+BINARY = {  # ours(t, x), theirs(torch, t, x)
+    "add": (lambda t, x: x + t, lambda torch, t, x: x + t),
+    "rsub": (lambda t, x: t - x, lambda torch, t, x: t - x),
+    "mul": (lambda t, x: t * x, lambda torch, t, x: t * x),
+    "div": (lambda t, x: x / t, lambda torch, t, x: x / t),
+    "rdiv": (lambda t, x: t / x, lambda torch, t, x: t / x),
+    "pow": (lambda t, x: x ** t, lambda torch, t, x: x ** t),
+    "rpow": (lambda t, x: t ** x, lambda torch, t, x: t ** x),
+    "maximum": (lambda t, x: ag.maximum(x, t), lambda torch, t, x: torch.maximum(x, t)),
+    "where": (lambda t, x: ag.where(x > 1.0, x, t), lambda torch, t, x: torch.where(x > 1.0, x, t)),
+}
+
+
+@pytest.mark.parametrize("name", BINARY)
+def test_each_binary_op_keeps_float32_and_matches_torch(name, torch):
+    ours, theirs = BINARY[name]
+    x = np.array([0.5, 1.25, 2.0], np.float32)
+    t = 1.5
+    value = ours(t, x)
+    assert value.dtype == np.float32, name  # untraced
+    traced = {}
+
+    def loss(t, x):
+        out = ours(t, x)
+        traced["dtype"] = out.dtype
+        return ag.sum(out * out)
+    gt, gx = ag.gradient(loss, t, x)
+    assert traced["dtype"] == np.float32 and gx.dtype == np.float32 and type(gt) is float
+    # torch: a float64 0-d tensor yields to a float32 vector, as a weak scalar does
+    tt = torch.tensor(t, dtype=torch.float64, requires_grad=True)
+    tx = torch.tensor(x, requires_grad=True)
+    out = theirs(torch, tt, tx)
+    assert out.dtype == torch.float32
+    (out * out).sum().backward()
+    np.testing.assert_allclose(value, out.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-5)
+    assert gt == pytest.approx(tt.grad.item(), rel=1e-5)
+
+
+def test_an_op_over_weak_values_only_stays_weak():
+    """t * 2.0 and exp(t) are weak, as in JAX: the product with float32 x is float32."""
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+
+    def f(t, x):
+        return ag.sum(x * (t * 2.0) + x * ag.exp(-t))
+    gt, gx = ag.gradient(f, 0.3, x)
+    assert gx.dtype == np.float32 and type(gt) is float
+    expected = central(lambda t: float(np.sum(x.astype(np.float64) * (2 * t + np.exp(-t)))), 0.3)
+    assert gt == pytest.approx(expected, rel=1e-6)
+    np.testing.assert_allclose(gx, np.full(3, 0.6 + np.exp(-0.3), np.float32), rtol=1e-6)
+
+
+def test_a_weak_scalar_alone_computes_in_float64():
+    assert ag.grad(lambda t: t * t * t)(1.1) == pytest.approx(3 * 1.1 ** 2, rel=1e-15)
+    assert type(ag.grad(lambda t: ag.exp(t))(0.5)) is float
+
+
+def test_an_explicit_cast_makes_a_strong_value(rng):
+    """t.astype(float32) is float32 for good: it meets float64 data as any float32 does."""
+    x64 = rng.standard_normal(3)
+    with pytest.raises(TypeError, match="mul: operands float32"):
+        ag.gradient(lambda t, x: ag.sum(t.astype(np.float32) * x), 2.0, x64)
+
+
+def test_with_float64_arrays_the_computation_is_float64(rng):
+    x = rng.standard_normal(4)
+    gt, gx = ag.gradient(lambda t, x: ag.sum(ag.tanh(x * t)), 0.7, x)
+    assert gx.dtype == np.float64
+    assert gt == pytest.approx(float(np.sum(x * (1 - np.tanh(0.7 * x) ** 2))), rel=1e-12)
+
+
+def test_second_order_through_a_weak_scalar():
+    x = np.array([1.0, 2.0], np.float32)
+    d2 = ag.grad(ag.grad(lambda t: ag.sum(x * t * t * t)))(2.0)
+    assert type(d2) is float and d2 == pytest.approx(6 * 2.0 * 3.0)
+    # an outer trace over x, an inner one over t: d/dx [(∂/∂t Σ x t²)(1.5) · Σ x] = 6 Σ x
+    gx = ag.grad(lambda x: ag.grad(lambda t: ag.sum(x * t * t))(1.5) * ag.sum(x))(x)
+    assert gx.dtype == np.float32
+    np.testing.assert_allclose(gx, np.full(2, 6 * 3.0, np.float32), rtol=1e-6)
+
+
+class Norm(NamedTuple):
+    scale: np.ndarray
+    bias: np.ndarray
+    eps: float  # a Python float in the parameter tree
+
+
+def test_a_python_float_in_a_parameter_tree_keeps_layer_norm_float32(rng, torch):
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    p = Norm(rng.standard_normal(8).astype(np.float32), rng.standard_normal(8).astype(np.float32),
+             1e-3)
+    w = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    seen = {}
+
+    def loss(p, x):
+        out = ag.layer_norm(x, p.scale, p.bias, p.eps)
+        seen["dtype"] = out.dtype
+        return ag.sum(out * w)
+    dp, dx = ag.gradient(loss, p, x)
+    assert seen["dtype"] == np.float32
+    assert dp.scale.dtype == dx.dtype == np.float32 and type(dp.eps) is float
+    tx, ts, tb = (torch.tensor(a, requires_grad=True) for a in (x, p.scale, p.bias))
+    (torch.nn.functional.layer_norm(tx, (8,), ts, tb, eps=1e-3) * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dp.scale, ts.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dp.bias, tb.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_traced_and_untraced_give_the_same_bits(rng):
+    x = rng.standard_normal(5).astype(np.float32)
+    f = lambda t, x: ag.sum(ag.tanh(x * t + 0.1) / t)  # noqa: E731
+    value, _ = ag.value_and_gradient(f, 0.37, x)
+    assert value.dtype == np.float32 and value == f(0.37, x)
+
+
+def test_a_weak_scalar_gradient_comes_back_as_a_float_inside_trees():
+    tree = {"rate": 0.5, "w": np.arange(3, dtype=np.float32)}
+    (g,) = ag.gradient(lambda p: ag.sum(p["w"] * p["rate"]), tree)
+    assert type(g["rate"]) is float and g["rate"] == 3.0 and g["w"].dtype == np.float32
