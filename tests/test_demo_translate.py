@@ -258,3 +258,15 @@ def test_same_seed_same_bits_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_
     for x, y, z in zip(*map(ag.tree_leaves, (first, second, resumed))):
         np.testing.assert_array_equal(x, y)
         np.testing.assert_array_equal(x, z)
+
+
+def test_the_demos_are_packaged():
+    """pip install '.[demos]' installs demos/, so python -m demos.translate runs anywhere."""
+    import configparser
+
+    import setuptools
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    include = config["options.packages.find"]["include"].split()
+    assert {"demos", "models", "autograd_lite"} <= set(setuptools.find_packages(ROOT,
+                                                                                include=include))
