@@ -253,6 +253,8 @@ def test_same_seed_same_bits_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_
                                          r"python -m demos.translate --out .*c --resume"):
         run_demo(capsys, *TINY, "--out", str(tmp_path / "c"))
     monkeypatch.undo()
+    with pytest.raises(SystemExit, match=r"holds a run already: add --resume to continue it"):
+        run_demo(capsys, *TINY, "--out", str(tmp_path / "c"))
     run_demo(capsys, *TINY, "--out", str(tmp_path / "c"), "--resume")
     first, second, resumed = (ag.load(tmp_path / name / "model.npz") for name in "abc")
     for x, y, z in zip(*map(ag.tree_leaves, (first, second, resumed))):
