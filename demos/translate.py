@@ -59,6 +59,7 @@ HELD_OUT_SEED = 0  # fixed: every run is measured on the same held-out numbers
 VALIDATION_SEED = 1  # fixed: the validation numbers, drawn like training numbers
 VALIDATION_BATCHES = 4
 CLIP_NORM = 1.0
+ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-9  # the paper's (§5.3)
 BEAM_SIZE = 4
 
 
@@ -101,6 +102,13 @@ def learning_rate(peak, warmup, steps):
         progress = min(1.0, (step - warmup) / max(1, steps - warmup))
         return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
     return lr
+
+
+def adam(args, steps):
+    """Adam with the paper's betas and eps, its rate learning_rate(args.lr, args.warmup,
+    steps). -> (the optimizer, the schedule)"""
+    schedule = learning_rate(args.lr, args.warmup, steps)
+    return ag.optim.adam(lr=schedule, betas=ADAM_BETAS, eps=ADAM_EPS), schedule
 
 
 def trim_padding(ids):
@@ -164,9 +172,7 @@ def train_model(params, args, held_out, out):
     """models.train.fit: Adam with a warm-up and cosine schedule, gradients clipped to norm 1,
     args.epochs epochs of args.epoch_size fresh batches; after each epoch the validation loss
     and the exact match on every fourth held-out value. -> (params, history)"""
-    steps = args.epochs * args.epoch_size
-    optimizer = ag.optim.adam(lr=learning_rate(args.lr, args.warmup, steps), betas=(0.9, 0.98),
-                              eps=1e-9)
+    optimizer, _ = adam(args, args.epochs * args.epoch_size)
     rng = np.random.default_rng(VALIDATION_SEED)
     validation = [training_batch(rng, args.batch_size, held_out)
                   for _ in range(VALIDATION_BATCHES)]
