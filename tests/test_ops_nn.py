@@ -1,93 +1,12 @@
 """Fused neural-network ops (autograd_lite/ops/nn.py) beyond the op table: the gradient
-helpers against PyTorch, fully masked rows, stability at huge logits, softmax's precision,
-cross entropy with every label ignored, dropout's statistics, errors, and the pullback's
-memory."""
+helpers against PyTorch, stability at huge logits, cross entropy with every label ignored,
+dropout's statistics, errors, and the pullback's memory."""
 import numpy as np
 import pytest
 
 import autograd_lite as ag
 from helpers.op_cases import assert_raises, each_error
-from helpers.references import DTYPES, check_second_order, compare_with_torch, to_tensor
-
-
-# ---- softmax, log_softmax, logsumexp ----------------------------------------------------------
-
-def test_softmax_backward_helper_is_softmax_vjp(rng, torch):
-    x, g = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
-    t = torch.from_numpy(x).requires_grad_(True)
-    (want,) = torch.autograd.grad(t.softmax(0), t, torch.from_numpy(g))
-    y = ag.softmax(x, axis=0)
-    np.testing.assert_allclose(ag.ops.softmax_backward(g, y, 0), want.numpy(),
-                               rtol=1e-12, atol=1e-15)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_fully_masked_row_is_zero_with_zero_gradient(dtype, rng, torch):
-    x = rng.standard_normal((3, 4)).astype(dtype)
-    mask = np.array([[True, False, True, True], [False] * 4, [False, False, False, True]])
-    out = ag.softmax(x, mask=mask)
-    assert np.all(np.isfinite(out)) and np.all(out[1] == 0) and out[2, 3] == 1
-    w = rng.standard_normal((3, 4)).astype(dtype)
-    g = ag.grad(lambda x: ag.sum(ag.softmax(x, mask=mask) * w))(x)
-    assert g.dtype == dtype and np.all(np.isfinite(g)) and np.all(g[1] == 0) and np.all(g[2] == 0)
-    # the other rows agree with torch, and so does a second derivative
-    keep = mask[:1]
-    compare_with_torch(torch, lambda x: ag.softmax(x, mask=keep),
-                       lambda t: t.masked_fill(~torch.from_numpy(keep), -np.inf).softmax(-1), x[:1])
-    check_second_order(lambda x: ag.sum(ag.softmax(x, mask=mask) ** 2), x.astype(np.float64))
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_stable_at_huge_logits(dtype, torch):
-    x = np.array([[1e4, 0.0, -1e4], [1e4, 1e4 + 1, 1e4 - 2], [-1e4, -1e4, -1e4 + 3]], dtype=dtype)
-    labels = np.array([2, 0, 1])
-    outs = [
-        compare_with_torch(torch, ag.softmax, lambda t: t.softmax(-1), x),
-        compare_with_torch(torch, ag.log_softmax, lambda t: t.log_softmax(-1), x),
-        compare_with_torch(torch, ag.logsumexp, lambda t: t.logsumexp(-1), x),
-        compare_with_torch(torch, lambda x: ag.logsumexp(x, axis=None),
-                           lambda t: t.logsumexp((0, 1)), x),
-        compare_with_torch(torch, lambda x: ag.cross_entropy(x, labels, label_smoothing=0.1),
-                           lambda t: torch.nn.functional.cross_entropy(
-                               t, torch.from_numpy(labels), label_smoothing=0.1), x),
-    ]
-    grads = ag.gradient(lambda x: ag.cross_entropy(x, labels) + ag.sum(ag.logsumexp(x)), x)
-    for a in [*outs, *grads]:
-        assert np.all(np.isfinite(a))
-    np.testing.assert_allclose(outs[2], [1e4, 1e4 + 1 + np.log1p(np.exp(-1) + np.exp(-3)),
-                                         -1e4 + 3 + np.log1p(2 * np.exp(-3))], rtol=1e-7)
-
-
-def softmax_in_float64(x, mask=None):
-    """The textbook reference: shift by the row maximum of the kept entries, in float64."""
-    x = x.astype(np.float64)
-    kept = np.ones(x.shape, bool) if mask is None else np.broadcast_to(mask, x.shape)
-    m = np.where(kept, x, -np.inf).max(axis=-1, keepdims=True)
-    e = np.where(kept, np.exp(x - np.where(np.isfinite(m), m, 0)), 0)
-    total = e.sum(axis=-1, keepdims=True)
-    return e / np.where(total > 0, total, 1)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("scale", [0.5, 0.99, 1.01, 2.0])
-def test_softmax_is_as_exact_on_both_sides_of_the_no_shift_bound(dtype, scale, rng):
-    """Within ±½·log(largest float) exp is taken unshifted; beyond, shifted by the row max.
-    Rows far below zero (all near -bound) keep full relative precision either way."""
-    bound = 0.5 * np.log(np.finfo(dtype).max)
-    x = rng.uniform(-1, 1, (6, 64)) * bound * scale
-    x[0] = -bound * scale + rng.uniform(0, 3, 64)  # every entry near the lower end
-    x[1] = bound * scale - rng.uniform(0, 3, 64)   # every entry near the upper end
-    x = x.astype(dtype)
-    mask = rng.random((6, 64)) < 0.7
-    mask[2] = False  # a fully masked row
-    tol = {np.float32: 2e-6, np.float64: 1e-14}[dtype]
-    for m in (None, mask):
-        y = ag.softmax(x, mask=m)
-        assert y.dtype == dtype
-        np.testing.assert_allclose(y, softmax_in_float64(x, m), rtol=tol, atol=1e-30)
-    shifted = x.astype(np.float64) - x.max(axis=-1, keepdims=True)
-    want = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    np.testing.assert_allclose(ag.log_softmax(x), want, rtol=tol, atol=tol * np.abs(want).max())
+from helpers.references import DTYPES, compare_with_torch, to_tensor
 
 
 # ---- layer_norm -------------------------------------------------------------------------------
@@ -147,18 +66,6 @@ def test_dropout_is_the_identity_at_inference(rng):
 # ---- errors ----------------------------------------------------------------------------------
 
 ERRORS = [
-    (lambda: ag.softmax(np.ones((2, 4)), mask=np.ones((2, 4), dtype=int)), TypeError,
-     "softmax: mask must be a bool array (True = keep), got int64"),
-    (lambda: ag.softmax(np.ones((2, 4)), mask=np.ones((3,), dtype=bool)), ValueError,
-     "softmax: mask (3,) does not broadcast to the scores (2, 4)"),
-    (lambda: ag.softmax(np.ones((2, 4)), mask=np.ones((3, 2, 4), dtype=bool)), ValueError,
-     "softmax: mask (3, 2, 4) does not broadcast to the scores (2, 4)"),
-    (lambda: ag.softmax(np.ones((2, 4)), axis=2), ValueError,
-     "softmax: axis 2 is out of range for an array of 2 dimensions"),
-    (lambda: ag.log_softmax(np.ones((2, 4)), axis=-3), ValueError,
-     "log_softmax: axis -3 is out of range for an array of 2 dimensions"),
-    (lambda: ag.logsumexp(np.ones((2, 4)), axis=(1, -1)), ValueError,
-     "logsumexp: repeated axis in (1, -1)"),
     (lambda: ag.layer_norm(np.ones((2, 4)), np.ones(3), np.ones(4)), ValueError,
      "layer_norm: scale (3,) and bias (4,) must have shape (4,), the last axis of x (2, 4)"),
     (lambda: ag.layer_norm(np.ones((2, 4)), np.ones(4), np.ones((1, 4))), ValueError,
@@ -187,20 +94,6 @@ ERRORS = [
 @each_error(ERRORS)
 def test_errors_name_the_op_and_shapes(make, error, message):
     assert_raises(make, error, message)
-
-
-def test_logsumexp_of_a_row_of_minus_infinity_is_minus_infinity_as_in_torch(torch):
-    x = np.array([[-np.inf, -np.inf], [0.0, 1.0]])
-    want = torch.logsumexp(torch.tensor(x), dim=-1).numpy()
-    np.testing.assert_array_equal(ag.logsumexp(x, axis=-1), want)
-    with pytest.raises(ValueError, match=r"logsumexp: cannot reduce an empty axis of \(2, 0\)"):
-        ag.logsumexp(np.zeros((2, 0)))
-
-
-def test_softmax_axis_must_be_one_axis():
-    with pytest.raises(TypeError, match=r"softmax: axis must be an int, got None"):
-        ag.softmax(np.ones((2, 3)), axis=None)
-    np.testing.assert_allclose(ag.softmax(np.zeros((2, 3)), axis=np.int64(1)), np.full((2, 3), 1 / 3))
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])

@@ -1,0 +1,113 @@
+"""The softmax family (autograd_lite/ops/softmax.py) beyond the op table: the gradient
+helper against PyTorch, fully masked rows, precision on both sides of the no-shift bound,
+errors."""
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from helpers.op_cases import assert_raises, each_error
+from helpers.references import DTYPES, check_second_order, compare_with_torch
+
+
+def torch_masked_softmax(torch, mask, axis=-1):
+    """torch's reference for ag.softmax(x, axis, mask): masked entries filled with -inf."""
+    return lambda t: t.masked_fill(~torch.from_numpy(mask), -np.inf).softmax(axis)
+
+
+def test_softmax_backward_helper_is_softmax_vjp(rng, torch):
+    x, g = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
+    t = torch.from_numpy(x).requires_grad_(True)
+    (want,) = torch.autograd.grad(t.softmax(0), t, torch.from_numpy(g))
+    y = ag.softmax(x, axis=0)
+    np.testing.assert_allclose(ag.ops.softmax_backward(g, y, 0), want.numpy(),
+                               rtol=1e-12, atol=1e-15)
+
+
+# ---- masks ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fully_masked_row_is_zero_with_zero_gradient(dtype, rng, torch):
+    x = rng.standard_normal((3, 4)).astype(dtype)
+    mask = np.array([[True, False, True, True], [False] * 4, [False, False, False, True]])
+    out = ag.softmax(x, mask=mask)
+    assert np.all(np.isfinite(out)) and np.all(out[1] == 0) and out[2, 3] == 1
+    w = rng.standard_normal((3, 4)).astype(dtype)
+    g = ag.grad(lambda x: ag.sum(ag.softmax(x, mask=mask) * w))(x)
+    assert g.dtype == dtype and np.all(np.isfinite(g)) and np.all(g[1] == 0) and np.all(g[2] == 0)
+    # the other rows agree with torch, and so does a second derivative
+    keep = mask[:1]
+    compare_with_torch(torch, lambda x: ag.softmax(x, mask=keep), torch_masked_softmax(torch, keep),
+                       x[:1])
+    check_second_order(lambda x: ag.sum(ag.softmax(x, mask=mask) ** 2), x.astype(np.float64))
+
+
+# ---- precision --------------------------------------------------------------------------------
+
+def softmax_in_float64(x, mask=None):
+    """The textbook reference: shift by the row maximum of the kept entries, in float64."""
+    x = x.astype(np.float64)
+    kept = np.ones(x.shape, bool) if mask is None else np.broadcast_to(mask, x.shape)
+    m = np.where(kept, x, -np.inf).max(axis=-1, keepdims=True)
+    e = np.where(kept, np.exp(x - np.where(np.isfinite(m), m, 0)), 0)
+    total = e.sum(axis=-1, keepdims=True)
+    return e / np.where(total > 0, total, 1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scale", [0.5, 0.99, 1.01, 2.0])
+def test_softmax_is_as_exact_on_both_sides_of_the_no_shift_bound(dtype, scale, rng):
+    """Within ±½·log(largest float) exp is taken unshifted; beyond, shifted by the row max.
+    Rows far below zero (all near -bound) keep full relative precision either way."""
+    bound = 0.5 * np.log(np.finfo(dtype).max)
+    x = rng.uniform(-1, 1, (6, 64)) * bound * scale
+    x[0] = -bound * scale + rng.uniform(0, 3, 64)  # every entry near the lower end
+    x[1] = bound * scale - rng.uniform(0, 3, 64)   # every entry near the upper end
+    x = x.astype(dtype)
+    mask = rng.random((6, 64)) < 0.7
+    mask[2] = False  # a fully masked row
+    tol = {np.float32: 2e-6, np.float64: 1e-14}[dtype]
+    for m in (None, mask):
+        y = ag.softmax(x, mask=m)
+        assert y.dtype == dtype
+        np.testing.assert_allclose(y, softmax_in_float64(x, m), rtol=tol, atol=1e-30)
+    shifted = x.astype(np.float64) - x.max(axis=-1, keepdims=True)
+    want = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    np.testing.assert_allclose(ag.log_softmax(x), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def test_logsumexp_of_a_row_of_minus_infinity_is_minus_infinity_as_in_torch(torch):
+    x = np.array([[-np.inf, -np.inf], [0.0, 1.0]])
+    want = torch.logsumexp(torch.tensor(x), dim=-1).numpy()
+    np.testing.assert_array_equal(ag.logsumexp(x, axis=-1), want)
+    with pytest.raises(ValueError, match=r"logsumexp: cannot reduce an empty axis of \(2, 0\)"):
+        ag.logsumexp(np.zeros((2, 0)))
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+ERRORS = [
+    (lambda: ag.softmax(np.ones((2, 4)), mask=np.ones((2, 4), dtype=int)), TypeError,
+     "softmax: mask must be a bool array (True = keep), got int64"),
+    (lambda: ag.softmax(np.ones((2, 4)), mask=np.ones((3,), dtype=bool)), ValueError,
+     "softmax: mask (3,) does not broadcast to the scores (2, 4)"),
+    (lambda: ag.softmax(np.ones((2, 4)), mask=np.ones((3, 2, 4), dtype=bool)), ValueError,
+     "softmax: mask (3, 2, 4) does not broadcast to the scores (2, 4)"),
+    (lambda: ag.softmax(np.ones((2, 4)), axis=2), ValueError,
+     "softmax: axis 2 is out of range for an array of 2 dimensions"),
+    (lambda: ag.softmax(np.ones((2, 3)), axis=None), TypeError,
+     "softmax: axis must be an int, got None"),
+    (lambda: ag.log_softmax(np.ones((2, 4)), axis=-3), ValueError,
+     "log_softmax: axis -3 is out of range for an array of 2 dimensions"),
+    (lambda: ag.logsumexp(np.ones((2, 4)), axis=(1, -1)), ValueError,
+     "logsumexp: repeated axis in (1, -1)"),
+]
+
+
+@each_error(ERRORS)
+def test_errors_name_the_op_and_shapes(make, error, message):
+    assert_raises(make, error, message)
+
+
+def test_softmax_axis_may_be_a_numpy_integer():
+    np.testing.assert_allclose(ag.softmax(np.zeros((2, 3)), axis=np.int64(1)),
+                               np.full((2, 3), 1 / 3))
