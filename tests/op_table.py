@@ -116,6 +116,7 @@ CASES = [
     Case("sqrt", ag.sqrt, lambda t: t.sqrt(), (positive(2, 3, 4),)),
     Case("tanh", ag.tanh, lambda t: t.tanh(), ANY),
     Case("sigmoid", ag.sigmoid, lambda t: t.sigmoid(), ANY),
+    Case("sigmoid far from 0", lambda x: ag.sigmoid(30 * x), lambda t: (30 * t).sigmoid(), ANY),
     Case("relu", ag.relu, lambda t: t.relu(), (off_kinks(2, 3, 4),)),
     Case("gelu", ag.gelu, torch_gelu, ANY),
     Case("abs", ag.abs, lambda t: t.abs(), (off_kinks(2, 3, 4),)),
