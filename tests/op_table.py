@@ -181,6 +181,14 @@ CASES = [
            (normal(*s), class_labels(s[:-1], s[-1], i)))
       for s in [(5,), (4, 5), (2, 3, 5), (2, 2, 2, 3)] for i, ls in CROSS_ENTROPY],
     Case("dropout", lambda x: ag.dropout(x, 0.5, np.random.default_rng(2)), None, (normal(3, 4),)),
+    # masked softmax beyond the no-shift bound (rows shifted by 1000) and with inf at its
+    # masked entries
+    *[Case(f"softmax {s} mask {m} beyond the bound", lambda x, m: ag.softmax(x + 1000.0, -1, m),
+           lambda t, m: (t + 1000.0).masked_fill(~m, -math.inf).softmax(-1),
+           (normal(*s), keep_mask(m))) for s, m, _ in MASKED[:4]],
+    Case("softmax inf at masked entries", lambda x, m: ag.softmax(ag.where(m, x, math.inf), -1, m),
+         lambda t, m: torch.where(m, t, math.inf).masked_fill(~m, -math.inf).softmax(-1),
+         (normal(3, 5), keep_mask((3, 5)))),
     # ---- indexing (ops/indexing.py) ----
     *[Case(f"getitem {name}", lambda x, i=i: ag.getitem(x, i), lambda t, i=i: t[torch_index(i)],
            (normal(3, 4),)) for name, i in INDICES.items()],

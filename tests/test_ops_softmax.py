@@ -1,5 +1,6 @@
 """The softmax family (autograd_lite/ops/softmax.py) beyond the op table: the gradient
-helper against PyTorch, fully masked rows, precision on both sides of the no-shift bound,
+helper against PyTorch, masks (fully masked rows; masked entries holding NaN, inf or huge
+values; huge kept entries), precision on both sides of the no-shift bound,
 errors."""
 import numpy as np
 import pytest
@@ -39,6 +40,68 @@ def test_fully_masked_row_is_zero_with_zero_gradient(dtype, rng, torch):
     compare_with_torch(torch, lambda x: ag.softmax(x, mask=keep), torch_masked_softmax(torch, keep),
                        x[:1])
     check_second_order(lambda x: ag.sum(ag.softmax(x, mask=mask) ** 2), x.astype(np.float64))
+
+
+MASK = np.array([[True, False, True, False, True, True],
+                 [False, True, True, True, False, False],
+                 [True, True, False, True, True, False]])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("fill", [np.nan, np.inf, -np.inf, "largest", "lowest", 1e3])
+def test_masked_entries_change_nothing(fill, dtype, rng, torch):
+    """Whatever the masked entries hold, the result and the gradient of the kept entries are
+    torch's, the gradient of the masked entries exactly 0, and a second derivative agrees."""
+    x = rng.standard_normal(MASK.shape).astype(dtype)
+    value = {"largest": np.finfo(dtype).max, "lowest": np.finfo(dtype).min}.get(fill, fill)
+    filled = np.where(MASK, x, dtype(value))
+    want = compare_with_torch(torch, lambda x: ag.softmax(x, mask=MASK),
+                              torch_masked_softmax(torch, MASK), filled)
+    np.testing.assert_allclose(want, ag.softmax(x, mask=MASK), rtol=10 * np.finfo(dtype).eps)
+    assert np.all(want[~MASK] == 0)
+    w = rng.standard_normal(MASK.shape).astype(dtype)
+    g = ag.grad(lambda x: ag.sum(ag.softmax(x, mask=MASK) * w))(filled)
+    assert np.all(g[~MASK] == 0)
+    if np.isfinite(value):
+        check_second_order(lambda x: ag.sum(ag.softmax(x, mask=MASK) ** 2),
+                           filled.astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_huge_kept_entries_beside_larger_masked_ones(dtype, rng, torch):
+    """Beyond the no-shift bound the exponent is shifted by the largest kept entry; a masked
+    entry above every kept one must not be that maximum (issue 12, 4c)."""
+    top = np.finfo(dtype).max
+    x = np.array([[-0.6 * top, 0.3 * top],  # the issue's row: mask [[True, False]]
+                  [-0.6 * top, -0.6 * top + 2 * np.abs(np.spacing(dtype(0.6 * top)))],
+                  [1e3, 0.9 * top]], dtype=dtype)
+    mask = np.array([[True, False], [True, True], [True, False]])
+    out = compare_with_torch(torch, lambda x: ag.softmax(x, mask=mask),
+                             torch_masked_softmax(torch, mask), x)
+    np.testing.assert_array_equal(out, [[1, 0], [0, 1], [1, 0]])
+    scores = rng.standard_normal((4, 5)) * 1e3  # every row beyond the bound, some masked
+    mask = rng.random((4, 5)) < 0.6
+    mask[:, 0] = True
+    scores[~mask] = 5e3
+    compare_with_torch(torch, lambda x: ag.softmax(x, mask=mask), torch_masked_softmax(torch, mask),
+                       scores.astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kept_nan_inf_or_only_minus_inf_make_the_row_nan_as_in_torch(dtype, torch):
+    """As torch's masked_fill(-inf).softmax: a kept NaN or +inf, or kept entries that are all
+    -inf (issue 12, 4a), make the row NaN; the other rows are untouched."""
+    x = np.array([[np.nan, 1.0, 2.0], [np.inf, 1.0, 5.0], [-np.inf, 0.0, 7.0],
+                  [-np.inf, -np.inf, 3.0], [0.5, 1.0, 2.0]], dtype=dtype)
+    mask = np.array([[True, True, False], [True, True, False], [True, False, False],
+                     [True, True, False], [True, True, False]])
+    want = torch_masked_softmax(torch, mask)(torch.from_numpy(x)).numpy()
+    got = ag.softmax(x, mask=mask)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got[:4, :2]).all()
+    np.testing.assert_allclose(got[4], want[4], rtol=1e-6)
+    g = ag.grad(lambda x: ag.sum(ag.softmax(x, mask=mask)))(x)
+    assert np.all(g[~mask] == 0) and np.all(np.isfinite(g[4]))
 
 
 # ---- precision --------------------------------------------------------------------------------

@@ -51,34 +51,55 @@ def _check_mask(op, mask, shape):
         raise ValueError(f"{op}: mask {mask.shape} does not broadcast to the scores {shape}")
 
 
+def _normalized(e, mask, axis):
+    """e / Σ_axis e; a row with nothing kept is all zeros: it is divided by infinity."""
+    return e / np.where(mask.any(axis=axis, keepdims=True), sum_keepdims(e, axis), np.inf)
+
+
+def _masked_softmax_shifted(x, mask, axis):
+    """The masked softmax of any x, exp shifted by the largest kept entry of each row; and
+    whether every row had a finite one (then the result is exactly 0 at masked entries).
+    Masked entries, whatever they hold (NaN, ±inf, huge), reach neither that maximum nor
+    the sums. A kept NaN or +inf makes its row NaN, and so do kept entries that are all -inf
+    (0/0), as in torch's masked_fill(-inf)."""
+    minus_inf = x.dtype.type(-np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, 0/0: NaN rows; -max - max
+        kept = x + np.where(mask, x.dtype.type(0), minus_inf)  # a fill of the mask's shape: fast
+        peak = primal(kept).max(axis=axis, keepdims=True)
+        if np.isnan(peak).any():  # a NaN, or a masked +inf (inf - inf): select instead (slower)
+            kept = np.where(mask, x, minus_inf)
+            peak = primal(kept).max(axis=axis, keepdims=True)
+        finite_rows = bool(np.isfinite(peak).all())
+        peak[peak == -np.inf] = 0  # nothing kept, or only -inf: exp(-inf - 0) = 0
+        return _normalized(np.exp(kept - peak), mask, axis), finite_rows
+
+
 @primitive
 def softmax(x, axis=-1, mask=None):
-    """y = exp(x) / Σ_axis exp(x) over the entries where `mask` is True (bool, broadcastable to x).
+    """y = exp(x) / Σ_axis exp(x) over the entries where `mask` is True (bool, broadcastable
+    to x), as torch's x.masked_fill(~mask, -inf).softmax(axis).
 
-    Masked entries get 0; a row with every entry masked is all zeros, not NaN.
+    Masked entries get 0 and have gradient 0, and their values (NaN and inf included) change
+    nothing. A row with every entry masked is all zeros (torch: NaN), with gradient 0.
     """
     axis = _one_axis("softmax", axis, x.ndim)
-    no_shift = _exp_needs_no_shift(x)
-    if mask is None:
-        e = np.exp(x if no_shift else _shifted(x, axis))
-        y = e / sum_keepdims(e, axis)
-    else:
+    exact_zeros = True  # y is exactly 0 at masked entries, so is its gradient y ⊙ (...)
+    if mask is not None:
         _check_mask("softmax", mask, x.shape)
         mask = mask.reshape((1,) * (x.ndim - mask.ndim) + mask.shape)  # same rank as x
-        if no_shift:
-            e = np.exp(x)
-            np.multiply(e, mask, out=e)  # masked entries: exactly 0
-        else:
-            # A huge finite negative where masked (not -inf: reducing over infinities is
-            # ~2x slower): its exponential is exactly 0 beside any kept entry.
-            x = x + np.where(mask, 0, np.finfo(x.dtype).min / 2).astype(x.dtype)
-            e = np.exp(_shifted(x, axis))
-        total = sum_keepdims(e, axis)
-        # A row with nothing kept is all zeros: divide it by infinity.
-        y = e / np.where(mask.any(axis=axis, keepdims=True), total, np.inf)
+    if mask is None:
+        e = np.exp(x if _exp_needs_no_shift(x) else _shifted(x, axis))
+        y = e / sum_keepdims(e, axis)
+    elif _exp_needs_no_shift(x):  # every entry finite and moderate: exp(x) is exact
+        e = np.exp(x)
+        np.multiply(e, mask, out=e)  # masked entries: exactly 0
+        y = _normalized(e, mask, axis)
+    else:  # a NaN row is NaN at its masked entries too: its gradient there is set to 0
+        y, exact_zeros = _masked_softmax_shifted(x, mask, axis)
 
     def softmax_pullback(g):
-        return softmax_backward(g, y, axis), None, None
+        dx = softmax_backward(g, y, axis)
+        return (dx if exact_zeros else np.where(mask, dx, 0)), None, None
     return y, softmax_pullback
 
 
