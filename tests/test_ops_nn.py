@@ -1,12 +1,14 @@
 """Fused neural-network ops (autograd_lite/ops/nn.py) beyond the op table: the gradient
-helpers against PyTorch, stability at huge logits, cross entropy with every label ignored,
-dropout's statistics, errors, and the pullback's memory."""
+helpers against PyTorch, stability at huge logits, layer norm of an empty axis, cross entropy
+with every label ignored, dropout's statistics, errors, and the pullback's memory."""
 import numpy as np
 import pytest
 
 import autograd_lite as ag
 from helpers.op_cases import assert_raises, each_error
 from helpers.references import DTYPES, compare_with_torch, to_tensor
+
+ALL_FLOATS = [*DTYPES, np.float16]
 
 
 # ---- layer_norm -------------------------------------------------------------------------------
@@ -20,6 +22,20 @@ def test_layer_norm_backward_helper_is_the_x_gradient(rng, torch):
     inv_std = 1 / np.sqrt(centered.var(-1, keepdims=True) + 1e-5)
     got = ag.ops.layer_norm_backward(g, centered * inv_std, inv_std, scale)
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ALL_FLOATS)
+def test_layer_norm_of_an_empty_last_axis_is_empty_as_in_torch(dtype, torch):
+    """Issue 12, 7: D = 0 raised ZeroDivisionError; torch returns the empty result."""
+    x, scale, bias = np.zeros((2, 0), dtype), np.zeros(0, dtype), np.zeros(0, dtype)
+    t = [to_tensor(torch, a, requires_grad=True) for a in (x, scale, bias)]
+    want = torch.nn.functional.layer_norm(t[0], (0,), t[1], t[2])
+    want_grads = torch.autograd.grad(want.sum(), t)
+    out = ag.layer_norm(x, scale, bias)
+    assert out.dtype == dtype and out.shape == tuple(want.shape) == (2, 0)
+    grads = ag.gradient(lambda x, s, b: ag.sum(ag.layer_norm(x, s, b)), x, scale, bias)
+    for g, a, w in zip(grads, (x, scale, bias), want_grads):
+        assert g.dtype == dtype and g.shape == a.shape == tuple(w.shape)
 
 
 # ---- cross_entropy ----------------------------------------------------------------------------

@@ -1,13 +1,15 @@
 """The softmax family (autograd_lite/ops/softmax.py) beyond the op table: the gradient
 helper against PyTorch, masks (fully masked rows; masked entries holding NaN, inf or huge
-values; huge kept entries), precision on both sides of the no-shift bound,
+values; huge kept entries), precision on both sides of the no-shift bound, empty axes,
 errors."""
 import numpy as np
 import pytest
 
 import autograd_lite as ag
 from helpers.op_cases import assert_raises, each_error
-from helpers.references import DTYPES, check_second_order, compare_with_torch
+from helpers.references import DTYPES, check_second_order, compare_with_torch, to_tensor
+
+ALL_FLOATS = [*DTYPES, np.float16]
 
 
 def torch_masked_softmax(torch, mask, axis=-1):
@@ -142,8 +144,28 @@ def test_logsumexp_of_a_row_of_minus_infinity_is_minus_infinity_as_in_torch(torc
     x = np.array([[-np.inf, -np.inf], [0.0, 1.0]])
     want = torch.logsumexp(torch.tensor(x), dim=-1).numpy()
     np.testing.assert_array_equal(ag.logsumexp(x, axis=-1), want)
-    with pytest.raises(ValueError, match=r"logsumexp: cannot reduce an empty axis of \(2, 0\)"):
-        ag.logsumexp(np.zeros((2, 0)))
+
+
+# ---- empty axes (issue 12, 7) -----------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_FLOATS)
+@pytest.mark.parametrize("shape, axis", [((2, 0), -1), ((2, 0), 0), ((0, 3), -1), ((0,), 0)])
+def test_empty_input_gives_the_empty_result_as_in_torch(shape, axis, dtype, torch):
+    x = np.zeros(shape, dtype)
+    mask = np.ones(shape, bool)
+    cases = [(lambda x: ag.softmax(x, axis), lambda t: t.softmax(axis)),
+             (lambda x: ag.softmax(x, axis, mask), torch_masked_softmax(torch, mask, axis)),
+             (lambda x: ag.log_softmax(x, axis), lambda t: t.log_softmax(axis)),
+             (lambda x: ag.logsumexp(x, axis), lambda t: t.logsumexp(axis))]
+    for ours, theirs in cases:
+        t = to_tensor(torch, x, requires_grad=True)
+        want = theirs(t)
+        (want_grad,) = torch.autograd.grad(want.sum(), t)
+        value, (g,) = ag.value_and_gradient(lambda x: ag.sum(ours(x)), x)
+        out = ours(x)
+        assert type(out) is np.ndarray and out.dtype == dtype and out.shape == tuple(want.shape)
+        np.testing.assert_array_equal(out, want.detach().numpy())  # logsumexp: -inf per row
+        assert g.dtype == dtype and g.shape == shape == tuple(want_grad.shape)
 
 
 # ---- errors -----------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ def layer_norm_backward(g, x_hat, inv_std, scale):
 @primitive
 def layer_norm(x, scale, bias, eps=1e-5):
     """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
-    (as torch.nn.functional.layer_norm). scale, bias: (D,) for x of shape (..., D)."""
+    (as torch.nn.functional.layer_norm). scale, bias: (D,) for x of shape (..., D).
+    D = 0: the empty result."""
     d = x.shape[-1] if x.ndim else None
     if x.ndim < 1 or scale.shape != (d,) or bias.shape != (d,):
         raise ValueError(f"layer_norm: scale {scale.shape} and bias {bias.shape} must have "

@@ -87,5 +87,5 @@ def sum_keepdims(x, axis):
 
 
 def mean_last(x):
-    """Mean over the last axis, keepdims (see sum_last)."""
-    return sum_last(x) * (1.0 / x.shape[-1])
+    """Mean over the last axis, keepdims (see sum_last); NaN over an empty axis (as np.mean)."""
+    return sum_last(x) * (1.0 / x.shape[-1] if x.shape[-1] else np.nan)

@@ -3,6 +3,8 @@
 Each is one fused rule: one pass forward, one backward, where their compositions would
 record a handful of ops. exp is taken shifted by a row maximum where it could overflow,
 and unshifted where it provably cannot (attention scores: the common, faster case).
+An empty axis gives the empty result
+(logsumexp: log 0 = -inf), as in torch.
 """
 import numbers
 
@@ -32,6 +34,11 @@ def _one_axis(op, axis, ndim):
     if not isinstance(axis, numbers.Integral):
         raise TypeError(f"{op}: axis must be an int, got {axis!r}")
     return normalize_axes(op, axis, ndim)[0]
+
+
+def _empty_like(x):
+    """The result of a softmax over no entries: the same empty shape and dtype (as torch)."""
+    return np.zeros(x.shape, dtype=x.dtype)
 
 
 def softmax_backward(g, y, axis):
@@ -87,7 +94,9 @@ def softmax(x, axis=-1, mask=None):
     if mask is not None:
         _check_mask("softmax", mask, x.shape)
         mask = mask.reshape((1,) * (x.ndim - mask.ndim) + mask.shape)  # same rank as x
-    if mask is None:
+    if x.size == 0:
+        y = _empty_like(x)
+    elif mask is None:
         e = np.exp(x if _exp_needs_no_shift(x) else _shifted(x, axis))
         y = e / sum_keepdims(e, axis)
     elif _exp_needs_no_shift(x):  # every entry finite and moderate: exp(x) is exact
@@ -107,8 +116,11 @@ def softmax(x, axis=-1, mask=None):
 def log_softmax(x, axis=-1):
     """x - logsumexp(x) along `axis`; stable for any finite x. dx = g - softmax(x) Σ_axis g."""
     axis = _one_axis("log_softmax", axis, x.ndim)
-    shifted = x if _exp_needs_no_shift(x) else _shifted(x, axis)
-    y = shifted - np.log(sum_keepdims(np.exp(shifted), axis))
+    if x.size == 0:
+        y = _empty_like(x)
+    else:
+        shifted = x if _exp_needs_no_shift(x) else _shifted(x, axis)
+        y = shifted - np.log(sum_keepdims(np.exp(shifted), axis))
 
     def log_softmax_pullback(g):
         return g - np.exp(y) * sum_keepdims(g, axis), None
@@ -117,11 +129,10 @@ def log_softmax(x, axis=-1):
 
 @primitive
 def logsumexp(x, axis=-1, keepdims=False):
-    """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x)."""
+    """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x). Over an empty axis (or a
+    row of -inf) log 0 = -inf, as in torch."""
     axes = normalize_axes("logsumexp", axis, x.ndim)
-    if any(x.shape[a] == 0 for a in axes):
-        raise ValueError(f"logsumexp: cannot reduce an empty axis of {x.shape}")
-    peak = primal(x).max(axis=axes, keepdims=True)
+    peak = primal(x).max(axis=axes, keepdims=True, initial=-np.inf)
     peak = np.where(np.isfinite(peak), peak, 0)  # a row of -inf: log Σ e^x = log 0 = -inf
     with np.errstate(divide="ignore"):
         kept = np.log(np.exp(x - peak).sum(axis=axes, keepdims=True)) + peak
