@@ -181,8 +181,13 @@ CASES = [
            (normal(*s), class_labels(s[:-1], s[-1], i)))
       for s in [(5,), (4, 5), (2, 3, 5), (2, 2, 2, 3)] for i, ls in CROSS_ENTROPY],
     Case("dropout", lambda x: ag.dropout(x, 0.5, np.random.default_rng(2)), None, (normal(3, 4),)),
-    # masked softmax beyond the no-shift bound (rows shifted by 1000) and with inf at its
-    # masked entries
+    # eps and label_smoothing differentiable; masked softmax beyond the no-shift bound (rows
+    # shifted by 1000) and with inf at its masked entries
+    Case("layer_norm eps traced", lambda x, w, b, e: ag.layer_norm(x, w, b, e / 10), None,
+         (normal(2, 3, 5), normal(5), normal(5), positive())),
+    *[Case(f"cross_entropy label_smoothing traced ignore_index={i}",
+           lambda x, e, i=i, y=class_labels((4,), 5, i): ag.cross_entropy(x, y, i, e / 4), None,
+           (normal(4, 5), positive())) for i in (None, 2)],
     *[Case(f"softmax {s} mask {m} beyond the bound", lambda x, m: ag.softmax(x + 1000.0, -1, m),
            lambda t, m: (t + 1000.0).masked_fill(~m, -math.inf).softmax(-1),
            (normal(*s), keep_mask(m))) for s, m, _ in MASKED[:4]],

@@ -1,14 +1,41 @@
 """Fused neural-network ops (autograd_lite/ops/nn.py) beyond the op table: the gradient
-helpers against PyTorch, stability at huge logits, layer norm of an empty axis, cross entropy
-with every label ignored, dropout's statistics, errors, and the pullback's memory."""
+helpers against PyTorch, stability at huge logits, the gradients of eps and label_smoothing,
+layer norm of an empty axis, cross entropy with every label ignored, dropout's
+statistics, errors, and the pullback's memory."""
 import numpy as np
 import pytest
 
 import autograd_lite as ag
-from helpers.op_cases import assert_raises, each_error
+from helpers.op_cases import assert_raises, each_error, torch_cross_entropy
 from helpers.references import DTYPES, compare_with_torch, to_tensor
 
 ALL_FLOATS = [*DTYPES, np.float16]
+
+
+def central_difference(f, at, h):
+    """(f(at + h) - f(at - h)) / 2h, in float64."""
+    return (float(f(at + h)) - float(f(at - h))) / (2 * h)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_stable_at_huge_logits(dtype, torch):
+    x = np.array([[1e4, 0.0, -1e4], [1e4, 1e4 + 1, 1e4 - 2], [-1e4, -1e4, -1e4 + 3]], dtype=dtype)
+    labels = np.array([2, 0, 1])
+    outs = [
+        compare_with_torch(torch, ag.softmax, lambda t: t.softmax(-1), x),
+        compare_with_torch(torch, ag.log_softmax, lambda t: t.log_softmax(-1), x),
+        compare_with_torch(torch, ag.logsumexp, lambda t: t.logsumexp(-1), x),
+        compare_with_torch(torch, lambda x: ag.logsumexp(x, axis=None),
+                           lambda t: t.logsumexp((0, 1)), x),
+        compare_with_torch(torch, lambda x: ag.cross_entropy(x, labels, label_smoothing=0.1),
+                           lambda t: torch.nn.functional.cross_entropy(
+                               t, torch.from_numpy(labels), label_smoothing=0.1), x),
+    ]
+    grads = ag.gradient(lambda x: ag.cross_entropy(x, labels) + ag.sum(ag.logsumexp(x)), x)
+    for a in [*outs, *grads]:
+        assert np.all(np.isfinite(a))
+    np.testing.assert_allclose(outs[2], [1e4, 1e4 + 1 + np.log1p(np.exp(-1) + np.exp(-3)),
+                                         -1e4 + 3 + np.log1p(2 * np.exp(-3))], rtol=1e-7)
 
 
 # ---- layer_norm -------------------------------------------------------------------------------
@@ -24,6 +51,28 @@ def test_layer_norm_backward_helper_is_the_x_gradient(rng, torch):
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_layer_norm_eps_gets_its_gradient(dtype, rng):
+    """Issue 12, 2: d/d eps of Σ layer_norm(x, s, b, eps) ⊙ x was 0; central differences in
+    float64 are the reference, for eps given as a 0-d array (gradient of its dtype) or as a
+    Python float (gradient a Python float)."""
+    x, s, b = (rng.standard_normal(shape) for shape in [(4, 6), 6, 6])
+    x[0] *= 0.05  # a row whose variance is near eps: the derivative is large there
+
+    def f(eps):
+        return ag.sum(ag.layer_norm(x, s, b, eps) * x)
+    want = central_difference(f, 1e-2, 1e-7)
+    assert abs(want) > 0.1  # far from the 0 it used to be
+    x32, s32, b32 = (a.astype(dtype) for a in (x, s, b))
+    g = ag.grad(lambda e: ag.sum(ag.layer_norm(x32, s32, b32, e) * x32))(np.asarray(1e-2, dtype))
+    assert type(g) is np.ndarray and g.dtype == dtype and g.shape == ()
+    rtol = {np.float64: 1e-7, np.float32: 1e-4}[dtype]
+    np.testing.assert_allclose(g, want, rtol=rtol)
+    g_float = ag.grad(lambda e: ag.sum(ag.layer_norm(x32, s32, b32, e) * x32))(1e-2)
+    assert type(g_float) is float
+    np.testing.assert_allclose(g_float, want, rtol=rtol)
+
+
 @pytest.mark.parametrize("dtype", ALL_FLOATS)
 def test_layer_norm_of_an_empty_last_axis_is_empty_as_in_torch(dtype, torch):
     """Issue 12, 7: D = 0 raised ZeroDivisionError; torch returns the empty result."""
@@ -33,9 +82,11 @@ def test_layer_norm_of_an_empty_last_axis_is_empty_as_in_torch(dtype, torch):
     want_grads = torch.autograd.grad(want.sum(), t)
     out = ag.layer_norm(x, scale, bias)
     assert out.dtype == dtype and out.shape == tuple(want.shape) == (2, 0)
-    grads = ag.gradient(lambda x, s, b: ag.sum(ag.layer_norm(x, s, b)), x, scale, bias)
+    grads = ag.gradient(lambda x, s, b, e: ag.sum(ag.layer_norm(x, s, b, e)), x, scale, bias,
+                        np.asarray(1e-5, dtype))
     for g, a, w in zip(grads, (x, scale, bias), want_grads):
         assert g.dtype == dtype and g.shape == a.shape == tuple(w.shape)
+    assert grads[3] == 0  # the output does not depend on eps
 
 
 # ---- cross_entropy ----------------------------------------------------------------------------
@@ -53,6 +104,28 @@ def test_cross_entropy_with_every_label_ignored_is_nan_with_zero_gradient_like_t
     assert np.isnan(value) and np.isnan(want.item())
     assert g.dtype == dtype and np.array_equal(g, t.grad.numpy())  # zeros, not NaN
     assert np.array_equal(t.grad.numpy(), np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ignore_index", [None, 1])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_label_smoothing_gets_its_gradient(smoothing, ignore_index, dtype, rng, torch):
+    """Issue 12, 2: d loss / dε was 0. torch's loss is linear in ε, so its derivative is
+    torch's loss at ε = 1 minus its loss at ε = 0; central differences agree in float64."""
+    logits, labels = rng.standard_normal((2, 3, 5)).astype(dtype), rng.integers(0, 5, (2, 3))
+    torch_loss = [torch_cross_entropy(ignore_index, e)(to_tensor(torch, logits),
+                                                         to_tensor(torch, labels)).item()
+                  for e in (0.0, 1.0)]
+    want = torch_loss[1] - torch_loss[0]
+
+    def loss(e):
+        return ag.cross_entropy(logits, labels, ignore_index, e)
+    g = ag.grad(loss)(np.asarray(smoothing, dtype))
+    assert type(g) is np.ndarray and g.dtype == dtype and g.shape == ()
+    np.testing.assert_allclose(g, want, rtol={np.float64: 1e-12, np.float32: 1e-5}[dtype])
+    assert type(ag.grad(loss)(smoothing)) is float
+    if dtype == np.float64:
+        np.testing.assert_allclose(want, central_difference(loss, smoothing + 0.1, 1e-6), rtol=1e-8)
 
 
 # ---- dropout ----------------------------------------------------------------------------------
@@ -104,6 +177,23 @@ ERRORS = [
      "cross_entropy: label_smoothing must lie in [0, 1], got 1.5"),
     (lambda: ag.dropout(np.ones(3), 1.0, np.random.default_rng(0)), ValueError,
      "dropout: rate must lie in [0, 1), got 1.0"),
+    # float hyperparameters: eps and label_smoothing are differentiable scalars of the
+    # operands' dtype; ignore_index and dropout's rate have no derivative and are refused
+    (lambda: ag.layer_norm(np.ones((2, 4)), np.ones(4), np.ones(4), np.full(4, 1e-5)), ValueError,
+     "layer_norm: eps must be a scalar, got shape (4,)"),
+    (lambda: ag.layer_norm(*(np.ones(s, np.float32) for s in [(2, 4), 4, 4]), np.float64(1e-5)),
+     TypeError, "layer_norm: operands float32 (2, 4) and float64 () have different dtypes"),
+    (lambda: ag.cross_entropy(np.ones((2, 4)), np.array([0, 1]), label_smoothing=np.ones(2) / 4),
+     ValueError, "cross_entropy: label_smoothing must be a scalar, got shape (2,)"),
+    (lambda: ag.cross_entropy(np.ones((2, 4), np.float32), np.array([0, 1]),
+                              label_smoothing=np.float64(0.1)),
+     TypeError, "cross_entropy: operands float32 (2, 4) and float64 () have different dtypes"),
+    (lambda: ag.cross_entropy(np.ones((2, 4)), np.array([0, 1]), ignore_index=-100.0), TypeError,
+     "cross_entropy: ignore_index must be an int or None, got -100.0"),
+    (lambda: ag.grad(lambda i: ag.cross_entropy(np.ones((2, 4)), np.array([0, 1]), i))(-100.0),
+     TypeError, "cross_entropy: ignore_index must be an int or None, got array(-100.)"),
+    (lambda: ag.grad(lambda r: ag.sum(ag.dropout(np.ones(3), r, np.random.default_rng(0))))(0.5),
+     TypeError, "dropout: rate is a traced value, but dropout has no derivative in its rate"),
 ]
 
 

@@ -132,6 +132,8 @@ def logsumexp(x, axis=-1, keepdims=False):
     """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x). Over an empty axis (or a
     row of -inf) log 0 = -inf, as in torch."""
     axes = normalize_axes("logsumexp", axis, x.ndim)
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"logsumexp: keepdims must be a bool, got {primal(keepdims)!r}")
     peak = primal(x).max(axis=axes, keepdims=True, initial=-np.inf)
     peak = np.where(np.isfinite(peak), peak, 0)  # a row of -inf: log Σ e^x = log 0 = -inf
     with np.errstate(divide="ignore"):
