@@ -1,6 +1,6 @@
 """Fused neural-network ops (autograd_lite/ops/nn.py) beyond the op table: the gradient
 helpers against PyTorch, stability at huge logits, the gradients of eps and label_smoothing,
-layer norm of an empty axis, cross entropy with every label ignored, dropout's
+float16, layer norm of an empty axis, cross entropy with every label ignored, dropout's
 statistics, errors, and the pullback's memory."""
 import numpy as np
 import pytest
@@ -73,6 +73,18 @@ def test_layer_norm_eps_gets_its_gradient(dtype, rng):
     np.testing.assert_allclose(g_float, want, rtol=rtol)
 
 
+@pytest.mark.parametrize("shift", [0.0, 1000.0])
+def test_layer_norm_in_float16_matches_torch_in_float64(shift, rng, torch):
+    """In float16 the squares of deviations of 300 pass 65,504 (the variance was inf, the
+    output silently just the bias); computed in float32 and rounded, as torch does."""
+    x = (shift + 300 * rng.standard_normal((8, 64))).astype(np.float16)
+    scale, bias = (rng.standard_normal(64).astype(np.float16) for _ in range(2))
+    out = compare_with_torch(torch, ag.layer_norm,
+                             lambda x, w, b: torch.nn.functional.layer_norm(x, (64,), w, b),
+                             x, scale, bias, torch_dtype=np.float64)
+    assert np.all(np.isfinite(out)) and not np.allclose(out, bias)
+
+
 @pytest.mark.parametrize("dtype", ALL_FLOATS)
 def test_layer_norm_of_an_empty_last_axis_is_empty_as_in_torch(dtype, torch):
     """Issue 12, 7: D = 0 raised ZeroDivisionError; torch returns the empty result."""
@@ -126,6 +138,22 @@ def test_label_smoothing_gets_its_gradient(smoothing, ignore_index, dtype, rng, 
     assert type(ag.grad(loss)(smoothing)) is float
     if dtype == np.float64:
         np.testing.assert_allclose(want, central_difference(loss, smoothing + 0.1, 1e-6), rtol=1e-8)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("ignore_index", [None, 0])
+def test_cross_entropy_in_float16_matches_torch_in_float64(ignore_index, smoothing, rng, torch):
+    """Issue 12, 1: 300 logits of 5.5 gave an infinite loss and zero gradients in float16."""
+    same = np.full((4, 300), 5.5, np.float16)
+    spread = (4 * rng.standard_normal((64, 1000))).astype(np.float16)
+    for logits in (same, spread):
+        labels = rng.integers(0, logits.shape[-1], len(logits))
+        loss = compare_with_torch(
+            torch, lambda x: ag.cross_entropy(x, labels, ignore_index, smoothing),
+            lambda t: torch_cross_entropy(ignore_index, smoothing)(t, torch.from_numpy(labels)),
+            logits, torch_dtype=np.float64)
+        assert np.isfinite(loss)
+    np.testing.assert_allclose(ag.cross_entropy(same, np.zeros(4, int)), np.log(300), rtol=1e-3)
 
 
 # ---- dropout ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The softmax family (autograd_lite/ops/softmax.py) beyond the op table: the gradient
 helper against PyTorch, masks (fully masked rows; masked entries holding NaN, inf or huge
 values; huge kept entries), precision on both sides of the no-shift bound, empty axes,
-errors."""
+float16, errors."""
 import numpy as np
 import pytest
 
@@ -144,6 +144,40 @@ def test_logsumexp_of_a_row_of_minus_infinity_is_minus_infinity_as_in_torch(torc
     x = np.array([[-np.inf, -np.inf], [0.0, 1.0]])
     want = torch.logsumexp(torch.tensor(x), dim=-1).numpy()
     np.testing.assert_array_equal(ag.logsumexp(x, axis=-1), want)
+
+
+# ---- float16: computed in float32, as torch does on the CPU -----------------------------------
+
+def compare_half(torch, ours, theirs, x):
+    """float16 against torch in float64 on the same numbers: the exact answer, which torch's
+    own float16 gradients miss by more than ours (they round the output before using it)."""
+    return compare_with_torch(torch, ours, theirs, x, torch_dtype=np.float64)
+
+
+def test_float16_rows_whose_sum_overflows_float16(torch):
+    """Issue 12, 1: Σ e^5.5 over 300 entries is 73,000, past float16's 65,504."""
+    x = np.full((2, 300), 5.5, np.float16)
+    x[1, ::2] = -3.0
+    mask = np.ones(300, bool)
+    mask[-10:] = False
+    y = compare_half(torch, ag.softmax, lambda t: t.softmax(-1), x)
+    np.testing.assert_allclose(y[0], 1 / 300, rtol=1e-3)
+    compare_half(torch, ag.log_softmax, lambda t: t.log_softmax(-1), x)
+    compare_half(torch, lambda x: ag.softmax(x, mask=mask), torch_masked_softmax(torch, mask), x)
+    out = compare_half(torch, ag.logsumexp, lambda t: t.logsumexp(-1), x)
+    np.testing.assert_allclose(out[0], 5.5 + np.log(300), rtol=1e-3)
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_float16_softmax_family_matches_torch(axis, rng, torch):
+    x = (3 * rng.standard_normal((40, 50))).astype(np.float16)
+    mask = rng.random((40, 50)) < 0.7
+    mask[0] = mask[:, 0] = True  # something kept in every row and column
+    compare_half(torch, lambda x: ag.softmax(x, axis), lambda t: t.softmax(axis), x)
+    compare_half(torch, lambda x: ag.softmax(x, axis, mask),
+                 torch_masked_softmax(torch, mask, axis), x)
+    compare_half(torch, lambda x: ag.log_softmax(x, axis), lambda t: t.log_softmax(axis), x)
+    compare_half(torch, lambda x: ag.logsumexp(x, axis), lambda t: t.logsumexp(axis), x)
 
 
 # ---- empty axes (issue 12, 7) -----------------------------------------------------------------

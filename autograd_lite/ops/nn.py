@@ -5,6 +5,7 @@ Each fused rule costs one pass forward and one backward, instead of the handful
 of recorded ops their compositions would take. The gradient maths of each sits
 in a named helper with its equation, so that other rules can reuse it. Their float
 hyperparameters (eps, label_smoothing) are differentiable arguments like the others.
+float16 is computed in float32 (precision.py).
 """
 import numbers
 
@@ -14,6 +15,7 @@ from ..tracer import is_traced, primal, primitive
 from .broadcasting import unbroadcast
 from .checks import check_same_float_dtype
 from .elementwise import mul
+from .precision import computed_in_float32
 from .reductions import mean_last
 from .softmax import log_softmax
 
@@ -29,6 +31,7 @@ def layer_norm_backward(g, x_hat, inv_std, scale):
 
 
 @primitive
+@computed_in_float32
 def layer_norm(x, scale, bias, eps=1e-5):
     """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
     (as torch.nn.functional.layer_norm). scale, bias: (D,) for x of shape (..., D); eps a
@@ -109,6 +112,7 @@ def smoothing_backward(log_p, labels):
 
 
 @primitive
+@computed_in_float32
 def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     """Mean over counted positions of -Σ_c target_c log softmax(logits)_c,
     target = (1 - ε) onehot(label) + ε / C (torch.nn.functional.cross_entropy).

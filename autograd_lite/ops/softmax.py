@@ -3,7 +3,7 @@
 Each is one fused rule: one pass forward, one backward, where their compositions would
 record a handful of ops. exp is taken shifted by a row maximum where it could overflow,
 and unshifted where it provably cannot (attention scores: the common, faster case).
-An empty axis gives the empty result
+float16 is computed in float32 (precision.py). An empty axis gives the empty result
 (logsumexp: log 0 = -inf), as in torch.
 """
 import numbers
@@ -12,6 +12,7 @@ import numpy as np
 
 from ..tracer import primal, primitive
 from .checks import normalize_axes
+from .precision import computed_in_float32
 from .reductions import keepdims_shape, sum_keepdims
 
 
@@ -23,7 +24,9 @@ def _shifted(x, axis):
 def _exp_needs_no_shift(x):
     """True when every entry of the plain array x lies within ±½·log(largest float): then
     exp(x) and sums of up to ~10^19 such terms are normal numbers, as exact as exp(x - max).
-    Two global reductions cost a tenth of a row maximum over short rows (attention scores)."""
+    Two global reductions cost a tenth of a row maximum over short rows (attention scores).
+    float32 and float64 only (float16 reaches here as float32: its bound, 5.5, would allow
+    sums of only 256 terms)."""
     if type(x) is not np.ndarray or x.size == 0:
         return False
     bound = 0.5 * np.log(np.finfo(x.dtype).max)  # 44.4 in float32, 354.9 in float64
@@ -82,6 +85,7 @@ def _masked_softmax_shifted(x, mask, axis):
 
 
 @primitive
+@computed_in_float32
 def softmax(x, axis=-1, mask=None):
     """y = exp(x) / Σ_axis exp(x) over the entries where `mask` is True (bool, broadcastable
     to x), as torch's x.masked_fill(~mask, -inf).softmax(axis).
@@ -113,6 +117,7 @@ def softmax(x, axis=-1, mask=None):
 
 
 @primitive
+@computed_in_float32
 def log_softmax(x, axis=-1):
     """x - logsumexp(x) along `axis`; stable for any finite x. dx = g - softmax(x) Σ_axis g."""
     axis = _one_axis("log_softmax", axis, x.ndim)
@@ -128,6 +133,7 @@ def log_softmax(x, axis=-1):
 
 
 @primitive
+@computed_in_float32
 def logsumexp(x, axis=-1, keepdims=False):
     """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x). Over an empty axis (or a
     row of -inf) log 0 = -inf, as in torch."""
