@@ -121,6 +121,7 @@ CASES = [
     Case("sqrt", ag.sqrt, lambda t: t.sqrt(), (positive(2, 3, 4),)),
     Case("tanh", ag.tanh, lambda t: t.tanh(), ANY),
     Case("sigmoid", ag.sigmoid, lambda t: t.sigmoid(), ANY),
+    Case("sigmoid far from 0", lambda x: ag.sigmoid(30 * x), lambda t: (30 * t).sigmoid(), ANY),
     Case("relu", ag.relu, lambda t: t.relu(), (off_kinks(2, 3, 4),)),
     Case("gelu", ag.gelu, torch_gelu, ANY),
     Case("abs", ag.abs, lambda t: t.abs(), (off_kinks(2, 3, 4),)),
@@ -203,6 +204,19 @@ CASES = [
            (normal(*s), class_labels(s[:-1], s[-1], i)))
       for s in [(5,), (4, 5), (2, 3, 5), (2, 2, 2, 3)] for i, ls in CROSS_ENTROPY],
     Case("dropout", lambda x: ag.dropout(x, 0.5, np.random.default_rng(2)), None, (normal(3, 4),)),
+    # eps and label_smoothing differentiable; masked softmax beyond the no-shift bound (rows
+    # shifted by 1000) and with inf at its masked entries
+    Case("layer_norm eps traced", lambda x, w, b, e: ag.layer_norm(x, w, b, e / 10), None,
+         (normal(2, 3, 5), normal(5), normal(5), positive())),
+    *[Case(f"cross_entropy label_smoothing traced ignore_index={i}",
+           lambda x, e, i=i, y=class_labels((4,), 5, i): ag.cross_entropy(x, y, i, e / 4), None,
+           (normal(4, 5), positive())) for i in (None, 2)],
+    *[Case(f"softmax {s} mask {m} beyond the bound", lambda x, m: ag.softmax(x + 1000.0, -1, m),
+           lambda t, m: (t + 1000.0).masked_fill(~m, -math.inf).softmax(-1),
+           (normal(*s), keep_mask(m))) for s, m, _ in MASKED[:4]],
+    Case("softmax inf at masked entries", lambda x, m: ag.softmax(ag.where(m, x, math.inf), -1, m),
+         lambda t, m: torch.where(m, t, math.inf).masked_fill(~m, -math.inf).softmax(-1),
+         (normal(3, 5), keep_mask((3, 5)))),
     # ---- indexing (ops/indexing.py) ----
     *[Case(f"getitem {name}", lambda x, i=i: ag.getitem(x, i), lambda t, i=i: t[torch_index(i)],
            (normal(3, 4),)) for name, i in INDICES.items()],

@@ -30,6 +30,27 @@ def test_stable_at_large_arguments(dtype, torch):
         assert np.all(np.isfinite(out))
 
 
+SIGMOID_POINTS = {np.float32: [-88.0, -40.0, -20.0, -10.0, 0.0, 10.0, 20.0, 40.0, 88.0],
+                  np.float64: [-700.0, -40.0, -37.0, -20.0, 0.0, 20.0, 40.0, 700.0]}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sigmoid_keeps_its_relative_precision_on_both_sides(dtype, torch):
+    """Issue 12, 3: (1 + tanh(x/2)) / 2 was 0 below x = -10 (float32) or -37 (float64), so
+    log σ(x) had a NaN gradient. Each value within a few ulps of torch's, relatively; the
+    gradient of log σ(x), 1 - σ(x), finite and torch's."""
+    x = np.array(SIGMOID_POINTS[dtype], dtype)
+    t = torch.from_numpy(x.copy()).requires_grad_(True)
+    want = torch.sigmoid(t)
+    (want_grad,) = torch.autograd.grad(torch.log(want).sum(), t)
+    y = ag.sigmoid(x)
+    assert y.dtype == dtype and np.all(y > 0)
+    np.testing.assert_allclose(y, want.detach().numpy(), rtol=4 * np.finfo(dtype).eps, atol=0)
+    g = ag.grad(lambda x: ag.sum(ag.log(ag.sigmoid(x))))(x)
+    assert np.all(np.isfinite(g))
+    np.testing.assert_allclose(g, want_grad.numpy(), rtol=4 * np.finfo(dtype).eps, atol=0)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_log1p_expm1_and_softplus_keep_tiny_arguments(dtype, torch):
     """Where log(1 + x), exp(x) - 1 and log(1 + exp(x)) written out lose x to rounding."""

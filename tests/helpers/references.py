@@ -20,7 +20,8 @@ import numpy as np
 
 import autograd_lite as ag
 
-RTOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5}
+RTOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5,
+        np.dtype(np.float16): 2e-3}  # float16: two roundings of 2^-11 each
 DTYPES = [np.float64, np.float32]
 
 
@@ -75,15 +76,22 @@ def torch_value_and_grads(torch, torch_fn, arrays, weight):
     return out.detach().numpy(), [next(grads) if is_float(a) else None for a in arrays]
 
 
-def compare_with_torch(torch, ag_fn, torch_fn, *arrays, rtol=None):
-    """Values and gradients of ag_fn against torch_fn on the same arrays; returns ag's value."""
+def compare_with_torch(torch, ag_fn, torch_fn, *arrays, rtol=None, torch_dtype=None):
+    """Values and gradients of ag_fn against torch_fn on the same arrays; returns ag's value.
+    torch_dtype: run torch on the arrays converted to it (float64: the exact answer for
+    float16 arrays, which torch's own float16 kernels round more than once)."""
     dtype = next(a.dtype for a in arrays if is_float(a))
     rtol = RTOL[dtype] if rtol is None else rtol
     out = ag_fn(*arrays)
     assert type(out) is np.ndarray, f"untraced output is {type(out).__name__}, not np.ndarray"
     assert out.dtype == dtype, f"output dtype {out.dtype} for {dtype} inputs"
     weight = random_weight(out.shape, dtype)
-    want_out, want_grads = torch_value_and_grads(torch, torch_fn, arrays, weight)
+    if torch_dtype is not None:
+        torch_arrays = [a.astype(torch_dtype) if is_float(a) else a for a in arrays]
+        want_out, want_grads = torch_value_and_grads(torch, torch_fn, torch_arrays,
+                                                     weight.astype(torch_dtype))
+    else:
+        want_out, want_grads = torch_value_and_grads(torch, torch_fn, arrays, weight)
     assert_close(out, want_out, rtol, "value")
     grads = ag.gradient(lambda *a: ag.sum(ag_fn(*a) * weight), *arrays)
     for i, (a, g, want) in enumerate(zip(arrays, grads, want_grads)):
