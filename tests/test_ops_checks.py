@@ -140,6 +140,11 @@ TAKES = [  # (name, ours, numpy's or None, arguments)
     ("outer(list, 2.0)", ag.outer, np.outer, (ROW, 2.0)),
     ("einsum(list, tuple)", ag.einsum, np.einsum, ("i,ji->j", ROW, MATRIX)),
     ("take_along_axis(list)", ag.take_along_axis, None, (ROW, np.array([2, 2, 0]), 0)),
+    *[(f"{name}(list)", getattr(ag, name), None, (MATRIX,))
+      for name in ("sigmoid", "softmax", "log_softmax", "logsumexp")],
+    ("layer_norm(lists)", ag.layer_norm, None, (MATRIX, [1.0, 2.0, 0.5], (0.0, 1.0, 0.0))),
+    ("cross_entropy(lists)", ag.cross_entropy, None, (MATRIX, [2, 0])),
+    ("dropout(list, 0.0)", ag.dropout, None, (ROW, 0.0, None)),
 ]
 
 

@@ -176,6 +176,7 @@ def sigmoid(x):
     With e = e^-|x| in (0, 1]: σ = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, neither
     of which overflows or cancels, so σ keeps its relative precision on both sides (σ(-20)
     is 2.06e-9 in float32, where (1 + tanh(x/2)) / 2 gives 0)."""
+    x = as_array("sigmoid", x)
     e = np.exp(-np.abs(x))
     r = 1 / (1 + e)
     y = np.where(primal(x) >= 0, r, e * r)

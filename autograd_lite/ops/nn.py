@@ -13,7 +13,7 @@ import numpy as np
 
 from ..tracer import is_traced, primal, primitive
 from .broadcasting import unbroadcast
-from .checks import check_same_float_dtype
+from .checks import as_array, check_same_float_dtype
 from .elementwise import mul
 from .precision import computed_in_float32
 from .reductions import mean_last
@@ -37,6 +37,9 @@ def layer_norm(x, scale, bias, eps=1e-5):
     (as torch.nn.functional.layer_norm). scale, bias: (D,) for x of shape (..., D); eps a
     scalar, differentiable: ∂out/∂eps = -½ scale ⊙ x̂ / (σ² + eps). D = 0: the empty
     result."""
+    x = as_array("layer_norm", x)
+    scale = as_array("layer_norm", scale, "scale")
+    bias = as_array("layer_norm", bias, "bias")
     d = x.shape[-1] if x.ndim else None
     if x.ndim < 1 or scale.shape != (d,) or bias.shape != (d,):
         raise ValueError(f"layer_norm: scale {scale.shape} and bias {bias.shape} must have "
@@ -122,6 +125,8 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     NaN and its gradient zero (as in torch: an all-padding batch moves no parameter).
     label_smoothing ε, a scalar in [0, 1], is differentiable (smoothing_backward).
     """
+    logits = as_array("cross_entropy", logits, "logits")
+    labels = as_array("cross_entropy", labels, "labels")
     _check_labels(logits, labels, ignore_index)
     _check_smoothing(logits, label_smoothing)
     n_classes = logits.shape[-1]
@@ -162,6 +167,7 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
 def dropout(x, rate, rng):
     """Inverted dropout: each entry kept with probability 1 - rate and scaled by 1/(1 - rate).
     The identity when rate is 0 or rng is None (inference)."""
+    x = as_array("dropout", x)
     if is_traced(rate):
         raise TypeError("dropout: rate is a traced value, but dropout has no derivative in its "
                         "rate; pass a number (in parameters, an ag.Hyper)")

@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 
 from ..tracer import primal, primitive
-from .checks import normalize_axes
+from .checks import as_array, normalize_axes
 from .precision import computed_in_float32
 from .reductions import keepdims_shape, sum_keepdims
 
@@ -93,6 +93,7 @@ def softmax(x, axis=-1, mask=None):
     Masked entries get 0 and have gradient 0, and their values (NaN and inf included) change
     nothing. A row with every entry masked is all zeros (torch: NaN), with gradient 0.
     """
+    x = as_array("softmax", x)
     axis = _one_axis("softmax", axis, x.ndim)
     exact_zeros = True  # y is exactly 0 at masked entries, so is its gradient y ⊙ (...)
     if mask is not None:
@@ -120,6 +121,7 @@ def softmax(x, axis=-1, mask=None):
 @computed_in_float32
 def log_softmax(x, axis=-1):
     """x - logsumexp(x) along `axis`; stable for any finite x. dx = g - softmax(x) Σ_axis g."""
+    x = as_array("log_softmax", x)
     axis = _one_axis("log_softmax", axis, x.ndim)
     if x.size == 0:
         y = _empty_like(x)
@@ -137,6 +139,7 @@ def log_softmax(x, axis=-1):
 def logsumexp(x, axis=-1, keepdims=False):
     """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x). Over an empty axis (or a
     row of -inf) log 0 = -inf, as in torch."""
+    x = as_array("logsumexp", x)
     axes = normalize_axes("logsumexp", axis, x.ndim)
     if not isinstance(keepdims, (bool, np.bool_)):
         raise TypeError(f"logsumexp: keepdims must be a bool, got {primal(keepdims)!r}")
