@@ -170,12 +170,12 @@ def unigram_entropy(s):
 
 def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
     out = run_demo("--quick", "--out", str(tmp_path))
-    bits, order, baseline = result_of(out)
+    bits, order, _ = result_of(out)
     corpus = generate.read_corpus(None)[1]
     held_out = corpus[len(corpus) - round(0.1 * len(corpus)):]
     # untrained: about log2(103) = 6.7 bits; character frequencies alone: about 4.7
     assert bits < unigram_entropy(held_out) - 0.5, out
-    assert order == 3 and baseline < bits
+    assert order == 3
     for label in ("temperature 0.5", "temperature 0.8", "temperature 1.0", "beam search"):
         assert f"--- {label}" in out
     for name in ("model.npz", "tokenizer.txt", "last.npz", "history.json", "samples.txt",
@@ -213,10 +213,17 @@ def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
         np.testing.assert_array_equal(x, y)
     assert samples_in(outputs[0]) == samples_in(outputs[1])
     assert result_of(outputs[1]) == (bits, 3, baseline)
+    # the folder of a finished run: refused without --resume; with it, nothing left to train
+    with pytest.raises(SystemExit, match="holds a run: add --resume to continue it"):
+        generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / "a")])
+    generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / "a"), "--resume"])
+    assert result_of(capsys.readouterr().out) == (bits, 3, baseline)
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--steps", "0"], "--steps must be at least 1, got 0"),
+    (["--steps", "0"], "argument --steps: must be greater than 0, got 0"),
+    (["--lr=-0.001"], "argument --lr: must be greater than 0, got -0.001"),
+    (["--layers", "two"], "argument --layers: invalid int value: 'two'"),
     (["--quick", "--d-model", "30", "--heads", "4"], "--d-model 30 must be a multiple of "
                                                      "--heads 4"),
     (["--resume"], "--resume needs --out DIR"),
