@@ -118,9 +118,11 @@ def split_text(ids, context):
 
 
 def ngram_baselines(train_ids, held_out_ids, vocab_size, order):
-    """{k: held-out bits per character of the k-gram model} for k = 1 .. max(order, 6)."""
+    """{k: held-out bits per character of the k-gram model} for `order` and for k = 1 .. 6
+    (those whose k-grams have int64 codes: up to 5 over 6,000 characters)."""
+    shown = {k for k in range(1, NGRAM_ORDERS_SHOWN + 1) if ngram.codes_fit(k, vocab_size)}
     return {k: ngram.bits_per_character(ngram.fit(train_ids, k, vocab_size), held_out_ids)
-            for k in range(1, max(order, NGRAM_ORDERS_SHOWN) + 1)}
+            for k in sorted(shown | {order})}
 
 
 def loss_fn(params, batch, rng):

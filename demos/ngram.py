@@ -88,11 +88,16 @@ def order_tables(codes, counts, vocab_size):
                  np.diff(np.append(first, len(codes))), discount(counts))
 
 
+def codes_fit(order, vocab_size):
+    """Whether every `order`-gram over vocab_size characters has an int64 code."""
+    return vocab_size ** order <= np.iinfo(np.int64).max
+
+
 def fit(ids, order, vocab_size):
     """The interpolated Kneser-Ney model of orders 1 .. `order` of the training ids (N,)."""
     check_count("ngram.fit", "order", order, 1)
     check_count("ngram.fit", "vocab_size", vocab_size, 1)
-    if vocab_size ** order > np.iinfo(np.int64).max:
+    if not codes_fit(order, vocab_size):
         raise ValueError(f"ngram.fit: {order}-grams over {vocab_size} characters do not fit "
                          f"in int64 codes (vocab_size ** order = {vocab_size ** order})")
     ids = check_ids("ngram.fit", ids, vocab_size)

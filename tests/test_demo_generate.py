@@ -103,6 +103,16 @@ def test_ngram_errors_name_the_function(call, message):
         call()
 
 
+def test_baselines_leave_out_the_orders_without_int64_codes():
+    rng = np.random.default_rng(0)
+    train_ids, held_out_ids = rng.integers(0, 2000, 500), rng.integers(0, 2000, 50)
+    # 2000 ** 5 = 3.2e16 fits in int64 (9.2e18), 2000 ** 6 = 6.4e19 does not
+    baselines = generate.ngram_baselines(train_ids, held_out_ids, 2000, order=3)
+    assert list(baselines) == [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError, match="ngram.fit: 6-grams over 2000 characters do not fit"):
+        generate.ngram_baselines(train_ids, held_out_ids, 2000, order=6)
+
+
 # --- the transformer's held-out score --------------------------------------------------------
 
 def test_window_starts_cover_every_position_up_to_the_last():
