@@ -1,0 +1,292 @@
+"""python -m demos.generate: a decoder-only transformer learns a text one character at a time,
+and is measured against a character n-gram model on the same held-out text.
+
+    python -m demos.generate                  # Python's own reference text, a few minutes
+    python -m demos.generate --data FILE      # any UTF-8 text file
+    python -m demos.generate --quick          # a tiny model for a few seconds (CI)
+
+The default corpus is the text of Python's help topics that ships with Python
+(pydoc_data.topics: 79 topics, joined in sorted order of their names with a newline
+between them). The characters of the whole text make the vocabulary; the last 10% of the
+text is held out, and the model (models.lm, trained by models.train.fit on random windows
+of the first 90%) and the baseline (demos/ngram.py: interpolated Kneser-Ney, fitted on the
+first 90%) are scored on it in bits per character: the mean over every held-out character
+but the first of -log2 P(character | the characters before it). The transformer sees
+windows of --context characters, advanced by half a window: each character is predicted
+from at least --context / 2 characters before it (in the first window, from all of them).
+After samples at temperatures 0.5, 0.8 and 1.0 and the most probable continuation (beam
+search), the last line compares the two.
+
+Saved in --out (default runs/generate-<timestamp>/): model.npz (ag.load reads the
+parameters back), tokenizer.txt (CharTokenizer.load), fit's last.npz, best.npz,
+history.json and hyperparameters.json, curves.png, samples.txt and result.json.
+--resume --out DIR continues a run that Ctrl-C stopped.
+
+The default run trains 2,500 steps in 608 s on a shared 2-core machine (load average 4.5 to
+6.6; 285 s of CPU time, so about 5 minutes on a quiet one) and reaches 1.71 bits per
+character, where the 4-gram has 1.96 and the 6-gram 1.73. Run as a program, it sets
+OPENBLAS_NUM_THREADS=1 unless the environment sets it: on that machine, busy with other
+work, a training step with two BLAS threads took 3 to 10 times as long as with one (models
+of 64 to 128 wide, 2 to 4 blocks), and a step of these sizes has little for a second
+thread to share.
+"""
+import os
+
+if __name__ == "__main__":  # before numpy is imported: BLAS reads it once, at load
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402  (after the thread setting, on purpose)
+import json  # noqa: E402
+import math  # noqa: E402
+import pathlib  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import autograd_lite as ag  # noqa: E402
+import models  # noqa: E402
+from models import data, lm, text, train  # noqa: E402
+
+from . import common, ngram  # noqa: E402
+from .translate import flag, learning_rate  # noqa: E402
+
+FULL = dict(steps=2500, d_model=96, heads=4, d_ff=384, layers=2, context=128, batch_size=16,
+            lr=3e-3, warmup=100, eval_every=250, ngram=4, sample_length=300)
+QUICK = dict(steps=120, d_model=32, heads=2, d_ff=64, layers=1, context=32, batch_size=16,
+             lr=1e-2, warmup=10, eval_every=40, ngram=3, sample_length=80)
+HELD_OUT_FRACTION = 0.1  # the last tenth of the text
+TEMPERATURES = (0.5, 0.8, 1.0)
+BEAM_SIZE = 4
+PROMPT_LENGTH = 40  # characters of held-out text (at most context / 2) that start the samples
+CLIP_NORM = 1.0
+VALIDATION_WINDOWS = 64  # windows of held-out text for fit's per-epoch validation loss
+PYDOC_TOPICS = "pydoc_data.topics"
+NGRAM_ORDERS_SHOWN = 6  # the n-gram orders printed beside the one (--ngram) the result names
+
+
+def positive(kind):
+    """An argparse type: a number of `kind` greater than 0."""
+    def parse(text):
+        value = kind(text)
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in "invalid int value: 'x'"
+    return parse
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m demos.generate",
+                                     description=__doc__.split("\n\n")[0])
+    common.add_options(parser)
+    parser.add_argument("--data", type=pathlib.Path, default=None, metavar="FILE",
+                        help=f"a UTF-8 text file to learn (default: Python's {PYDOC_TOPICS})")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the interrupted run in --out, with the same settings")
+    for name, value in FULL.items():
+        parser.add_argument(flag(name), type=positive(type(value)), default=None,
+                            help=f"full run: {value}, --quick: {QUICK[name]}")
+    args = parser.parse_args(argv)
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:  # not given: the full run's or the quick run's
+            setattr(args, name, value)
+    if args.d_model % args.heads:
+        parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
+    if args.resume and args.out is None:
+        parser.error("--resume needs --out DIR, the folder of the run to continue")
+    return args
+
+
+def read_corpus(path):
+    """(name, text): the file at `path`, or Python's help topics when path is None."""
+    if path is None:
+        from pydoc_data.topics import topics
+        return PYDOC_TOPICS, "\n".join(topics[name] for name in sorted(topics))
+    return str(path), data.read_text(path)
+
+
+def split_text(ids, context):
+    """(training ids, held-out ids): the held-out part is the last tenth, and each part must
+    hold more than one window of context + 1 ids."""
+    cut = len(ids) - round(HELD_OUT_FRACTION * len(ids))
+    if min(cut, len(ids) - cut) <= context + 1:
+        raise ValueError(f"generate: a text of {len(ids)} characters is too short for windows "
+                         f"of --context {context}: its first 90% ({cut}) and last 10% "
+                         f"({len(ids) - cut}) must each hold more than {context + 1}")
+    return ids[:cut], ids[cut:]
+
+
+def ngram_baselines(train_ids, held_out_ids, vocab_size, order):
+    """{k: held-out bits per character of the k-gram model} for `order` and for k = 1 .. 6
+    (those whose k-grams have int64 codes: up to 5 over 6,000 characters)."""
+    shown = {k for k in range(1, NGRAM_ORDERS_SHOWN + 1) if ngram.codes_fit(k, vocab_size)}
+    return {k: ngram.bits_per_character(ngram.fit(train_ids, k, vocab_size), held_out_ids)
+            for k in sorted(shown | {order})}
+
+
+def loss_fn(params, batch, rng):
+    """Mean cross-entropy in nats of each next character.  inputs, targets: (B, T)"""
+    inputs, targets = batch
+    return ag.cross_entropy(lm.apply(params, inputs), targets)  # no dropout: rng unused
+
+
+def window_starts(n_targets, context, stride):
+    """Starts of the windows that cover positions 1 .. n_targets: every `stride`, and a last
+    one ending at the final position."""
+    last = n_targets - context
+    starts = list(range(0, last + 1, stride))
+    return starts if starts[-1] == last else starts + [last]
+
+
+def held_out_bits(params, ids, batch_windows=64):
+    """Bits per character of the model on ids (N,): the mean of -log2 P(ids[i] | the window's
+    ids before i) over i = 1 .. N - 1. Windows of T = max_len ids start every T // 2; each
+    position is scored in the first window that reaches it, so from at least T - T // 2 ids
+    before it (all of them in the first window)."""
+    context = min(params.max_len, len(ids) - 1)
+    starts = window_starts(len(ids) - 1, context, max(1, context // 2))
+    offsets = np.arange(context)
+    first_new = [0] + [previous + context - start for previous, start in zip(starts, starts[1:])]
+    nats = 0.0
+    for i in range(0, len(starts), batch_windows):
+        rows = np.array(starts[i:i + batch_windows])[:, None] + offsets  # (W, T)
+        log_p = ag.log_softmax(lm.apply(params, ids[rows]).astype(np.float64))  # (W, T, V)
+        picked = np.take_along_axis(log_p, ids[rows + 1][..., None], axis=-1)[..., 0]  # (W, T)
+        counted = offsets >= np.array(first_new[i:i + batch_windows])[:, None]  # (W, T)
+        nats -= picked[counted].sum()
+    return nats / (len(ids) - 1) / math.log(2)
+
+
+def continue_text(params, prompt, n_new, temperature, rng):
+    """prompt (T_p,) ids followed by n_new sampled ids. Beyond the model's max_len, sampling
+    goes on in chunks, each prompted by the last max_len // 2 ids (positions restart at 0)."""
+    ids = np.asarray(prompt)
+    keep = params.max_len // 2
+    while n_new > 0:
+        window = ids[-keep:] if len(ids) > keep else ids
+        chunk = min(n_new, params.max_len - len(window))
+        new = lm.generate(params, window[None], chunk, temperature=temperature, rng=rng)[0]
+        ids = np.concatenate([ids, new[len(window):]])
+        n_new -= chunk
+    return ids
+
+
+def sample_prompt(ids, tokenizer, length):
+    """The first `length` ids after the first line break in ids (from the start without one)."""
+    breaks = np.flatnonzero(ids[:-length] == tokenizer.ids.get("\n"))
+    start = breaks[0] + 1 if len(breaks) else 0
+    return ids[start:start + length]
+
+
+def samples(params, tokenizer, prompt, length, seed):
+    """{label: text}: the prompt continued at each temperature, and by beam search."""
+    out = {}
+    for temperature in TEMPERATURES:
+        rng = np.random.default_rng([seed, round(100 * temperature)])
+        out[f"temperature {temperature}"] = tokenizer.decode(
+            continue_text(params, prompt, length, temperature, rng))
+    beam_length = min(length, params.max_len - len(prompt))
+    beam = lm.beam_search(params, prompt[None], beam_length, beam_size=BEAM_SIZE)[0]
+    out[f"beam search ({BEAM_SIZE} beams)"] = tokenizer.decode(beam)
+    return out
+
+
+def build_model(args, vocab_size, rng):
+    return lm.init(rng, vocab_size, d_model=args.d_model, n_heads=args.heads, d_ff=args.d_ff,
+                   n_layers=args.layers, max_len=args.context)
+
+
+def hyperparameters(args, corpus_name):
+    """The run's settings as JSON values: fit checks a resumed run against them."""
+    return dict({name: getattr(args, name) for name in FULL}, corpus=corpus_name,
+                seed=args.seed)
+
+
+def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
+    """fit on random windows of the training ids; the held-out loss of a fixed set of
+    windows is recorded after each epoch of eval_every steps.
+    -> (params, history, {"wall": seconds, "cpu": this process's CPU seconds})"""
+    n_epochs = math.ceil(args.steps / args.eval_every)
+
+    def batches(epoch):
+        n = min(args.eval_every, args.steps - epoch * args.eval_every)
+        return data.lm_batches(train_ids, args.context, args.batch_size, n,
+                               rng=np.random.default_rng([args.seed, epoch]))
+    validation = list(data.lm_batches(held_out_ids, args.context, VALIDATION_WINDOWS, 1,
+                                      rng=np.random.default_rng([args.seed, n_epochs])))
+    optimizer = ag.optim.adam(learning_rate(args.lr, args.warmup, args.steps))
+    started = time.perf_counter(), time.process_time()
+    params, history = train.fit(loss_fn, params, optimizer, batches, n_epochs, out_dir=out,
+                                val_batches=validation, seed=args.seed, resume=args.resume,
+                                clip_norm=CLIP_NORM,
+                                hyperparameters=hyperparameters(args, corpus_name),
+                                count=lambda batch: batch[0].size, unit="chars")
+    return params, history, {"wall": time.perf_counter() - started[0],
+                             "cpu": time.process_time() - started[1]}
+
+
+def save_outputs(out, params, tokenizer, history, texts, result):
+    """model.npz, tokenizer.txt, curves.png (when matplotlib is installed), samples.txt and
+    result.json in out."""
+    ag.save(out / "model.npz", params)
+    tokenizer.save(out / "tokenizer.txt")
+    try:
+        from models import plots
+    except ImportError as error:  # matplotlib: in the demos extra, not a dependency
+        print(f"curves.png: not drawn ({error})")
+    else:
+        plots.training_curves(history, out / "curves.png")
+    (out / "samples.txt").write_text("".join(f"--- {label}\n{sample}\n\n"
+                                             for label, sample in texts.items()))
+    (out / "result.json").write_text(json.dumps(result, indent=1))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
+    out = common.output_directory(args, "generate")
+    if (out / "last.npz").exists() and not args.resume:
+        sys.exit(f"generate: {out} holds a run: add --resume to continue it, or choose another "
+                 f"--out")
+    corpus_name, corpus = read_corpus(args.data)
+    tokenizer = text.CharTokenizer.from_text(corpus)
+    train_ids, held_out_ids = split_text(tokenizer.encode(corpus), args.context)
+    print(f"generate: {corpus_name}, {len(corpus):,} characters, {len(tokenizer)} distinct; "
+          f"held out: the last {len(held_out_ids):,}")
+
+    baselines = ngram_baselines(train_ids, held_out_ids, len(tokenizer), args.ngram)
+    print("n-gram baselines (interpolated Kneser-Ney), held-out bits per character: " +
+          ", ".join(f"{order}-gram {bits:.3f}" for order, bits in baselines.items()))
+    baseline = baselines[args.ngram]
+
+    params = build_model(args, len(tokenizer), np.random.default_rng(args.seed))
+    print(models.summary(params).splitlines()[-1])
+    load = os.getloadavg()[0]
+    try:
+        params, history, seconds = train_model(args, params, train_ids, held_out_ids, out,
+                                               corpus_name)
+    except train.TrainingInterrupted as stop:
+        sys.exit(f"generate: stopped at epoch {stop.epoch}, step {stop.step}; the same command "
+                 f"with --resume --out {out} continues the run")
+    print(f"trained {args.steps} steps in {seconds['wall']:.0f} s, "
+          f"{1000 * seconds['wall'] / args.steps:.0f} ms a step (CPU {seconds['cpu']:.0f} s; "
+          f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after, on "
+          f"{os.cpu_count()} cores)")
+
+    bits = held_out_bits(params, held_out_ids)
+    prompt = sample_prompt(held_out_ids, tokenizer, min(PROMPT_LENGTH, args.context // 2))
+    texts = samples(params, tokenizer, prompt, args.sample_length, args.seed)
+    for label, sample in texts.items():
+        print(f"--- {label}\n{sample}")
+    result = dict(corpus=corpus_name, held_out_characters=len(held_out_ids),
+                  transformer_bits=bits, ngram=args.ngram, ngram_bits=baselines,
+                  train_seconds=seconds, steps=args.steps)
+    save_outputs(out, params, tokenizer, history, texts, result)
+    print(f"saved the model, tokenizer, history, curves and samples in {out}")
+    common.print_result(f"held-out bits per character: transformer {bits:.2f}, {args.ngram}-gram "
+                        f"baseline {baseline:.2f} (last 10% of the text)")
+
+
+if __name__ == "__main__":
+    main()

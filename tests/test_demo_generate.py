@@ -1,0 +1,281 @@
+"""demos.generate and its baseline, demos/ngram.py: Kneser-Ney probabilities worked by hand,
+the held-out scoring of the transformer against one forward pass per position, the demo run
+end to end with --quick, and on Tiny Shakespeare the issue's trigram figure and a short
+training run that beats it."""
+import json
+import math
+import os
+import pathlib
+import re
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+from test_data import DATA, needs_data  # the data folder: AUTOGRAD_LITE_DATA or shared/data
+
+import autograd_lite as ag
+from demos import generate, ngram
+from models import lm, text
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULT = re.compile(r"held-out bits per character: transformer ([\d.]+), (\d)-gram baseline "
+                    r"([\d.]+) \(last 10% of the text\)")
+
+
+# --- the n-gram baseline --------------------------------------------------------------------
+
+# "abaab" (a = 0, b = 1), worked by hand. Bigrams: ab twice, ba once, aa once, so the bigram
+# discount is n1 / (n1 + 2 n2) = 2 / (2 + 2) = 1/2; after a: 3 bigrams of 2 kinds, after b: 1.
+# Continuation counts (distinct characters before): a after {a, b}: 2, b after {a}: 1, total 3;
+# the unigram discount is 1 / (1 + 2) = 1/3, and 2 kinds are seen.
+UNIGRAM = {0: (2 - 1 / 3) / 3 + (1 / 3) * (2 / 3) / 2,  # 2/3
+           1: (1 - 1 / 3) / 3 + (1 / 3) * (2 / 3) / 2}  # 1/3
+BIGRAM = {(0, 1): (2 - 1 / 2) / 3 + (1 / 2) * (2 / 3) * UNIGRAM[1],  # 11/18
+          (0, 0): (1 - 1 / 2) / 3 + (1 / 2) * (2 / 3) * UNIGRAM[0],  # 7/18
+          (1, 0): (1 - 1 / 2) / 1 + (1 / 2) * (1 / 1) * UNIGRAM[0],  # 5/6
+          (1, 1): 0 + (1 / 2) * (1 / 1) * UNIGRAM[1]}  # 1/6
+
+
+def test_kneser_ney_bigram_probabilities_worked_by_hand():
+    model = ngram.fit([0, 1, 0, 0, 1], order=2, vocab_size=2)
+    assert [table.discount for table in model.orders] == [pytest.approx(1 / 3), 0.5]
+    held_out = [0, 1, 1, 0, 0]  # predicts b after a, b after b, a after b, a after a
+    expected = [BIGRAM[pair] for pair in zip(held_out, held_out[1:])]
+    np.testing.assert_allclose(ngram.probabilities(model, held_out),
+                               [11 / 18, 1 / 6, 5 / 6, 7 / 18], rtol=1e-12)
+    np.testing.assert_allclose(expected, [11 / 18, 1 / 6, 5 / 6, 7 / 18], rtol=1e-12)
+    bits = -np.mean(np.log2(expected))
+    assert ngram.bits_per_character(model, held_out) == pytest.approx(bits, rel=1e-12)
+
+
+def test_an_unseen_character_keeps_the_uniform_share_of_the_discount():
+    model = ngram.fit([0, 0, 1], order=1, vocab_size=3)  # "aab": c (id 2) never seen
+    # counts 2 and 1, so D = 1 / (1 + 2) = 1/3, and P(w) = max(c(w) - D, 0) / 3 + D · 2/3 · 1/V:
+    # a gets 5/9 + 2/27, b gets 2/9 + 2/27 and c gets 2/27
+    np.testing.assert_allclose(ngram.probabilities(model, [0, 2, 0, 1]),
+                               [2 / 27, 17 / 27, 8 / 27], rtol=1e-12)
+
+
+def test_without_a_count_of_one_the_discount_is_one_half():
+    model = ngram.fit([0, 1, 0, 0, 1], order=1, vocab_size=3)  # counts 3 and 2: n1 = 0
+    assert model.orders[0].discount == 0.5
+    # P(c) = 1/2 · 2/5 · 1/3 = 1/15, P(a) = 2.5 / 5 + 1/15, P(b) = 1.5 / 5 + 1/15
+    np.testing.assert_allclose(ngram.probabilities(model, [0, 2, 0, 1]),
+                               [1 / 15, 17 / 30, 11 / 30], rtol=1e-12)
+
+
+def test_a_short_first_context_uses_the_lower_orders():
+    trigram = ngram.fit([0, 1, 0, 0, 1], order=3, vocab_size=2)
+    # the first prediction has one character before it, so the trigram model answers with its
+    # bigram level, which counts continuations: aba, baa, aab make ab, ba, aa once each, so
+    # the discount is 1 and P(b | a) = 0 + 1 · 2 / 2 · P_1(b) = 1/3 (P_1 as in UNIGRAM)
+    assert ngram.probabilities(trigram, [0, 1])[0] == pytest.approx(UNIGRAM[1], rel=1e-12)
+    assert UNIGRAM[1] == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("order", [1, 2, 4])
+def test_probabilities_over_the_vocabulary_sum_to_one(order):
+    rng = np.random.default_rng(order)
+    vocab_size = 7
+    train_ids = np.minimum(rng.geometric(0.35, size=3000) - 1, vocab_size - 2)  # id 6 unseen
+    model = ngram.fit(train_ids, order, vocab_size)
+    contexts = [train_ids[100:103], [6, 6, 6], [0, 5, 1], rng.integers(0, vocab_size, 3)]
+    for context in contexts:
+        rows = [np.append(context, w) for w in range(vocab_size)]
+        total = sum(ngram.probabilities(model, row)[-1] for row in rows)
+        assert total == pytest.approx(1.0, abs=1e-12), context
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ngram.fit([0, 1, 2], 2, 2), r"ngram.fit: id 2 is outside the vocabulary 0..1"),
+    (lambda: ngram.fit([0, 1], 3, 2), r"ngram.fit: 2 ids hold no 3-gram"),
+    (lambda: ngram.fit([0, 1], 0, 2), r"ngram.fit: order must be an int >= 1, got 0"),
+    (lambda: ngram.fit([0, 1], 10, 100), r"ngram.fit: 10-grams over 100 characters do not fit"),
+    (lambda: ngram.fit(np.zeros((2, 3), int), 1, 2), r"ngram.fit: ids must be one integer "
+                                                     r"sequence \(N,\), got int64 with shape"),
+    (lambda: ngram.bits_per_character(ngram.fit([0, 1], 1, 2), [1]),
+     r"ngram.bits_per_character: 1 ids leave nothing to predict"),
+])
+def test_ngram_errors_name_the_function(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_baselines_leave_out_the_orders_without_int64_codes():
+    rng = np.random.default_rng(0)
+    train_ids, held_out_ids = rng.integers(0, 2000, 500), rng.integers(0, 2000, 50)
+    # 2000 ** 5 = 3.2e16 fits in int64 (9.2e18), 2000 ** 6 = 6.4e19 does not
+    baselines = generate.ngram_baselines(train_ids, held_out_ids, 2000, order=3)
+    assert list(baselines) == [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError, match="ngram.fit: 6-grams over 2000 characters do not fit"):
+        generate.ngram_baselines(train_ids, held_out_ids, 2000, order=6)
+
+
+# --- the transformer's held-out score --------------------------------------------------------
+
+def test_window_starts_cover_every_position_up_to_the_last():
+    assert generate.window_starts(10, 4, 2) == [0, 2, 4, 6]
+    assert generate.window_starts(11, 4, 2) == [0, 2, 4, 6, 7]
+    assert generate.window_starts(4, 4, 2) == [0]
+
+
+def test_held_out_bits_equal_one_forward_pass_per_position():
+    rng = np.random.default_rng(0)
+    params = lm.init(rng, vocab_size=5, d_model=8, n_heads=2, d_ff=16, n_layers=1, max_len=4)
+    ids = rng.integers(0, 5, size=12)  # 11 positions to predict, windows of 4 every 2
+    # windows start at 0, 2, 4, 6, 7: the first scores positions 1-4, the next ones 5-6, 7-8,
+    # 9-10 and 11; each position is predicted from the ids of its window before it
+    window_of = {1: 0, 2: 0, 3: 0, 4: 0, 5: 2, 6: 2, 7: 4, 8: 4, 9: 6, 10: 6, 11: 7}
+    nats = []
+    for position, start in window_of.items():
+        logits = lm.apply(params, ids[None, start:position])[0, -1].astype(np.float64)  # (V,)
+        nats.append(np.log(np.sum(np.exp(logits))) - logits[ids[position]])
+    expected = np.mean(nats) / math.log(2)
+    assert generate.held_out_bits(params, ids) == pytest.approx(expected, rel=1e-6)
+    # windows in batches of any size give the same sum
+    assert generate.held_out_bits(params, ids, batch_windows=2) == pytest.approx(expected,
+                                                                               rel=1e-6)
+
+
+def test_continue_text_samples_past_max_len_in_chunks():
+    params = lm.init(np.random.default_rng(0), 5, 8, 2, 16, 1, max_len=6)
+    prompt = np.array([1, 2, 3, 4])
+    first = generate.continue_text(params, prompt, 11, 1.0, np.random.default_rng(1))
+    again = generate.continue_text(params, prompt, 11, 1.0, np.random.default_rng(1))
+    assert first.shape == (15,) and np.array_equal(first[:4], prompt)
+    np.testing.assert_array_equal(first, again)
+    greedy = generate.continue_text(params, prompt, 11, 0.0, None)
+    # at temperature 0 each chunk continues the last max_len // 2 = 3 ids greedily
+    window = greedy[:4][-3:]
+    expected = lm.generate(params, window[None], 3, temperature=0.0)[0, 3:]
+    np.testing.assert_array_equal(greedy[4:7], expected)
+
+
+# --- the demo, run as a program ---------------------------------------------------------------
+
+def run_demo(*flags):
+    done = subprocess.run([sys.executable, "-m", "demos.generate", *flags], cwd=ROOT,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def result_of(stdout):
+    """(transformer bits, n-gram order, baseline bits) from the run's last line."""
+    last = stdout.strip().splitlines()[-1]
+    found = RESULT.fullmatch(last)
+    assert found, last
+    return float(found.group(1)), int(found.group(2)), float(found.group(3))
+
+
+def unigram_entropy(s):
+    """Bits per character of the text's own character frequencies: no model that knows only
+    which characters are common (and nothing of their order) can do better on it."""
+    counts = np.array(list(Counter(s).values()), dtype=np.float64)
+    p = counts / counts.sum()
+    return float(-np.sum(p * np.log2(p)))
+
+
+def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
+    out = run_demo("--quick", "--out", str(tmp_path))
+    bits, order, _ = result_of(out)
+    corpus = generate.read_corpus(None)[1]
+    held_out = corpus[len(corpus) - round(0.1 * len(corpus)):]
+    # untrained: about log2(103) = 6.7 bits; character frequencies alone: about 4.7
+    assert bits < unigram_entropy(held_out) - 0.5, out
+    assert order == 3
+    for label in ("temperature 0.5", "temperature 0.8", "temperature 1.0", "beam search"):
+        assert f"--- {label}" in out
+    for name in ("model.npz", "tokenizer.txt", "last.npz", "history.json", "samples.txt",
+                 "result.json"):
+        assert (tmp_path / name).is_file(), name
+    assert (tmp_path / "curves.png").is_file() or "curves.png: not drawn" in out
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert len(history["step_loss"]) == generate.QUICK["steps"]
+    # the saved model and tokenizer are the ones measured
+    tokenizer = text.CharTokenizer.load(tmp_path / "tokenizer.txt")
+    params = ag.load(tmp_path / "model.npz")
+    ids = tokenizer.encode(held_out)
+    assert generate.held_out_bits(params, ids) == pytest.approx(bits, abs=0.005)
+
+
+def samples_in(stdout):
+    """The printed samples: from the first '--- ' line to the line naming the saved files."""
+    return stdout[stdout.index("--- "):stdout.index("saved the model")]
+
+
+def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
+    path = tmp_path / "tiny.txt"
+    path.write_text("the cat sat on the mat. " * 200, encoding="utf-8")
+    outputs = []
+    for run in "ab":  # in this process: a second interpreter would double the time
+        generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / run)])
+        outputs.append(capsys.readouterr().out)
+    assert f"generate: {path}, 4,800 characters, 11 distinct" in outputs[0]
+    bits, _, baseline = result_of(outputs[0])
+    # a window of 32 characters holds the whole sentence, which two characters do not: after
+    # "the " comes "c" or "m", after "at" a space or "."
+    assert bits < 0.1 < baseline
+    first, second = (ag.load(tmp_path / run / "model.npz") for run in "ab")
+    for x, y in zip(ag.tree_leaves(first), ag.tree_leaves(second)):
+        np.testing.assert_array_equal(x, y)
+    assert samples_in(outputs[0]) == samples_in(outputs[1])
+    assert result_of(outputs[1]) == (bits, 3, baseline)
+    # the folder of a finished run: refused without --resume; with it, nothing left to train
+    with pytest.raises(SystemExit, match="holds a run: add --resume to continue it"):
+        generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / "a")])
+    generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / "a"), "--resume"])
+    assert result_of(capsys.readouterr().out) == (bits, 3, baseline)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--steps", "0"], "argument --steps: must be greater than 0, got 0"),
+    (["--lr=-0.001"], "argument --lr: must be greater than 0, got -0.001"),
+    (["--layers", "two"], "argument --layers: invalid int value: 'two'"),
+    (["--quick", "--d-model", "30", "--heads", "4"], "--d-model 30 must be a multiple of "
+                                                     "--heads 4"),
+    (["--resume"], "--resume needs --out DIR"),
+])
+def test_bad_settings_are_refused_by_name(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        generate.parse_args(flags)
+    assert message in capsys.readouterr().err
+
+
+def test_a_text_too_short_for_the_windows_is_refused():
+    with pytest.raises(ValueError, match=r"generate: a text of 300 characters is too short for "
+                                         r"windows of --context 32"):
+        generate.split_text(np.zeros(300, dtype=np.int64), 32)
+
+
+# --- Tiny Shakespeare (a text no one here wrote) -----------------------------------------------
+
+SHAKESPEARE = DATA / "tinyshakespeare" / "input.txt"
+
+
+@needs_data
+def test_kneser_ney_reproduces_the_issues_trigram_on_tiny_shakespeare():
+    corpus = SHAKESPEARE.read_text(encoding="utf-8")
+    tokenizer = text.CharTokenizer.from_text(corpus)
+    train_ids, held_out_ids = generate.split_text(tokenizer.encode(corpus), 64)
+    assert len(held_out_ids) == 111_539
+    trigram = ngram.bits_per_character(ngram.fit(train_ids, 3, len(tokenizer)), held_out_ids)
+    assert trigram == pytest.approx(2.95, abs=0.01)  # the issue: "about 2.95"
+    fourgram = ngram.bits_per_character(ngram.fit(train_ids, 4, len(tokenizer)), held_out_ids)
+    assert fourgram < 2.57  # the issue's smoothed 4-gram: ~2.57; Kneser-Ney does better
+
+
+@needs_data
+def test_a_short_run_beats_the_trigram_on_tiny_shakespeare(tmp_path):
+    out = run_demo("--data", str(SHAKESPEARE), "--out", str(tmp_path), *SHORT_SHAKESPEARE_RUN)
+    bits, order, baseline = result_of(out)
+    assert order == 3 and baseline == pytest.approx(2.95, abs=0.01)
+    assert bits < baseline, out
+
+
+SHORT_SHAKESPEARE_RUN = ("--steps", "600", "--d-model", "64", "--heads", "4", "--d-ff", "128",
+                         "--layers", "1", "--context", "8", "--batch-size", "128", "--lr", "1e-2",
+                         "--warmup", "20", "--eval-every", "200", "--ngram", "3",
+                         "--sample-length", "40")
