@@ -42,8 +42,15 @@ def padded(sequences, rows, pad, length=None):
     return text.pad_sequences(chosen, pad, length or max([len(s) for s in chosen] + [1]))
 
 
-def probabilities(params, sequences, pad, length=None, batch_size=256):
+def fixed_length(params):
+    """The length every batch must have for the classifier `params`: max_len for
+    pool="flatten", None (each batch its longest) for pool="mean"."""
+    return params.max_len if params.pool == "flatten" else None
+
+
+def probabilities(params, sequences, pad, batch_size=256):
     """Class probabilities (N, C) of the classifier on id sequences, batched by length."""
+    length = fixed_length(params)
     order = np.argsort([len(s) for s in sequences], kind="stable")
     out = np.zeros((len(sequences), params.head.b.shape[0]), dtype=params.head.b.dtype)
     for start in range(0, len(order), batch_size):

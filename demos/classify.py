@@ -35,7 +35,7 @@ import models
 from models import classifier, plots, text, train
 
 from . import baseline, common, review_files
-from .batching import length_bucketed_batches, probabilities
+from .batching import fixed_length, length_bucketed_batches, probabilities
 
 # Tuned on amazon_hatn at --max-len 200 (README: the table); QUICK is a tiny run for CI.
 DEFAULTS = dict(max_len=200, epochs=4, d_model=64, layers=1, heads=4, pool="mean",
@@ -147,46 +147,32 @@ def build_model(settings, rng):
                            pad=settings["pad"], dropout=settings["dropout"])
 
 
-def encode(tokenizer, texts, max_len):
-    """Each text's ids, cut to its first max_len words."""
-    return [tokenizer.encode(text.words(t)[:max_len]) for t in texts]
+def words_of(texts, max_len):
+    """Each text's words (text.words), cut to the first max_len."""
+    return [text.words(t)[:max_len] for t in texts]
 
 
-def train_transformer(args, split, out):
-    """-> (params, tokenizer, settings): vocabulary from the training reviews, then fit."""
-    documents = [text.words(t)[:args.max_len] for t in split.train.texts]
-    tokenizer = text.IndexTokenizer(text.select_vocabulary(documents, args.min_df,
-                                                           args.vocab_size))
-    settings = hyperparameters(args, tokenizer, split.class_names)
+def train_transformer(args, settings, train_set, test_set, out):
+    """fit a new model on train_set (id sequences, labels), with the test set's loss and
+    accuracy after each epoch (nothing is chosen by them); -> (params, history)"""
     params = build_model(settings, np.random.default_rng(args.seed))
     print(f"model: {models.summary(params).splitlines()[-1]}")
-    sequences = [tokenizer.encode(d) for d in documents]
-    test_sequences = encode(tokenizer, split.test.texts, args.max_len)
-    length = args.max_len if args.pool == "flatten" else None
+    pad, length = settings["pad"], fixed_length(params)
     batches = lambda epoch: length_bucketed_batches(  # noqa: E731
-        sequences, split.train.labels, args.batch_size, tokenizer.pad_id,
-        np.random.default_rng([args.seed, epoch]), length)
+        *train_set, args.batch_size, pad, np.random.default_rng([args.seed, epoch]), length)
     total_steps = args.epochs * len(batches(0))
     optimizer = ag.optim.adamw(warmup_cosine(args.lr, total_steps), weight_decay=WEIGHT_DECAY)
-    params, history = train.fit(
-        loss_fn, params, optimizer, batches, args.epochs, out_dir=out,
-        val_batches=length_bucketed_batches(test_sequences, split.test.labels, 256,
-                                            tokenizer.pad_id, None, length),
-        seed=args.seed, clip_norm=CLIP_NORM, hyperparameters=settings, unit="reviews")
-    ag.save(out / MODEL, params)
-    tokenizer.save(out / VOCABULARY)
-    plots.training_curves(history, out / "curves.png")
-    return params, tokenizer, settings
+    return train.fit(loss_fn, params, optimizer, batches, args.epochs, out_dir=out,
+                     val_batches=length_bucketed_batches(*test_set, 256, pad, None, length),
+                     seed=args.seed, clip_norm=CLIP_NORM, hyperparameters=settings,
+                     unit="reviews")
 
 
-def train_baseline(args, split):
-    """The TF-IDF baseline's test probabilities (N, C), on the same words as the model."""
-    documents = [text.words(t)[:args.max_len] for t in split.train.texts]
-    features = baseline.fit_features(documents)
-    params = baseline.train(features, documents, split.train.labels, len(split.class_names),
-                            seed=args.seed)
-    return baseline.predict(params, features,
-                            [text.words(t)[:args.max_len] for t in split.test.texts])
+def baseline_probabilities(train_words, train_labels, test_words, n_classes, seed):
+    """The TF-IDF baseline's test probabilities (N, C), trained on the same words."""
+    features = baseline.fit_features(train_words)
+    params = baseline.train(features, train_words, train_labels, n_classes, seed=seed)
+    return baseline.predict(params, features, test_words)
 
 
 def print_confusion(counts, class_names):
@@ -218,7 +204,7 @@ def load_model(directory):
     """(params, tokenizer, settings) of a saved run: only the files in `directory`."""
     directory = pathlib.Path(directory)
     with open(directory / HYPERPARAMETERS) as fh:
-        settings = json.load(fh)["hyperparameters"]
+        settings = json.load(fh)["hyperparameters"]  # train.fit's file: {"fit", "hyperparameters"}
     tokenizer = text.IndexTokenizer.load(directory / VOCABULARY)
     like = build_model(settings, np.random.default_rng(0))
     return ag.load(directory / MODEL, like=like), tokenizer, settings
@@ -227,14 +213,13 @@ def load_model(directory):
 def predict(directory, texts):
     """(class probabilities (N, C), class names) of the texts under the saved model."""
     params, tokenizer, settings = load_model(directory)
-    length = settings["max_len"] if settings["pool"] == "flatten" else None
-    sequences = encode(tokenizer, texts, settings["max_len"])
-    return probabilities(params, sequences, tokenizer.pad_id, length), settings["class_names"]
+    sequences = [tokenizer.encode(w) for w in words_of(texts, settings["max_len"])]
+    return probabilities(params, sequences, tokenizer.pad_id), settings["class_names"]
 
 
-def run_prediction(args):
-    probs, names = predict(args.model, args.predict)
-    for t, row in zip(args.predict, probs):
+def print_predictions(directory, texts):
+    probs, names = predict(directory, texts)
+    for t, row in zip(texts, probs):
         shares = ", ".join(f"{n} {p:.4f}" for n, p in zip(names, row))
         print(f"{names[int(row.argmax())]}: {shares}   {t!r}")
 
@@ -244,20 +229,29 @@ def main(argv=None):
     args = parse_args(argv)
     ag.memory.keep_freed_memory()
     if args.predict is not None:
-        return run_prediction(args)
+        return print_predictions(args.model, args.predict)
     out = common.output_directory(args, "classify")
     split = review_files.load(args, args.generated, args.seed)
     print(f"data: {split.source}: {len(split.train.texts):,} training and "
           f"{len(split.test.texts):,} test reviews, classes {', '.join(split.class_names)}")
+    train_words, test_words = (words_of(part.texts, args.max_len)
+                               for part in (split.train, split.test))
+    tokenizer = text.IndexTokenizer(text.select_vocabulary(train_words, args.min_df,
+                                                           args.vocab_size))
+    settings = hyperparameters(args, tokenizer, split.class_names)
+    train_sequences, test_sequences = ([tokenizer.encode(w) for w in words]
+                                       for words in (train_words, test_words))
     started = time.perf_counter()
-    params, tokenizer, settings = train_transformer(args, split, out)
+    params, history = train_transformer(args, settings, (train_sequences, split.train.labels),
+                                        (test_sequences, split.test.labels), out)
     print(f"trained in {time.perf_counter() - started:.0f} s; vocabulary {len(tokenizer):,} "
           f"words; files in {out}")
-    length = args.max_len if args.pool == "flatten" else None
-    model_probabilities = probabilities(
-        params, encode(tokenizer, split.test.texts, args.max_len), tokenizer.pad_id, length)
-    baseline_probabilities = train_baseline(args, split)
-    line = report(split, model_probabilities, baseline_probabilities, out)
+    ag.save(out / MODEL, params)
+    tokenizer.save(out / VOCABULARY)
+    plots.training_curves(history, out / "curves.png")
+    line = report(split, probabilities(params, test_sequences, tokenizer.pad_id),
+                  baseline_probabilities(train_words, split.train.labels, test_words,
+                                         len(split.class_names), args.seed), out)
     common.print_result(line)
     return Run(line, params, tokenizer, settings, out)
 

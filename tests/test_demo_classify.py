@@ -99,7 +99,8 @@ def test_predict_gives_the_probabilities_of_the_model_in_memory(quick_run):
     texts = ["the food was not very good overall but the staff was really pleasant honestly",
              "the staff was really pleasant honestly but the food was not very good overall",
              "Not bad!"]
-    sequences = classify.encode(run.tokenizer, texts, run.settings["max_len"])
+    words = classify.words_of(texts, run.settings["max_len"])
+    sequences = [run.tokenizer.encode(w) for w in words]
     in_memory = batching.probabilities(run.params, sequences, run.tokenizer.pad_id)  # (3, 2)
     saved, names = classify.predict(run.out, texts)
     np.testing.assert_array_equal(saved, in_memory)
