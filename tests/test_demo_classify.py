@@ -237,14 +237,19 @@ def test_length_bucketed_batches_cover_every_row_once_with_similar_lengths(rng):
     assert spread < 3  # random batches of 8 lengths in 0..29 spread about 20
 
 
-def test_probabilities_in_batches_equal_each_review_alone(rng):
-    p = classifier.init(rng, 20, 3, d_model=8, n_heads=2, d_ff=16, max_len=12, pool="mean",
+@pytest.mark.parametrize("pool", classifier.POOLS)
+def test_probabilities_in_batches_equal_each_review_alone(rng, pool):
+    p = classifier.init(rng, 20, 3, d_model=8, n_heads=2, d_ff=16, max_len=12, pool=pool,
                         pad=0, dtype=np.float64)
     sequences = [rng.integers(1, 20, size=n) for n in (5, 0, 12, 3, 7)]
     batched = batching.probabilities(p, sequences, 0, batch_size=2)
     for row, s in zip(batched, sequences):
-        alone = ag.softmax(classifier.apply(p, s[None] if len(s) else np.zeros((1, 1), int)))
-        np.testing.assert_allclose(row, alone[0], rtol=1e-12)
+        alone = np.zeros((1, 12 if pool == "flatten" else max(len(s), 1)), dtype=np.int64)
+        alone[0, :len(s)] = s  # flatten reads exactly max_len ids: s and then padding
+        np.testing.assert_allclose(row, ag.softmax(classifier.apply(p, alone))[0], rtol=1e-12)
+    ids, _ = next(iter(batching.length_bucketed_batches(sequences, np.zeros(5), 2, 0, None,
+                                                        batching.fixed_length(p))))
+    assert ids.shape == ((2, 12) if pool == "flatten" else (2, 3))
 
 
 def test_warmup_then_cosine_decay():
