@@ -7,8 +7,9 @@ trained on reviews in which word order matters, next to a bag-of-words baseline.
     python -m demos.classify --data train.jsonl --labels binary --test test.jsonl
     python -m demos.classify --model runs/classify-<timestamp> --predict "not bad at all"
 
-Without --data the reviews are generated (demos/reviews.py) so that no word and no pair of
-words tells the label: a bag of words cannot learn them, a model that reads the order can.
+Without --data the reviews are generated (demos/reviews.py) so that only the order of the
+words says whether "not" applies and which clause decides: a bag of words gets about 60%
+of them right, a model that reads the order nearly all.
 With --data, a CSV, JSON lines (Amazon-reviews-multi: review_body, stars) or
 sentence<TAB>label file; 20% of it, drawn by --seed, is the test set unless --test names
 one. Each review is cut to its first --max-len words.
@@ -38,8 +39,8 @@ from . import baseline, common, review_files
 from .batching import fixed_length, length_bucketed_batches, probabilities
 
 # Tuned on amazon_hatn at --max-len 200 (README: the table); QUICK is a tiny run for CI.
-DEFAULTS = dict(max_len=200, epochs=4, d_model=64, layers=1, heads=4, pool="mean",
-                vocab_size=20_000, min_df=2, batch_size=32, lr=1e-3, dropout=0.1,
+DEFAULTS = dict(max_len=200, epochs=3, d_model=64, layers=1, heads=4, pool="mean",
+                vocab_size=20_000, min_df=2, batch_size=32, lr=3e-3, dropout=0.3,
                 generated=16_000)
 QUICK = dict(max_len=200, epochs=3, d_model=32, layers=1, heads=2, pool="mean",
              vocab_size=20_000, min_df=2, batch_size=32, lr=3e-3, dropout=0.0,
@@ -76,9 +77,9 @@ def parse_args(argv=None):
                        help="a held-out file in the same format, instead of 20%% of --data")
     files.add_argument("--format", choices=("csv", "jsonl", "tsv"),
                        help="the format of --data and --test (default: from the suffix)")
-    files.add_argument("--text-column", help="CSV column or JSON key of the text "
+    files.add_argument("--text-column", metavar="NAME", help="CSV column or JSON key of the text "
                                              "(default: text; JSON: review_body)")
-    files.add_argument("--label-column", help="CSV column or JSON key of the label "
+    files.add_argument("--label-column", metavar="NAME", help="CSV column or JSON key of the label "
                                               "(default: label; JSON: stars)")
     files.add_argument("--labels", choices=("binary", "stars"), default="stars",
                        help="JSON lines: 1-5 star classes, or binary (1-2 vs 4-5 stars, 3 "
@@ -94,6 +95,7 @@ def parse_args(argv=None):
             ("dropout", float, "dropout rate"),
             ("generated", int, "generated reviews, without --data")):
         run.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
+                         metavar={int: "N", float: "RATE"}.get(kind),
                          choices=classifier.POOLS if name == "pool" else None,
                          help=f"{help_text} ({DEFAULTS[name]} / {QUICK[name]})")
     use = parser.add_argument_group("using a saved model")
@@ -106,9 +108,13 @@ def parse_args(argv=None):
     for name, value in (QUICK if args.quick else DEFAULTS).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-        elif name not in ("pool", "lr", "dropout") and getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, got "
-                         f"{getattr(args, name)}")
+    for name, value in vars(args).items():
+        flag = "--" + name.replace("_", "-")
+        if name in DEFAULTS and isinstance(value, int) and value < 1:
+            parser.error(f"{flag} must be at least 1, got {value}")
+    if not args.lr > 0 or not 0 <= args.dropout < 1:
+        parser.error(f"--lr must be above 0 and --dropout in [0, 1), got {args.lr} and "
+                     f"{args.dropout}")
     return args
 
 
