@@ -2,17 +2,13 @@
 warning, each error with its file and line), the split, the three kinds of batches worked by
 hand, and the real public data sets when the data folder is present."""
 import json
-import os
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.data_folder import DATA, needs_data
 
 from models import data, text
-
-DATA = Path(os.environ.get("AUTOGRAD_LITE_DATA",
-                           Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
 def write(tmp_path, name, content):
@@ -354,10 +350,6 @@ def test_lm_batches_errors(args, error, message):
 
 
 # --- the public data sets (read only when the folder is there) ----------------------------------
-
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"no data folder at {DATA} "
-                                                          f"(set AUTOGRAD_LITE_DATA)")
-
 
 @needs_data
 @pytest.mark.parametrize("name", ["amazon_cells", "imdb", "yelp"])

@@ -1,0 +1,259 @@
+"""demos.classify and its parts: the generated reviews read by a hand-written parser, the
+--quick run's final line against floors, its saved files, --predict against the model in
+memory, the same bits from the same seed, user files (CSV, JSON lines, TSV) and their label
+classes, the TF-IDF baseline against features worked by hand, length-bucketed batches, and
+the learning-rate schedule."""
+import contextlib
+import io
+import json
+import re
+from argparse import Namespace
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from demos import baseline, batching, classify, review_files, reviews
+from models import classifier
+
+FINAL_LINE = re.compile(r"test accuracy: transformer ([\d.]+)%, bag-of-words baseline "
+                        r"\(TF-IDF words and pairs\) ([\d.]+)% \(([\d,]+) reviews\)")
+
+
+def run_demo(*argv):
+    """main(argv) with its printout captured: -> (main's result, the printed lines)."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()):
+        result = classify.main([str(a) for a in argv])
+    return result, printed.getvalue().splitlines()
+
+
+# --- the generated reviews ---------------------------------------------------------------------
+
+POSITIVE = {"good", "great", "excellent", "decent", "impressive", "pleasant"}
+NEGATIVE = {"bad", "poor", "awful", "disappointing", "terrible", "mediocre"}
+
+
+def meaning(review):
+    """The label a reader gives: the last clause decides, its adjective flipped by "not"."""
+    last = re.split(r" but | and ", review)[-1].split()
+    adjective = [w for w in last if w in POSITIVE | NEGATIVE]
+    assert len(adjective) == 1, review
+    return int((adjective[0] in POSITIVE) != ("not" in last))
+
+
+def test_generated_label_is_the_last_clause_read_with_its_negation():
+    texts, labels = reviews.generate(3000, seed=0)
+    assert [meaning(t) for t in texts] == labels.tolist()
+    assert np.bincount(labels).tolist() == [1500, 1500]
+    assert sum(" but " in t for t in texts) > 900 and sum(" not " in t for t in texts) > 900
+    again, _ = reviews.generate(3000, seed=0)
+    assert again == texts and reviews.generate(3000, seed=1)[0] != texts
+
+
+def test_swapping_the_clauses_around_but_keeps_the_word_pairs_and_flips_the_label():
+    texts, labels = reviews.generate(600, seed=3)
+    contrasts = [(t, y) for t, y in zip(texts, labels) if " but " in t]
+    for review, label in contrasts:
+        first, second = review.split(" but ")
+        swapped = f"{second} but {first}"
+        assert Counter(baseline.ngrams(swapped.split())) - Counter(baseline.ngrams(
+            review.split())) <= Counter([f"{first.split()[-1]} but", f"{second.split()[-1]} but"])
+        assert meaning(swapped) == 1 - label
+
+
+# --- the --quick run ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("classify")
+    return run_demo("--quick", "--out", out)
+
+
+def test_quick_run_learns_what_a_bag_of_words_cannot(quick_run):
+    run, printed = quick_run
+    transformer, bag, n = FINAL_LINE.fullmatch(printed[-1]).groups()
+    # chance is 50%; a bag of words and pairs cannot see negation or which clause is last
+    assert float(transformer) >= 75 and 50 <= float(bag) <= 68
+    assert float(transformer) >= float(bag) + 15
+    assert run.line == printed[-1] and int(n.replace(",", "")) > 1000
+
+
+def test_quick_run_saves_the_model_vocabulary_history_and_plots(quick_run):
+    run, printed = quick_run
+    names = {p.name for p in run.out.iterdir()}
+    assert {"model.npz", "vocabulary.txt", "history.json", "hyperparameters.json", "last.npz",
+            "curves.png", "confusion.png", "probabilities.png"} <= names
+    history = json.loads((run.out / "history.json").read_text())
+    assert len(history["epochs"]) == run.settings["epochs"] == classify.QUICK["epochs"]
+    saved = json.loads((run.out / "hyperparameters.json").read_text())["hyperparameters"]
+    assert saved == run.settings and saved["class_names"] == ["negative", "positive"]
+    counts = [[int(c) for c in line.split()[1:]] for line in printed[-3:-1]]
+    accuracy = float(FINAL_LINE.fullmatch(printed[-1]).group(1))
+    assert round(100 * np.trace(counts) / np.sum(counts), 1) == accuracy
+
+
+def test_predict_gives_the_probabilities_of_the_model_in_memory(quick_run):
+    run, _ = quick_run
+    texts = ["the food was not very good overall but the staff was really pleasant honestly",
+             "the staff was really pleasant honestly but the food was not very good overall",
+             "Not bad!"]
+    words = classify.words_of(texts, run.settings["max_len"])
+    sequences = [run.tokenizer.encode(w) for w in words]
+    in_memory = batching.probabilities(run.params, sequences, run.tokenizer.pad_id)  # (3, 2)
+    saved, names = classify.predict(run.out, texts)
+    np.testing.assert_array_equal(saved, in_memory)
+    result, printed = run_demo("--model", run.out, "--predict", *texts)
+    assert result is None and len(printed) == 3
+    for line, row, t in zip(printed, in_memory, texts):
+        assert line == (f"{names[row.argmax()]}: negative {row[0]:.4f}, positive {row[1]:.4f}"
+                        f"   {t!r}")
+
+
+def test_same_seed_same_bits(quick_run, tmp_path):
+    run, _ = quick_run
+    again, _ = run_demo("--quick", "--out", tmp_path)
+    assert again.line == run.line
+    for a, b in zip(ag.tree_leaves(again.params), ag.tree_leaves(run.params)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_options_are_checked():
+    with pytest.raises(SystemExit):
+        classify.parse_args(["--predict", "good"])
+    with pytest.raises(SystemExit):
+        classify.parse_args(["--epochs", "0"])
+    args = classify.parse_args(["--quick", "--d-model", "16"])
+    assert args.d_model == 16 and args.epochs == classify.QUICK["epochs"]
+    assert classify.parse_args([]).max_len == 200
+
+
+# --- user files --------------------------------------------------------------------------------
+
+def options(**given):
+    defaults = dict(data=None, test=None, format=None, text_column=None, label_column=None,
+                    labels="stars")
+    return Namespace(**{**defaults, **given})
+
+
+def test_a_csv_with_a_test_file_trains_and_tests(tmp_path):
+    def write(name, n, seed):
+        texts, labels = reviews.generate(n, seed)
+        rows = "".join(f'"{t}",{reviews.CLASS_NAMES[y]}\n' for t, y in zip(texts, labels))
+        (tmp_path / name).write_text("review,sentiment\n" + rows)
+    write("train.csv", 6000, seed=0)
+    write("test.csv", 500, seed=1)
+    run, printed = run_demo("--quick", "--data", tmp_path / "train.csv", "--test",
+                            tmp_path / "test.csv", "--text-column", "review", "--label-column",
+                            "sentiment", "--out", tmp_path / "run")
+    transformer, bag, n = FINAL_LINE.fullmatch(printed[-1]).groups()
+    assert float(transformer) >= 75 and n == "500"
+    assert printed[0].startswith("data: ") and "6,000 training and 500 test reviews" in printed[0]
+
+
+def test_json_lines_binary_and_stars(tmp_path):
+    path = tmp_path / "reviews.jsonl"
+    stars = [1, 2, 3, 4, 5, 5]
+    path.write_text("".join(json.dumps({"review_body": f"review {i}", "stars": s}) + "\n"
+                            for i, s in enumerate(stars)))
+    with pytest.warns(UserWarning, match="3 stars"):
+        binary = review_files.read(path, options(labels="binary"))
+    names, values = review_files.classes_of(binary, binary_stars=True)
+    assert names == ("negative", "positive")
+    assert review_files.class_ids(binary, values, path).tolist() == [0, 0, 1, 1, 1]
+    five = review_files.read(path, options())
+    names, values = review_files.classes_of(five)
+    assert names == ("1", "2", "3", "4", "5")
+    assert review_files.class_ids(five, values, path).tolist() == [0, 1, 2, 3, 4, 4]
+
+
+def test_a_tsv_is_split_by_the_seed_and_test_labels_must_be_known(tmp_path):
+    (tmp_path / "all.txt").write_text("".join(f"sentence {i}\t{i % 3}\n" for i in range(50)))
+    split = review_files.load(options(data=tmp_path / "all.txt"), None, seed=0)
+    assert (len(split.train.texts), len(split.test.texts)) == (40, 10)
+    assert split.class_names == ("0", "1", "2")
+    for part in split:
+        if isinstance(part, review_files.Reviews):
+            assert [int(t.split()[1]) % 3 for t in part.texts] == part.labels.tolist()
+    (tmp_path / "test.txt").write_text("sentence\t7\n")
+    with pytest.raises(ValueError, match=r"test.txt has the labels \[7\].*\[0, 1, 2\]"):
+        review_files.load(options(data=tmp_path / "all.txt", test=tmp_path / "test.txt"), None, 0)
+    with pytest.raises(ValueError, match=r"format of .*reviews.xml.*--format"):
+        review_files.file_format(tmp_path / "reviews.xml")
+
+
+# --- the baseline ------------------------------------------------------------------------------
+
+def test_tfidf_rows_worked_by_hand():
+    documents = [["not", "good"], ["good"], ["good", "good", "bad"]]
+    features = baseline.fit_features(documents, min_document_frequency=1)
+    # document frequencies: good 3, bad 1, not 1, "not good" 1, "good good" 1, "good bad" 1
+    idf = {"good": 1.0, "bad": np.log(4 / 2) + 1}
+    assert features.idf[features.index["good"]] == pytest.approx(idf["good"])
+    ids, values = baseline.sparse_row(features, ["good", "good", "bad"])
+    row = {g: values[list(ids).index(features.index[g])] for g in ("good", "bad", "good bad")}
+    raw = np.array([2 * idf["good"], idf["bad"], idf["bad"], idf["bad"]])  # + "good good"
+    assert row["good"] == pytest.approx(raw[0] / np.linalg.norm(raw))
+    assert row["good bad"] == pytest.approx(idf["bad"] / np.linalg.norm(raw))
+    assert len(ids) == 4
+
+
+def test_baseline_logits_are_the_dense_product(rng):
+    p = baseline.LogisticRegression(rng.standard_normal((6, 3)).astype(np.float32),
+                                    rng.standard_normal(3).astype(np.float32))
+    x = baseline.stack_rows([(np.array([0, 4]), np.array([0.6, 0.8], np.float32)),
+                             (np.array([5]), np.array([1.0], np.float32))])
+    dense = np.zeros((2, 6), np.float32)
+    dense[0, [0, 4]], dense[1, 5] = [0.6, 0.8], 1.0
+    np.testing.assert_allclose(baseline.logits(p, x), dense @ p.w + p.b, rtol=1e-6)
+
+
+def test_baseline_learns_which_words_mean_what():
+    documents = [[w, "food"] for w in ("good", "great", "bad", "awful")] * 10
+    labels = np.array([1, 1, 0, 0] * 10)
+    features = baseline.fit_features(documents)
+    params = baseline.train(features, documents, labels, n_labels=2, seed=0, epochs=100, lr=0.1)
+    probabilities = baseline.predict(params, features, [["great", "food"], ["awful", "food"]])
+    assert probabilities[0, 1] > 0.95 and probabilities[1, 0] > 0.95
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1, rtol=1e-6)
+
+
+# --- batches and schedule ----------------------------------------------------------------------
+
+def test_length_bucketed_batches_cover_every_row_once_with_similar_lengths(rng):
+    sequences = [np.arange(1, 1 + n) for n in rng.integers(0, 30, size=500)]
+    labels = np.arange(500)
+    batches = list(batching.length_bucketed_batches(sequences, labels, 8, 0,
+                                                    np.random.default_rng(1)))
+    assert sorted(np.concatenate([y for _, y in batches]).tolist()) == list(range(500))
+    for ids, y in batches:
+        lengths = [len(sequences[i]) for i in y]
+        assert ids.shape == (len(y), max(lengths + [1]))
+        for row, i in zip(ids, y):
+            assert row[:len(sequences[i])].tolist() == sequences[i].tolist()
+            assert not row[len(sequences[i]):].any()
+    spread = np.mean([np.ptp([len(sequences[i]) for i in y]) for _, y in batches])
+    assert spread < 3  # random batches of 8 lengths in 0..29 spread about 20
+
+
+@pytest.mark.parametrize("pool", classifier.POOLS)
+def test_probabilities_in_batches_equal_each_review_alone(rng, pool):
+    p = classifier.init(rng, 20, 3, d_model=8, n_heads=2, d_ff=16, max_len=12, pool=pool,
+                        pad=0, dtype=np.float64)
+    sequences = [rng.integers(1, 20, size=n) for n in (5, 0, 12, 3, 7)]
+    batched = batching.probabilities(p, sequences, 0, batch_size=2)
+    for row, s in zip(batched, sequences):
+        alone = np.zeros((1, 12 if pool == "flatten" else max(len(s), 1)), dtype=np.int64)
+        alone[0, :len(s)] = s  # flatten reads exactly max_len ids: s and then padding
+        np.testing.assert_allclose(row, ag.softmax(classifier.apply(p, alone))[0], rtol=1e-12)
+    ids, _ = next(iter(batching.length_bucketed_batches(sequences, np.zeros(5), 2, 0, None,
+                                                        batching.fixed_length(p))))
+    assert ids.shape == ((2, 12) if pool == "flatten" else (2, 3))
+
+
+def test_warmup_then_cosine_decay():
+    lr = classify.warmup_cosine(1e-3, total_steps=100, warmup_fraction=0.1)
+    assert [lr(s) for s in (1, 5, 10)] == pytest.approx([1e-4, 5e-4, 1e-3])
+    assert lr(55) == pytest.approx(5e-4) and lr(100) == pytest.approx(0, abs=1e-12)
+    assert lr(32.5) == pytest.approx(1e-3 * (1 + np.cos(np.pi / 4)) / 2)
