@@ -29,15 +29,15 @@ import workloads  # noqa: E402
 def measure(torch, key, args):
     """Parity, then the training step and the inference forward timed: a dict of figures."""
     workload = workloads.build(key)
+    parity = workloads.check_parity(workload, torch)
     twin = workload.twin(torch, workload.params)
-    loss_error, worst, error = workloads.check_parity(workload, twin)
     ours = workloads.OurStep(workload)
     timing_args = dict(rounds=args.rounds, pause=args.pause, block_seconds=args.block_seconds)
     train = timing.alternating_blocks(ours.step, twin.step, **timing_args).summary()
     infer = timing.alternating_blocks(lambda: workload.forward(workload.params), twin.infer,
                                       **timing_args).summary()
     return {"key": key, "title": workload.title, "train": train, "infer": infer,
-            "parity": {"loss": loss_error, "worst": worst, "error": error}}
+            "parity": parity}
 
 
 def show(row):
@@ -45,8 +45,9 @@ def show(row):
         r = row[what]
         print(f"{row['key']:4s} {what:6s} {r['ms_a']:10.2f} {r['ms_b']:10.2f} {r['ratio']:7.2f} "
               f"({r['ratio_q1']:.2f} - {r['ratio_q3']:.2f})  k={r['k']}, {r['rounds']} rounds")
-    p = row["parity"]
-    print(f"     parity: loss {p['loss']:.1e}, worst gradient {p['worst']} {p['error']:.1e}")
+    for dtype, p in row["parity"].items():
+        print(f"     parity in {dtype}: loss {p['loss']:.1e}, worst gradient {p['worst']} "
+              f"{p['error']:.1e}")
 
 
 def main():

@@ -95,12 +95,15 @@ def decoder_block(torch, w, prefix, n_heads, x, memory, memory_mask, pre):
 _POSITION_TABLES = {}
 
 
-def positions(torch, max_len, d_model, length):
-    """PE[:length] (length, D) float32, the table made once (as models.layers caches it)."""
-    if (max_len, d_model) not in _POSITION_TABLES:
-        table = np.array(position_encoding(max_len, d_model, np.float32))  # a writable copy
-        _POSITION_TABLES[max_len, d_model] = torch.from_numpy(table)
-    return _POSITION_TABLES[max_len, d_model][:length]
+def positions(torch, max_len, d_model, length, dtype):
+    """PE[:length] (length, D) in dtype (a torch dtype), the table made once per size and
+    dtype, as models.layers caches it."""
+    key = (max_len, d_model, dtype)
+    if key not in _POSITION_TABLES:
+        numpy_dtype = np.float64 if dtype == torch.float64 else np.float32
+        table = np.array(position_encoding(max_len, d_model, numpy_dtype))  # a writable copy
+        _POSITION_TABLES[key] = torch.from_numpy(table)
+    return _POSITION_TABLES[key][:length]
 
 
 def embed(torch, table, ids, max_len, scale):
@@ -108,7 +111,7 @@ def embed(torch, table, ids, max_len, scale):
     x = torch.nn.functional.embedding(ids, table)
     if scale:
         x = x * math.sqrt(table.shape[1])
-    return x + positions(torch, max_len, table.shape[1], ids.shape[1])
+    return x + positions(torch, max_len, table.shape[1], ids.shape[1], x.dtype)
 
 
 # ---- the three models, as models/ writes them -----------------------------------------------
