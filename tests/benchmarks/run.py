@@ -117,6 +117,7 @@ def main():
     parser.add_argument("--threads", default="2,1", help="thread counts, comma-separated")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="3 rounds: checks the machinery")
+    parser.add_argument("--only", default="w1,w2,w3,lm", help="workloads of bench_models.py")
     parser.add_argument("--write-readme", action="store_true")
     args = parser.parse_args()
     threads = [int(n) for n in args.threads.split(",")]
@@ -126,7 +127,8 @@ def main():
           f"at the start {start_load:.2f}")
     results = {"models": {}, "ops": {}, "generation": {}}
     for n in threads:
-        results["models"][n] = run_script("bench_models.py", "--threads", n, "--rounds", rounds)
+        results["models"][n] = run_script("bench_models.py", "--threads", n, "--rounds", rounds,
+                                          "--only", args.only)
         results["ops"][n] = run_script("bench_ops.py", "--threads", n, "--rounds", rounds + 2)
         results["generation"][n] = run_script("bench_generation.py", "--threads", n,
                                               "--rounds", rounds)
