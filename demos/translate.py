@@ -2,48 +2,64 @@
 
     python -m demos.translate                 # the full run: >= 99% on numbers it never saw
     python -m demos.translate --quick         # a tiny model for a few seconds (CI)
-    python -m demos.translate --help          # the knobs: --steps, --d-model, --layers, ...
+    python -m demos.translate --out DIR --resume     # continue a run stopped with Ctrl-C
+    python -m demos.translate --help          # the knobs: --epochs, --d-model, --layers, ...
 
 The task (demos/number_words.py): 4721 -> "four thousand seven hundred twenty one", for
 every whole number up to 999,999,999; digits in, one token each, words out. The model is
 models.transformer with layer norm before each sublayer (--norm post is the paper's order,
-which learns the task too). Each training
-step draws a fresh batch of numbers from the whole range except a held-out set, drawn
-once from a fixed seed (the same for every --seed, so runs compare). The last line
-printed is the exact match (every word right, greedy decoding) on the held-out numbers.
+which learns the task too), trained by models.train.fit. An epoch is --epoch-size batches
+of numbers drawn afresh from (seed, epoch) out of the whole range except a held-out set,
+which is drawn once from a fixed seed (the same for every --seed, so runs compare). After
+each epoch fit measures the loss on a fixed validation set (numbers training may also draw)
+and the exact match on a quarter of the held-out numbers. The last line printed is the
+exact match (every word right, greedy decoding) on all the held-out numbers.
 
-Saved in --out (default runs/translate-<timestamp>/): model.npz (ag.save of the
-parameters; ag.load reads it back) and history.json (the settings, and the loss, the
-learning rate and the held-out exact match against steps).
+Saved in --out (default runs/translate-<timestamp>/): model.npz (the trained parameters:
+ag.load reads them back), training_curves.png, attention.png (the last decoder layer's
+attention over the digits of one held-out number), and fit's files: last.npz (the
+checkpoint a --resume continues), best.npz, history.json and hyperparameters.json.
 
-The full run takes about 3 minutes on 2 cores. At these sizes a second BLAS thread does
-not make a step faster, and on a machine busy with other work it makes it several times
-slower: there, run it as OPENBLAS_NUM_THREADS=1 python -m demos.translate.
+The full run takes about 3.5 minutes of one core (205 and 220 s of CPU time for seeds 0
+and 1, both 100% on the 2,000 held-out numbers); on a 2-core machine loaded 4 to 5 by other
+work it took 7.8 and 9.8 minutes. Run as a program, it sets OPENBLAS_NUM_THREADS=1 unless
+the environment says otherwise: at these sizes a second BLAS thread does not make a step
+faster, and on a busy machine it makes a step 9 to 20 times slower (measured: 56-136 ms a
+step with one thread, 500-1600 ms with two).
 """
-import argparse
-import datetime
-import json
-import math
-import pathlib
-import time
+import os
 
-import numpy as np
+if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import autograd_lite as ag
-import models
-from models import transformer
+import argparse  # noqa: E402
+import functools  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
-from . import number_words as nw
+import numpy as np  # noqa: E402
 
-# The recipe found by experiment (the report of issue 13 holds the table), and the quick one.
-FULL = dict(steps=4000, d_model=64, heads=4, d_ff=256, layers=2, norm="pre", batch_size=64, lr=1e-3,
-            warmup=200, label_smoothing=0.0, dropout=0.0, held_out=2000, eval_every=500)
-QUICK = dict(steps=400, d_model=32, heads=4, d_ff=64, layers=1, norm="pre", batch_size=64, lr=1e-2,
-             warmup=50, label_smoothing=0.0, dropout=0.0, held_out=500, eval_every=100)
-AT_LEAST_ONE = ("steps", "d_model", "heads", "d_ff", "layers", "batch_size", "held_out",
-                "eval_every")
+import autograd_lite as ag  # noqa: E402
+import models  # noqa: E402
+from models import plots, train, transformer  # noqa: E402
+
+from . import common  # noqa: E402
+from . import number_words as nw  # noqa: E402
+
+# The recipe found by experiment (the report of issue 13 holds the table), and the quick one:
+# 8 epochs of 500 batches are the 4,000 steps of the recipe.
+FULL = dict(epochs=8, epoch_size=500, d_model=64, heads=4, d_ff=256, layers=2, norm="pre",
+            batch_size=64, lr=1e-3, warmup=200, label_smoothing=0.0, dropout=0.0, held_out=2000)
+QUICK = dict(epochs=4, epoch_size=100, d_model=32, heads=4, d_ff=64, layers=1, norm="pre",
+             batch_size=64, lr=1e-2, warmup=50, label_smoothing=0.0, dropout=0.0, held_out=500)
+AT_LEAST_ONE = ("epochs", "epoch_size", "d_model", "heads", "d_ff", "layers", "batch_size",
+                "held_out")
 HELD_OUT_SEED = 0  # fixed: every run is measured on the same held-out numbers
+VALIDATION_SEED = 1  # fixed: the validation numbers, drawn like training numbers
+VALIDATION_BATCHES = 4
 CLIP_NORM = 1.0
+ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-9  # the paper's (§5.3)
 BEAM_SIZE = 4
 
 
@@ -55,27 +71,27 @@ def flag(name):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m demos.translate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="a tiny model trained for a few seconds (CI); other flags override it")
-    parser.add_argument("--out", type=pathlib.Path, default=None,
-                        help="where to save the checkpoint and history "
-                             "(runs/translate-<timestamp>/)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="initial weights, batches and dropout (0)")
+    common.add_options(parser)
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --out (stopped by Ctrl-C), with its settings")
     for name, value in FULL.items():
         parser.add_argument(flag(name), type=type(value), default=None,
                             choices=("post", "pre") if name == "norm" else None,
                             help=f"full run: {value}, --quick: {QUICK[name]}")
     args = parser.parse_args(argv)
+    if args.resume and args.out is None:
+        parser.error("--resume needs --out DIR, the directory of the run to continue")
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
         elif name in AT_LEAST_ONE and getattr(args, name) < 1:
             parser.error(f"{flag(name)} must be at least 1, got {getattr(args, name)}")
-    if args.out is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        args.out = pathlib.Path("runs") / f"translate-{stamp}"
     return args
+
+
+def settings(args):
+    """The settings that make a run what it is (fit keeps them in hyperparameters.json)."""
+    return {name: getattr(args, name) for name in ("seed", *FULL)}
 
 
 def learning_rate(peak, warmup, steps):
@@ -86,6 +102,13 @@ def learning_rate(peak, warmup, steps):
         progress = min(1.0, (step - warmup) / max(1, steps - warmup))
         return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
     return lr
+
+
+def adam(args, steps):
+    """Adam with the paper's betas and eps, its rate learning_rate(args.lr, args.warmup,
+    steps). -> (the optimizer, the schedule)"""
+    schedule = learning_rate(args.lr, args.warmup, steps)
+    return ag.optim.adam(lr=schedule, betas=ADAM_BETAS, eps=ADAM_EPS), schedule
 
 
 def trim_padding(ids):
@@ -100,11 +123,29 @@ def training_batch(rng, size, held_out):
     return trim_padding(nw.encode_sources(values)), trim_padding(nw.encode_targets(values))
 
 
-def loss_fn(params, src, tgt, rng, label_smoothing):
-    """Mean cross-entropy of each next word under teacher forcing.  src (B, S), tgt (B, T)"""
-    training = rng is not None
-    logits = transformer.apply(params, src, tgt[:, :-1], src_pad=nw.PAD, training=training,
-                               rng=rng)  # (B, T - 1, V)
+class EpochBatches:
+    """The `size` training batches of one epoch, drawn as they are used from
+    default_rng([seed, epoch]): the same batches whenever the epoch is run again (a resume)."""
+
+    def __init__(self, seed, epoch, size, batch_size, held_out):
+        self.seed, self.epoch, self.size = seed, epoch, size
+        self.batch_size, self.held_out = batch_size, held_out
+
+    def __len__(self):
+        return self.size
+
+    def __iter__(self):
+        rng = np.random.default_rng([self.seed, self.epoch])
+        for _ in range(self.size):
+            yield training_batch(rng, self.batch_size, self.held_out)
+
+
+def loss_fn(params, batch, rng, label_smoothing=0.0):
+    """Mean cross-entropy of each next word under teacher forcing; rng None: no dropout
+    (with --dropout 0 there is none either way).  batch: src (B, S), tgt (B, T)"""
+    src, tgt = batch
+    logits = transformer.apply(params, src, tgt[:, :-1], src_pad=nw.PAD,
+                               training=rng is not None, rng=rng)  # (B, T - 1, V)
     return ag.cross_entropy(logits, tgt[:, 1:], ignore_index=nw.PAD,
                             label_smoothing=label_smoothing)
 
@@ -127,36 +168,22 @@ def exact_match(params, values, beam_size=1):
     return float(np.mean([p == nw.to_words(int(v)) for p, v in zip(predicted, values)]))
 
 
-def train(params, args, held_out, rng):
-    """Adam on fresh batches, gradients clipped to norm 1; prints progress and returns
-    (params, history), history holding the loss and the rate per step and the held-out
-    exact match (on a quarter of the held-out set) every args.eval_every steps."""
-    schedule = learning_rate(args.lr, args.warmup, args.steps)
-    optimizer = ag.optim.adam(lr=schedule, betas=(0.9, 0.98), eps=1e-9)
-    state = optimizer.init(params)
-    dropout_rng = rng if args.dropout else None
+def train_model(params, args, held_out, out):
+    """models.train.fit: Adam with a warm-up and cosine schedule, gradients clipped to norm 1,
+    args.epochs epochs of args.epoch_size fresh batches; after each epoch the validation loss
+    and the exact match on every fourth held-out value. -> (params, history)"""
+    optimizer, _ = adam(args, args.epochs * args.epoch_size)
+    rng = np.random.default_rng(VALIDATION_SEED)
+    validation = [training_batch(rng, args.batch_size, held_out)
+                  for _ in range(VALIDATION_BATCHES)]
     monitor = held_out[::4]  # evenly over the held-out set, which is sorted
-    history = dict(step=[], loss=[], lr=[], eval_step=[], held_out_exact_match=[])
-    start = time.perf_counter()
-    for step in range(1, args.steps + 1):
-        src, tgt = training_batch(rng, args.batch_size, held_out)
-        loss, (grads, *_) = ag.value_and_gradient(loss_fn, params, src, tgt, dropout_rng,
-                                                  args.label_smoothing)
-        params, state = optimizer.update(params, ag.optim.clip_by_global_norm(grads, CLIP_NORM),
-                                         state)
-        history["step"].append(step)
-        history["loss"].append(float(loss))
-        history["lr"].append(schedule(step))
-        if step % args.eval_every == 0 or step == args.steps:
-            match = exact_match(params, monitor)
-            history["eval_step"].append(step)
-            history["held_out_exact_match"].append(match)
-            recent = np.mean(history["loss"][-args.eval_every:])
-            print(f"step {step:>5}/{args.steps}  loss {recent:.4f}  lr {schedule(step):.1e}  "
-                  f"held-out {100 * match:5.1f}% ({len(monitor)} values)  "
-                  f"{time.perf_counter() - start:6.1f} s", flush=True)
-    history["train_seconds"] = time.perf_counter() - start
-    return params, history
+    return train.fit(
+        functools.partial(loss_fn, label_smoothing=args.label_smoothing), params, optimizer,
+        lambda epoch: EpochBatches(args.seed, epoch, args.epoch_size, args.batch_size, held_out),
+        args.epochs, out_dir=out, val_batches=validation,
+        evaluate=lambda p: {"held_out_exact_match": exact_match(p, monitor)},
+        seed=args.seed, resume=args.resume, clip_norm=CLIP_NORM, hyperparameters=settings(args),
+        unit="numbers")
 
 
 def show_examples(params, values):
@@ -170,11 +197,23 @@ def show_examples(params, values):
             print(f"  {'':>11}  truth      {' '.join(truth)}")
 
 
-def write_plots(out_dir, params, history):
-    """The attention heatmap and the training curves: they come with models.plots, which has
-    not landed. Until then this writes nothing and says so."""
-    print(f"plots: not written (models.plots is missing); the curves' data is in "
-          f"{out_dir / 'history.json'}")
+def write_plots(out, params, history, value):
+    """training_curves.png (fit's history), and attention.png (draw_attention)."""
+    plots.training_curves(history, out / "training_curves.png", log_loss=True)
+    draw_attention(out / "attention.png", params, value)
+    print(f"saved {out / 'training_curves.png'} and {out / 'attention.png'}")
+
+
+def draw_attention(path, params, value):
+    """The last decoder layer's attention over the digits of `value` while the model writes
+    its words (the words it should write, fed by teacher forcing), averaged over the heads."""
+    digits, words = list(str(int(value))), nw.to_words(int(value))
+    src = nw.encode_sources([value])[:, :len(digits)]  # (1, S): the digits, no padding
+    tgt = nw.encode_targets([value])[:, :len(words) + 1]  # (1, T): BOS and the words
+    weights = plots.transformer_cross_attention(params, src, tgt, nw.PAD)  # (1, H, T, S)
+    plots.attention(weights[0].mean(axis=0), path, words + ["<eos>"], digits,
+                    xlabel="digit read", ylabel="word written",
+                    title=f"{int(value):,}: last decoder layer, mean over heads")
 
 
 def build_model(args, rng):
@@ -185,38 +224,39 @@ def build_model(args, rng):
                             max_len=nw.MAX_WORDS + 2, norm=args.norm, dropout=args.dropout)
 
 
-def save_run(args, params, history):
-    """model.npz (the parameters) and history.json (the settings and the curves) in args.out."""
-    args.out.mkdir(parents=True, exist_ok=True)
-    ag.save(args.out / "model.npz", params)
-    settings = {k: str(v) if isinstance(v, pathlib.Path) else v for k, v in vars(args).items()}
-    (args.out / "history.json").write_text(json.dumps(dict(settings=settings, **history)))
-    print(f"saved {args.out / 'model.npz'} and {args.out / 'history.json'}")
-
-
 def main(argv=None):
     args = parse_args(argv)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
-    rng = np.random.default_rng(args.seed)
+    out = common.output_directory(args, "translate")
     held_out = nw.held_out_values(args.held_out, HELD_OUT_SEED)
-    params = build_model(args, rng)
+    params = build_model(args, np.random.default_rng(args.seed))
     print(f"translate: digits -> English words, 0..{nw.LARGEST:,}; {len(held_out):,} held-out "
           f"numbers never drawn for training")
     print(models.summary(params).splitlines()[-1])
-    params, history = train(params, args, held_out, rng)
-    print(f"trained {args.steps} steps in {history['train_seconds']:.0f} s "
-          f"({1000 * history['train_seconds'] / args.steps:.1f} ms a step)")
-    save_run(args, params, history)
-    write_plots(args.out, params, history)
+    start = time.perf_counter()
+    try:
+        params, history = train_model(params, args, held_out, out)
+    except train.TrainingInterrupted as stop:
+        sys.exit(f"{stop}\nthat is: python -m demos.translate --out {out} --resume "
+                 f"(with this run's settings)")
+    except FileExistsError:
+        sys.exit(f"translate: {out} holds a run already: add --resume to continue it, or "
+                 f"choose another --out")
+    seconds, steps = time.perf_counter() - start, len(history["step_loss"])
+    print(f"trained {steps} steps; this session took {seconds:.0f} s")
+    ag.save(out / "model.npz", params)
+    print(f"saved {out / 'model.npz'} and fit's files (history.json, last.npz, ...) in {out}")
+    examples = held_out[:: max(1, len(held_out) // 6)][:6]
+    write_plots(out, params, history, examples[-1])
 
     print("held-out examples:")
-    show_examples(params, held_out[:: max(1, len(held_out) // 6)][:6])
+    show_examples(params, examples)
     beam = exact_match(params, held_out, BEAM_SIZE)
     print(f"held-out exact match: {100 * beam:.1f}% ({len(held_out):,} values), "
           f"beam of {BEAM_SIZE}")
     greedy = exact_match(params, held_out)
-    print(f"held-out exact match: {100 * greedy:.1f}% ({len(held_out):,} values never seen in "
-          f"training), greedy")
+    common.print_result(f"held-out exact match: {100 * greedy:.1f}% ({len(held_out):,} values "
+                        f"never seen in training), greedy")
 
 
 if __name__ == "__main__":

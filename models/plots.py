@@ -5,6 +5,8 @@
     plots.probabilities_by_class(probabilities, labels, "probabilities.png")
     w = plots.classifier_attention(p, ids[:1], layer=0)[0, head]   # (T, T)
     plots.attention(w, "attention.png", tokens)
+    w = plots.transformer_cross_attention(p, src, tgt, src_pad=0)[0].mean(axis=0)  # (T, S)
+    plots.attention(w, "cross.png", tgt_tokens, src_tokens, xlabel="source", ylabel="target")
     plots.position_encoding("pe.png", max_len=50, d_model=32)
 
 Each function draws on its own matplotlib Figure (no pyplot: nothing global changes and
@@ -14,12 +16,15 @@ import numpy as np
 
 try:
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 except ImportError as error:  # matplotlib is in the `demos` extra, not a dependency
     raise ImportError("models.plots needs matplotlib: "
                       "pip install 'autograd-lite[demos]'") from error
 
-from . import classifier, layers
-from .attention import padding_mask, scaled_dot_product_attention, split_heads
+from . import classifier, layers, transformer
+from .attention import (causal_mask, keys_and_values, multihead_attention, padding_mask,
+                        scaled_dot_product_attention, split_heads)
+from .blocks import decoder_block, residual
 
 
 def _save(fig, path):
@@ -27,9 +32,10 @@ def _save(fig, path):
     return fig
 
 
-def training_curves(history, path, figsize=(10, 4), dpi=100):
+def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=False):
     """Left: the loss of every step, and each epoch's train and validation loss at the step
-    where the epoch ended. Right (when there are any): the other per-epoch metrics."""
+    where the epoch ended, on a log scale with log_loss=True (a loss that falls by orders of
+    magnitude). Right (when there are any): the other per-epoch metrics."""
     epochs = history["epochs"]
     metrics = sorted({k for r in epochs for k in r} - {"epoch", "steps", "train_loss", "val_loss"})
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
@@ -41,12 +47,16 @@ def training_curves(history, path, figsize=(10, 4), dpi=100):
         if any(name in r for r in epochs):
             axes[0].plot(ends, [r.get(name, np.nan) for r in epochs], "o-", label=name)
     axes[0].set(xlabel="step", ylabel="loss", title="loss")
+    if log_loss:
+        axes[0].set_yscale("log")
+        axes[0].yaxis.set_major_formatter(FormatStrFormatter("%g"))  # 0.01, not 10⁻²
     axes[0].legend()
     if metrics:
         for name in metrics:
             axes[1].plot([r["epoch"] for r in epochs], [r.get(name, np.nan) for r in epochs],
                          "o-", label=name)
         axes[1].set(xlabel="epoch", title="metrics")
+        axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole
         axes[1].legend()
     return _save(fig, path)
 
@@ -112,11 +122,18 @@ def probabilities_by_class(probabilities, true_labels, path, class_names=None, f
     return _save(fig, path)
 
 
+def attention_weights(p, x_q, x_kv, mask=None):
+    """The weights softmax(q kᵀ / √d_k) of multi-head attention p, its queries made from
+    x_q (B, T_q, D), its keys from x_kv (B, T_k, D): -> (B, H, T_q, T_k), rows summing to 1
+    (0 for a query with every key masked)."""
+    q = split_heads(layers.dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
+    k, v = keys_and_values(p, x_kv)  # (B, H, T_k, d_head) each
+    return scaled_dot_product_attention(q, k, v, mask)[1]  # (B, H, T_q, T_k)
+
+
 def self_attention_weights(p, x, mask=None):
-    """The weights softmax(q kᵀ / √d_k) of multi-head self-attention p on x (B, T, D):
-    -> (B, H, T, T), rows summing to 1 (0 for a query with every key masked)."""
-    q, k, v = (split_heads(layers.dense(w, x), p.n_heads) for w in (p.wq, p.wk, p.wv))
-    return scaled_dot_product_attention(q, k, v, mask)[1]  # (B, H, T, T)
+    """The weights of multi-head self-attention p on x (B, T, D): -> (B, H, T, T)."""
+    return attention_weights(p, x, x, mask)
 
 
 def classifier_attention(p, ids, layer=0):
@@ -130,7 +147,32 @@ def classifier_attention(p, ids, layer=0):
     return self_attention_weights(p.encoder[layer].self_attn, x, padding_mask(ids, p.pad))
 
 
-def attention(weights, path, query_tokens, key_tokens=None, figsize=(6, 6), dpi=100):
+def transformer_cross_attention(p, src, tgt, src_pad=None, layer=-1):
+    """The attention weights over the source of decoder block `layer` (negative counts from
+    the last) of an encoder-decoder, without dropout: row t is the attention of the position
+    fed tgt[:, t], the one that predicts the token after it.
+    src (B, S), tgt (B, T) (BOS first, as in transformer.apply) -> (B, H, T, S)"""
+    if not -len(p.decoder) <= layer < len(p.decoder):
+        raise ValueError(f"transformer_cross_attention: layer {layer} of a transformer with "
+                         f"{len(p.decoder)} decoder blocks")
+    layer %= len(p.decoder)
+    memory = transformer.encode(p, src, src_pad)  # (B, S, D)
+    memory_mask = transformer.memory_mask(src, src_pad, memory)  # (B, 1, 1, S) or None
+    transformer.check_tokens("transformer_cross_attention", "tgt", tgt, p.max_len)
+    self_mask = causal_mask(tgt.shape[1])  # (1, 1, T, T)
+    x = layers.embed_with_positions(p.tgt_embed, tgt, p.max_len)  # (B, T, D)
+    for block in p.decoder[:layer]:
+        x = decoder_block(block, x, memory, self_mask, memory_mask, p.norm)  # (B, T, D)
+    block = p.decoder[layer]
+    x = residual(block.norm1, x, lambda h: multihead_attention(block.self_attn, h, h, self_mask),
+                 p.norm)  # (B, T, D)
+    # the cross-attention sublayer's input, as blocks.residual gives it: pre-LN normalizes x
+    queries = layers.layer_norm(block.norm2, x) if p.norm == "pre" else x  # (B, T, D)
+    return attention_weights(block.cross_attn, queries, memory, memory_mask)  # (B, H, T, S)
+
+
+def attention(weights, path, query_tokens, key_tokens=None, figsize=(6, 6), dpi=100, *,
+              xlabel="key", ylabel="query", title="attention"):
     """A heatmap of one input's attention weights (T_q, T_k), queries down, keys across,
     labelled with their tokens (key_tokens default: the query tokens, for self-attention)."""
     weights = np.asarray(weights)
@@ -142,7 +184,7 @@ def attention(weights, path, query_tokens, key_tokens=None, figsize=(6, 6), dpi=
     ax = fig.subplots()
     image = ax.imshow(weights, cmap="viridis", vmin=0, vmax=1)
     ax.set(xticks=range(len(key_tokens)), yticks=range(len(query_tokens)),
-           xlabel="key", ylabel="query", title="attention")
+           xlabel=xlabel, ylabel=ylabel, title=title)
     ax.set_xticklabels(key_tokens, rotation=90)
     ax.set_yticklabels(query_tokens)
     fig.colorbar(image, ax=ax, shrink=0.8)

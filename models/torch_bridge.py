@@ -3,6 +3,9 @@
     module = torch_module_for(p)            # a TorchTransformer holding p's weights, in p's dtype
     sd = to_torch(p)                        # state_dict keys of TorchTransformer
     p = from_torch(sd, like=p)              # back to our NamedTuple tree
+    block_to_torch(prefix, block)           # one block's keys: nn.TransformerEncoderLayer's
+                                            # (also the LM's blocks) or ...DecoderLayer's
+    attention_to_torch(prefix, attention)   # nn.MultiheadAttention's keys
     sd = classifier_to_torch(p)             # a classifier's tensors, named in torch's layout
     sd = lm_to_torch(p)                     # a language model's tensors, likewise
 
@@ -91,8 +94,9 @@ def _norm(prefix, n):
     return {prefix + "weight": _tensor(n.scale), prefix + "bias": _tensor(n.bias)}
 
 
-def _attention(prefix, a):
-    """W_Q, W_K, W_V packed as torch's in_proj (3D, D), and out_proj."""
+def attention_to_torch(prefix, a):
+    """A MultiHeadAttention (or its gradients) -> nn.MultiheadAttention's state_dict keys:
+    W_Q, W_K, W_V packed as torch's in_proj (3D, D), and out_proj."""
     return {prefix + "in_proj_weight": _tensor(np.concatenate([a.wq.w.T, a.wk.w.T, a.wv.w.T])),
             prefix + "in_proj_bias": _tensor(np.concatenate([a.wq.b, a.wk.b, a.wv.b])),
             **_linear(prefix + "out_proj.", a.wo)}
@@ -101,9 +105,9 @@ def _attention(prefix, a):
 def block_to_torch(prefix, b):
     """An EncoderBlock (or DecoderOnlyBlock) or DecoderBlock; torch's names match ours but for
     ff and cross_attn."""
-    sd = {**_attention(prefix + "self_attn.", b.self_attn)}
+    sd = {**attention_to_torch(prefix + "self_attn.", b.self_attn)}
     if isinstance(b, DecoderBlock):
-        sd.update(_attention(prefix + "multihead_attn.", b.cross_attn))
+        sd.update(attention_to_torch(prefix + "multihead_attn.", b.cross_attn))
     sd.update(_linear(prefix + "linear1.", b.ff.linear1))
     sd.update(_linear(prefix + "linear2.", b.ff.linear2))
     norms = ("norm1", "norm2", "norm3") if isinstance(b, DecoderBlock) else ("norm1", "norm2")

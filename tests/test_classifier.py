@@ -5,8 +5,9 @@ import pytest
 
 import autograd_lite as ag
 from models import classifier
-from torch_encoder import (assert_grads_match, encoder_layer, encoder_layer_grads, float_leaves,
-                           leaf, relative_error, sinusoids)
+from helpers.references import float_leaves, paper_position_encoding, relative_error, to_tensor
+from helpers.tiny_models import assert_dropout_in_training_only_and_seeded
+from helpers.torch_models import assert_model_gradients_match, torch_block
 
 SMALL = dict(vocab_size=40, n_labels=3, d_model=16, n_heads=4, d_ff=24, n_layers=2, max_len=7)
 PAD = 0
@@ -36,12 +37,14 @@ def make_ids(rng, batch, length, vocab, pad=PAD):
 
 
 def torch_classifier(torch, p, ids):
-    """Logits and {path: leaf tensor} of an independent torch model holding p's weights."""
-    t = {path: leaf(torch, x) for path, x in float_leaves(p).items()
-         if path.startswith(("embed", "agg", "head"))}
+    """Logits, the leaf tensors of the embedding and head, and the encoder layers of an
+    independent torch model holding p's weights."""
+    t = {path: to_tensor(torch, x, requires_grad=True) for path, x in float_leaves(p).items()
+         if not path.startswith("encoder[")}
     x = torch.nn.functional.embedding(torch.from_numpy(ids), t["embed.table"])  # (B, T, D)
-    x = x + torch.from_numpy(sinusoids(ids.shape[1], x.shape[-1])).to(x.dtype)  # no √D scaling
-    layers = [encoder_layer(torch, block, norm_first=False) for block in p.encoder]
+    pe = paper_position_encoding(ids.shape[1], x.shape[-1])
+    x = x + torch.from_numpy(pe).to(x.dtype)  # (B, T, D), no √D scaling
+    layers = [torch_block(torch, block, "post") for block in p.encoder]
     pad_mask = torch.from_numpy(ids == p.pad)  # (B, T) True = ignore
     for layer in layers:
         x = layer(x, src_key_padding_mask=pad_mask)  # (B, T, D)
@@ -60,18 +63,13 @@ def test_logits_and_every_gradient_match_torch(torch, pool, dtype, rtol):
     p = classifier.init(rng, **SMALL, pool=pool, pad=PAD, dtype=dtype)
     ids = make_ids(rng, 4, SMALL["max_len"], SMALL["vocab_size"])
     cotangent = rng.standard_normal((4, SMALL["n_labels"])).astype(dtype)
-    logits, grads = ag.value_and_gradient(
-        lambda p: ag.sum(classifier.apply(p, ids) * cotangent), p)
+    (grads,) = ag.gradient(lambda p: ag.sum(classifier.apply(p, ids) * cotangent), p)
     ref_logits, t, layers = torch_classifier(torch, p, ids)
     (ref_logits * torch.from_numpy(cotangent)).sum().backward()
     ours = classifier.apply(p, ids)
     assert ours.dtype == dtype and ours.shape == (4, SMALL["n_labels"])
     assert relative_error(ours, ref_logits.detach().numpy()) < rtol
-    reference = {path: x.grad.numpy() for path, x in t.items()}
-    for i, layer in enumerate(layers):
-        reference.update(encoder_layer_grads(layer, f"encoder[{i}]"))
-    assert all(g.dtype == dtype for g in float_leaves(grads[0]).values())
-    assert_grads_match(float_leaves(grads[0]), reference, rtol)
+    assert_model_gradients_match(grads, t, layers, rtol)
 
 
 def test_embeddings_are_standard_normal():
@@ -101,35 +99,22 @@ def test_dropout_only_in_training_and_reproducible():
     rng = np.random.default_rng(3)
     p = classifier.init(rng, **SMALL, dropout=0.3, dtype=np.float64)
     ids = make_ids(rng, 3, SMALL["max_len"], SMALL["vocab_size"])
-    inference = classifier.apply(p, ids)
-    np.testing.assert_array_equal(classifier.apply(p, ids, rng=np.random.default_rng(0)), inference)
-    a = classifier.apply(p, ids, training=True, rng=np.random.default_rng(7))
-    b = classifier.apply(p, ids, training=True, rng=np.random.default_rng(7))
-    c = classifier.apply(p, ids, training=True, rng=np.random.default_rng(8))
-    np.testing.assert_array_equal(a, b)
-    assert np.abs(a - inference).max() > 1e-3 and np.abs(a - c).max() > 1e-3
+    inference = assert_dropout_in_training_only_and_seeded(
+        lambda training, rng: classifier.apply(p, ids, training, rng))
     no_drop = p._replace(dropout=ag.Hyper(0.0))
     np.testing.assert_array_equal(
         classifier.apply(no_drop, ids, training=True, rng=np.random.default_rng(7)), inference)
 
 
 @pytest.mark.parametrize("pool", ["flatten", "mean"])
-def test_check_gradients_tiny(pool):
-    rng = np.random.default_rng(4)
-    p = classifier.init(rng, vocab_size=6, n_labels=2, d_model=4, n_heads=2, d_ff=6, n_layers=1,
-                        max_len=4, pool=pool, pad=PAD, dtype=np.float64)
-    ids = np.array([[1, 2, 5, PAD], [3, 3, 4, 1]])
-    labels = np.array([0, 1])
-    ag.check_gradients(lambda p: ag.cross_entropy(classifier.apply(p, ids), labels), p)
-
-
-def test_gradients_through_dropout_in_training():
+def test_gradients_through_dropout_in_training(pool):
     """The same seed in every call gives the same masks, so differences see one function;
-    the rate is static (no gradient), not a trainable float leaf."""
+    the rate is static (no gradient), not a trainable float leaf. (Without dropout, every
+    gradient is checked against torch above.)"""
     rng = np.random.default_rng(5)
     p = classifier.init(rng, vocab_size=6, n_labels=2, d_model=4, n_heads=2, d_ff=6, n_layers=1,
-                        max_len=4, dropout=0.3, dtype=np.float64)
-    ids, labels = np.array([[1, 2, 5, 0], [3, 3, 4, 1]]), np.array([0, 1])
+                        max_len=4, pool=pool, pad=PAD, dropout=0.3, dtype=np.float64)
+    ids, labels = np.array([[1, 2, 5, PAD], [3, 3, 4, 1]]), np.array([0, 1])
 
     def loss(p):
         return ag.cross_entropy(classifier.apply(p, ids, True, np.random.default_rng(0)), labels)
@@ -162,18 +147,6 @@ def test_init_refuses_a_dropout_rate_outside_0_to_1(rate):
     with pytest.raises(ValueError,
                        match=rf"classifier.init: dropout must lie in \[0, 1\), got {rate}$"):
         classifier.init(np.random.default_rng(0), **SMALL, pool="mean", pad=PAD, dropout=rate)
-
-
-def test_a_dropout_rate_set_after_init_is_refused_when_training():
-    """A rate replaced in the tree bypasses init's check: classifier.apply refuses it when
-    training; inference never reads it."""
-    p = classifier.init(np.random.default_rng(0), **SMALL, dropout=0.0, dtype=np.float64)
-    bad = p._replace(dropout=ag.Hyper(1.5))
-    ids = make_ids(np.random.default_rng(1), 2, SMALL["max_len"], SMALL["vocab_size"])
-    np.testing.assert_array_equal(classifier.apply(bad, ids), classifier.apply(p, ids))
-    with pytest.raises(ValueError, match=r"classifier.apply: the dropout rate must lie in \[0, 1\), "
-                                         r"got 1\.5"):
-        classifier.apply(bad, ids, training=True, rng=np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("pool", ["flatten", "mean"])

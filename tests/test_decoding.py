@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from models import decoding
-from search_reference import (assert_only_eos_after_eos, exhaustive_search,
+from helpers.search import (assert_only_eos_after_eos, exhaustive_search,
                               reference_beam_search, score)
 
 V, EOS, MAX_LEN = 5, 2, 8
@@ -194,11 +194,11 @@ def test_sampling_frequencies_follow_temperature_and_top_k():
                                atol=0.012)
 
 
-def test_a_tiny_temperature_is_argmax():
+def test_temperature_0_a_tiny_temperature_and_top_k_1_are_argmax():
     """logits / 1e-308 overflowed to inf, inf - inf = NaN, and token 0 came back."""
     logits = np.array([[1.0, 2.0, 0.5], [3.0, -1.0, 2.9]])
-    for temperature in (1e-308, 5e-324):
-        drawn = decoding.sample_next(logits, temperature, None, np.random.default_rng(0))
+    for temperature, top_k in [(1e-308, None), (5e-324, None), (0.0, None), (1.0, 1)]:
+        drawn = decoding.sample_next(logits, temperature, top_k, np.random.default_rng(0))
         assert drawn.tolist() == [1, 0]
 
 
@@ -221,3 +221,15 @@ def test_a_negative_or_nan_temperature_is_refused(temperature):
         decoding.sample_next(logits, temperature, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match=message):  # even with top_k=1
         decoding.sample_next(logits, temperature, top_k=1)
+
+
+def test_check_sampling_names_the_caller_and_refuses_a_bad_top_k_or_a_missing_rng():
+    rng = np.random.default_rng(0)
+    for top_k in (0, 6):
+        with pytest.raises(ValueError, match=rf"^f: top_k must lie in 1..5 \(the vocabulary\), "
+                                             rf"got {top_k}$"):
+            decoding.check_sampling("f", 1.0, top_k, 5, rng)
+    with pytest.raises(ValueError, match=r"^f: sampling \(temperature > 0\) needs an rng$"):
+        decoding.check_sampling("f", 1.0, None, 5, None)
+    decoding.check_sampling("f", 0.0, None, 5, None)  # greedy choices need no rng
+    decoding.check_sampling("f", 1.0, 1, 5, None)

@@ -1,5 +1,6 @@
 """demos.translate and its task, demos/number_words.py: the English of numbers against
 hand-written facts, the held-out split, and the demo run end to end with --quick."""
+import importlib
 import json
 import os
 import pathlib
@@ -11,8 +12,8 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
+from demos import common, translate
 from demos import number_words as nw
-from demos import translate
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -122,17 +123,37 @@ def test_learning_rate_warms_up_then_decays_to_a_twentieth():
     assert lr(1100) == pytest.approx(5e-5)
 
 
-def test_default_output_directory_is_timestamped_under_runs():
-    args = translate.parse_args([])
-    assert re.fullmatch(r"runs/translate-\d{8}-\d{6}", args.out.as_posix())
+def test_an_epoch_draws_the_same_batches_again_and_none_held_out():
+    held_out = nw.held_out_values(500)
+    first, again, next_epoch = (list(translate.EpochBatches(3, epoch, 5, 16, held_out))
+                                for epoch in (2, 2, 3))
+    assert len(translate.EpochBatches(3, 2, 5, 16, held_out)) == len(first) == 5
+    for (src, tgt), (src_again, tgt_again) in zip(first, again):
+        np.testing.assert_array_equal(src, src_again)
+        np.testing.assert_array_equal(tgt, tgt_again)
+    assert not np.array_equal(first[0][0], next_epoch[0][0])
+    for src, tgt in first:
+        assert src.shape[0] == tgt.shape[0] == 16 and np.all(tgt[:, 0] == nw.BOS)
+        values = np.array([int("".join(nw.SOURCE_VOCAB[i] for i in row if i != nw.PAD))
+                           for row in src])
+        assert not np.isin(values, held_out).any()
+        for value, row in zip(values, tgt):  # the target is the source's English
+            assert nw.decode_words(row) == nw.to_words(int(value))
+
+
+def test_default_output_directory_is_timestamped_under_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = common.output_directory(translate.parse_args([]), "translate")
+    assert re.fullmatch(r"runs/translate-\d{8}-\d{6}", out.as_posix()) and out.is_dir()
     quick = translate.parse_args(["--quick", "--layers", "3"])
     assert quick.layers == 3 and quick.d_model == translate.QUICK["d_model"]
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--steps", "0"], "--steps must be at least 1, got 0"),
+    (["--epochs", "0"], "--epochs must be at least 1, got 0"),
     (["--quick", "--batch-size", "-4"], "--batch-size must be at least 1, got -4"),
     (["--norm", "middle"], "invalid choice: 'middle'"),
+    (["--resume"], "--resume needs --out DIR"),
 ])
 def test_bad_settings_are_refused_by_name(flags, message, capsys):
     with pytest.raises(SystemExit):
@@ -140,23 +161,51 @@ def test_bad_settings_are_refused_by_name(flags, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def run_demo(*flags):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "-m", "demos.translate", *flags], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+def run_program(*arguments, env=None):
+    """python *arguments from the checkout's root: -> stdout; the run must succeed."""
+    done = subprocess.run([sys.executable, *arguments], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-def test_help_names_the_knobs():
-    out = run_demo("--help")
-    for flag in ("--quick", "--out", "--seed", "--steps", "--d-model", "--layers",
-                 "--batch-size", "--lr"):
+AS_PROGRAM = """
+import os, runpy, sys
+sys.argv = ["demos.translate", "--help"]
+try:
+    runpy.run_module("demos.translate", run_name="__main__")
+except SystemExit:
+    pass
+print("threads", os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "1"), ("2", "2")])
+def test_help_names_the_knobs_and_a_program_uses_one_blas_thread_unless_told(preset, expected):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    out = run_program("-c", AS_PROGRAM, env=env)
+    assert out.splitlines()[-1] == f"threads {expected}"
+    for flag in ("--quick", "--out", "--seed", "--resume", "--epochs", "--epoch-size",
+                 "--d-model", "--layers", "--batch-size", "--lr"):
         assert flag in out
 
 
-def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
-    out = run_demo("--quick", "--out", str(tmp_path))
+def test_importing_the_demo_leaves_the_threads_alone(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    importlib.reload(translate)
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+def run_demo(capsys, *flags):
+    """demos.translate.main(flags) in this process: -> its stdout."""
+    translate.main(list(flags))
+    return capsys.readouterr().out
+
+
+def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path, capsys):
+    out = run_demo(capsys, "--quick", "--out", str(tmp_path))
     last = out.strip().splitlines()[-1]
     found = re.fullmatch(r"held-out exact match: ([\d.]+)% \(500 values never seen in "
                          r"training\), greedy", last)
@@ -165,9 +214,15 @@ def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
     # right (test_an_untrained_model_writes_no_number_right); --quick gets about two thirds
     assert float(found.group(1)) >= 20.0, out
     history = json.loads((tmp_path / "history.json").read_text())
-    assert len(history["loss"]) == translate.QUICK["steps"]
-    assert np.mean(history["loss"][-50:]) < 0.25 * np.mean(history["loss"][:50])
-    # the checkpoint is the model that was measured
+    quick = translate.QUICK
+    assert len(history["step_loss"]) == quick["epochs"] * quick["epoch_size"]
+    assert np.mean(history["step_loss"][-50:]) < 0.25 * np.mean(history["step_loss"][:50])
+    assert [r["epoch"] for r in history["epochs"]] == list(range(quick["epochs"]))
+    assert all({"val_loss", "held_out_exact_match"} <= set(r) for r in history["epochs"])
+    for name in ("last.npz", "best.npz", "hyperparameters.json", "training_curves.png",
+                 "attention.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    # the saved model is the model that was measured
     params = ag.load(tmp_path / "model.npz")
     held_out = nw.held_out_values(500, translate.HELD_OUT_SEED)
     assert 100 * translate.exact_match(params, held_out) == pytest.approx(float(found.group(1)),
@@ -179,10 +234,41 @@ def test_an_untrained_model_writes_no_number_right():
     assert translate.exact_match(params, nw.held_out_values(500, translate.HELD_OUT_SEED)) == 0.0
 
 
-def test_same_seed_same_bits(tmp_path):
-    flags = ("--quick", "--steps", "20", "--held-out", "20", "--eval-every", "20")
-    run_demo(*flags, "--out", str(tmp_path / "a"))
-    run_demo(*flags, "--out", str(tmp_path / "b"))
-    first, second = (ag.load(tmp_path / name / "model.npz") for name in "ab")
-    for x, y in zip(ag.tree_leaves(first), ag.tree_leaves(second)):
+TINY = ("--quick", "--epochs", "2", "--epoch-size", "5", "--held-out", "8")
+
+
+def test_same_seed_same_bits_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path, capsys,
+                                                                            monkeypatch):
+    run_demo(capsys, *TINY, "--out", str(tmp_path / "a"))
+    run_demo(capsys, *TINY, "--out", str(tmp_path / "b"))
+    real_batch, drawn = translate.training_batch, []
+
+    def interrupted_batch(rng, size, held_out):  # Ctrl-C while drawing epoch 1's third batch
+        drawn.append(size)
+        if len(drawn) == translate.VALIDATION_BATCHES + 5 + 3:
+            raise KeyboardInterrupt
+        return real_batch(rng, size, held_out)
+    monkeypatch.setattr(translate, "training_batch", interrupted_batch)
+    with pytest.raises(SystemExit, match=r"(?s)interrupted at epoch 1, after 2 batches.*"
+                                         r"python -m demos.translate --out .*c --resume"):
+        run_demo(capsys, *TINY, "--out", str(tmp_path / "c"))
+    monkeypatch.undo()
+    with pytest.raises(SystemExit, match=r"holds a run already: add --resume to continue it"):
+        run_demo(capsys, *TINY, "--out", str(tmp_path / "c"))
+    run_demo(capsys, *TINY, "--out", str(tmp_path / "c"), "--resume")
+    first, second, resumed = (ag.load(tmp_path / name / "model.npz") for name in "abc")
+    for x, y, z in zip(*map(ag.tree_leaves, (first, second, resumed))):
         np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(x, z)
+
+
+def test_the_demos_are_packaged():
+    """pip install '.[demos]' installs demos/, so python -m demos.translate runs anywhere."""
+    import configparser
+
+    import setuptools
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    include = config["options.packages.find"]["include"].split()
+    assert {"demos", "models", "autograd_lite"} <= set(setuptools.find_packages(ROOT,
+                                                                                include=include))

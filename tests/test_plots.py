@@ -1,7 +1,5 @@
 """plots: every picture is a PNG of figsize × dpi pixels that matplotlib reads back, not blank;
 the numbers drawn are checked against hand counts, numpy means, the paper's formula and torch."""
-import math
-
 import numpy as np
 import pytest
 
@@ -9,18 +7,15 @@ pytest.importorskip("matplotlib")
 import matplotlib.image  # noqa: E402
 
 from models import classifier, plots  # noqa: E402
-from test_attention import torch_attention  # noqa: E402
+from helpers.references import paper_position_encoding  # noqa: E402
+from helpers.tiny_models import tiny_classifier, tiny_transformer  # noqa: E402
+from helpers.torch_models import torch_attention  # noqa: E402
 
 HISTORY = {"epochs": [{"epoch": 0, "steps": 3, "train_loss": 1.0, "val_loss": 1.2,
                        "accuracy": 0.5},
                       {"epoch": 1, "steps": 6, "train_loss": 0.6, "val_loss": 0.9,
                        "accuracy": 0.7}],
            "step_loss": [1.3, 1.0, 0.8, 0.7, 0.6, 0.5]}
-
-
-def tiny_classifier(n_layers=2, dtype=np.float64):
-    return classifier.init(np.random.default_rng(0), 20, 3, d_model=8, n_heads=2, d_ff=16,
-                           n_layers=n_layers, max_len=6, pad=0, dtype=dtype)
 
 
 def draw(name, path, **size):
@@ -65,6 +60,16 @@ def test_training_curves_draw_every_step_and_each_epoch_at_its_last_step(tmp_pat
     np.testing.assert_array_equal(accuracy.get_ydata(), [0.5, 0.7])
 
 
+def test_training_curves_on_a_log_scale_keep_the_data_and_count_whole_epochs(tmp_path):
+    fig = plots.training_curves(HISTORY, tmp_path / "c.png", log_loss=True)
+    loss_axes, metric_axes = fig.axes[:2]
+    assert loss_axes.get_yscale() == "log" and metric_axes.get_yscale() == "linear"
+    step = next(line for line in loss_axes.get_lines() if line.get_label() == "step")
+    np.testing.assert_array_equal(step.get_ydata(), HISTORY["step_loss"])
+    assert all(tick == int(tick) for tick in metric_axes.get_xticks())
+    assert plots.training_curves(HISTORY, tmp_path / "d.png").axes[0].get_yscale() == "linear"
+
+
 def test_confusion_counts_by_hand_and_written_in_the_cells(tmp_path):
     true, predicted = [0, 0, 1, 2, 2, 2], [0, 1, 1, 2, 0, 2]
     expected = np.array([[1, 1, 0],
@@ -93,12 +98,8 @@ def test_probabilities_by_class_draws_the_mean_probability_per_true_class(tmp_pa
 
 def test_position_encoding_draws_the_papers_sinusoids(tmp_path):
     fig = plots.position_encoding(tmp_path / "pe.png", max_len=12, d_model=6)
-    drawn = fig.axes[0].images[0].get_array()
-    for pos in range(12):
-        for i in range(3):
-            angle = pos / 10000 ** (2 * i / 6)
-            assert drawn[pos, 2 * i] == pytest.approx(math.sin(angle), abs=1e-12)
-            assert drawn[pos, 2 * i + 1] == pytest.approx(math.cos(angle), abs=1e-12)
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), paper_position_encoding(12, 6),
+                               rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("layer", [0, 1])
@@ -107,12 +108,7 @@ def test_classifier_attention_equals_torchs_weights_with_padding(torch, layer):
     p = tiny_classifier()
     ids = np.array([[3, 4, 5, 6, 7, 8], [9, 10, 11, 0, 0, 0]])
     weights = plots.classifier_attention(p, ids, layer)  # (B, H, T, T)
-    x = classifier.encode(p._replace(encoder=p.encoder[:layer]), ids)
-    if layer == 0:  # the embedding plus positions, from the paper's formula
-        positions, dims = np.arange(6)[:, None], np.arange(8)
-        angles = positions / 10000 ** ((dims // 2 * 2) / 8)
-        np.testing.assert_allclose(x, p.embed.table[ids] + np.where(dims % 2, np.cos(angles),
-                                                                    np.sin(angles)), rtol=1e-12)
+    x = classifier.encode(p._replace(encoder=p.encoder[:layer]), ids)  # the layer's input
     module = torch_attention(torch, p.encoder[layer].self_attn)
     tx = torch.from_numpy(x)
     _, want = module(tx, tx, tx, key_padding_mask=torch.from_numpy(ids == 0), need_weights=True,
@@ -141,3 +137,62 @@ def test_bad_inputs_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"classifier_attention: layer 2 of a classifier with 2 "
                                          r"blocks"):
         plots.classifier_attention(tiny_classifier(), np.ones((1, 6), dtype=int), layer=2)
+    with pytest.raises(ValueError, match=r"transformer_cross_attention: layer -3 of a "
+                                         r"transformer with 2 decoder blocks"):
+        plots.transformer_cross_attention(tiny_transformer(), np.ones((1, 3), dtype=int),
+                                          np.ones((1, 2), dtype=int), layer=-3)
+
+
+def torch_cross_attention(torch, p, src, tgt, src_pad, layer):
+    """torch's weights (B, H, T, S): the inputs that nn.Transformer's decoder layer `layer`
+    gives its multihead_attn, caught by a hook, passed to that module again with
+    need_weights=True."""
+    from models import torch_bridge
+    module = torch_bridge.torch_module_for(p).eval()
+    attention = module.transformer.decoder.layers[layer].multihead_attn
+    seen = {}
+    attention.register_forward_pre_hook(lambda m, args, kwargs: seen.update(args=args,
+                                                                            kwargs=kwargs),
+                                        with_kwargs=True)
+    with torch.no_grad():
+        module(torch.from_numpy(src), torch.from_numpy(tgt), src_pad)
+        query, key, value = seen["args"]
+        _, weights = attention(query, key, value,
+                               key_padding_mask=seen["kwargs"]["key_padding_mask"],
+                               need_weights=True, average_attn_weights=False)
+    return weights.numpy()
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("layer", [0, -1])
+def test_transformer_cross_attention_equals_torchs_weights_with_padding(torch, norm, layer):
+    p = tiny_transformer(src_vocab=9, tgt_vocab=7, norm=norm)
+    src = np.array([[3, 4, 5, 6, 7], [8, 3, 0, 0, 0]])
+    tgt = np.array([[1, 3, 4, 5], [1, 6, 2, 2]])
+    weights = plots.transformer_cross_attention(p, src, tgt, src_pad=0, layer=layer)
+    assert weights.shape == (2, 2, 4, 5)  # (B, H, T, S)
+    want = torch_cross_attention(torch, p, src, tgt, 0, layer)
+    np.testing.assert_allclose(weights, want, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(weights[1, :, :, 2:], 0.0)  # padding gets no attention
+
+
+def test_transformer_cross_attention_layers_differ_and_count_from_either_end():
+    p = tiny_transformer(norm="pre")
+    src, tgt = np.array([[3, 4, 5]]), np.array([[1, 3, 4]])
+    first, last = (plots.transformer_cross_attention(p, src, tgt, layer=k) for k in (0, 1))
+    np.testing.assert_array_equal(last, plots.transformer_cross_attention(p, src, tgt))
+    np.testing.assert_array_equal(first, plots.transformer_cross_attention(p, src, tgt, layer=-2))
+    assert not np.allclose(first, last)
+
+
+def test_attention_heatmap_labels_its_axes_and_draws_the_weights(tmp_path):
+    weights = np.array([[0.9, 0.1, 0.0], [0.2, 0.3, 0.5]])
+    fig = plots.attention(weights, tmp_path / "a.png", ["one", "<eos>"], ["1", "0", "7"],
+                          xlabel="digit read", ylabel="word written", title="107")
+    ax = fig.axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("digit read", "word written",
+                                                                  "107")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "0", "7"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["one", "<eos>"]
+    np.testing.assert_array_equal(ax.images[0].get_array(), weights)

@@ -4,12 +4,13 @@ import pytest
 
 import autograd_lite as ag
 from models import transformer
+from helpers.tiny_models import tiny_transformer
 
 SIZES = dict(d_model=8, n_heads=2, d_ff=12, n_encoder=2, n_decoder=1, max_len=10, dropout=0.0)
 
 
 def tiny(dtype=np.float64, **overrides):
-    return transformer.init(np.random.default_rng(0), 6, 5, dtype=dtype, **{**SIZES, **overrides})
+    return tiny_transformer(0, 6, 5, scale=0.0, dtype=dtype, **{**SIZES, **overrides})
 
 
 @pytest.fixture

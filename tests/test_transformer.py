@@ -1,23 +1,17 @@
 """models.transformer: the whole encoder-decoder against torch.nn.Transformer (through the
-bridge's TorchTransformer), masks, position encoding, dropout, presets, central differences."""
-import math
+bridge's TorchTransformer), masks, lengths, dropout, presets, central differences through
+dropout, and errors. (The position encoding and the embeddings' √d_model are layers.py's.)"""
 
 import numpy as np
 import pytest
 
 import autograd_lite as ag
 from models import transformer
+from helpers.references import relative_error
+from helpers.tiny_models import (TRANSFORMER, assert_dropout_in_training_only_and_seeded,
+                                 tiny_transformer)
 
-SIZES = dict(d_model=8, n_heads=2, d_ff=16, n_encoder=2, n_decoder=2, max_len=16, dropout=0.0)
-SRC_VOCAB, TGT_VOCAB, PAD = 7, 9, 0
-
-
-def tiny(seed=0, dtype=np.float64, **overrides):
-    """A small model with nonzero biases and layer-norm parameters, so every leaf matters."""
-    rng = np.random.default_rng(seed)
-    p = transformer.init(rng, SRC_VOCAB, TGT_VOCAB, dtype=dtype, **{**SIZES, **overrides})
-    return ag.tree_map(lambda a: (a + 0.1 * rng.standard_normal(a.shape)).astype(dtype)
-                       if isinstance(a, np.ndarray) else a, p)
+SRC_VOCAB, TGT_VOCAB, PAD = 7, 9, 0  # tiny_transformer's vocabularies
 
 
 def batch(seed=1, b=3, s=6, t=5):
@@ -27,11 +21,6 @@ def batch(seed=1, b=3, s=6, t=5):
     src[0, 4:] = PAD
     src[1, 2:] = PAD
     return src, rng.integers(0, TGT_VOCAB, (b, t))  # (B, T)
-
-
-def relative_error(got, want):
-    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
 def torch_logits_and_grads(torch, p, src, tgt, weight, src_pad):
@@ -49,7 +38,7 @@ def torch_logits_and_grads(torch, p, src, tgt, weight, src_pad):
 @pytest.mark.parametrize("share", [False, True])
 def test_logits_and_every_gradient_match_torch(torch, dtype, rtol, norm, share):
     from models import torch_bridge
-    p = tiny(dtype=dtype, norm=norm, share_embeddings=share)
+    p = tiny_transformer(dtype=dtype, norm=norm, share_embeddings=share)
     src, tgt = batch()
     weight = np.random.default_rng(5).standard_normal((3, 5, TGT_VOCAB)).astype(dtype)
     logits = transformer.apply(p, src, tgt, src_pad=PAD)  # (B, T, V)
@@ -65,33 +54,8 @@ def test_logits_and_every_gradient_match_torch(torch, dtype, rtol, norm, share):
         assert relative_error(got, want) < rtol, f"{key}: {relative_error(got, want):.3g}"
 
 
-def test_cross_entropy_gradient_matches_torch(torch):
-    from models import torch_bridge
-    p = tiny(norm="post")
-    src, tgt = batch()
-    labels = np.roll(tgt, -1, axis=1)  # (B, T)
-    (grads,) = ag.gradient(lambda p: ag.cross_entropy(transformer.apply(p, src, tgt, PAD),
-                                                      labels), p)
-    module = torch_bridge.torch_module_for(p)
-    logits = module(torch.from_numpy(src), torch.from_numpy(tgt), PAD)
-    torch.nn.functional.cross_entropy(logits.reshape(-1, TGT_VOCAB),
-                                      torch.from_numpy(labels).reshape(-1)).backward()
-    got = torch_bridge.to_torch(grads)
-    for key, param in module.named_parameters():
-        assert relative_error(got[key].numpy(), param.grad.numpy()) < 1e-9, key
-
-
-def test_check_gradients_at_a_tiny_size():
-    p = tiny(d_model=8, n_heads=2, n_encoder=1, n_decoder=1)
-    src, tgt = batch(b=2, s=4, t=3)
-    labels = np.roll(tgt, -1, axis=1)
-    errors = ag.check_gradients(
-        lambda p: ag.cross_entropy(transformer.apply(p, src, tgt, PAD), labels), p)
-    assert "p.decoder[0].cross_attn.wk.w" in errors and "p.out.w" in errors
-
-
 def test_a_padded_source_token_changes_no_output():
-    p = tiny()
+    p = tiny_transformer()
     src, tgt = batch()
     table = p.src_embed.table.copy()
     table[PAD] += 1.0  # what the padded positions hold
@@ -103,7 +67,7 @@ def test_a_padded_source_token_changes_no_output():
 
 
 def test_a_future_target_token_changes_no_earlier_output():
-    p = tiny()
+    p = tiny_transformer()
     src, tgt = batch()
     later = tgt.copy()
     later[:, 3:] = (tgt[:, 3:] + 1) % TGT_VOCAB
@@ -113,7 +77,7 @@ def test_a_future_target_token_changes_no_earlier_output():
 
 
 def test_decode_of_encode_is_apply_and_needs_src_for_the_pad_mask():
-    p = tiny()
+    p = tiny_transformer()
     src, tgt = batch()
     memory = transformer.encode(p, src, PAD)  # (B, S, D)
     assert memory.shape == (3, 6, 8)
@@ -127,39 +91,8 @@ def test_decode_of_encode_is_apply_and_needs_src_for_the_pad_mask():
         transformer.decode(p, memory[:2], tgt)
 
 
-def test_position_encoding_is_the_papers_formula():
-    from models.layers import position_encoding
-    max_len, d = 12, 10
-    want = np.zeros((max_len, d))
-    for pos in range(max_len):
-        for i in range(d // 2):
-            angle = pos / 10000 ** (2 * i / d)
-            want[pos, 2 * i], want[pos, 2 * i + 1] = math.sin(angle), math.cos(angle)
-    np.testing.assert_allclose(position_encoding(max_len, d, np.float64), want, rtol=0, atol=1e-15)
-
-
-def test_embeddings_are_scaled_by_sqrt_d_model_before_the_positions():
-    p = tiny(n_encoder=0, n_decoder=0)
-    src = np.array([[3, 1]])
-    want = p.src_embed.table[src] * math.sqrt(8)  # (1, 2, D)
-    want[0, 1] += [math.sin(1 / 10000 ** (2 * i / 8)) if j == 0 else
-                   math.cos(1 / 10000 ** (2 * i / 8)) for i in range(4) for j in (0, 1)]
-    want[0, 0] += [0.0, 1.0] * 4
-    ln = p.encoder_norm
-    mu, var = want.mean(-1, keepdims=True), want.var(-1, keepdims=True)
-    np.testing.assert_allclose(transformer.encode(p, src),
-                               (want - mu) / np.sqrt(var + 1e-5) * ln.scale + ln.bias, atol=1e-12)
-
-
-def test_float32_stays_float32():
-    p = tiny(dtype=np.float32)
-    src, tgt = batch()
-    assert transformer.encode(p, src, PAD).dtype == np.float32
-    assert transformer.apply(p, src, tgt, PAD).dtype == np.float32
-
-
 def test_a_too_long_sequence_names_the_call_the_argument_and_both_lengths():
-    p = tiny(max_len=4)
+    p = tiny_transformer(max_len=4)
     src, tgt = batch(s=6, t=3)
     with pytest.raises(ValueError, match=r"transformer.apply: src \(3, 6\) holds 6 positions "
                                          r"but the model's position table holds max_len=4"):
@@ -184,26 +117,20 @@ def test_a_too_long_sequence_names_the_call_the_argument_and_both_lengths():
 
 
 def test_dropout_is_off_at_inference_and_reproducible_in_training():
-    p = tiny(dropout=0.3)
+    p = tiny_transformer(dropout=0.3)
     src, tgt = batch()
-    plain = transformer.apply(p, src, tgt, PAD)
-    rng = np.random.default_rng(3)
-    np.testing.assert_array_equal(transformer.apply(p, src, tgt, PAD, training=False, rng=rng),
-                                  plain)
+    assert_dropout_in_training_only_and_seeded(
+        lambda training, rng: transformer.apply(p, src, tgt, PAD, training, rng))
     with pytest.raises(ValueError, match="transformer.apply: training=True needs an rng"):
         transformer.apply(p, src, tgt, PAD, training=True, rng=None)  # it ran without dropout
     with pytest.raises(ValueError, match="transformer.encode: training=True needs an rng"):
         transformer.encode(p, src, PAD, training=True)
-    train = [transformer.apply(p, src, tgt, PAD, training=True, rng=np.random.default_rng(s))
-             for s in (1, 1, 2)]
-    np.testing.assert_array_equal(train[0], train[1])
-    assert np.abs(train[0] - train[2]).max() > 1e-3
-    assert np.abs(train[0] - plain).max() > 1e-3
 
 
 def test_gradients_through_dropout_in_training_match_central_differences():
-    """The rate is static (ag.Hyper): no gradient, and the same dropout masks each call."""
-    p = tiny(dropout=0.3, n_encoder=1, n_decoder=1)
+    """The rate is static (ag.Hyper): no gradient, and the same dropout masks each call.
+    (Without dropout, every gradient is checked against torch above.)"""
+    p = tiny_transformer(dropout=0.3, n_encoder=1, n_decoder=1)
     src, tgt = batch(b=2, s=4, t=3)
     labels = np.random.default_rng(5).integers(0, TGT_VOCAB, (2, 3))
 
@@ -211,7 +138,8 @@ def test_gradients_through_dropout_in_training_match_central_differences():
         logits = transformer.apply(p, src, tgt, PAD, training=True, rng=np.random.default_rng(7))
         return ag.cross_entropy(logits, labels)
     assert ag.gradient(loss, p)[0].dropout is None
-    ag.check_gradients(loss, p)
+    errors = ag.check_gradients(loss, p)
+    assert "p.decoder[0].cross_attn.wk.w" in errors and "p.out.w" in errors
 
 
 def test_presets_are_table_3():
@@ -225,23 +153,10 @@ def test_presets_are_table_3():
     assert p.out.w.shape == (512, 11) and p.out.w.dtype == np.float32
 
 
-def test_shared_embeddings_use_the_target_table():
-    from models.layers import position_encoding  # checked against the paper's formula above
-    p = tiny(share_embeddings=True, n_encoder=1, n_decoder=0)
-    src, tgt = batch()
-    x = transformer.encode(p, src) * 0  # no decoder layers: logits = LN(embed) E^T + b
-    logits = transformer.decode(p, x, tgt)
-    h = p.tgt_embed.table[tgt] * math.sqrt(8) + position_encoding(16, 8, np.float64)[:5]
-    h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
-    h = h * p.decoder_norm.scale + p.decoder_norm.bias
-    np.testing.assert_allclose(logits, h @ p.tgt_embed.table.T + p.out.b, atol=1e-12)
-    assert p.out.w is None
-
-
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="norm must be one of"):
-        transformer.init(np.random.default_rng(0), 5, 5, **{**SIZES, "norm": "middle"})
-    p = tiny()
+        transformer.init(np.random.default_rng(0), 5, 5, **{**TRANSFORMER, "norm": "middle"})
+    p = tiny_transformer()
     with pytest.raises(ValueError, match=r"apply: src \(2, 6\) and tgt \(3, 5\)"):
         transformer.apply(p, batch(b=2)[0], batch()[1])
     with pytest.raises(ValueError, match=r"encode: src must be an integer array"):
@@ -263,24 +178,7 @@ def test_init_refuses_a_dropout_rate_outside_0_to_1(rate):
     with pytest.raises(ValueError,
                        match=rf"transformer.init: dropout must lie in \[0, 1\), got {rate}$"):
         transformer.init(np.random.default_rng(0), SRC_VOCAB, TGT_VOCAB,
-                         **{**SIZES, "dropout": rate})
-
-
-def test_a_dropout_rate_set_after_init_is_refused_when_training():
-    """A rate replaced in the tree bypasses init's check: the model function refuses it
-    when training, naming itself; inference never reads it."""
-    p = tiny()
-    bad = p._replace(dropout=ag.Hyper(-0.25))
-    src, tgt = batch()
-    np.testing.assert_array_equal(transformer.apply(bad, src, tgt, PAD),
-                                  transformer.apply(p, src, tgt, PAD))
-    with pytest.raises(ValueError, match=r"transformer.apply: the dropout rate must lie in "
-                                         r"\[0, 1\), got -0\.25"):
-        transformer.apply(bad, src, tgt, PAD, training=True, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"transformer.decode: the dropout rate must lie in "
-                                         r"\[0, 1\), got -0\.25"):
-        transformer.decode(bad, transformer.encode(p, src, PAD), tgt, PAD, src, training=True,
-                           rng=np.random.default_rng(0))
+                         **{**TRANSFORMER, "dropout": rate})
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -292,7 +190,7 @@ def test_dropout_sites_are_the_papers_and_torchs(dropout_sites, norm):
     hidden activation. Both norm orders have the same sites. Sizes all differ, so a shape
     names its site; the layer counts differ, so a site per layer is counted per stack."""
     B, S, T, H, D, F, N_ENC, N_DEC, RATE = 2, 6, 5, 4, 8, 12, 2, 3, 0.25
-    p = tiny(d_model=D, n_heads=H, d_ff=F, n_encoder=N_ENC, n_decoder=N_DEC, norm=norm,
+    p = tiny_transformer(d_model=D, n_heads=H, d_ff=F, n_encoder=N_ENC, n_decoder=N_DEC, norm=norm,
              dropout=RATE)
     src, tgt = batch(b=B, s=S, t=T)
     transformer.apply(p, src, tgt, PAD, training=True, rng=np.random.default_rng(0))

@@ -12,52 +12,16 @@ import pytest
 
 import autograd_lite as ag
 from autograd_lite import tracer
+from helpers.pictures import (MLP, SVG, Dense, dense, engine_node_count, mlp, mlp_arguments,
+                              svg_groups)
 
-SVG = "{http://www.w3.org/2000/svg}"
-
-
-class Dense(NamedTuple):
-    w: np.ndarray
-    b: np.ndarray
-
-
-class MLP(NamedTuple):
-    l1: Dense
-    l2: Dense
-
-
-def dense(p, x):
-    return x @ p.w + p.b  # matmul, add
-
-
-def layer(p, x):
-    return ag.tanh(dense(p, x))  # tanh
-
-
-def mlp(p, x):
-    return dense(p.l2, layer(p.l1, x))
-
-
-MLP_OPS = ["matmul", "add", "tanh", "matmul", "add"]  # counted by hand from the code above
+MLP_OPS = ["matmul", "add", "tanh", "matmul", "add"]  # counted by hand from helpers.pictures
 MLP_PATHS = ["p.l1.w", "p.l1.b", "p.l2.w", "p.l2.b", "x"]
 
 
 @pytest.fixture
 def mlp_args(rng):
-    p = MLP(Dense(rng.standard_normal((3, 4)), rng.standard_normal(4)),
-            Dense(rng.standard_normal((4, 2)), rng.standard_normal(2)))
-    return p, rng.standard_normal((5, 3))
-
-
-def svg_groups(svg_text, cls):
-    """{g elements whose class list holds `cls`}: (title, all their text)."""
-    root = ET.fromstring(svg_text)
-    out = []
-    for g in root.iter(SVG + "g"):
-        if cls in g.get("class", "").split():
-            title = g.find(SVG + "title").text
-            out.append((title, " ".join(t.text or "" for t in g.iter(SVG + "text"))))
-    return out
+    return mlp_arguments(rng)
 
 
 def render_svg(graph, tmp_path, **options):
@@ -84,22 +48,6 @@ def test_one_node_per_primitive_call(mlp_args, tmp_path):
     assert [op.label for op in g.ops] == MLP_OPS  # in the order they ran
 
 
-def _engine_node_count(f, *args):
-    """Primitive applications as the engine itself records them: the nodes reachable
-    from the output of one traced call."""
-    trace = tracer.Trace()
-    boxed = [tracer.Box(a, trace, tracer.Node(None, (), "input", a.shape, a.dtype)) for a in args]
-    out = f(*boxed)
-    seen, stack = set(), [out.node]
-    while stack:
-        node = stack.pop()
-        if node in seen or not node.parents:
-            continue
-        seen.add(node)
-        stack.extend(parent for _, parent in node.parents)
-    return len(seen)
-
-
 @ag.primitive
 def softplus(x):
     out = np.logaddexp(0, x)  # its body's own numpy ops are not pictured
@@ -118,7 +66,7 @@ def messy(x, w):
 def test_node_count_equals_the_engines_count_of_primitive_calls(rng, tmp_path):
     x, w = rng.standard_normal((4, 6)), rng.standard_normal((6, 6))
     g = ag.viz.trace(messy, x, w)
-    expected = _engine_node_count(messy, x, w)
+    expected = engine_node_count(messy, x, w)
     assert len(g.ops) == expected
     svg = render_svg(g, tmp_path)
     assert len(svg_groups(svg, "op")) == expected
@@ -226,15 +174,6 @@ def test_notebook_shows_the_deepest_picture_that_stays_legible(rng):
     assert big.view().count() > 150 and big.view(depth).count() <= 150 < big.view(depth + 1).count()
     svg = big._repr_svg_()
     assert len(svg_groups(svg, "op")) + len(svg_groups(svg, "call")) == big.view(depth).count() - 2
-
-
-def test_backward_shows_saved_values_and_gradient_edges(mlp_args, tmp_path):
-    g = ag.viz.trace(mlp, *mlp_args)
-    svg = render_svg(g, tmp_path, backward=True)
-    assert len(svg_groups(svg, "gradient")) == 5  # one per parameter or input use
-    tanh = next(t for _, t in svg_groups(svg, "op") if t.startswith("tanh"))
-    assert "saved 160 B" in tanh  # tanh's pullback keeps its output, 5·4 float64
-    assert "backward pass keeps" in svg
 
 
 def test_saved_bytes_follow_the_pullbacks(rng):

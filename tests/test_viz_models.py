@@ -1,26 +1,13 @@
 """Pictures of the models: the encoder-decoder and the classifier at depth 1 and 2."""
 import re
 import struct
-import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite import tracer
 from models import classifier, transformer
-
-SVG = "{http://www.w3.org/2000/svg}"
-
-
-def svg_groups(svg_text, cls):
-    """(title, text) of each SVG group whose class list holds `cls` (e.g. 'call', 'scope')."""
-    out = []
-    for g in ET.fromstring(svg_text).iter(SVG + "g"):
-        if cls in g.get("class", "").split():
-            out.append((g.find(SVG + "title").text,
-                        " ".join(t.text or "" for t in g.iter(SVG + "text"))))
-    return out
+from helpers.pictures import engine_node_count, svg_groups
 
 
 def calls_and_clusters(graph, tmp_path, depth):
@@ -34,24 +21,6 @@ def calls_and_clusters(graph, tmp_path, depth):
 def _box_label(text):
     """'encoder_block #1 (2, 7, 16) → ...' -> 'encoder_block #1'"""
     return text.split(" (")[0].strip()
-
-
-def engine_node_count(f, *args):
-    """Primitive applications as the engine records them (nodes reachable from the output)."""
-    trace = tracer.Trace()
-
-    def box(leaf):
-        if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f":
-            return tracer.Box(leaf, trace, tracer.Node(None, (), "input", leaf.shape, leaf.dtype))
-        return leaf
-    out = f(*(ag.tree_map(box, a) for a in args))
-    seen, stack = set(), [out.node]
-    while stack:
-        node = stack.pop()
-        if node not in seen and node.parents:
-            seen.add(node)
-            stack.extend(parent for _, parent in node.parents)
-    return len(seen)
 
 
 @pytest.fixture

@@ -3,37 +3,16 @@ its own or inside one collapsed call; and the picture modules import one another
 direction only (record -> scopes, graph -> view, dot -> labels)."""
 import ast
 import pathlib
-from typing import NamedTuple
-
-import numpy as np
 
 import autograd_lite as ag
 from autograd_lite import viz
-
-
-class Dense(NamedTuple):
-    w: np.ndarray
-    b: np.ndarray
-
-
-def dense(p, x):
-    return x @ p.w + p.b
-
-
-def layer(p, x):
-    return ag.tanh(dense(p, x))
-
-
-def net(p1, p2, x):
-    return dense(p2, layer(p1, x))  # layer: 3 ops with dense inside it; then 2 ops of dense
+from helpers.pictures import mlp, mlp_arguments
 
 
 def test_each_item_is_a_node_or_inside_one_box_and_edges_join_what_is_drawn(rng):
-    p1 = Dense(rng.standard_normal((3, 4)), rng.standard_normal(4))
-    p2 = Dense(rng.standard_normal((4, 2)), rng.standard_normal(2))
-    g = ag.viz.trace(net, p1, p2, rng.standard_normal((5, 3)))
+    g = ag.viz.trace(mlp, *mlp_arguments(rng))  # mlp: layer (dense, then tanh), then dense
     ids = {it.label: it.id for it in g.items if it.kind != "op"}
-    ops = [op.id for op in g.ops]  # matmul, add, tanh (in layer), matmul, add (dense in net)
+    ops = [op.id for op in g.ops]  # matmul, add, tanh (in layer), matmul, add (dense in mlp)
     for depth in (None, 0, 1, 2, 3):
         view = g.view(depth)
         assert set(view.nodes).isdisjoint(view.box_of)
@@ -43,22 +22,22 @@ def test_each_item_is_a_node_or_inside_one_box_and_edges_join_what_is_drawn(rng)
                    for scope, box in view.boxes.items())
         assert set(view.clusters) == set(view.nodes)
         assert all(0 <= source < len(g.items) and target in ops for source, target in view.edges)
-    view = g.view(1)  # net's two calls are boxes, each holding its own parameters
+    view = g.view(1)  # mlp's two calls are boxes, each holding its own parameters
     layer_box, dense_box = view.boxes
     assert (layer_box.name, dense_box.name) == ("layer", "dense")
     assert view.nodes == [ids["x"]]
     assert view.box_of == {ops[0]: layer_box, ops[1]: layer_box, ops[2]: layer_box,
                            ops[3]: dense_box, ops[4]: dense_box,
-                           ids["p1.w"]: layer_box, ids["p1.b"]: layer_box,
-                           ids["p2.w"]: dense_box, ids["p2.b"]: dense_box}
+                           ids["p.l1.w"]: layer_box, ids["p.l1.b"]: layer_box,
+                           ids["p.l2.w"]: dense_box, ids["p.l2.b"]: dense_box}
     assert view.edges == [(ids["x"], ops[0]), (ops[2], ops[3])]  # x into layer, layer into dense
     assert view.boxes[layer_box].inputs == [(ids["x"], (5, 3))]
     assert view.boxes[layer_box].outputs == {ops[2]: (5, 4)}
-    view = g.view(2)  # inside layer, its dense is a box; the ops of net's dense are drawn
+    view = g.view(2)  # inside layer, its dense is a box; the ops of mlp's dense are drawn
     (inner_dense,) = view.boxes
-    assert repr(inner_dense) == "net/layer/dense" and view.clusters[ops[2]][-1].name == "layer"
+    assert repr(inner_dense) == "mlp/layer/dense" and view.clusters[ops[2]][-1].name == "layer"
     assert view.edges == [(ids["x"], ops[0]), (ops[1], ops[2]), (ops[2], ops[3]),
-                          (ids["p2.w"], ops[3]), (ops[3], ops[4]), (ids["p2.b"], ops[4])]
+                          (ids["p.l2.w"], ops[3]), (ops[3], ops[4]), (ids["p.l2.b"], ops[4])]
 
 
 def relative_imports(path):

@@ -5,8 +5,8 @@ from .elementwise import (abs, add, astype, div, exp, gelu, log, maximum, minimu
                           relu, sigmoid, sqrt, sub, tanh, where)
 from .indexing import add_at, gather, getitem, scatter_add
 from .matmul import matmul
-from .nn import (cross_entropy, dropout, layer_norm, log_softmax, logsumexp, softmax,
-                 softmax_backward, layer_norm_backward)
+from .nn import cross_entropy, dropout, layer_norm, layer_norm_backward
+from .softmax import log_softmax, logsumexp, softmax, softmax_backward
 from .reductions import max, mean, sum, var
 from .shape import concatenate, expand_dims, reshape, split, squeeze, stack, swapaxes, transpose
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..tracer import primitive
 from .checks import check_same_float_dtype
+from .precision import wide_sum
 
 
 def unbroadcast(g, shape):
@@ -19,7 +20,7 @@ def unbroadcast(g, shape):
         raise ValueError(f"unbroadcast: {shape} does not broadcast to the cotangent's {g.shape}")
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
-    return g.sum(axis=axes, keepdims=True).reshape(shape)  # keepdims: an array even for ()
+    return wide_sum(g, axes, keepdims=True).reshape(shape)  # keepdims: an array even for ()
 
 
 @primitive

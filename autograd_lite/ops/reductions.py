@@ -11,6 +11,7 @@ import numpy as np
 from ..tracer import primal, primitive
 from .broadcasting import broadcast_to
 from .checks import normalize_axes
+from .precision import wide_sum
 
 
 def keepdims_shape(shape, axes):
@@ -22,7 +23,7 @@ def keepdims_shape(shape, axes):
 def sum(x, axis=None, keepdims=False):
     """Σ over `axis`; the cotangent is copied back to every summed element."""
     axes = normalize_axes("sum", axis, x.ndim)
-    out = x.sum(axis=axes, keepdims=keepdims)
+    out = wide_sum(x, axes, keepdims)
     x_shape = x.shape
 
     def sum_pullback(g):
@@ -87,5 +88,5 @@ def sum_keepdims(x, axis):
 
 
 def mean_last(x):
-    """Mean over the last axis, keepdims (see sum_last)."""
-    return sum_last(x) * (1.0 / x.shape[-1])
+    """Mean over the last axis, keepdims (see sum_last); NaN over an empty axis (as np.mean)."""
+    return sum_last(x) * (1.0 / x.shape[-1] if x.shape[-1] else np.nan)

@@ -1,0 +1,151 @@
+"""The softmax family: softmax (with an optional mask), log_softmax, logsumexp.
+
+Each is one fused rule: one pass forward, one backward, where their compositions would
+record a handful of ops. exp is taken shifted by a row maximum where it could overflow,
+and unshifted where it provably cannot (attention scores: the common, faster case).
+float16 is computed in float32 (precision.py). An empty axis gives the empty result
+(logsumexp: log 0 = -inf), as in torch.
+"""
+import numbers
+
+import numpy as np
+
+from ..tracer import primal, primitive
+from .checks import normalize_axes
+from .precision import computed_in_float32
+from .reductions import keepdims_shape, sum_keepdims
+
+
+def _shifted(x, axis):
+    """x minus its (constant) maximum along `axis`, so that exp cannot overflow."""
+    return x - primal(x).max(axis=axis, keepdims=True)
+
+
+def _exp_needs_no_shift(x):
+    """True when every entry of the plain array x lies within ±½·log(largest float): then
+    exp(x) and sums of up to ~10^19 such terms are normal numbers, as exact as exp(x - max).
+    Two global reductions cost a tenth of a row maximum over short rows (attention scores).
+    float32 and float64 only (float16 reaches here as float32: its bound, 5.5, would allow
+    sums of only 256 terms)."""
+    if type(x) is not np.ndarray or x.size == 0:
+        return False
+    bound = 0.5 * np.log(np.finfo(x.dtype).max)  # 44.4 in float32, 354.9 in float64
+    return bool(-bound <= x.min() and x.max() <= bound)  # False for NaN
+
+
+def _one_axis(op, axis, ndim):
+    if not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    return normalize_axes(op, axis, ndim)[0]
+
+
+def _empty_like(x):
+    """The result of a softmax over no entries: the same empty shape and dtype (as torch)."""
+    return np.zeros(x.shape, dtype=x.dtype)
+
+
+def softmax_backward(g, y, axis):
+    """∇softmax: dx = y ⊙ (g - Σ_axis g ⊙ y), from the output y alone."""
+    return y * (g - sum_keepdims(g * y, axis))
+
+
+def _check_mask(op, mask, shape):
+    if getattr(mask, "dtype", None) != np.bool_:
+        raise TypeError(f"{op}: mask must be a bool array (True = keep), got "
+                        f"{getattr(mask, 'dtype', type(mask).__name__)}")
+    try:
+        fits = np.broadcast_shapes(mask.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{op}: mask {mask.shape} does not broadcast to the scores {shape}")
+
+
+def _normalized(e, mask, axis):
+    """e / Σ_axis e; a row with nothing kept is all zeros: it is divided by infinity."""
+    return e / np.where(mask.any(axis=axis, keepdims=True), sum_keepdims(e, axis), np.inf)
+
+
+def _masked_softmax_shifted(x, mask, axis):
+    """The masked softmax of any x, exp shifted by the largest kept entry of each row; and
+    whether every row had a finite one (then the result is exactly 0 at masked entries).
+    Masked entries, whatever they hold (NaN, ±inf, huge), reach neither that maximum nor
+    the sums. A kept NaN or +inf makes its row NaN, and so do kept entries that are all -inf
+    (0/0), as in torch's masked_fill(-inf)."""
+    minus_inf = x.dtype.type(-np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, 0/0: NaN rows; -max - max
+        kept = x + np.where(mask, x.dtype.type(0), minus_inf)  # a fill of the mask's shape: fast
+        peak = primal(kept).max(axis=axis, keepdims=True)
+        if np.isnan(peak).any():  # a NaN, or a masked +inf (inf - inf): select instead (slower)
+            kept = np.where(mask, x, minus_inf)
+            peak = primal(kept).max(axis=axis, keepdims=True)
+        finite_rows = bool(np.isfinite(peak).all())
+        peak[peak == -np.inf] = 0  # nothing kept, or only -inf: exp(-inf - 0) = 0
+        return _normalized(np.exp(kept - peak), mask, axis), finite_rows
+
+
+@primitive
+@computed_in_float32
+def softmax(x, axis=-1, mask=None):
+    """y = exp(x) / Σ_axis exp(x) over the entries where `mask` is True (bool, broadcastable
+    to x), as torch's x.masked_fill(~mask, -inf).softmax(axis).
+
+    Masked entries get 0 and have gradient 0, and their values (NaN and inf included) change
+    nothing. A row with every entry masked is all zeros (torch: NaN), with gradient 0.
+    """
+    axis = _one_axis("softmax", axis, x.ndim)
+    exact_zeros = True  # y is exactly 0 at masked entries, so is its gradient y ⊙ (...)
+    if mask is not None:
+        _check_mask("softmax", mask, x.shape)
+        mask = mask.reshape((1,) * (x.ndim - mask.ndim) + mask.shape)  # same rank as x
+    if x.size == 0:
+        y = _empty_like(x)
+    elif mask is None:
+        e = np.exp(x if _exp_needs_no_shift(x) else _shifted(x, axis))
+        y = e / sum_keepdims(e, axis)
+    elif _exp_needs_no_shift(x):  # every entry finite and moderate: exp(x) is exact
+        e = np.exp(x)
+        np.multiply(e, mask, out=e)  # masked entries: exactly 0
+        y = _normalized(e, mask, axis)
+    else:  # a NaN row is NaN at its masked entries too: its gradient there is set to 0
+        y, exact_zeros = _masked_softmax_shifted(x, mask, axis)
+
+    def softmax_pullback(g):
+        dx = softmax_backward(g, y, axis)
+        return (dx if exact_zeros else np.where(mask, dx, 0)), None, None
+    return y, softmax_pullback
+
+
+@primitive
+@computed_in_float32
+def log_softmax(x, axis=-1):
+    """x - logsumexp(x) along `axis`; stable for any finite x. dx = g - softmax(x) Σ_axis g."""
+    axis = _one_axis("log_softmax", axis, x.ndim)
+    if x.size == 0:
+        y = _empty_like(x)
+    else:
+        shifted = x if _exp_needs_no_shift(x) else _shifted(x, axis)
+        y = shifted - np.log(sum_keepdims(np.exp(shifted), axis))
+
+    def log_softmax_pullback(g):
+        return g - np.exp(y) * sum_keepdims(g, axis), None
+    return y, log_softmax_pullback
+
+
+@primitive
+@computed_in_float32
+def logsumexp(x, axis=-1, keepdims=False):
+    """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x). Over an empty axis (or a
+    row of -inf) log 0 = -inf, as in torch."""
+    axes = normalize_axes("logsumexp", axis, x.ndim)
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"logsumexp: keepdims must be a bool, got {primal(keepdims)!r}")
+    peak = primal(x).max(axis=axes, keepdims=True, initial=-np.inf)
+    peak = np.where(np.isfinite(peak), peak, 0)  # a row of -inf: log Σ e^x = log 0 = -inf
+    with np.errstate(divide="ignore"):
+        kept = np.log(np.exp(x - peak).sum(axis=axes, keepdims=True)) + peak
+    out = kept if keepdims else kept.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
+
+    def logsumexp_pullback(g):
+        return g.reshape(keepdims_shape(x.shape, axes)) * np.exp(x - kept), None, None
+    return out, logsumexp_pullback

@@ -1,0 +1,156 @@
+"""python -m demos.graphs: pictures of the models' computation graphs, drawn by ag.viz.
+
+    python -m demos.graphs                    # the paper's sizes: about 10 s of CPU
+    python -m demos.graphs --quick            # tiny models (CI)
+    python -m demos.graphs --readme-picture docs/encoder_block.svg    # the README's picture
+
+Each picture is one recorded call of a model's loss (or, for the attention block, of the
+block), drawn forward and backward (what the pullbacks keep, and the gradient edges), as
+SVG and PNG in --out (default runs/graphs-<timestamp>/):
+
+    logistic_regression   the loss of demos.logistic_regression, every op
+    encoder_block         one attention block: self-attention and the feed-forward network,
+                          residuals and layer norms (the paper's base sizes), every op and
+                          at depth 2 (each dense, split_heads, ... one box)
+    classifier            the review classifier's loss (the Julia posts' model), at depth 3
+                          and every op
+    transformer           the encoder-decoder's loss (the paper's base model, 6 + 6 blocks),
+                          at depth 3 (each block one box) and depth 4 (inside each block)
+
+The files are named <model>-<depth>[-backward].<svg|png>, the depth "all" for every op.
+Drawing needs Graphviz's `dot`; without it the demo writes each picture's DOT text
+(<name>.dot), says how to install Graphviz, and still ends normally.
+"""
+import argparse
+import shutil
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import autograd_lite as ag
+from models import blocks, classifier, transformer
+
+from . import common
+from . import logistic_regression as logistic
+from . import number_words as nw
+
+# The paper's base model (Table 3), the review classifier of the posts, and tiny ones.
+FULL = dict(d_model=512, heads=8, d_ff=2048, layers=6, vocab=7455, review_len=50)
+QUICK = dict(d_model=16, heads=2, d_ff=32, layers=2, vocab=50, review_len=8)
+README_DEPTH = 2  # the README's picture: one encoder block at this depth
+
+
+class Picture(NamedTuple):
+    """A call to record and the depths to draw it at (None: every op)."""
+    name: str
+    function: Any
+    args: tuple
+    depths: tuple
+
+
+def classifier_loss(p, ids, labels):
+    """Cross-entropy of the review classifier's logits.  ids (B, T), labels (B,)"""
+    return ag.cross_entropy(classifier.apply(p, ids), labels)
+
+
+def translation_loss(p, src, tgt):
+    """Cross-entropy of each next word under teacher forcing.  src (B, S), tgt (B, T)"""
+    logits = transformer.apply(p, src, tgt[:, :-1], src_pad=nw.PAD)  # (B, T - 1, V)
+    return ag.cross_entropy(logits, tgt[:, 1:], ignore_index=nw.PAD)
+
+
+def encoder_block_picture(rng, sizes):
+    """One post-LN encoder block on a batch of two 10-token sequences."""
+    p = blocks.encoder_block_init(rng, sizes["d_model"], sizes["heads"], sizes["d_ff"])
+    x = rng.standard_normal((2, 10, sizes["d_model"])).astype(np.float32)  # (B, T, D)
+    mask = np.ones((2, 1, 1, 10), dtype=bool)  # (B, 1, 1, T): every key may be attended
+    return Picture("encoder_block", blocks.encoder_block, (p, x, mask, "post"),
+                   (None, README_DEPTH))
+
+
+def pictures(sizes, rng):
+    """The four models' Pictures, at `sizes` (FULL or QUICK)."""
+    x, y = logistic.points(rng, 8)
+    review = classifier.init(rng, sizes["vocab"], 5, d_model=min(32, sizes["d_model"]),
+                             n_heads=min(4, sizes["heads"]), d_ff=min(128, sizes["d_ff"]),
+                             max_len=sizes["review_len"], dropout=0.0)
+    translator = transformer.init(rng, len(nw.SOURCE_VOCAB), len(nw.TARGET_VOCAB),
+                                  d_model=sizes["d_model"], n_heads=sizes["heads"],
+                                  d_ff=sizes["d_ff"], n_encoder=sizes["layers"],
+                                  n_decoder=sizes["layers"], max_len=nw.MAX_WORDS + 2,
+                                  dropout=0.0)
+    values = np.array([4721, 12_000_005])
+    return [
+        Picture("logistic_regression", logistic.loss,
+                (logistic.Logistic(np.zeros(2), np.zeros(())), x, y), (None,)),
+        encoder_block_picture(rng, sizes),
+        Picture("classifier", classifier_loss,
+                (review, rng.integers(0, sizes["vocab"], (2, sizes["review_len"])),
+                 np.array([1, 4])), (3, None)),
+        Picture("transformer", translation_loss,
+                (translator, nw.encode_sources(values), nw.encode_targets(values)), (3, 4)),
+    ]
+
+
+def file_stem(name, depth, backward):
+    """transformer, 3, True -> 'transformer-depth3-backward'; depth None -> '...-all'."""
+    return f"{name}-{'all' if depth is None else f'depth{depth}'}{'-backward' * backward}"
+
+
+def draw(picture, out, formats):
+    """Record the picture's call once and render it at each depth, forward and backward, in
+    each format. -> (the Graph, the paths written)"""
+    graph = ag.viz.trace(picture.function, *picture.args)
+    paths = []
+    for depth in picture.depths:
+        for backward in (False, True):
+            for fmt in formats:
+                path = out / f"{file_stem(picture.name, depth, backward)}.{fmt}"
+                paths.append(graph.render(path, depth=depth, backward=backward))
+    return graph, paths
+
+
+def describe(picture, graph):
+    """'transformer: 509 ops, 260 parameters; depth 3: 24 nodes, depth 4: 110 nodes'"""
+    views = ", ".join(f"{'every op' if d is None else f'depth {d}'}: {graph.view(d).count()} "
+                      f"nodes" for d in picture.depths)
+    return f"{picture.name}: {len(graph.ops)} ops, {len(graph.params)} parameters; {views}"
+
+
+def write_readme_picture(path):
+    """One encoder block of the paper's base model at README_DEPTH, forward."""
+    picture = encoder_block_picture(np.random.default_rng(0), FULL)
+    ag.viz.trace(picture.function, *picture.args).render(path, depth=README_DEPTH)
+    print(f"wrote the README's picture {path}")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m demos.graphs",
+                                     description=__doc__.split("\n\n")[0])
+    common.add_options(parser)
+    parser.add_argument("--readme-picture", metavar="PATH", default=None,
+                        help="also draw the README's picture (one encoder block of the base "
+                             "model at depth 2) to PATH (.svg or .png)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    out = common.output_directory(args, "graphs")
+    formats = ("svg", "png") if shutil.which("dot") else ("dot",)
+    if formats == ("dot",):
+        print(f"Graphviz's `dot` was not found: writing each picture's DOT text instead.\n"
+              f"{ag.viz.dot.INSTALL}")
+    written = []
+    for picture in pictures(QUICK if args.quick else FULL, np.random.default_rng(args.seed)):
+        graph, paths = draw(picture, out, formats)
+        written += paths
+        print(describe(picture, graph), flush=True)
+    if args.readme_picture and formats != ("dot",):
+        write_readme_picture(args.readme_picture)
+    common.print_result(f"wrote {len(written)} pictures ({', '.join(formats)}) of 4 models "
+                        f"in {out}")
+
+
+if __name__ == "__main__":
+    main()

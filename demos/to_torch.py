@@ -1,0 +1,202 @@
+"""python -m demos.to_torch: train the translate model here, go on training it in PyTorch,
+and bring it back.
+
+    python -m demos.to_torch            # 200 steps here, 200 in torch: under a minute
+    python -m demos.to_torch --quick    # 30 + 30 steps (CI)
+
+How a user who outgrows one machine goes on with PyTorch (its distributed training, its
+GPUs) and comes back for pictures and decoding: models.torch_bridge maps our parameter
+tree to the state_dict of an equivalent torch module (TorchTransformer: nn.Transformer
+between embeddings and an output layer) and back. The steps:
+
+1. train the translate demo's model (demos.translate, its --quick sizes and recipe) for
+   --steps-here steps, with a plain loop over ag.value_and_gradient and ag.optim.adam;
+2. move the parameters, and Adam's moments and step count, to torch, and check that both
+   compute the same logits on held-out numbers;
+3. train --steps-torch more steps with torch.optim.Adam on the next batches;
+4. bring the weights back with from_torch, check the logits again, and decode and draw
+   with this project's tools: greedy translations, and attention.png in --out.
+
+The last line is the held-out result: the loss under teacher forcing, the exact match of
+greedy decoding, and how closely the logits agreed. Without torch it says how to install
+it and exits normally. Run as a program it uses one BLAS and one torch thread unless
+OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say otherwise: as for demos.translate, a second
+thread does not help at these sizes, and on a busy machine it hurts (measured with the
+machine loaded 7 on 2 cores: a torch step 70 ms with one thread, 870 ms with two).
+"""
+import os
+
+if __name__ == "__main__":  # a program's choice, made before numpy and torch load; not on import
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import autograd_lite as ag  # noqa: E402
+from models import transformer  # noqa: E402
+
+from . import common  # noqa: E402
+from . import number_words as nw  # noqa: E402
+from . import translate  # noqa: E402
+
+INSTALL = ("demos.to_torch needs PyTorch, which is not installed. Install it with\n"
+           "  pip install torch\n"
+           "(CPU only, a smaller download: pip install torch --index-url "
+           "https://download.pytorch.org/whl/cpu), then run python -m demos.to_torch again.")
+FULL = dict(steps_here=200, steps_torch=200)
+QUICK = dict(steps_here=30, steps_torch=30)
+HELD_OUT = 500
+AGREE = 1e-5  # relative to the largest logit: float32 sums of the same terms in other orders
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m demos.to_torch",
+                                     description=__doc__.split("\n\n")[0])
+    common.add_options(parser)
+    for name, value in FULL.items():
+        parser.add_argument(translate.flag(name), type=int, default=None,
+                            help=f"full run: {value}, --quick: {QUICK[name]}")
+    args = parser.parse_args(argv)
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+        elif getattr(args, name) < 1:
+            parser.error(f"{translate.flag(name)} must be at least 1, got {getattr(args, name)}")
+    return args
+
+
+def model_settings(args):
+    """demos.translate's --quick settings: its model sizes, batch size and learning rate."""
+    return translate.parse_args(["--quick", "--seed", str(args.seed)])
+
+
+def held_out_loss(params, held_out):
+    """The mean next-word cross-entropy under teacher forcing on the held-out values."""
+    batch = (translate.trim_padding(nw.encode_sources(held_out)),
+             translate.trim_padding(nw.encode_targets(held_out)))
+    return float(translate.loss_fn(params, batch, None))
+
+
+def logits_difference(torch, module, params, held_out):
+    """max |our logits - torch's| / max |our logits| on the held-out values under teacher
+    forcing; a SystemExit above AGREE."""
+    src = translate.trim_padding(nw.encode_sources(held_out))  # (B, S)
+    tgt = translate.trim_padding(nw.encode_targets(held_out))[:, :-1]  # (B, T)
+    ours = transformer.apply(params, src, tgt, src_pad=nw.PAD)  # (B, T, V)
+    module.eval()
+    with torch.no_grad():
+        theirs = module(torch.from_numpy(src), torch.from_numpy(tgt), nw.PAD).numpy()
+    difference = float(np.max(np.abs(ours - theirs)) / np.max(np.abs(ours)))
+    if not difference <= AGREE:
+        raise SystemExit(f"to_torch: the logits differ by {difference:.2e} of the largest "
+                         f"(> {AGREE:.0e}): the bridge did not carry the model over")
+    return difference
+
+
+def adam_state_to_torch(torch, optimizer, module, state):
+    """Our Adam's moments m, v (trees shaped like the parameters, which the bridge maps as
+    it maps gradients) and step count, as torch.optim.Adam's state of module's parameters."""
+    from models import torch_bridge
+    m, v = torch_bridge.to_torch(state.m), torch_bridge.to_torch(state.v)
+    for name, parameter in module.named_parameters():
+        optimizer.state[parameter] = {"step": torch.tensor(float(state.step)),
+                                      "exp_avg": m[name], "exp_avg_sq": v[name]}
+
+
+def train_here(params, optimizer, state, batches, first_step):
+    """Adam steps here on `batches`, with translate's loss and clipping.
+    -> (params, optimizer state, the loss of each step)"""
+    losses = []
+    for step, batch in enumerate(batches, first_step):
+        loss, (grads, *_) = ag.value_and_gradient(translate.loss_fn, params, batch, None)
+        grads = ag.optim.clip_by_global_norm(grads, translate.CLIP_NORM)
+        params, state = optimizer.update(params, grads, state)
+        losses.append(float(loss))
+        report("here ", step, first_step, len(batches), losses)
+    return params, state, losses
+
+
+def train_in_torch(torch, module, optimizer, schedule, batches, first_step):
+    """torch.optim.Adam steps on `batches`, with translate's loss and clipping; the learning
+    rate schedule(step) goes on from first_step. -> the loss of each step"""
+    module.train()
+    losses = []
+    for step, (src, tgt) in enumerate(batches, first_step):
+        for group in optimizer.param_groups:
+            group["lr"] = schedule(step)
+        logits = module(torch.from_numpy(src), torch.from_numpy(tgt[:, :-1]), nw.PAD)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1),
+                                                 torch.from_numpy(tgt[:, 1:]).flatten(),
+                                                 ignore_index=nw.PAD)  # mean over words
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), translate.CLIP_NORM)
+        optimizer.step()
+        losses.append(loss.item())
+        report("torch", step, first_step, len(batches), losses)
+    return losses
+
+
+def report(where, step, first_step, n_steps, losses):
+    """A progress line four times a part: the mean loss of the last 10 steps."""
+    done = step - first_step + 1
+    if done == n_steps or done % max(1, n_steps // 4) == 0:
+        print(f"  {where} step {step:>4}: loss {np.mean(losses[-10:]):.4f}", flush=True)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        import torch
+        from models import torch_bridge
+    except ImportError:
+        common.print_result(INSTALL)
+        return
+    torch.manual_seed(args.seed)
+    ag.memory.keep_freed_memory()
+    out = common.output_directory(args, "to_torch")
+    settings = model_settings(args)
+    held_out = nw.held_out_values(HELD_OUT, translate.HELD_OUT_SEED)
+    params = translate.build_model(settings, np.random.default_rng(args.seed))
+    untrained = held_out_loss(params, held_out)
+    optimizer, schedule = translate.adam(settings, args.steps_here + args.steps_torch)
+
+    print(f"1. {args.steps_here} steps here")
+    batches = translate.EpochBatches(args.seed, 0, args.steps_here, settings.batch_size, held_out)
+    params, state, _ = train_here(params, optimizer, optimizer.init(params), batches, 1)
+    trained_here = held_out_loss(params, held_out)
+
+    print("2. to torch: the parameters and Adam's state")
+    module = torch_bridge.torch_module_for(params)
+    torch_adam = torch.optim.Adam(module.parameters(), betas=translate.ADAM_BETAS,
+                                  eps=translate.ADAM_EPS)
+    adam_state_to_torch(torch, torch_adam, module, state)
+    there = logits_difference(torch, module, params, held_out)
+    print(f"  the logits agree: they differ by {there:.1e} of the largest, on {HELD_OUT} "
+          f"held-out numbers")
+
+    print(f"3. {args.steps_torch} steps in torch")
+    batches = translate.EpochBatches(args.seed, 1, args.steps_torch, settings.batch_size,
+                                     held_out)
+    train_in_torch(torch, module, torch_adam, schedule, batches, args.steps_here + 1)
+
+    print("4. back here: decoding and a picture")
+    params = torch_bridge.from_torch(module.state_dict(), like=params)
+    back = logits_difference(torch, module, params, held_out)
+    print(f"  the logits agree: they differ by {back:.1e} of the largest")
+    ag.save(out / "model.npz", params)
+    translate.show_examples(params, held_out[::100][:3])
+    translate.draw_attention(out / "attention.png", params, held_out[-1])
+    print(f"  saved {out / 'model.npz'} and {out / 'attention.png'}")
+    match = translate.exact_match(params, held_out)
+    common.print_result(
+        f"held-out loss {untrained:.2f} untrained, {trained_here:.2f} after {args.steps_here} "
+        f"steps here, {held_out_loss(params, held_out):.2f} after {args.steps_torch} in torch; "
+        f"exact match {100 * match:.1f}% ({HELD_OUT} values); logits agreed to "
+        f"{max(there, back):.0e} of the largest")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""Helpers shared by the tests, one module per kind:
+
+    helpers.references    central differences (first and second order), closeness, PyTorch
+                          comparison of ops, the paper's position encoding written out
+    helpers.op_cases      the vocabulary of the op table (tests/op_table.py): rows, domains
+    helpers.torch_models  PyTorch layers holding our blocks' weights (through
+                          models.torch_bridge) and gradients compared by torch's names
+    helpers.tiny_models   small seeded models of each family; dropout's seeding checked
+    helpers.search        plain reference searches for the decoding tests
+    helpers.pictures      the SVG a picture renders to, the engine's own op count, and the
+                          small network the picture tests draw
+"""
+# The op-level references, also as `from helpers import ...` (the name other branches expect).
+from helpers.references import (DTYPES, RTOL, assert_close, check_first_order,  # noqa: F401
+                                check_second_order, compare_with_torch, relative_error,
+                                to_tensor)

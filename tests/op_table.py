@@ -1,0 +1,270 @@
+"""The op table: one row per case of an op, from which test_op_table.py checks every op in
+float32 and float64 (dtypes of outputs and gradients, the traced call recorded with the
+untraced call's numbers), first order against central differences, second order where it is
+cheap, and values and gradients against PyTorch where torch has the op. Adding an op is
+adding a row (the vocabulary, Case and the domains, is in helpers/op_cases.py):
+
+    Case("sin", ag.sin, lambda t: t.sin(), (normal(3, 4),)),
+
+A row without a torch counterpart has the untraced call as its value reference: numpy's
+own where the row is written in numpy's vocabulary (`np.exp(x)`, `x.T`), which is how the
+operators and numpy functions on traced values (ops/operators.py) are checked. Op-specific
+behaviour (errors, masks, ties, edge cases) is tested in each op family's file.
+"""
+import math
+
+import numpy as np
+
+import autograd_lite as ag
+from autograd_lite.ops.broadcasting import unbroadcast
+from autograd_lite.ops.reductions import mean_last, sum_keepdims, sum_last
+from helpers.op_cases import (Case, class_labels, dims, distinct, keep_mask, normal, off_kinks,
+                              pieces, positive, torch, torch_cross_entropy, torch_index,
+                              torch_scatter_add)
+
+ANY = (normal(2, 3, 4),)
+SEVERAL = (distinct(2, 3, 4),)
+MASK = np.array([[True, False, True, True], [False, False, True, False],
+                 [True, True, False, True]])
+INDICES = {  # name: an index into a (3, 4) array
+    "int": 1, "negative-int": -1, "scalar": (2, 3), "slice": slice(1, 3),
+    "step": (slice(None), slice(None, None, 2)), "column": (slice(None), 2),
+    "ellipsis-none": (Ellipsis, None, 1), "bool-mask": MASK,
+    "bool-rows": np.array([True, False, True]), "repeats": np.array([0, 0, 2]),
+    "list-repeats": [0, 0, 2], "2d-array": np.array([[0, 1], [1, 1]]),
+    "pairs": (np.array([0, 1, 1]), np.array([2, 0, 2])),
+    "slice-and-array": (slice(None), np.array([3, 3, 0])),
+}
+GATHERS = {  # name: (table shape, indices)
+    "vector": ((5,), np.array([4, 0, 4, 1])),
+    "embedding": ((6, 3), np.array([[0, 5, 2], [2, 2, 0]])),
+    "rows-3d": ((4, 2, 3), np.array([3, 1, 1])), "scalar-index": ((5, 2), np.array(3)),
+    "int32": ((5, 3), np.array([1, 4, 1], np.int32)),
+    "uint8": ((5, 3), np.array([[1, 4], [1, 0]], np.uint8)), "empty": ((5, 3), np.zeros(0, int)),
+}
+REDUCTIONS = {  # name: (ours, torch's of (tensor, dims, keepdim))
+    "sum": (ag.sum, lambda t, d, k: t.sum(d, keepdim=k)),
+    "mean": (ag.mean, lambda t, d, k: t.mean(d, keepdim=k)),
+    "max": (ag.max, lambda t, d, k: t.amax(d, keepdim=k)),
+    "var": (ag.var, lambda t, d, k: t.var(d, keepdim=k, correction=0)),
+}
+AXES = [None, 0, -1, 1, (0, 2), (-1, 0, 1)]
+SOFTMAX_AXES = [((5,), -1), ((3, 4), -1), ((3, 4), 0), ((2, 3, 4), 1), ((2, 3, 4), -1),
+                ((2, 3, 4), 0)]
+MASKED = [((3, 5), (3, 5), -1), ((3, 5), (5,), -1), ((2, 2, 4, 4), (2, 1, 1, 4), -1),
+          ((2, 4, 4), (4, 4), -1), ((4, 3), (4, 1), 0)]  # (scores, mask, axis)
+LOGSUMEXP = [((5,), -1, False), ((3, 4), 0, True), ((2, 3, 4), -1, True),
+             ((2, 3, 4), (0, 2), False), ((2, 3, 4), None, False), ((2, 3, 4), None, True)]
+CROSS_ENTROPY = [(None, 0.0), (None, 0.1), (-100, 0.0), (-100, 0.2), (2, 0.0), (2, 0.1)]
+MATMULS = [((3, 4), (4, 5)), ((1, 4), (4, 1)), ((2, 3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)),
+           ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 6)), ((2, 2, 3, 4), (2, 2, 4, 3)),
+           ((1, 3, 4), (2, 1, 4, 2)), ((2, 3, 3, 4), (4, 2))]
+ROWS, COLS = np.array([0, 2, 0, 0, 1]), np.array([1, 3, 1, 1, 0])
+NUMBERS = {  # Python numbers are constants of the operand's dtype
+    "x + 2.0": lambda x: x + 2.0, "2.0 + x": lambda x: 2.0 + x, "x - 1": lambda x: x - 1,
+    "3.0 - x": lambda x: 3.0 - x, "2 * x": lambda x: 2 * x, "x * 5": lambda x: x * 5,
+    "x / 4.0": lambda x: x / 4.0, "1.5 / x": lambda x: 1.5 / x, "x ** 2": lambda x: x ** 2,
+    "x ** 0.5": lambda x: x ** 0.5, "2.0 ** x": lambda x: 2.0 ** x, "-x": lambda x: -x,
+    "+x": lambda x: +x, "abs(x)": abs,
+}
+NUMPY_REDUCTIONS = {
+    "np.sum": np.sum, "np.sum(axis)": lambda x: np.sum(x, axis=(0, 2)),
+    "x.sum(keepdims)": lambda x: x.sum(axis=1, keepdims=True), "x.mean()": lambda x: x.mean(),
+    "np.mean": lambda x: np.mean(x, axis=-1), "np.max": lambda x: np.max(x, axis=1),
+    "np.amax": lambda x: np.amax(x, axis=(0, 1)), "x.max()": lambda x: x.max(),
+    "np.var": lambda x: np.var(x, axis=0), "x.var(ddof=1)": lambda x: x.var(axis=2, ddof=1),
+}
+NUMPY_SHAPES = {
+    "x.T": lambda x: x.T, "x.transpose()": lambda x: x.transpose(),
+    "x.transpose(1, 0, 2)": lambda x: x.transpose(1, 0, 2),
+    "x.transpose((2, 0, 1))": lambda x: x.transpose((2, 0, 1)),
+    "np.transpose": lambda x: np.transpose(x, (0, 2, 1)),
+    "x.reshape(6, 4)": lambda x: x.reshape(6, 4),
+    "x.reshape((4, -1))": lambda x: x.reshape((4, -1)),
+    "np.reshape": lambda x: np.reshape(x, (-1,)), "x.swapaxes": lambda x: x.swapaxes(0, 2),
+    "np.swapaxes": lambda x: np.swapaxes(x, 1, 2), "np.expand_dims": lambda x: np.expand_dims(x, 1),
+    "np.squeeze": lambda x: np.squeeze(x[:, :1], axis=1), "x.squeeze": lambda x: x[None].squeeze(0),
+    "np.broadcast_to": lambda x: np.broadcast_to(x[:, :1], (2, 5, 4)),
+    "np.concatenate": lambda x: np.concatenate([x, x[:, :1] * 2.0], axis=1),
+    "np.concatenate(plain)": lambda x: np.concatenate([np.ones((1, 3, 4), x.dtype), x]),
+    "np.stack": lambda x: np.stack([x[0], x[1] ** 2], axis=-1),
+    "np.split": lambda x: np.concatenate(np.split(x, [1, 3], axis=2)[::-1], axis=2),
+    "np.where": lambda x: np.where(x > 0, x, 0.5 * x),
+    "np.where(plain)": lambda x: np.where(x < 0.3, np.ones((3, 4), x.dtype), x ** 2),
+    "np.take": lambda x: np.take(x, np.array([[1, 0], [1, 1]]), axis=0),
+    "x[1]": lambda x: x[1], "x[:, ::-1, 1:3]": lambda x: x[:, ::-1, 1:3],
+    "x[[0, 0, 1]]": lambda x: x[[0, 0, 1]],
+    "iteration": lambda x: np.stack([row * (i + 1) for i, row in enumerate(x)]),
+    "unpacking": lambda x: (lambda a, b: a * b)(*x),
+}
+
+
+def torch_gelu(t):
+    return torch.nn.functional.gelu(t, approximate="tanh")
+
+
+def torch_where(c, x, y):
+    return torch.where(c, x, y)
+
+
+CASES = [
+    # ---- elementwise (ops/elementwise.py) ----
+    Case("neg", ag.neg, lambda t: -t, ANY),
+    Case("exp", ag.exp, lambda t: t.exp(), ANY),
+    Case("exp 0-d", ag.exp, lambda t: t.exp(), (normal(),)),
+    Case("log", ag.log, lambda t: t.log(), (positive(2, 3, 4),)),
+    Case("sqrt", ag.sqrt, lambda t: t.sqrt(), (positive(2, 3, 4),)),
+    Case("tanh", ag.tanh, lambda t: t.tanh(), ANY),
+    Case("sigmoid", ag.sigmoid, lambda t: t.sigmoid(), ANY),
+    Case("sigmoid far from 0", lambda x: ag.sigmoid(30 * x), lambda t: (30 * t).sigmoid(), ANY),
+    Case("relu", ag.relu, lambda t: t.relu(), (off_kinks(2, 3, 4),)),
+    Case("gelu", ag.gelu, torch_gelu, ANY),
+    Case("abs", ag.abs, lambda t: t.abs(), (off_kinks(2, 3, 4),)),
+    Case("add", ag.add, lambda a, b: a + b, (normal(2, 1, 4), normal(3, 1))),
+    Case("add 0-d", ag.add, lambda a, b: a + b, (normal(), normal(3))),
+    Case("sub", ag.sub, lambda a, b: a - b, (normal(2, 1, 4), normal(3, 1))),
+    Case("mul", ag.mul, lambda a, b: a * b, (normal(2, 1, 4), normal(3, 1))),
+    Case("div", ag.div, lambda a, b: a / b, (normal(2, 1, 4), positive(3, 1))),
+    Case("pow", ag.pow, lambda a, b: a ** b, (positive(2, 1, 4), normal(3, 1))),
+    Case("maximum", ag.maximum, lambda a, b: a.maximum(b), (normal(2, 1, 4), normal(3, 1))),
+    Case("minimum", ag.minimum, lambda a, b: a.minimum(b), (normal(5, 1), normal(1, 5))),
+    Case("where", ag.where, torch_where, (keep_mask((3, 4)), normal(3, 4), normal(3, 4))),
+    Case("where broadcast", ag.where, torch_where, (keep_mask((3, 1)), normal(4), normal(2, 1, 1))),
+    Case("where 0-d", ag.where, torch_where, (keep_mask((2, 3)), normal(), normal(3))),
+    Case("where(c, x, 0.0)", lambda c, x: ag.where(c, x, 0.0),
+         lambda c, x: torch.where(c, x, 0.0), (keep_mask((3, 4)), normal(3, 4))),
+    *[Case(name, f, f, (positive(2, 3),)) for name, f in NUMBERS.items()],
+    # numpy's functions on traced values (ops/operators.py)
+    *[Case(f"np.{f.__name__}", f, None, (off_kinks(3, 4),))
+      for f in [np.exp, np.tanh, np.abs, np.square, np.negative, np.positive]],
+    *[Case(f"np.{f.__name__}", f, None, (positive(3, 4),)) for f in [np.log, np.sqrt]],
+    *[Case(f"np.{f.__name__}", f, None, (normal(3, 4), normal(4)))
+      for f in [np.add, np.subtract, np.multiply, np.maximum, np.minimum]],
+    Case("np.true_divide", np.true_divide, None, (normal(3, 4), positive(4))),
+    Case("np.power", np.power, None, (positive(3, 4), normal(4))),
+    Case("np.maximum(x, 1.0)", lambda x: np.maximum(x, 1.0), None, (normal(3, 4),)),
+    Case("np.minimum(1.0, x)", lambda x: np.minimum(1.0, x), None, (normal(3, 4),)),
+    Case("a ** b", lambda a, b: a ** b, None, (positive(3, 4), normal(4))),
+    # ---- reductions (ops/reductions.py) ----
+    *[Case(f"{name} axis={a} keepdims={k}", lambda x, f=f, a=a, k=k: f(x, axis=a, keepdims=k),
+           lambda t, g=g, a=a, k=k: g(t, dims(a, 3), k), SEVERAL)
+      for name, (f, g) in REDUCTIONS.items() for a in AXES for k in (False, True)],
+    *[Case(f"var ddof={d} axis={a}", lambda x, a=a, d=d: ag.var(x, a, ddof=d),
+           lambda t, a=a, d=d: t.var(dims(a, 2), correction=d), (normal(4, 5),))
+      for d in (1, 2) for a in [None, 1, (0, 1)]],
+    Case("sum (5,)", ag.sum, lambda t: t.sum(), (normal(5),)),
+    *[Case(f"sum_last {s}", sum_last, lambda t: t.sum(-1, keepdim=True), (normal(*s),))
+      for s in [(5,), (2, 3, 7), (2, 1, 1)]],
+    Case("mean_last", mean_last, lambda t: t.mean(-1, keepdim=True), ANY),
+    *[Case(f"sum_keepdims {a}", lambda x, a=a: sum_keepdims(x, a),
+           lambda t, a=a: t.sum(a, keepdim=True), ANY) for a in (1, 2)],
+    *[Case(name, f, None, SEVERAL) for name, f in NUMPY_REDUCTIONS.items()],
+    # ---- fused neural-network ops (ops/nn.py) ----
+    *[Case(f"softmax {s} axis={a}", lambda x, a=a: ag.softmax(x, a),
+           lambda t, a=a: t.softmax(a), (normal(*s),)) for s, a in SOFTMAX_AXES],
+    *[Case(f"log_softmax {s} axis={a}", lambda x, a=a: ag.log_softmax(x, a),
+           lambda t, a=a: t.log_softmax(a), (normal(*s),)) for s, a in SOFTMAX_AXES],
+    *[Case(f"softmax {s} mask {m} axis={a}", lambda x, m, a=a: ag.softmax(x, a, m),
+           lambda t, m, a=a: t.masked_fill(~m, -math.inf).softmax(a), (normal(*s), keep_mask(m, a)))
+      for s, m, a in MASKED],
+    *[Case(f"logsumexp {s} axis={a} keepdims={k}", lambda x, a=a, k=k: ag.logsumexp(x, a, k),
+           lambda t, a=a, k=k, n=len(s): t.logsumexp(dims(a, n), k), (normal(*s),))
+      for s, a, k in LOGSUMEXP],
+    *[Case(f"layer_norm {s}", ag.layer_norm,
+           lambda x, w, b: torch.nn.functional.layer_norm(x, x.shape[-1:], w, b),
+           (normal(*s), normal(s[-1]), normal(s[-1]))) for s in [(4,), (3, 5), (2, 3, 5)]],
+    Case("layer_norm eps=0.5", lambda x, w, b: ag.layer_norm(x, w, b, eps=0.5),
+         lambda x, w, b: torch.nn.functional.layer_norm(x, (5,), w, b, 0.5),
+         (normal(2, 3, 5), normal(5), normal(5))),
+    *[Case(f"cross_entropy {s} ignore_index={i} label_smoothing={ls}",
+           lambda x, y, i=i, ls=ls: ag.cross_entropy(x, y, i, ls), torch_cross_entropy(i, ls),
+           (normal(*s), class_labels(s[:-1], s[-1], i)))
+      for s in [(5,), (4, 5), (2, 3, 5), (2, 2, 2, 3)] for i, ls in CROSS_ENTROPY],
+    Case("dropout", lambda x: ag.dropout(x, 0.5, np.random.default_rng(2)), None, (normal(3, 4),)),
+    # eps and label_smoothing differentiable; masked softmax beyond the no-shift bound (rows
+    # shifted by 1000) and with inf at its masked entries
+    Case("layer_norm eps traced", lambda x, w, b, e: ag.layer_norm(x, w, b, e / 10), None,
+         (normal(2, 3, 5), normal(5), normal(5), positive())),
+    *[Case(f"cross_entropy label_smoothing traced ignore_index={i}",
+           lambda x, e, i=i, y=class_labels((4,), 5, i): ag.cross_entropy(x, y, i, e / 4), None,
+           (normal(4, 5), positive())) for i in (None, 2)],
+    *[Case(f"softmax {s} mask {m} beyond the bound", lambda x, m: ag.softmax(x + 1000.0, -1, m),
+           lambda t, m: (t + 1000.0).masked_fill(~m, -math.inf).softmax(-1),
+           (normal(*s), keep_mask(m))) for s, m, _ in MASKED[:4]],
+    Case("softmax inf at masked entries", lambda x, m: ag.softmax(ag.where(m, x, math.inf), -1, m),
+         lambda t, m: torch.where(m, t, math.inf).masked_fill(~m, -math.inf).softmax(-1),
+         (normal(3, 5), keep_mask((3, 5)))),
+    # ---- indexing (ops/indexing.py) ----
+    *[Case(f"getitem {name}", lambda x, i=i: ag.getitem(x, i), lambda t, i=i: t[torch_index(i)],
+           (normal(3, 4),)) for name, i in INDICES.items()],
+    Case("getitem negative-step", lambda x: ag.getitem(x, (slice(None, None, -1), slice(3, 0, -2))),
+         None, (normal(3, 4),)),
+    *[Case(f"add_at {name}", lambda v, i=i: ag.add_at(v, i, (3, 4)), None,
+           (normal(*np.empty((3, 4))[i].shape),)) for name, i in INDICES.items()],
+    Case("add_at accumulates", lambda v: ag.add_at(v, (ROWS, COLS), (3, 4)),
+         lambda v: torch.zeros((3, 4), dtype=v.dtype).index_put(torch_index((ROWS, COLS)), v,
+                                                                accumulate=True), (normal(5),)),
+    *[Case(f"gather {name}", lambda t, i=i: ag.gather(t, i),
+           lambda t, i=i: t[torch_index(i.astype(np.int64))], (normal(*s),))
+      for name, (s, i) in GATHERS.items()],
+    *[Case(f"scatter_add {name}", lambda v, i=i, n=s[0]: ag.scatter_add(v, i, n),
+           lambda v, i=i, n=s[0]: torch_scatter_add(v, i, n), (normal(*i.shape, *s[1:]),))
+      for name, (s, i) in GATHERS.items()],
+    # ---- shapes (ops/shape.py, ops/broadcasting.py) ----
+    Case("reshape", lambda x: ag.reshape(x, (4, 6)), lambda t: t.reshape(4, 6), ANY),
+    Case("reshape -1", lambda x: ag.reshape(x, (3, -1)), lambda t: t.reshape(3, -1), ANY),
+    Case("reshape int", lambda x: ag.reshape(x, 6), lambda t: t.reshape(6), (normal(2, 3),)),
+    Case("reshape 0-d", lambda x: ag.reshape(x, ()), lambda t: t.reshape(()), (normal(1, 1),)),
+    Case("transpose", ag.transpose, lambda t: t.permute(2, 1, 0), ANY),
+    Case("transpose axes", lambda x: ag.transpose(x, (1, 2, 0)), lambda t: t.permute(1, 2, 0), ANY),
+    Case("transpose negative", lambda x: ag.transpose(x, (-1, 0, -2)),
+         lambda t: t.permute(2, 0, 1), ANY),
+    Case("transpose 2-d", ag.transpose, lambda t: t.T, (normal(3, 5),)),
+    Case("swapaxes", lambda x: ag.swapaxes(x, 0, 2), lambda t: t.swapaxes(0, 2), ANY),
+    Case("swapaxes negative", lambda x: ag.swapaxes(x, -1, -2), lambda t: t.swapaxes(-1, -2), ANY),
+    *[Case(f"expand_dims {a}", lambda x, a=a: ag.expand_dims(x, a), lambda t, a=a: t.unsqueeze(a),
+           (normal(2, 3),)) for a in (0, 1, -1)],
+    Case("expand_dims (0, -1)", lambda x: ag.expand_dims(x, (0, -1)), lambda t: t[None, ..., None],
+         (normal(2, 3),)),
+    Case("squeeze", ag.squeeze, lambda t: t.squeeze(), (normal(1, 3, 1, 2),)),
+    Case("squeeze axis", lambda x: ag.squeeze(x, 2), lambda t: t.squeeze(2), (normal(1, 3, 1, 2),)),
+    Case("squeeze axes", lambda x: ag.squeeze(x, (0, -2)), lambda t: t.squeeze((0, 2)),
+         (normal(1, 3, 1, 2),)),
+    Case("concatenate", lambda x: ag.concatenate([x, x[:2] * 2, x], axis=0),
+         lambda t: torch.cat([t, t[:2] * 2, t], 0), (normal(4, 3),)),
+    Case("concatenate -1", lambda x: ag.concatenate([x, ag.tanh(x)], axis=-1),
+         lambda t: torch.cat([t, t.tanh()], -1), (normal(2, 3, 2),)),
+    Case("concatenate one", lambda x: ag.concatenate([x]), lambda t: t * 1, (normal(3),)),
+    Case("concatenate three", lambda a, b, c: ag.concatenate([c, a, b], axis=1),
+         lambda a, b, c: torch.cat([c, a, b], 1), (normal(2, 3), normal(2, 1), normal(2, 4))),
+    Case("stack", lambda x: ag.stack([x, x * x]), lambda t: torch.stack([t, t * t]),
+         (normal(2, 3),)),
+    Case("stack 1", lambda x: ag.stack([x, -x, x], axis=1), lambda t: torch.stack([t, -t, t], 1),
+         (normal(2, 3),)),
+    Case("stack two", lambda a, d: ag.stack([a, d, a], axis=-1),
+         lambda a, d: torch.stack([a, d, a], -1), (normal(2, 3), normal(2, 3))),
+    Case("split sections", lambda x: ag.concatenate(pieces(ag.split(x, 3))),
+         lambda t: torch.cat(pieces(t.tensor_split(3))), (normal(6, 2),)),
+    Case("split indices", lambda x: ag.concatenate(pieces(ag.split(x, [2, 5], axis=1))),
+         lambda t: torch.cat(pieces(t.tensor_split([2, 5], 1))), (normal(2, 7),)),
+    Case("split negative axis", lambda x: ag.concatenate(pieces(ag.split(x, [1], -2))),
+         lambda t: torch.cat(pieces(t.tensor_split([1], -2))), (normal(2, 4, 3),)),
+    *[Case(f"broadcast_to {s} {to}", lambda x, to=to: ag.broadcast_to(x, to),
+           lambda t, to=to: t.broadcast_to(to), (normal(*s),))
+      for s, to in [((3,), (2, 3)), ((2, 1), (2, 4)), ((1, 3, 1), (2, 3, 4)), ((), (2, 2))]],
+    Case("unbroadcast (2, 1, 3)", lambda g: unbroadcast(g, (2, 1, 3)),
+         lambda t: t.sum((0, 2), keepdim=True)[0], (normal(4, 2, 5, 3),)),
+    Case("unbroadcast (1, 3)", lambda g: unbroadcast(g, (1, 3)),
+         lambda t: t.sum(0, keepdim=True), (normal(2, 3),)),
+    *[Case(name, f, None, SEVERAL) for name, f in NUMPY_SHAPES.items()],
+    # ---- matmul (ops/matmul.py) ----
+    *[Case(f"matmul {a} @ {b}", ag.matmul, lambda a, b: a @ b, (normal(*a), normal(*b)))
+      for a, b in MATMULS],
+    Case("matmul of transposed operands",
+         lambda q, k: ag.matmul(q, ag.transpose(ag.swapaxes(k, 1, 2), (0, 1, 3, 2))),
+         lambda q, k: q @ k.transpose(1, 2).transpose(-1, -2),
+         (normal(2, 3, 5, 4), normal(2, 5, 3, 4))),
+    Case("a @ w", lambda a, w: a @ w, None, (normal(2, 3, 4), normal(4, 5))),
+    Case("np.matmul", np.matmul, None, (normal(2, 3, 4), normal(4, 5))),
+]
+BY_NAME = {case.name: case for case in CASES}

@@ -1,0 +1,82 @@
+"""demos.graphs with --quick: every picture is a well-formed SVG and PNG that shows what the
+models are made of (their blocks, the four projections of attention, a gradient edge to
+every float input), the README's picture is the one the demo draws, and without Graphviz
+the demo writes DOT text and says how to install it."""
+import contextlib
+import pathlib
+import re
+import shutil
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from demos import graphs
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SVG = "{http://www.w3.org/2000/svg}"
+PICTURES = 14  # logistic 1 depth, encoder block 2, classifier 2, transformer 2; each ± backward
+
+
+def texts(path):
+    """The text of every label in an SVG (which must parse as XML)."""
+    return [t.text for t in ElementTree.parse(path).iter(f"{SVG}text") if t.text]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    out = tmp_path_factory.mktemp("graphs")
+    capture = out / "stdout.txt"
+    with open(capture, "w") as fh, contextlib.redirect_stdout(fh):
+        graphs.main(["--quick", "--out", str(out), "--readme-picture", str(out / "readme.svg")])
+    return out, capture.read_text().strip().splitlines()
+
+
+def test_quick_run_ends_with_the_pictures_it_wrote(quick_run):
+    out, lines = quick_run
+    found = re.fullmatch(r"wrote (\d+) pictures \(svg, png\) of 4 models in (.+)", lines[-1])
+    assert found and int(found.group(1)) == 2 * PICTURES and found.group(2) == str(out), lines
+    assert len(list(out.glob("*.svg"))) == PICTURES + 1  # and the README's
+    assert len(list(out.glob("*.png"))) == PICTURES
+    for png in out.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png.name
+    for svg in out.glob("*.svg"):
+        assert texts(svg), svg.name
+
+
+def test_pictures_show_what_the_models_are_made_of(quick_run):
+    out, _ = quick_run
+    logistic = texts(out / "logistic_regression-all-backward.svg")
+    assert {"p.w", "p.b", "x", "y"} <= set(logistic)
+    # a gradient edge to each of the four float arrays the loss is differentiated by
+    gradients = [g for g in ElementTree.parse(out / "logistic_regression-all-backward.svg")
+                 .iter(f"{SVG}g") if "gradient" in (g.get("class") or "").split()]
+    assert len(gradients) == 4
+    block = texts(out / "encoder_block-depth2.svg")  # W_Q, W_K, W_V, W_O; Q, K, V split
+    assert {"dense #4", "split_heads #3", "scaled_dot_product_attention"} <= set(block)
+    assert "dense #5" not in block and "split_heads #4" not in block
+    layers = graphs.QUICK["layers"]
+    model = texts(out / "transformer-depth3.svg")
+    for name in ("encoder_block", "decoder_block"):
+        assert f"{name} #{layers}" in model and f"{name} #{layers + 1}" not in model
+    assert any("saved for backward" in t for t in texts(out / "classifier-depth3-backward.svg"))
+
+
+def test_the_readmes_picture_is_the_one_the_demo_draws(quick_run):
+    out, _ = quick_run
+    committed = ROOT / "docs" / "encoder_block.svg"
+    assert texts(committed) == texts(out / "readme.svg")
+    assert "(2, 10, 512) f32" in texts(committed)  # the paper's base sizes, d_model 512
+
+
+def test_without_graphviz_it_writes_dot_text_and_says_how_to_install(tmp_path, capsys,
+                                                                      monkeypatch):
+    monkeypatch.setattr(graphs.shutil, "which", lambda name: None)
+    graphs.main(["--quick", "--out", str(tmp_path)])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "apt-get install graphviz" in "\n".join(lines)
+    assert lines[-1] == f"wrote {PICTURES} pictures (dot) of 4 models in {tmp_path}"
+    dots = sorted(tmp_path.glob("*.dot"))
+    assert len(dots) == PICTURES and not list(tmp_path.glob("*.svg"))
+    assert all(d.read_text().startswith("digraph") for d in dots)
