@@ -70,7 +70,7 @@ def main():
         timing.emit(measure(args.child, args.workload, args.threads))
         return
     rows = [run_child(side, args.workload, args.threads) for side in SIDES]
-    print(f"{args.workload}: one training step, {args.threads} threads, each side in a fresh "
+    print(f"{args.workload}: one training step, threads: {args.threads}, each side in a fresh "
           f"process")
     print(f"{'':6s} {'before':>10s} {'peak':>10s} {'seconds':>8s}")
     for r in rows:

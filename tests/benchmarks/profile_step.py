@@ -61,8 +61,9 @@ def op_key(op_name, values):
 
 
 class OpTimer:
-    """The recording hook: times each op's forward interval and wraps its pullback in a timer. Totals by op_key over every step profiled; `forward` and
-    `backward` total the two passes (the backward starts at the first pullback)."""
+    """The recording hook: times each op's forward interval and wraps its pullback in a
+    timer. Totals by op_key over every step profiled; `forward` and `backward` total the two
+    passes (the backward starts at the first pullback)."""
 
     def __init__(self):
         self.ops = collections.defaultdict(OpStats)

@@ -42,6 +42,10 @@ def run_script(name, *options):
     return timing.read_result("".join(lines))
 
 
+def plural(n, noun):
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def ratio_cell(r):
     return f"{r['ratio']:.2f} ({r['ratio_q1']:.2f} – {r['ratio_q3']:.2f})"
 
@@ -52,7 +56,7 @@ def ms_cell(r):
 
 def workload_table(kind, models, threads):
     """Markdown: one row per workload, ratio and ms at each thread count. kind: train or infer."""
-    header = "| workload |" + "".join(f" {n} thread{'s' * (n > 1)}: ours / PyTorch | ms ours / "
+    header = "| workload |" + "".join(f" {plural(n, 'thread')}: ours / PyTorch | ms ours / "
                                       f"PyTorch |" for n in threads)
     lines = [header, "|---|" + "---|---|" * len(threads)]
     for i, row in enumerate(models[threads[0]]["rows"]):
@@ -88,16 +92,16 @@ def section(results, threads, start_load, end_load):
     for n in threads:
         tiny, wide = ops[n]["rows"]
         g = generation[n]
-        out += ["", f"{n} thread{'s' * (n > 1)}: per op (a chain of {ops[n]['n_ops']} ops, forward and "
-                f"backward), {tiny['ours_us']:.1f} µs on (4, 4) arrays, {tiny['ratio']:.2f} of "
-                f"PyTorch's time (a bare numpy op: {tiny['numpy_us']:.1f} µs); on (64, 64), "
+        out += ["", f"{plural(n, 'thread')}: per op (a chain of {ops[n]['n_ops']} ops, forward "
+                f"and backward), {tiny['ours_us']:.1f} µs on (4, 4) arrays, {tiny['ratio']:.2f} "
+                f"of PyTorch's time (a bare numpy op: {tiny['numpy_us']:.1f} µs); on (64, 64), "
                 f"{wide['ours_us']:.1f} µs, {wide['ratio']:.2f}. Generation (the LM, one "
                 f"sequence, greedy): {g['cached_ms']:.2f} ms a token with the KV cache, "
                 f"{g['uncached_ms']:.2f} ms without (cached / uncached {g['cache_ratio']:.2f}); "
                 f"without a cache ours / PyTorch's {g['uncached_vs_twin_ratio']:.2f}."]
     sides = {r["side"]: r for r in rss["rows"]}
-    out += ["", f"Peak RSS over a w3 training step ({rss['threads']} threads, each in a fresh "
-            f"process): ours {sides['ours']['peak_mib']:.0f} MiB, PyTorch's "
+    out += ["", f"Peak RSS over a w3 training step ({plural(rss['threads'], 'thread')}, each "
+            f"in a fresh process): ours {sides['ours']['peak_mib']:.0f} MiB, PyTorch's "
             f"{sides['torch']['peak_mib']:.0f} MiB."]
     return "\n".join(out)
 
