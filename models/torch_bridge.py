@@ -6,6 +6,8 @@
     block_to_torch(prefix, block)           # one block's keys: nn.TransformerEncoderLayer's
                                             # (also the LM's blocks) or ...DecoderLayer's
     attention_to_torch(prefix, attention)   # nn.MultiheadAttention's keys
+    sd = classifier_to_torch(p)             # a classifier's tensors, named in torch's layout
+    sd = lm_to_torch(p)                     # a language model's tensors, likewise
 
 The same mapping converts gradient trees: to_torch(grads) holds, under each key,
 what torch puts in that parameter's .grad. Torch stores Linear weights as
@@ -130,6 +132,30 @@ def to_torch(tree):
         sd.update({"out.weight": sd["tgt_embed.weight"], "out.bias": _tensor(tree.out.b)})
     else:
         sd.update(_linear("out.", tree.out))
+    return sd
+
+
+def classifier_to_torch(tree):
+    """A models.classifier tree (parameters or gradients) -> {name: tensor} in torch's layout:
+    embed.weight, encoder.{i}.<block_to_torch's keys>, agg.* (pool="flatten"), head.*. No
+    torch module has these names: a functional model (F.linear, F.layer_norm) reads them."""
+    sd = {"embed.weight": _tensor(tree.embed.table)}
+    for i, block in enumerate(tree.encoder):
+        sd.update(block_to_torch(f"encoder.{i}.", block))
+    if tree.agg is not None:
+        sd.update(_linear("agg.", tree.agg))
+    sd.update(_linear("head.", tree.head))
+    return sd
+
+
+def lm_to_torch(tree):
+    """A models.lm tree (parameters or gradients) -> {name: tensor} in torch's layout:
+    embed.weight, blocks.{i}.<block_to_torch's keys>, norm.*, head.*."""
+    sd = {"embed.weight": _tensor(tree.embed.table)}
+    for i, block in enumerate(tree.blocks):
+        sd.update(block_to_torch(f"blocks.{i}.", block))
+    sd.update(_norm("norm.", tree.norm))
+    sd.update(_linear("head.", tree.head))
     return sd
 
 

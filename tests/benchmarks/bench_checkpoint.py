@@ -63,21 +63,6 @@ class TrainingStep:
         self.params, self.state = self.optimizer.update(self.params, grads, self.state)
 
 
-def _reset_peak_rss():
-    """Start the process's peak RSS (VmHWM) afresh (Linux 4.0+): False where it cannot."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss_mib():
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
-
-
 def measure(checkpointed, batch, length):
     """A first step timed, with the process's peak RSS over it; then the tracemalloc peaks
     of a second one (MiB)."""
@@ -85,15 +70,17 @@ def measure(checkpointed, batch, length):
     import time
     import tracemalloc
 
+    from timing import peak_rss_mib, reset_peak_rss
+
     step = TrainingStep(checkpointed, batch, length)
     gc.collect()
-    rss = _reset_peak_rss()
+    rss = reset_peak_rss()
     start = time.perf_counter()
     loss, grads = step.gradient()
-    gradient_rss = _peak_rss_mib() if rss else float("nan")
+    gradient_rss = peak_rss_mib() if rss else float("nan")
     step.update(grads)
     seconds = time.perf_counter() - start
-    step_rss = _peak_rss_mib() if rss else float("nan")
+    step_rss = peak_rss_mib() if rss else float("nan")
     del grads
     gc.collect()
     held = step.held_bytes()

@@ -3,12 +3,14 @@
 The setting cannot be undone inside a process, so each measurement is a fresh process:
 glibc's defaults ("default"), the call ("call"), and the environment variable
 GLIBC_TUNABLES=<ag.memory.GLIBC_TUNABLES> without the call ("tunables"), in turns, so
-that a change in the machine's speed affects all three. The step is bench_models'
-autograd_lite step (forward, cross-entropy, backward, Adam; float32, one thread).
+that a change in the machine's speed affects all three. The step is our training step of a
+workload of workloads.py (forward, cross-entropy, backward, Adam; float32, one thread).
 Reported: medians over the rounds of the minor page faults and milliseconds per step,
 and the median over rounds of the time ratio call / default. A script, not a test:
 
     python3 tests/benchmarks/bench_memory.py [--model lm] [--rounds 5] [--steps 30]
+
+--model names a workload: w1 (the seed classifier), w2, w3 (encoder-decoders), lm.
 """
 import argparse
 import json
@@ -27,13 +29,11 @@ def measure(model, steps, warmup=5):
     import resource
     import time
 
-    import numpy as np
+    import torch  # loaded as bench_models loads it: its libraries are in the process
 
-    import bench_models
-    import torch
+    import workloads
     torch.set_num_threads(1)
-    case, batch = next(c for name, c in bench_models.CASES.items() if name.startswith(model + " "))
-    ours, _ = case(torch, np.random.default_rng(0), batch)
+    ours = workloads.OurStep(workloads.build(model)).step
     for _ in range(warmup):
         ours()
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -60,7 +60,7 @@ def run_child(mode, model, steps):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="lm", choices=["classifier", "lm", "transformer"])
+    parser.add_argument("--model", default="lm", choices=["w1", "w2", "w3", "lm"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
