@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from test_data import DATA, needs_data  # the data folder: AUTOGRAD_LITE_DATA or shared/data
+from helpers.data_folder import DATA, needs_data
 
 import autograd_lite as ag
 from demos import generate, ngram

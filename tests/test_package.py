@@ -36,6 +36,7 @@ def test_without_installed_metadata_the_version_says_unknown():
 def test_no_extra_asks_for_the_graphviz_python_package():
     """The pictures call the `dot` program; nothing imports the `graphviz` package."""
     extras = setup_cfg()["options.extras_require"]
-    assert dict(extras) == {"demos": "\ntqdm\nmatplotlib", "test": "\npytest\nhypothesis"}
+    assert dict(extras) == {"demos": "\ntqdm\nmatplotlib",
+                            "test": "\npytest\nhypothesis\ntqdm\nmatplotlib"}
     sources = [*ROOT.glob("autograd_lite/**/*.py"), *ROOT.glob("models/**/*.py")]
     assert sources and not any("import graphviz" in path.read_text() for path in sources)
