@@ -206,7 +206,8 @@ def hyperparameters(args, corpus_name):
 def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
     """fit on random windows of the training ids; the held-out loss of a fixed set of
     windows is recorded after each epoch of eval_every steps.
-    -> (params, history, {"wall": seconds, "cpu": this process's CPU seconds})"""
+    -> (params, history, {"wall": seconds, "cpu": this process's CPU seconds, "steps": the
+    steps this process trained, fewer than args.steps after --resume})"""
     n_epochs = math.ceil(args.steps / args.eval_every)
 
     def batches(epoch):
@@ -216,6 +217,7 @@ def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
     validation = list(data.lm_batches(held_out_ids, args.context, VALIDATION_WINDOWS, 1,
                                       rng=np.random.default_rng([args.seed, n_epochs])))
     optimizer = ag.optim.adam(learning_rate(args.lr, args.warmup, args.steps))
+    steps_before = steps_recorded(out) if args.resume else 0
     started = time.perf_counter(), time.process_time()
     params, history = train.fit(loss_fn, params, optimizer, batches, n_epochs, out_dir=out,
                                 val_batches=validation, seed=args.seed, resume=args.resume,
@@ -223,7 +225,14 @@ def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
                                 hyperparameters=hyperparameters(args, corpus_name),
                                 count=lambda batch: batch[0].size, unit="chars")
     return params, history, {"wall": time.perf_counter() - started[0],
-                             "cpu": time.process_time() - started[1]}
+                             "cpu": time.process_time() - started[1],
+                             "steps": len(history["step_loss"]) - steps_before}
+
+
+def steps_recorded(out):
+    """The training steps an interrupted run in `out` has done (its history.json)."""
+    path = out / "history.json"
+    return len(json.loads(path.read_text())["step_loss"]) if path.exists() else 0
 
 
 def save_outputs(out, params, tokenizer, history, texts, result):
@@ -269,8 +278,9 @@ def main(argv=None):
     except train.TrainingInterrupted as stop:
         sys.exit(f"generate: stopped at epoch {stop.epoch}, step {stop.step}; the same command "
                  f"with --resume --out {out} continues the run")
-    print(f"trained {args.steps} steps in {seconds['wall']:.0f} s, "
-          f"{1000 * seconds['wall'] / args.steps:.0f} ms a step (CPU {seconds['cpu']:.0f} s; "
+    steps = max(seconds["steps"], 1)
+    print(f"trained {seconds['steps']} steps in {seconds['wall']:.0f} s, "
+          f"{1000 * seconds['wall'] / steps:.0f} ms a step (CPU {seconds['cpu']:.0f} s; "
           f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after, on "
           f"{os.cpu_count()} cores)")
 

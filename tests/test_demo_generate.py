@@ -227,7 +227,9 @@ def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
     with pytest.raises(SystemExit, match="holds a run: add --resume to continue it"):
         generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / "a")])
     generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / "a"), "--resume"])
-    assert result_of(capsys.readouterr().out) == (bits, 3, baseline)
+    resumed = capsys.readouterr().out
+    assert result_of(resumed) == (bits, 3, baseline)
+    assert "trained 0 steps in" in resumed and "trained 120 steps in" in outputs[0]
 
 
 @pytest.mark.parametrize("flags, message", [
