@@ -1,6 +1,6 @@
 """The folder of public data sets the real-data tests read (UCI sentiment sentences,
-amazon_hatn, Tiny Shakespeare): $AUTOGRAD_LITE_DATA, else shared/data two levels above the
-repository root. Tests that read it are marked `needs_data` and skip when it is absent."""
+amazon_hatn, Tiny Shakespeare): $AUTOGRAD_LITE_DATA, else ../shared/data, beside the
+repository. Tests that read it are marked `needs_data` and skip when it is absent."""
 import os
 from pathlib import Path
 
