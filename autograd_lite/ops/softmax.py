@@ -61,9 +61,16 @@ def _check_mask(op, mask, shape):
         raise ValueError(f"{op}: mask {mask.shape} does not broadcast to the scores {shape}")
 
 
+def _divided(e, sums):
+    """e / sums, in place when e is a plain array (a fresh exp): one (.., n) array fewer."""
+    if type(e) is np.ndarray and type(sums) is np.ndarray:
+        return np.divide(e, sums, out=e)
+    return e / sums  # values of an enclosing trace: recorded there
+
+
 def _normalized(e, mask, axis):
     """e / Σ_axis e; a row with nothing kept is all zeros: it is divided by infinity."""
-    return e / np.where(mask.any(axis=axis, keepdims=True), sum_keepdims(e, axis), np.inf)
+    return _divided(e, np.where(mask.any(axis=axis, keepdims=True), sum_keepdims(e, axis), np.inf))
 
 
 def _masked_softmax_shifted(x, mask, axis):
@@ -103,7 +110,7 @@ def softmax(x, axis=-1, mask=None):
         y = _empty_like(x)
     elif mask is None:
         e = np.exp(x if _exp_needs_no_shift(x) else _shifted(x, axis))
-        y = e / sum_keepdims(e, axis)
+        y = _divided(e, sum_keepdims(e, axis))
     elif _exp_needs_no_shift(x):  # every entry finite and moderate: exp(x) is exact
         e = np.exp(x)
         np.multiply(e, mask, out=e)  # masked entries: exactly 0
