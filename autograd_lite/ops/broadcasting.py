@@ -46,6 +46,16 @@ def shape_of(operand):
     return getattr(operand, "shape", ())
 
 
+def in_place(ufunc, fresh, other):
+    """ufunc(fresh, other), written into `fresh` when it and `other` are plain arrays or numbers:
+    `fresh` must be an array the caller has just made (nothing else holds it) and the result
+    must have its shape and dtype. Values of an enclosing trace (higher order) get the
+    recorded op instead."""
+    if type(fresh) is np.ndarray and type(other) in (np.ndarray, float, int):
+        return ufunc(fresh, other, out=fresh)
+    return ufunc(fresh, other)
+
+
 def broadcast_binary(op, ufunc, a, b):
     """`ufunc(a, b)` with numpy broadcasting; an error names the op and both shapes."""
     check_same_float_dtype(op, a, b)

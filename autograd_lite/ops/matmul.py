@@ -10,7 +10,7 @@ import string
 import numpy as np
 
 from ..tracer import primitive
-from .broadcasting import unbroadcast
+from .broadcasting import in_place, unbroadcast
 from .checks import as_array, as_operands, check_same_float_dtype
 from .einsum import einsum
 from .elementwise import mul
@@ -123,11 +123,7 @@ def linear(x, w, b):
     x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
     _check_linear(x, w, b)
     out_shape, x_shape, b_shape = x.shape[:-1] + w.shape[1:], x.shape, b.shape
-    out = _rows(x) @ w  # (N, d_out), fresh
-    if type(out) is np.ndarray and type(b) is np.ndarray:
-        out += b
-    else:  # operands of an enclosing trace (higher order): recorded, not in place
-        out = out + b
+    out = in_place(np.add, _rows(x) @ w, b)  # (N, d_out)
 
     def linear_pullback(g):
         return (lambda: (_rows(g) @ w.T).reshape(x_shape), lambda: _rows(x).T @ _rows(g),

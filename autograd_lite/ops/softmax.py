@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 from ..tracer import primal, primitive
+from .broadcasting import in_place
 from .checks import as_array, normalize_axes
 from .precision import computed_in_float32
 from .reductions import keepdims_shape, sum_keepdims
@@ -61,16 +62,10 @@ def _check_mask(op, mask, shape):
         raise ValueError(f"{op}: mask {mask.shape} does not broadcast to the scores {shape}")
 
 
-def _divided(e, sums):
-    """e / sums, in place when e is a plain array (a fresh exp): one (.., n) array fewer."""
-    if type(e) is np.ndarray and type(sums) is np.ndarray:
-        return np.divide(e, sums, out=e)
-    return e / sums  # values of an enclosing trace: recorded there
-
-
 def _normalized(e, mask, axis):
     """e / Σ_axis e; a row with nothing kept is all zeros: it is divided by infinity."""
-    return _divided(e, np.where(mask.any(axis=axis, keepdims=True), sum_keepdims(e, axis), np.inf))
+    sums = np.where(mask.any(axis=axis, keepdims=True), sum_keepdims(e, axis), np.inf)
+    return in_place(np.divide, e, sums)  # e: fresh
 
 
 def _masked_softmax_shifted(x, mask, axis):
@@ -110,7 +105,7 @@ def softmax(x, axis=-1, mask=None):
         y = _empty_like(x)
     elif mask is None:
         e = np.exp(x if _exp_needs_no_shift(x) else _shifted(x, axis))
-        y = _divided(e, sum_keepdims(e, axis))
+        y = in_place(np.divide, e, sum_keepdims(e, axis))  # e: fresh
     elif _exp_needs_no_shift(x):  # every entry finite and moderate: exp(x) is exact
         e = np.exp(x)
         np.multiply(e, mask, out=e)  # masked entries: exactly 0
