@@ -1,8 +1,10 @@
 """The softmax family: softmax (with an optional mask), log_softmax, logsumexp.
 
 Each is one fused rule: one pass forward, one backward, where their compositions would
-record a handful of ops. exp is taken shifted by a row maximum where it could overflow,
-and unshifted where it provably cannot (attention scores: the common, faster case).
+record a handful of ops. exp is taken unshifted where that is provably as exact as exp
+shifted by a row maximum (attention scores: the common, faster case): for log_softmax when
+every entry is moderate, for softmax in the rows whose sum of exponentials lies in [1, ∞);
+other rows are shifted.
 float16 is computed in float32 (precision.py). An empty axis gives the empty result
 (logsumexp: log 0 = -inf), as in torch.
 """
@@ -86,6 +88,21 @@ def _masked_softmax_shifted(x, mask, axis):
         return _normalized(np.exp(kept - peak), mask, axis), finite_rows
 
 
+def _softmax_unshifted(x, mask, axis):
+    """The (masked) softmax of a plain x from exp(x), without row maxima, and the rows where
+    that is as exact as exp(x - max): those whose sum lies in [1, ∞). Elsewhere the sum
+    overflowed, is NaN (a NaN, a masked overflow inf·0), is 0 (a fully masked row) or is
+    small enough that some exponential may have left the normal range; with a sum >= 1, an
+    output below the smallest normal is subnormal either way. -> (y, exact rows (keepdims))
+    Checking the sums costs a fraction of the two global reductions over x it replaces."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        e = np.exp(x)
+        if mask is not None:
+            np.multiply(e, mask, out=e)  # masked entries: exactly 0
+        sums = sum_keepdims(e, axis)
+        return np.divide(e, sums, out=e), (sums >= 1) & (sums < np.inf)
+
+
 @primitive
 @computed_in_float32
 def softmax(x, axis=-1, mask=None):
@@ -101,17 +118,16 @@ def softmax(x, axis=-1, mask=None):
     if mask is not None:
         _check_mask("softmax", mask, x.shape)
         mask = mask.reshape((1,) * (x.ndim - mask.ndim) + mask.shape)  # same rank as x
+    y, exact = _softmax_unshifted(x, mask, axis) if type(x) is np.ndarray else (None, None)
     if x.size == 0:
         y = _empty_like(x)
-    elif mask is None:
-        e = np.exp(x if _exp_needs_no_shift(x) else _shifted(x, axis))
-        y = in_place(np.divide, e, sum_keepdims(e, axis))  # e: fresh
-    elif _exp_needs_no_shift(x):  # every entry finite and moderate: exp(x) is exact
-        e = np.exp(x)
-        np.multiply(e, mask, out=e)  # masked entries: exactly 0
-        y = _normalized(e, mask, axis)
-    else:  # a NaN row is NaN at its masked entries too: its gradient there is set to 0
-        y, exact_zeros = _masked_softmax_shifted(x, mask, axis)
+    elif y is None or not exact.all():  # traced values, or rows that need the shift
+        if mask is None:
+            e = np.exp(_shifted(x, axis))
+            shifted = in_place(np.divide, e, sum_keepdims(e, axis))  # e: fresh
+        else:  # a NaN row is NaN at its masked entries too: its gradient there is set to 0
+            shifted, exact_zeros = _masked_softmax_shifted(x, mask, axis)
+        y = shifted if y is None else np.where(exact, y, shifted)
 
     def softmax_pullback(g):
         dx = softmax_backward(g, y, axis)
