@@ -21,7 +21,8 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from .tree import is_differentiable, tree_leaves, tree_map, tree_unflatten
+from .flat import joined, split_like, unflatten_each
+from .tree import is_differentiable, tree_leaves, tree_map
 
 
 class Optimizer(NamedTuple):
@@ -198,38 +199,6 @@ def _chunks(leaves, positions):
     return chunks
 
 
-def _address(a):
-    return a.__array_interface__["data"][0]
-
-
-def joined(arrays):
-    """The arrays back to back in one 1-D array: a view when they already lie so in one
-    buffer (as the leaves of a chunk that the optimizer returned do), else a fresh copy."""
-    first = arrays[0]
-    if len(arrays) == 1:
-        return first.reshape(-1)
-    base = first.base
-    if type(base) is np.ndarray and base.ndim == 1 and base.flags.c_contiguous:
-        end = _address(first)
-        for a in arrays:
-            if a.base is not base or not a.flags.c_contiguous or _address(a) != end:
-                break
-            end += a.nbytes
-        else:
-            start = (_address(first) - _address(base)) // base.itemsize
-            return base[start:start + (end - _address(first)) // base.itemsize]
-    return np.concatenate([a.reshape(-1) for a in arrays])
-
-
-def split_like(flat, arrays):
-    """Views of the 1-D `flat`, one per array, with its shape, back to back."""
-    out, start = [], 0
-    for a in arrays:
-        out.append(flat[start:start + a.size].reshape(a.shape))
-        start += a.size
-    return out
-
-
 def _adam(name, lr, betas, eps, weight_decay, decoupled):
     beta1, beta2, eps, weight_decay = float(betas[0]), float(betas[1]), float(eps), float(weight_decay)
     _check_rate_and_decay(name, lr, weight_decay)
@@ -264,10 +233,8 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
             flat = _adam_chunk(settings, rate, t, joined(p), joined(g), joined(m), joined(v))
             for i, *leaf in zip(chunk, *(split_like(a, p) for a in flat)):
                 new[i] = (*leaf, leaves[i][4])
-        p, m, v, t = ([leaf[k] for leaf in new] for k in range(4))
-        return tree_unflatten(params, p), AdamState(
-            step, tree_unflatten(state.m, m), tree_unflatten(state.v, v),
-            tree_unflatten(state.leaf_steps, t))
+        p, m, v, t = unflatten_each(params, list(zip(*new)) if new else [[]] * 4)
+        return p, AdamState(step, m, v, t)
     return Optimizer(init, update)
 
 

@@ -1,4 +1,4 @@
-"""Adam's chunked path (optim._adam_chunk over leaves joined in one buffer) against Adam
+"""Adam's chunked path (optim._adam_chunk over leaves joined in one buffer, flat.py) against Adam
 written out leaf by leaf as torch.optim.Adam documents it: the same bits, whatever the
 chunking, the dtypes, the leaves without a gradient and the weight decay; the arguments
 untouched; the joined buffers found again at the next update."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite import optim
+from autograd_lite import flat, optim
 
 
 class Tree(NamedTuple):
@@ -108,17 +108,31 @@ def test_the_leaves_of_a_chunk_are_views_of_one_buffer_that_the_next_update_read
     params, state = optimizer.update(params, make_gradients(rng, params, 3), optimizer.init(params))
     small = params.small + [state.m.small[0]]
     assert all(p.base is small[0].base for p in params.small)
-    assert np.shares_memory(optim.joined(params.small), params.small[0])  # a view, no copy
+    assert np.shares_memory(flat.joined(params.small), params.small[0])  # a view, no copy
     assert not np.shares_memory(small[0], small[3])  # the parameters and m: two buffers
 
 
 def test_joined_copies_arrays_that_do_not_lie_back_to_back():
-    flat = np.arange(10.0)
-    first, second, third = optim.split_like(flat, [np.zeros(2), np.zeros((2, 2)), np.zeros(4)])
+    buffer = np.arange(10.0)
+    first, second, third = flat.split_like(buffer, [np.zeros(2), np.zeros((2, 2)), np.zeros(4)])
     np.testing.assert_array_equal(second, [[2, 3], [4, 5]])
-    view = optim.joined([first, second, third])
-    assert np.shares_memory(view, flat) and view.shape == (10,)
+    view = flat.joined([first, second, third])
+    assert np.shares_memory(view, buffer) and view.shape == (10,)
     for arrays in ([first, third], [second, first], [first, np.arange(4.0)]):
-        together = optim.joined(arrays)
-        assert not np.shares_memory(together, flat)
+        together = flat.joined(arrays)
+        assert not np.shares_memory(together, buffer)
         np.testing.assert_array_equal(together, np.concatenate([a.ravel() for a in arrays]))
+
+
+def test_unflatten_each_rebuilds_several_trees_of_one_structure(rng):
+    tree = make_tree(rng)
+    leaves = ag.tree_leaves(tree)
+    doubled = [x * 2 if ag.is_differentiable(x) else x for x in leaves]
+    same, twice = flat.unflatten_each(tree, [leaves, doubled])
+    assert type(same) is Tree and type(same.small) is list and same.n_heads == 4
+    for a, b, c in zip(ag.tree_leaves(same), leaves, ag.tree_leaves(twice)):
+        assert a is b
+        np.testing.assert_array_equal(c, b * 2 if ag.is_differentiable(b) else b)
+    with pytest.raises(ValueError, match=r"unflatten_each: the structure holds 8 leaves, the "
+                                         r"columns \[8, 7\]"):
+        flat.unflatten_each(tree, [leaves, leaves[:-1]])
