@@ -10,7 +10,7 @@ import string
 import numpy as np
 
 from ..tracer import primitive
-from .broadcasting import in_place, unbroadcast
+from .broadcasting import in_place, sum_rows, unbroadcast
 from .checks import as_array, as_operands, check_same_float_dtype
 from .einsum import einsum
 from .elementwise import mul
@@ -127,7 +127,7 @@ def linear(x, w, b):
 
     def linear_pullback(g):
         return (lambda: (_rows(g) @ w.T).reshape(x_shape), lambda: _rows(x).T @ _rows(g),
-                lambda: unbroadcast(g, b_shape))
+                lambda: sum_rows(g).reshape(b_shape))
     return out.reshape(out_shape), linear_pullback
 
 

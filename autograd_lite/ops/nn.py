@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from ..tracer import is_traced, primal, primitive
-from .broadcasting import in_place, unbroadcast
+from .broadcasting import in_place, sum_rows, unbroadcast
 from .checks import as_array, check_same_float_dtype
 from .elementwise import mul
 from .precision import computed_in_float32
@@ -67,7 +67,7 @@ def layer_norm(x, scale, bias, eps=1e-5):
 
     def layer_norm_pullback(g):
         return (layer_norm_backward(g, x_hat, inv_std, scale),
-                unbroadcast(g * x_hat, d_shape), unbroadcast(g, d_shape),
+                sum_rows(g * x_hat).reshape(d_shape), sum_rows(g).reshape(d_shape),
                 lambda: unbroadcast(-0.5 * (g * scale) * x_hat * (inv_std * inv_std), eps_shape))
     return out, layer_norm_pullback
 
