@@ -2,9 +2,9 @@
 
 Each is one fused rule: one pass forward, one backward, where their compositions would
 record a handful of ops. exp is taken unshifted where that is provably as exact as exp
-shifted by a row maximum (attention scores: the common, faster case): for log_softmax when
-every entry is moderate, for softmax in the rows whose sum of exponentials lies in [1, ∞);
-other rows are shifted.
+shifted by a row maximum (attention scores, logits: the common, faster case), which the
+sums of the exponentials show: every one in [1, ∞). Otherwise softmax shifts the rows that
+need it and log_softmax every row.
 float16 is computed in float32 (precision.py). An empty axis gives the empty result
 (logsumexp: log 0 = -inf), as in torch.
 """
@@ -24,16 +24,12 @@ def _shifted(x, axis):
     return x - primal(x).max(axis=axis, keepdims=True)
 
 
-def _exp_needs_no_shift(x):
-    """True when every entry of the plain array x lies within ±½·log(largest float): then
-    exp(x) and sums of up to ~10^19 such terms are normal numbers, as exact as exp(x - max).
-    Two global reductions cost a tenth of a row maximum over short rows (attention scores).
-    float32 and float64 only (float16 reaches here as float32: its bound, 5.5, would allow
-    sums of only 256 terms)."""
-    if type(x) is not np.ndarray or x.size == 0:
-        return False
-    bound = 0.5 * np.log(np.finfo(x.dtype).max)  # 44.4 in float32, 354.9 in float64
-    return bool(-bound <= x.min() and x.max() <= bound)  # False for NaN
+def _sums_are_exact(sums):
+    """Rows whose sum of unshifted exponentials lies in [1, ∞): there exp(x) is as exact as
+    exp(x - max). Elsewhere the sum overflowed, is NaN, is 0 (nothing kept) or is small
+    enough that some exponential may have left the normal range (with a sum >= 1, a term
+    below the smallest normal changes neither the sum nor a softmax output above it)."""
+    return (sums >= 1) & (sums < np.inf)
 
 
 def _one_axis(op, axis, ndim):
@@ -90,17 +86,14 @@ def _masked_softmax_shifted(x, mask, axis):
 
 def _softmax_unshifted(x, mask, axis):
     """The (masked) softmax of a plain x from exp(x), without row maxima, and the rows where
-    that is as exact as exp(x - max): those whose sum lies in [1, ∞). Elsewhere the sum
-    overflowed, is NaN (a NaN, a masked overflow inf·0), is 0 (a fully masked row) or is
-    small enough that some exponential may have left the normal range; with a sum >= 1, an
-    output below the smallest normal is subnormal either way. -> (y, exact rows (keepdims))
+    that is as exact as with them (_sums_are_exact). -> (y, exact rows (keepdims))
     Checking the sums costs a fraction of the two global reductions over x it replaces."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         e = np.exp(x)
         if mask is not None:
             np.multiply(e, mask, out=e)  # masked entries: exactly 0
         sums = sum_keepdims(e, axis)
-        return np.divide(e, sums, out=e), (sums >= 1) & (sums < np.inf)
+        return np.divide(e, sums, out=e), _sums_are_exact(sums)
 
 
 @primitive
@@ -135,6 +128,16 @@ def softmax(x, axis=-1, mask=None):
     return y, softmax_pullback
 
 
+def _log_softmax_unshifted(x, axis):
+    """x - log Σ exp(x) for a plain x, without row maxima; None unless every row's sum is
+    exact (_sums_are_exact)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = sum_keepdims(np.exp(x), axis)
+    if not _sums_are_exact(sums).all():
+        return None
+    return x - np.log(sums)
+
+
 @primitive
 @computed_in_float32
 def log_softmax(x, axis=-1):
@@ -144,8 +147,10 @@ def log_softmax(x, axis=-1):
     if x.size == 0:
         y = _empty_like(x)
     else:
-        shifted = x if _exp_needs_no_shift(x) else _shifted(x, axis)
-        y = shifted - np.log(sum_keepdims(np.exp(shifted), axis))
+        y = _log_softmax_unshifted(x, axis) if type(x) is np.ndarray else None
+        if y is None:  # traced values, or some row that needs the shift
+            shifted = _shifted(x, axis)
+            y = shifted - np.log(sum_keepdims(np.exp(shifted), axis))
 
     def log_softmax_pullback(g):
         return g - np.exp(y) * sum_keepdims(g, axis), None
