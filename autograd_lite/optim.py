@@ -179,7 +179,8 @@ def _fits_chunk(p, g, m, v, t):
     are arrays of its shape and dtype (anything else, e.g. a Python float, takes _adam_leaf)."""
     return (type(p) is np.ndarray and type(g) is np.ndarray and type(m) is np.ndarray
             and type(v) is np.ndarray and t is not None and p.dtype.kind == "f"
-            and p.shape == g.shape == m.shape == v.shape and p.dtype == g.dtype == m.dtype == v.dtype)
+            and p.shape == g.shape == m.shape == v.shape
+            and p.dtype == g.dtype == m.dtype == v.dtype)
 
 
 CHUNK_SIZE = 2**16  # entries: a chunk's arrays stay in the cache; a larger leaf is a chunk alone

@@ -86,5 +86,6 @@ def test_linear_is_matmul_then_add(x_shape, rng):
 def test_linear_errors_name_the_shapes(x_shape, w_shape, b_shape, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         ag.linear(np.ones(x_shape), np.ones(w_shape), np.ones(b_shape))
-    with pytest.raises(TypeError, match=re.escape("linear: operands float64 (3, 3) and float32 (3,) have")):
+    with pytest.raises(TypeError, match=re.escape("linear: operands float64 (3, 3) and "
+                                                  "float32 (3,) have different dtypes")):
         ag.linear(np.ones((2, 3)), np.ones((3, 3)), np.ones(3, np.float32))
