@@ -96,6 +96,15 @@ def _softmax_unshifted(x, mask, axis):
         return np.divide(e, sums, out=e), _sums_are_exact(sums)
 
 
+def _softmax_shifted(x, mask, axis):
+    """The (masked) softmax with exp shifted by row maxima, for any x; and whether it is
+    exactly 0 at the masked entries (not in a NaN row: its gradient there is set to 0)."""
+    if mask is not None:
+        return _masked_softmax_shifted(x, mask, axis)
+    e = np.exp(_shifted(x, axis))
+    return in_place(np.divide, e, sum_keepdims(e, axis)), True  # e: fresh
+
+
 @primitive
 @computed_in_float32
 def softmax(x, axis=-1, mask=None):
@@ -114,13 +123,15 @@ def softmax(x, axis=-1, mask=None):
     y, exact = _softmax_unshifted(x, mask, axis) if type(x) is np.ndarray else (None, None)
     if x.size == 0:
         y = _empty_like(x)
-    elif y is None or not exact.all():  # traced values, or rows that need the shift
-        if mask is None:
-            e = np.exp(_shifted(x, axis))
-            shifted = in_place(np.divide, e, sum_keepdims(e, axis))  # e: fresh
-        else:  # a NaN row is NaN at its masked entries too: its gradient there is set to 0
-            shifted, exact_zeros = _masked_softmax_shifted(x, mask, axis)
-        y = shifted if y is None else np.where(exact, y, shifted)
+    elif y is None:  # traced values
+        y, exact_zeros = _softmax_shifted(x, mask, axis)
+    elif not exact.all() and axis == x.ndim - 1:  # a few rows (a causal mask's first ones)
+        rows = ~exact[..., 0]
+        y[rows], exact_zeros = _softmax_shifted(
+            x[rows], None if mask is None else np.broadcast_to(mask, x.shape)[rows], -1)
+    elif not exact.all():
+        shifted, exact_zeros = _softmax_shifted(x, mask, axis)
+        y = np.where(exact, y, shifted)
 
     def softmax_pullback(g):
         dx = softmax_backward(g, y, axis)
