@@ -69,11 +69,13 @@ def test_random_shapes_match_torch(torch, shapes, dtype, seed):
     compare_with_torch(torch, ag.matmul, torch.matmul, a, b)
 
 
+@pytest.mark.parametrize("d_out", [3, 1])
 @pytest.mark.parametrize("x_shape", [(4,), (5, 4), (2, 3, 4)])
-def test_linear_is_matmul_then_add(x_shape, rng):
+def test_linear_is_matmul_then_add(x_shape, d_out, rng):
     """The fused rule against its composed reference, to second order (the op table checks
     it against torch's F.linear and central differences)."""
-    x, w, b = rng.standard_normal(x_shape), rng.standard_normal((4, 3)), rng.standard_normal(3)
+    x, w, b = (rng.standard_normal(x_shape), rng.standard_normal((4, d_out)),
+               rng.standard_normal(d_out))
     assert_fused_matches_composed(ag.linear, linear_composed, x, w, b)
 
 

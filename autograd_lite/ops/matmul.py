@@ -113,6 +113,12 @@ def _check_linear(x, w, b):
     check_same_float_dtype("linear", w, b)
 
 
+def _times_transpose(g, w):
+    """g Wᵀ; for one output column (d_out = 1) an outer product, which a broadcast multiply
+    makes several times faster than a product with an inner dimension of 1 (the same bits)."""
+    return g * w.T if w.shape[1] == 1 else g @ w.T
+
+
 @primitive
 def linear(x, w, b):
     """x W + b over the last axis of x (torch.nn.functional.linear, with W stored as (d_in,
@@ -126,8 +132,8 @@ def linear(x, w, b):
     out = in_place(np.add, _rows(x) @ w, b)  # (N, d_out)
 
     def linear_pullback(g):
-        return (lambda: (_rows(g) @ w.T).reshape(x_shape), lambda: _rows(x).T @ _rows(g),
-                lambda: sum_rows(g).reshape(b_shape))
+        return (lambda: _times_transpose(_rows(g), w).reshape(x_shape),
+                lambda: _rows(x).T @ _rows(g), lambda: sum_rows(g).reshape(b_shape))
     return out.reshape(out_shape), linear_pullback
 
 
