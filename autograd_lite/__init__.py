@@ -10,8 +10,8 @@ from .checkpoint import checkpoint
 from .differentiate import grad, gradient, value_and_gradient, vjp
 from .ops import (abs, add, add_at, astype, broadcast_to, clip, concatenate, cos, cross_entropy,
                   cumsum, div, dot, dropout, einsum, exp, expand_dims, expm1, gather, gelu,
-                  getitem, layer_norm, log, log1p, log_softmax, logsumexp, matmul, max, maximum,
-                  mean, min, minimum, mul, neg, norm, outer, pow, prod, relu, reshape,
+                  getitem, layer_norm, linear, log, log1p, log_softmax, logsumexp, matmul, max,
+                  maximum, mean, min, minimum, mul, neg, norm, outer, pow, prod, relu, reshape,
                   scatter_add, sigmoid, silu, sin, softmax, softplus, sort, split, sqrt, square,
                   squeeze, stack, sub, sum, swapaxes, take_along_axis, tanh, transpose,
                   unbroadcast, var, where)

@@ -8,6 +8,11 @@ entirely, as torch skips a parameter whose .grad is None: it neither moves nor
 advances its own step count. The learning rate is a number or a schedule `lr(step)`,
 called with the number of updates made, counting from 1.
 
+Adam and AdamW update the leaves that are float arrays in chunks (one dtype, one step
+count, up to CHUNK_SIZE entries): a dozen numpy calls a chunk instead of a dozen a leaf, with
+the same bits as the leaf-by-leaf rule (_adam_leaf). A chunk's new parameters and moments
+are views of one fresh array each, which the next update reads without copying.
+
 Step counts are np.int64 scalars: they save and load as arrays do (`ag.load` checks
 their dtype, not their value, so a fresh state is the `like` of a saved one).
 """
@@ -16,6 +21,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from .flat import joined, split_like, unflatten_each
 from .tree import is_differentiable, tree_leaves, tree_map
 
 
@@ -111,41 +117,125 @@ def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     return Optimizer(init, update)
 
 
+class _AdamSettings(NamedTuple):
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    decoupled: bool  # AdamW: the weights decay themselves; Adam: weight_decay·p joins g
+
+
+def _adam_leaf(s, rate, p, g, m, v, t):
+    """One leaf's update, the reference that the chunked path (_adam_chunk) matches bit for bit:
+
+        g ← g + wd·p (Adam's L2 penalty),   m ← β1·m + (1 - β1)·g,   v ← β2·v + (1 - β2)·g²,
+        p ← p·(1 - lr·wd) (AdamW),   p ← p - lr/(1 - β1^t) · m / (√v / √(1 - β2^t) + eps)
+
+    t: the leaf's own count, this update included. A leaf without a gradient, or a static
+    one, keeps p, m, v and t. -> (p, m, v, t)"""
+    moves = _moves(p, g)
+    if moves and s.weight_decay and not s.decoupled:
+        g = g + s.weight_decay * p
+    if g is not None and t is not None:
+        t = t + 1
+    if g is not None and m is not None:
+        m = s.beta1 * m + (1 - s.beta1) * g
+    if g is not None and v is not None:
+        v = s.beta2 * v + (1 - s.beta2) * (g * g)
+    if not moves:
+        return p, m, v, t
+    if s.decoupled and s.weight_decay:
+        p = p * (1 - rate * s.weight_decay)
+    step_size = rate / (1 - s.beta1 ** int(t))
+    root_correction = math.sqrt(1 - s.beta2 ** int(t))
+    return p - step_size * m / (np.sqrt(v) / root_correction + s.eps), m, v, t
+
+
+def _adam_chunk(s, rate, t, p, g, m, v):
+    """_adam_leaf over 1-D arrays of one dtype that join leaves moving at the same new count t:
+    the same operations in the same order (the same bits), a dozen numpy calls for any number
+    of leaves, into fresh arrays (the inputs are left as they were). -> (p, m, v)"""
+    if s.weight_decay and not s.decoupled:
+        g = g + s.weight_decay * p
+    scratch = np.multiply(g, 1 - s.beta1)
+    m = np.multiply(m, s.beta1)
+    m += scratch  # β1·m + (1 - β1)·g
+    np.multiply(g, g, out=scratch)
+    scratch *= 1 - s.beta2
+    v = np.multiply(v, s.beta2)
+    v += scratch  # β2·v + (1 - β2)·g²
+    np.sqrt(v, out=scratch)
+    scratch /= math.sqrt(1 - s.beta2 ** int(t))
+    scratch += s.eps  # √v / √(1 - β2^t) + eps
+    step = np.multiply(m, rate / (1 - s.beta1 ** int(t)))
+    step /= scratch
+    if s.decoupled and s.weight_decay:
+        p = p * (1 - rate * s.weight_decay)
+    return np.subtract(p, step, out=step), m, v
+
+
+def _fits_chunk(p, g, m, v, t):
+    """Whether a leaf takes the chunked path: a moving float array whose gradient and moments
+    are arrays of its shape and dtype (anything else, e.g. a Python float, takes _adam_leaf)."""
+    return (type(p) is np.ndarray and type(g) is np.ndarray and type(m) is np.ndarray
+            and type(v) is np.ndarray and t is not None and p.dtype.kind == "f"
+            and p.shape == g.shape == m.shape == v.shape
+            and p.dtype == g.dtype == m.dtype == v.dtype)
+
+
+CHUNK_SIZE = 2**16  # entries: a chunk's arrays stay in the cache; a larger leaf is a chunk alone
+
+
+def _chunks(leaves, positions):
+    """The leaves at `positions` in runs of one dtype and one new count t, each of at most
+    CHUNK_SIZE entries (or one larger leaf). -> [[position, ...], ...]"""
+    chunks, key, size = [], None, 0
+    for i in positions:
+        p, t = leaves[i][0], leaves[i][4]
+        if not chunks or (p.dtype, t) != key or size + p.size > CHUNK_SIZE:
+            chunks.append([])
+            key, size = (p.dtype, t), 0
+        chunks[-1].append(i)
+        size += p.size
+    return chunks
+
+
 def _adam(name, lr, betas, eps, weight_decay, decoupled):
     beta1, beta2, eps, weight_decay = float(betas[0]), float(betas[1]), float(eps), float(weight_decay)
     _check_rate_and_decay(name, lr, weight_decay)
     _check_setting(name, "betas", betas, 0 <= beta1 < 1 and 0 <= beta2 < 1, "two numbers in [0, 1)")
     _check_setting(name, "eps", eps, eps >= 0, "a number >= 0")
+    settings = _AdamSettings(beta1, beta2, eps, weight_decay, decoupled)
 
     def init(params):
         return AdamState(np.int64(0), _zeros_like_floats(params), _zeros_like_floats(params),
                          _zero_counts(params))
 
     def update(params, grads, state):
+        """Leaves that fit (_fits_chunk) are updated in chunks; the new p, m and v of a chunk
+        are views of one fresh array each, so that the next update finds them joined."""
         step = state.step + 1
         rate = _learning_rate(lr, step)
-        if not decoupled:  # Adam's L2 penalty: added to the gradient
-            grads = _with_weight_decay(grads, params, weight_decay, f"{name}.update")
-        leaf_steps = tree_map(lambda t, g: t + 1 if g is not None and t is not None else t,
-                              state.leaf_steps, grads, caller=f"{name}.update",
-                              names=("state.leaf_steps", "grads"))
-        m = tree_map(lambda m, g: beta1 * m + (1 - beta1) * g if g is not None and m is not None
-                     else m, state.m, grads, caller=f"{name}.update", names=("state.m", "grads"))
-        v = tree_map(lambda v, g: beta2 * v + (1 - beta2) * (g * g) if g is not None and v is not None
-                     else v, state.v, grads, caller=f"{name}.update", names=("state.v", "grads"))
-
-        def move(p, g, m, v, t):
-            """p ← p - lr/(1 - β1^t) · m / (√v / √(1 - β2^t) + eps), t the leaf's count."""
-            if not _moves(p, g):
-                return p
-            if decoupled and weight_decay:  # AdamW: decay the weights themselves
-                p = p * (1 - rate * weight_decay)
-            step_size = rate / (1 - beta1 ** int(t))
-            root_correction = math.sqrt(1 - beta2 ** int(t))
-            return p - step_size * m / (np.sqrt(v) / root_correction + eps)
-        return tree_map(move, params, grads, m, v, leaf_steps, caller=f"{name}.update",
-                        names=("params", "grads", "state.m", "state.v", "state.leaf_steps")), \
-            AdamState(step, m, v, leaf_steps)
+        leaves = []  # (p, g, m, v, t) per leaf, in tree order
+        tree_map(lambda *leaf: leaves.append(leaf), params, grads, state.m, state.v,
+                 state.leaf_steps, caller=f"{name}.update",
+                 names=("params", "grads", "state.m", "state.v", "state.leaf_steps"))
+        new = [None] * len(leaves)  # (p, m, v, t) per leaf
+        in_chunks = []
+        for i, leaf in enumerate(leaves):
+            if _fits_chunk(*leaf):
+                in_chunks.append(i)
+                leaves[i] = leaf[:4] + (leaf[4] + 1,)  # the count this update brings
+            else:
+                new[i] = _adam_leaf(settings, rate, *leaf)
+        for chunk in _chunks(leaves, in_chunks):
+            p, g, m, v = ([leaves[i][k] for i in chunk] for k in range(4))
+            t = leaves[chunk[0]][4]
+            flat = _adam_chunk(settings, rate, t, joined(p), joined(g), joined(m), joined(v))
+            for i, *leaf in zip(chunk, *(split_like(a, p) for a in flat)):
+                new[i] = (*leaf, leaves[i][4])
+        p, m, v, t = unflatten_each(params, list(zip(*new)) if new else [[]] * 4)
+        return p, AdamState(step, m, v, t)
     return Optimizer(init, update)
 
 

@@ -30,11 +30,12 @@ def dense_init(rng, d_in, d_out, dtype=np.float32):
 
 
 def dense(p, x):
-    """x W + b.  x: (..., n, d_in) -> (..., n, d_out), at least 2-D (ag.matmul)
+    """x W + b.  x: (..., d_in) -> (..., d_out)
 
-    ag.matmul on plain arrays too, so that inference refuses what training refuses (a
-    float64 x with float32 weights, a wrong d_in) with the same message."""
-    return ag.matmul(x, p.w) + p.b
+    One fused op, ag.linear (its reference: ag.matmul, then +), on plain arrays too, so that
+    inference refuses what training refuses (a float64 x with float32 weights, a wrong d_in)
+    with the same message."""
+    return ag.linear(x, p.w, p.b)
 
 
 class LayerNorm(NamedTuple):

@@ -288,6 +288,9 @@ CASES = [
          lambda q, k: q @ k.transpose(1, 2).transpose(-1, -2),
          (normal(2, 3, 5, 4), normal(2, 5, 3, 4))),
     Case("a @ w", lambda a, w: a @ w, None, (normal(2, 3, 4), normal(4, 5))),
+    *[Case(f"linear {x} to {n}", ag.linear, lambda x, w, b: torch.nn.functional.linear(x, w.T, b),
+           (normal(*x), normal(x[-1], n), normal(n)))
+      for x, n in [((4,), 3), ((5, 4), 3), ((2, 3, 4), 3), ((2, 3, 4), 1)]],
     Case("np.matmul", np.matmul, None, (normal(2, 3, 4), normal(4, 5))),
     *[Case(f"dot {a} {b}", ag.dot, torch_dot, (normal(*a), normal(*b))) for a, b in DOTS],
     Case("outer", ag.outer, lambda a, b: torch.outer(a, b), (normal(3), normal(4))),

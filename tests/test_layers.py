@@ -105,9 +105,9 @@ def test_dense_refuses_at_inference_what_training_refuses(rng):
     p = dense_init(rng, 3, 4)  # float32
     for x, error, message in (
             (np.ones((2, 5, 6), np.float32), ValueError,
-             r"matmul: \(2, 5, 6\) @ \(3, 4\): inner dimensions 6 != 3"),
+             r"linear: x \(2, 5, 6\) @ w \(3, 4\): inner dimensions 6 != 3"),
             (np.ones((2, 3)), TypeError,
-             r"matmul: operands float64 \(2, 3\) and float32 \(3, 4\) have different dtypes")):
+             r"linear: operands float64 \(2, 3\) and float32 \(3, 4\) have different dtypes")):
         with pytest.raises(error, match=message):
             dense(p, x)
         with pytest.raises(error, match=message):

@@ -104,3 +104,30 @@ def test_shape_of_is_numpys_shape():
     seen = []
     ag.gradient(lambda x: seen.append(shape_of(x)) or ag.sum(x), np.ones((3, 1)))
     assert seen == [(3, 1)]
+
+
+def test_in_place_writes_into_a_fresh_array_and_records_traced_values(rng):
+    from autograd_lite.ops.broadcasting import in_place
+    fresh, other = rng.standard_normal((3, 4)), rng.standard_normal(4)
+    want = fresh - other
+    out = in_place(np.subtract, fresh, other)
+    assert out is fresh and np.array_equal(out, want)
+    assert in_place(np.multiply, fresh, 2.0) is fresh
+    x = rng.standard_normal((3, 4))
+    (g,) = ag.gradient(lambda x: ag.sum(in_place(np.multiply, x * 1.0, x)), x)  # x ⊙ x, traced
+    np.testing.assert_allclose(g, 2 * x, rtol=1e-15)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (2, 4, 3), (3,), (0, 3)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_sum_rows_sums_every_axis_but_the_last(shape, dtype, rng):
+    from autograd_lite.ops.broadcasting import sum_rows
+    g = rng.standard_normal(shape).astype(dtype)
+    got = sum_rows(g)
+    assert got.dtype == dtype and got.shape == shape[-1:]
+    want = g.astype(np.float64).reshape(-1, shape[-1]).sum(axis=0)
+    np.testing.assert_allclose(got, want, rtol={np.float64: 1e-14, np.float32: 1e-6,
+                                                np.float16: 2e-3}[dtype], atol=1e-3)
+    x = g.astype(np.float64)  # traced: the recorded sum, whose gradient is all ones
+    (dx,) = ag.gradient(lambda x: ag.sum(sum_rows(x * 1.0) * np.arange(shape[-1])), x)
+    np.testing.assert_array_equal(dx, np.broadcast_to(np.arange(shape[-1]), shape))

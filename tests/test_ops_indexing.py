@@ -111,3 +111,31 @@ def test_gather_pullback_sums_repeated_rows_without_np_add_at(monkeypatch, rng):
     np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12)
     with pytest.raises(AssertionError, match="np.add.at was called"):  # the proxy does bite
         indexing.np.add.at(np.zeros(3), [0, 0], 1.0)
+
+
+def _sum_every_run(values, indices, n):
+    """The embedding adjoint before indices met once were copied: np.add.reduceat over every
+    sorted row, the sums whose bits segment_sum keeps."""
+    flat = indices.reshape(-1)
+    rows = values.reshape((flat.size,) + values.shape[indices.ndim:])
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    out = np.zeros((n,) + rows.shape[1:], dtype=values.dtype)
+    out[ordered[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+    return out
+
+
+@pytest.mark.parametrize("ids", [np.array([3, 1, 4, 0]), np.array([2, 2, 2, 2, 2]),
+                                 np.array([[5, 0, 5, 1], [0, 5, 7, 5]]), np.array([6])],
+                         ids=["once each", "one index", "mixed", "one row"])
+@pytest.mark.parametrize("row_shape", [(), (3,), (2, 3)])
+def test_segment_sum_copies_single_rows_and_sums_runs_with_the_same_bits(ids, row_shape, rng):
+    from autograd_lite.ops.indexing import segment_sum
+    values = rng.standard_normal(ids.shape + row_shape).astype(np.float32)
+    got = segment_sum(values, ids, 8)
+    assert got.dtype == np.float32 and got.shape == (8,) + row_shape
+    np.testing.assert_array_equal(got, _sum_every_run(values, ids, 8))
+    want = np.zeros((8,) + row_shape)
+    np.add.at(want, ids, values.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

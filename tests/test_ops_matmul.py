@@ -1,6 +1,6 @@
-"""matmul, dot and outer (autograd_lite/ops/matmul.py) beyond the op table: errors naming the
-shapes, and operands of random ranks (vectors included) and broadcast batch axes against
-PyTorch."""
+"""matmul, dot, outer and linear (autograd_lite/ops/matmul.py) beyond the op table: errors
+naming the shapes, operands of random ranks (vectors included) and broadcast batch axes
+against PyTorch, and linear against its composed reference."""
 import re
 
 import numpy as np
@@ -9,6 +9,8 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import autograd_lite as ag
+from autograd_lite.ops.matmul import linear_composed
+from helpers.fused import assert_fused_matches_composed
 from helpers.references import DTYPES, compare_with_torch
 
 ERRORS = [
@@ -65,3 +67,27 @@ def test_random_shapes_match_torch(torch, shapes, dtype, seed):
     a = rng.standard_normal(shapes[0]).astype(dtype)
     b = rng.standard_normal(shapes[1]).astype(dtype)
     compare_with_torch(torch, ag.matmul, torch.matmul, a, b)
+
+
+@pytest.mark.parametrize("d_out", [3, 1])
+@pytest.mark.parametrize("x_shape", [(4,), (5, 4), (2, 3, 4)])
+def test_linear_is_matmul_then_add(x_shape, d_out, rng):
+    """The fused rule against its composed reference, to second order (the op table checks
+    it against torch's F.linear and central differences)."""
+    x, w, b = (rng.standard_normal(x_shape), rng.standard_normal((4, d_out)),
+               rng.standard_normal(d_out))
+    assert_fused_matches_composed(ag.linear, linear_composed, x, w, b)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, b_shape, message", [
+    ((2, 5), (4, 3), (3,), "linear: x (2, 5) @ w (4, 3): inner dimensions 5 != 4"),
+    ((2, 4), (4, 3, 1), (3,), "linear: x (2, 4) @ w (4, 3, 1): x needs at least 1 dimension "
+                              "and w must be a matrix (d_in, d_out)"),
+    ((2, 4), (4, 3), (1,), "linear: b (1,) must have shape (3,), the columns of w (4, 3)"),
+])
+def test_linear_errors_name_the_shapes(x_shape, w_shape, b_shape, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ag.linear(np.ones(x_shape), np.ones(w_shape), np.ones(b_shape))
+    with pytest.raises(TypeError, match=re.escape("linear: operands float64 (3, 3) and "
+                                                  "float32 (3,) have different dtypes")):
+        ag.linear(np.ones((2, 3)), np.ones((3, 3)), np.ones(3, np.float32))

@@ -23,7 +23,7 @@ CALLS = {
     "sin": (x,), "cos": (x,), "log1p": (x,), "expm1": (x,), "softplus": (x,),
     "getitem": (x, 0), "add_at": (np.ones(3), 0, (2, 3)), "gather": (x, ids),
     "scatter_add": (x, ids, 2),
-    "matmul": (x, x.T),
+    "matmul": (x, x.T), "linear": (x, x.T, x[:, 0]),
     "softmax": (x,), "log_softmax": (x,), "logsumexp": (x,), "layer_norm": (x, x[0], x[0]),
     "cross_entropy": (x, ids),
     "broadcast_to": (x, (4, 2, 3)), "sum": (x,), "mean": (x,), "max": (x,), "min": (x,),

@@ -140,6 +140,31 @@ def test_softmax_is_as_exact_on_both_sides_of_the_no_shift_bound(dtype, scale, r
     np.testing.assert_allclose(ag.log_softmax(x), want, rtol=tol, atol=tol * np.abs(want).max())
 
 
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_shifts_only_the_rows_whose_sum_needs_it(axis, rng):
+    """Rows whose unshifted exponentials sum below 1 (a causal mask's first row with a
+    negative score, a row of large negative scores) or overflow are recomputed shifted; the
+    other rows keep exp(x). Every row as exact as the float64 reference, the gradient too."""
+    x = rng.standard_normal((2, 5, 5)).astype(np.float32)
+    x[0, 0, 0] = -3.0  # the causal mask's first row: one key, e^-3 < 1
+    x[1, 3] -= 200.0  # every exponential of this row underflows
+    x[1, 4, 2] = 100.0  # overflows float32
+    causal = np.tril(np.ones((5, 5), bool))
+    def last(a):  # the softmax axis moved last, for the reference
+        return np.moveaxis(a, axis, -1)
+    for mask in (None, causal):
+        y = ag.softmax(x, axis=axis, mask=mask)
+        want = np.moveaxis(softmax_in_float64(last(x), None if mask is None else last(
+            np.broadcast_to(mask, x.shape))), -1, axis)
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y, want, rtol=2e-6, atol=1e-30)
+        weight = rng.standard_normal(x.shape)
+        (g,) = ag.gradient(lambda x: ag.sum(ag.softmax(x, axis=axis, mask=mask) * weight),
+                           x.astype(np.float64))
+        dot = (weight * want).sum(axis=axis, keepdims=True)  # ∇softmax: y ⊙ (w - Σ w ⊙ y)
+        np.testing.assert_allclose(g, want * (weight - dot), rtol=1e-9, atol=1e-12)
+
+
 def test_logsumexp_of_a_row_of_minus_infinity_is_minus_infinity_as_in_torch(torch):
     x = np.array([[-np.inf, -np.inf], [0.0, 1.0]])
     want = torch.logsumexp(torch.tensor(x), dim=-1).numpy()

@@ -232,7 +232,7 @@ def test_adam_names_its_update_and_the_gradient_tree():
     p = Dense(np.ones((3, 2)), np.zeros(2))
     opt = ag.optim.adam()
     with pytest.raises(ValueError, match=r"^adam\.update: grads does not have the structure of "
-                                         r"state\.\w+: at '\(root\)', state\.\w+ is Dense of 2, "
+                                         r"params: at '\(root\)', params is Dense of 2, "
                                          r"grads is tuple of 3\. ag\.gradient returns"):
         opt.update(p, (p, np.ones(3), np.ones(3)), opt.init(p))
 

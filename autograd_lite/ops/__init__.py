@@ -6,7 +6,7 @@ from .elementwise import (abs, add, astype, cos, div, exp, expm1, gelu, log, log
                           relu, sigmoid, silu, sin, softplus, sqrt, square, sub, tanh)
 from .indexing import add_at, gather, getitem, scatter_add
 from .linalg import norm
-from .matmul import dot, matmul, outer
+from .matmul import dot, linear, matmul, outer
 from .nn import cross_entropy, dropout, layer_norm, layer_norm_backward
 from .reductions import cumsum, max, mean, min, prod, sum, var
 from .selection import clip, maximum, minimum, where

@@ -23,6 +23,20 @@ def unbroadcast(g, shape):
     return wide_sum(g, axes, keepdims=True).reshape(shape)  # keepdims: an array even for ()
 
 
+def sum_rows(g):
+    """Σ over every axis but the last: (..., n) -> (n,), the cotangent of a bias or a scale
+    broadcast over rows. A plain float32 or float64 g is summed as one matrix-vector product
+    (BLAS: 2-8x faster than np.sum over a few thousand rows); float16 and traced values go
+    through unbroadcast."""
+    if type(g) is np.ndarray and g.dtype in _BLAS_FLOATS and g.ndim > 1 and g.size:
+        rows = g.reshape(-1, g.shape[-1])
+        return np.ones(rows.shape[0], dtype=g.dtype) @ rows
+    return unbroadcast(g, g.shape[-1:])
+
+
+_BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 @primitive
 def broadcast_to(x, shape):
     """x broadcast to `shape` (a read-only view); its adjoint is `unbroadcast`."""
@@ -44,6 +58,16 @@ def shape_of(operand):
     A pullback that needs only the shape keeps this, so that the operand's memory can be
     freed before the backward pass."""
     return getattr(operand, "shape", ())
+
+
+def in_place(ufunc, fresh, other):
+    """ufunc(fresh, other), written into `fresh` when it and `other` are plain arrays or numbers:
+    `fresh` must be an array the caller has just made (nothing else holds it) and the result
+    must have its shape and dtype. Values of an enclosing trace (higher order) get the
+    recorded op instead."""
+    if type(fresh) is np.ndarray and type(other) in (np.ndarray, float, int):
+        return ufunc(fresh, other, out=fresh)
+    return ufunc(fresh, other)
 
 
 def broadcast_binary(op, ufunc, a, b):

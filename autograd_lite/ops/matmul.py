@@ -1,5 +1,6 @@
 """Matrix products: matmul (numpy's @) of stacks of matrices, with numpy's broadcasting of
-the batch axes and its rule for vectors; dot and outer, numpy's other two products.
+the batch axes and its rule for vectors; dot and outer, numpy's other two products; and
+linear, x W + b fused (a network's dense layer: one op where matmul and add would be two).
 
     out[..., i, j] = Σ_k a[..., i, k] b[..., k, j]
     da = g @ bᵀ,  db = aᵀ @ g   (each summed over the batch axes its operand was broadcast along)
@@ -9,7 +10,7 @@ import string
 import numpy as np
 
 from ..tracer import primitive
-from .broadcasting import unbroadcast
+from .broadcasting import in_place, sum_rows, unbroadcast
 from .checks import as_array, as_operands, check_same_float_dtype
 from .einsum import einsum
 from .elementwise import mul
@@ -95,6 +96,50 @@ def matmul(a, b):
         return (lambda: unbroadcast(g @ np.swapaxes(b, -1, -2), a.shape),
                 lambda: unbroadcast(np.swapaxes(a, -1, -2) @ g, b.shape))
     return out, matmul_pullback
+
+
+def _check_linear(x, w, b):
+    """x (..., d_in), w (d_in, d_out), b (d_out,), one float dtype."""
+    if w.ndim != 2 or x.ndim < 1:
+        raise ValueError(f"linear: x {x.shape} @ w {w.shape}: x needs at least 1 dimension and "
+                         f"w must be a matrix (d_in, d_out)")
+    if x.shape[-1] != w.shape[0]:
+        raise ValueError(f"linear: x {x.shape} @ w {w.shape}: inner dimensions {x.shape[-1]} "
+                         f"!= {w.shape[0]}")
+    if b.shape != w.shape[1:]:
+        raise ValueError(f"linear: b {b.shape} must have shape ({w.shape[1]},), the columns of "
+                         f"w {w.shape}")
+    check_same_float_dtype("linear", x, w)
+    check_same_float_dtype("linear", w, b)
+
+
+def _times_transpose(g, w):
+    """g Wᵀ; for one output column (d_out = 1) an outer product, which a broadcast multiply
+    makes several times faster than a product with an inner dimension of 1 (the same bits)."""
+    return g * w.T if w.shape[1] == 1 else g @ w.T
+
+
+@primitive
+def linear(x, w, b):
+    """x W + b over the last axis of x (torch.nn.functional.linear, with W stored as (d_in,
+    d_out)), one op where `linear_composed` records two.  x: (..., d_in) -> (..., d_out)
+
+        dx = g Wᵀ,   dW = Σ_rows xᵀ g,   db = Σ_rows g
+    """
+    x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
+    _check_linear(x, w, b)
+    out_shape, x_shape, b_shape = x.shape[:-1] + w.shape[1:], x.shape, b.shape
+    out = in_place(np.add, _rows(x) @ w, b)  # (N, d_out)
+
+    def linear_pullback(g):
+        return (lambda: _times_transpose(_rows(g), w).reshape(x_shape),
+                lambda: _rows(x).T @ _rows(g), lambda: sum_rows(g).reshape(b_shape))
+    return out.reshape(out_shape), linear_pullback
+
+
+def linear_composed(x, w, b):
+    """The reference of `linear`: matmul, then add (the same values, two recorded ops)."""
+    return matmul(x, w) + b
 
 
 def _dot_subscripts(a_ndim, b_ndim):

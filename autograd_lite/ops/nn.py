@@ -12,11 +12,11 @@ import numbers
 import numpy as np
 
 from ..tracer import is_traced, primal, primitive
-from .broadcasting import unbroadcast
+from .broadcasting import in_place, sum_rows, unbroadcast
 from .checks import as_array, check_same_float_dtype
 from .elementwise import mul
 from .precision import computed_in_float32
-from .reductions import mean_last
+from .reductions import mean_last, mean_of_products_last
 from .softmax import log_softmax
 
 
@@ -25,9 +25,22 @@ def layer_norm_backward(g, x_hat, inv_std, scale):
 
         ĝ = g ⊙ scale
         dx = inv_std ⊙ (ĝ - mean(ĝ) - x̂ ⊙ mean(ĝ ⊙ x̂))
+
+    computed in ĝ's own array when the operands are plain (the same operations, in order).
     """
     g_hat = g * scale
-    return inv_std * (g_hat - mean_last(g_hat) - x_hat * mean_last(g_hat * x_hat))
+    g_mean, projection = mean_last(g_hat), mean_of_products_last(g_hat, x_hat)
+    dx = in_place(np.subtract, g_hat, g_mean)
+    dx = in_place(np.subtract, dx, x_hat * projection)
+    return in_place(np.multiply, dx, inv_std)
+
+
+def _normalized(x, eps):
+    """(x̂, inv_std) over the last axis: x̂ = (x - μ) ⊙ inv_std, inv_std = 1 / √(σ² + eps),
+    σ² the biased variance; x̂ is made in the centered array when the operands are plain."""
+    centered = x - mean_last(x)
+    inv_std = 1 / np.sqrt(mean_of_products_last(centered, centered) + eps)
+    return in_place(np.multiply, centered, inv_std), inv_std
 
 
 @primitive
@@ -48,15 +61,13 @@ def layer_norm(x, scale, bias, eps=1e-5):
         raise ValueError(f"layer_norm: eps must be a scalar, got shape {np.shape(eps)}")
     for operand in (scale, bias, eps):
         check_same_float_dtype("layer_norm", x, operand)
-    centered = x - mean_last(x)
-    inv_std = 1 / np.sqrt(mean_last(centered * centered) + eps)
-    x_hat = centered * inv_std
-    out = x_hat * scale + bias
+    x_hat, inv_std = _normalized(x, eps)
+    out = in_place(np.add, x_hat * scale, bias)
     d_shape, eps_shape = scale.shape, np.shape(eps)  # scale and bias are broadcast over x
 
     def layer_norm_pullback(g):
         return (layer_norm_backward(g, x_hat, inv_std, scale),
-                unbroadcast(g * x_hat, d_shape), unbroadcast(g, d_shape),
+                sum_rows(g * x_hat).reshape(d_shape), sum_rows(g).reshape(d_shape),
                 lambda: unbroadcast(-0.5 * (g * scale) * x_hat * (inv_std * inv_std), eps_shape))
     return out, layer_norm_pullback
 

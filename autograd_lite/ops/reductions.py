@@ -189,3 +189,12 @@ def sum_keepdims(x, axis):
 def mean_last(x):
     """Mean over the last axis, keepdims (see sum_last); NaN over an empty axis (as np.mean)."""
     return sum_last(x) * (1.0 / x.shape[-1] if x.shape[-1] else np.nan)
+
+
+def mean_of_products_last(a, b):
+    """mean_last(a ⊙ b) for a and b of one shape; on plain arrays np.einsum sums the products
+    without making the array a ⊙ b."""
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        return np.einsum("...i,...i->...", a, b)[..., None] * (
+            1.0 / a.shape[-1] if a.shape[-1] else np.nan)
+    return mean_last(a * b)

@@ -1,8 +1,10 @@
 """The softmax family: softmax (with an optional mask), log_softmax, logsumexp.
 
 Each is one fused rule: one pass forward, one backward, where their compositions would
-record a handful of ops. exp is taken shifted by a row maximum where it could overflow,
-and unshifted where it provably cannot (attention scores: the common, faster case).
+record a handful of ops. exp is taken unshifted where that is provably as exact as exp
+shifted by a row maximum (attention scores, logits: the common, faster case), which the
+sums of the exponentials show: every one in [1, ∞). Otherwise softmax shifts the rows that
+need it and log_softmax every row.
 float16 is computed in float32 (precision.py). An empty axis gives the empty result
 (logsumexp: log 0 = -inf), as in torch.
 """
@@ -11,6 +13,7 @@ import numbers
 import numpy as np
 
 from ..tracer import primal, primitive
+from .broadcasting import in_place
 from .checks import as_array, normalize_axes
 from .precision import computed_in_float32
 from .reductions import keepdims_shape, sum_keepdims
@@ -21,16 +24,12 @@ def _shifted(x, axis):
     return x - primal(x).max(axis=axis, keepdims=True)
 
 
-def _exp_needs_no_shift(x):
-    """True when every entry of the plain array x lies within ±½·log(largest float): then
-    exp(x) and sums of up to ~10^19 such terms are normal numbers, as exact as exp(x - max).
-    Two global reductions cost a tenth of a row maximum over short rows (attention scores).
-    float32 and float64 only (float16 reaches here as float32: its bound, 5.5, would allow
-    sums of only 256 terms)."""
-    if type(x) is not np.ndarray or x.size == 0:
-        return False
-    bound = 0.5 * np.log(np.finfo(x.dtype).max)  # 44.4 in float32, 354.9 in float64
-    return bool(-bound <= x.min() and x.max() <= bound)  # False for NaN
+def _sums_are_exact(sums):
+    """Rows whose sum of unshifted exponentials lies in [1, ∞): there exp(x) is as exact as
+    exp(x - max). Elsewhere the sum overflowed, is NaN, is 0 (nothing kept) or is small
+    enough that some exponential may have left the normal range (with a sum >= 1, a term
+    below the smallest normal changes neither the sum nor a softmax output above it)."""
+    return (sums >= 1) & (sums < np.inf)
 
 
 def _one_axis(op, axis, ndim):
@@ -63,7 +62,8 @@ def _check_mask(op, mask, shape):
 
 def _normalized(e, mask, axis):
     """e / Σ_axis e; a row with nothing kept is all zeros: it is divided by infinity."""
-    return e / np.where(mask.any(axis=axis, keepdims=True), sum_keepdims(e, axis), np.inf)
+    sums = np.where(mask.any(axis=axis, keepdims=True), sum_keepdims(e, axis), np.inf)
+    return in_place(np.divide, e, sums)  # e: fresh
 
 
 def _masked_softmax_shifted(x, mask, axis):
@@ -84,6 +84,27 @@ def _masked_softmax_shifted(x, mask, axis):
         return _normalized(np.exp(kept - peak), mask, axis), finite_rows
 
 
+def _softmax_unshifted(x, mask, axis):
+    """The (masked) softmax of a plain x from exp(x), without row maxima, and the rows where
+    that is as exact as with them (_sums_are_exact). -> (y, exact rows (keepdims))
+    Checking the sums costs a fraction of the two global reductions over x it replaces."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        e = np.exp(x)
+        if mask is not None:
+            np.multiply(e, mask, out=e)  # masked entries: exactly 0
+        sums = sum_keepdims(e, axis)
+        return np.divide(e, sums, out=e), _sums_are_exact(sums)
+
+
+def _softmax_shifted(x, mask, axis):
+    """The (masked) softmax with exp shifted by row maxima, for any x; and whether it is
+    exactly 0 at the masked entries (not in a NaN row: its gradient there is set to 0)."""
+    if mask is not None:
+        return _masked_softmax_shifted(x, mask, axis)
+    e = np.exp(_shifted(x, axis))
+    return in_place(np.divide, e, sum_keepdims(e, axis)), True  # e: fresh
+
+
 @primitive
 @computed_in_float32
 def softmax(x, axis=-1, mask=None):
@@ -99,22 +120,33 @@ def softmax(x, axis=-1, mask=None):
     if mask is not None:
         _check_mask("softmax", mask, x.shape)
         mask = mask.reshape((1,) * (x.ndim - mask.ndim) + mask.shape)  # same rank as x
+    y, exact = _softmax_unshifted(x, mask, axis) if type(x) is np.ndarray else (None, None)
     if x.size == 0:
         y = _empty_like(x)
-    elif mask is None:
-        e = np.exp(x if _exp_needs_no_shift(x) else _shifted(x, axis))
-        y = e / sum_keepdims(e, axis)
-    elif _exp_needs_no_shift(x):  # every entry finite and moderate: exp(x) is exact
-        e = np.exp(x)
-        np.multiply(e, mask, out=e)  # masked entries: exactly 0
-        y = _normalized(e, mask, axis)
-    else:  # a NaN row is NaN at its masked entries too: its gradient there is set to 0
-        y, exact_zeros = _masked_softmax_shifted(x, mask, axis)
+    elif y is None:  # traced values
+        y, exact_zeros = _softmax_shifted(x, mask, axis)
+    elif not exact.all() and axis == x.ndim - 1:  # a few rows (a causal mask's first ones)
+        rows = ~exact[..., 0]
+        y[rows], exact_zeros = _softmax_shifted(
+            x[rows], None if mask is None else np.broadcast_to(mask, x.shape)[rows], -1)
+    elif not exact.all():
+        shifted, exact_zeros = _softmax_shifted(x, mask, axis)
+        y = np.where(exact, y, shifted)
 
     def softmax_pullback(g):
         dx = softmax_backward(g, y, axis)
         return (dx if exact_zeros else np.where(mask, dx, 0)), None, None
     return y, softmax_pullback
+
+
+def _log_softmax_unshifted(x, axis):
+    """x - log Σ exp(x) for a plain x, without row maxima; None unless every row's sum is
+    exact (_sums_are_exact)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = sum_keepdims(np.exp(x), axis)
+    if not _sums_are_exact(sums).all():
+        return None
+    return x - np.log(sums)
 
 
 @primitive
@@ -126,8 +158,10 @@ def log_softmax(x, axis=-1):
     if x.size == 0:
         y = _empty_like(x)
     else:
-        shifted = x if _exp_needs_no_shift(x) else _shifted(x, axis)
-        y = shifted - np.log(sum_keepdims(np.exp(shifted), axis))
+        y = _log_softmax_unshifted(x, axis) if type(x) is np.ndarray else None
+        if y is None:  # traced values, or some row that needs the shift
+            shifted = _shifted(x, axis)
+            y = shifted - np.log(sum_keepdims(np.exp(shifted), axis))
 
     def log_softmax_pullback(g):
         return g - np.exp(y) * sum_keepdims(g, axis), None
