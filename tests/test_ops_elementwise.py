@@ -23,6 +23,18 @@ def test_kinks_match_torch(dtype, torch):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_relu_of_infinities_and_negatives_is_torchs(dtype, torch):
+    """relu(-inf) = 0 (not -inf · 0 = NaN), relu(-1) = +0 (not -0), relu(inf) = inf."""
+    x = np.array([-np.inf, -1.0, 0.0, 3.0, np.inf], dtype=dtype)
+    out = ag.relu(x)
+    expected = torch.relu(torch.from_numpy(x)).numpy()
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(expected))
+    np.testing.assert_array_equal(ag.grad(lambda x: ag.sum(ag.relu(x)))(x), [0, 0, 0, 1, 1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_stable_at_large_arguments(dtype, torch):
     x = np.array([-1e4, -80.0, 0.0, 80.0, 1e4], dtype=dtype)
     for name in ("sigmoid", "tanh", "gelu", "relu", "softplus", "silu", "sin", "cos"):

@@ -13,6 +13,7 @@ from ..tracer import primal, primitive
 from ..tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
 from .checks import as_array, as_operands
+from .selection import where
 
 
 @primitive
@@ -188,10 +189,11 @@ def sigmoid(x):
 
 @primitive
 def relu(x):
-    """max(x, 0); the derivative at 0 is 0 (as in PyTorch)."""
+    """max(x, 0); the derivative at 0 is 0 (as in PyTorch). Selected, not multiplied by the
+    mask: -inf · 0 would be NaN and -1 · 0 would be -0."""
     x = as_array("relu", x)
     positive = primal(x) > 0
-    out = x * positive
+    out = where(positive, x, 0)
 
     def relu_pullback(g):
         return (g * positive,)
