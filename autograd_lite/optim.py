@@ -1,5 +1,6 @@
 """Optimizers over pytrees: `opt.init(params) -> state`, `opt.update(params, grads, state)
--> (params, state)`. Nothing is updated in place; state is a pytree (it saves with ag.save).
+-> (params, state)`. Nothing is updated in place unless Adam's `in_place=True` asks for it;
+state is a pytree (it saves with ag.save).
 
 Each optimizer follows its torch.optim namesake. Only differentiable leaves
 (tree.is_differentiable) with a gradient move; static leaves (n_heads, Hyper settings,
@@ -151,18 +152,21 @@ def _adam_leaf(s, rate, p, g, m, v, t):
     return p - step_size * m / (np.sqrt(v) / root_correction + s.eps), m, v, t
 
 
-def _adam_chunk(s, rate, t, p, g, m, v):
+def _adam_chunk(s, rate, t, p, g, m, v, in_place=False):
     """_adam_leaf over 1-D arrays of one dtype that join leaves moving at the same new count t:
     the same operations in the same order (the same bits), a dozen numpy calls for any number
-    of leaves, into fresh arrays (the inputs are left as they were). -> (p, m, v)"""
+    of leaves, into fresh arrays (the inputs are left as they were), or with in_place into
+    p, m and v themselves. -> (p, m, v)"""
+    def into(a):  # the `out=` of an update of a: a itself in place, else a fresh array
+        return a if in_place else None
     if s.weight_decay and not s.decoupled:
         g = g + s.weight_decay * p
     scratch = np.multiply(g, 1 - s.beta1)
-    m = np.multiply(m, s.beta1)
+    m = np.multiply(m, s.beta1, out=into(m))
     m += scratch  # β1·m + (1 - β1)·g
     np.multiply(g, g, out=scratch)
     scratch *= 1 - s.beta2
-    v = np.multiply(v, s.beta2)
+    v = np.multiply(v, s.beta2, out=into(v))
     v += scratch  # β2·v + (1 - β2)·g²
     np.sqrt(v, out=scratch)
     scratch /= math.sqrt(1 - s.beta2 ** int(t))
@@ -170,8 +174,17 @@ def _adam_chunk(s, rate, t, p, g, m, v):
     step = np.multiply(m, rate / (1 - s.beta1 ** int(t)))
     step /= scratch
     if s.decoupled and s.weight_decay:
-        p = p * (1 - rate * s.weight_decay)
-    return np.subtract(p, step, out=step), m, v
+        p = np.multiply(p, 1 - rate * s.weight_decay, out=into(p))
+    return np.subtract(p, step, out=p if in_place else step), m, v
+
+
+def _write_back(flat_arrays, leaves):
+    """After an in-place chunk update: copy each of the chunk's new 1-D arrays into its
+    leaves, unless it is already a view of them (joined found them back to back)."""
+    for new, originals in zip(flat_arrays, leaves):
+        if not np.may_share_memory(new, originals[0]):
+            for original, value in zip(originals, split_like(new, originals)):
+                np.copyto(original, value)
 
 
 def _fits_chunk(p, g, m, v, t):
@@ -211,9 +224,13 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
         return AdamState(np.int64(0), _zeros_like_floats(params), _zeros_like_floats(params),
                          _zero_counts(params))
 
-    def update(params, grads, state):
+    def update(params, grads, state, *, in_place=False):
         """Leaves that fit (_fits_chunk) are updated in chunks; the new p, m and v of a chunk
-        are views of one fresh array each, so that the next update finds them joined."""
+        are views of one fresh array each, so that the next update finds them joined.
+        in_place=True (as torch.optim does) writes the new p, m and v of those leaves into
+        the arrays of params and state and returns them: the step then holds no second copy
+        of the parameters and moments, and the caller must not keep using the old values.
+        Other leaves (a Python float, say) get new values as without it."""
         step = state.step + 1
         rate = _learning_rate(lr, step)
         leaves = []  # (p, g, m, v, t) per leaf, in tree order
@@ -231,7 +248,13 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
         for chunk in _chunks(leaves, in_chunks):
             p, g, m, v = ([leaves[i][k] for i in chunk] for k in range(4))
             t = leaves[chunk[0]][4]
-            flat = _adam_chunk(settings, rate, t, joined(p), joined(g), joined(m), joined(v))
+            flat = _adam_chunk(settings, rate, t, joined(p), joined(g), joined(m), joined(v),
+                               in_place)
+            if in_place:
+                _write_back(flat, (p, m, v))
+                for i in chunk:
+                    new[i] = (*(leaves[i][k] for k in (0, 2, 3)), leaves[i][4])
+                continue
             for i, *leaf in zip(chunk, *(split_like(a, p) for a in flat)):
                 new[i] = (*leaf, leaves[i][4])
         p, m, v, t = unflatten_each(params, list(zip(*new)) if new else [[]] * 4)

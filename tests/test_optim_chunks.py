@@ -136,3 +136,64 @@ def test_unflatten_each_rebuilds_several_trees_of_one_structure(rng):
     with pytest.raises(ValueError, match=r"unflatten_each: the structure holds 8 leaves, the "
                                          r"columns \[8, 7\]"):
         flat.unflatten_each(tree, [leaves, leaves[:-1]])
+
+
+def adam_runs(optimizer, rng, steps, in_place):
+    """(params, state) after `steps` updates from make_tree, gradients drawn from rng."""
+    params = make_tree(rng)
+    state = optimizer.init(params)
+    for step in range(1, steps + 1):
+        params, state = optimizer.update(params, make_gradients(rng, params, step), state,
+                                         in_place=in_place)
+    return params, state
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 2**16])
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_in_place_gives_the_bits_of_the_functional_update(name, chunk_size, monkeypatch):
+    make, settings, _ = SETTINGS[name]
+    monkeypatch.setattr(optim, "CHUNK_SIZE", chunk_size)
+    functional = adam_runs(make(**settings), np.random.default_rng(3), 5, in_place=False)
+    in_place = adam_runs(make(**settings), np.random.default_rng(3), 5, in_place=True)
+    assert ag.tree_paths(functional) == ag.tree_paths(in_place)
+    for a, b in zip(ag.tree_leaves(functional), ag.tree_leaves(in_place)):
+        assert type(a) is type(b) and np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("chunk_size", [7, 2**16])
+def test_in_place_writes_into_the_arrays_it_was_given(chunk_size, monkeypatch, rng):
+    monkeypatch.setattr(optim, "CHUNK_SIZE", chunk_size)
+    optimizer = ag.optim.adamw(lr=0.1)
+    params = make_tree(rng)
+    state = optimizer.init(params)
+    grads = make_gradients(rng, params, 3)
+    expected, expected_state = optimizer.update(params, grads, state)
+    new, new_state = optimizer.update(params, grads, state, in_place=True)
+    arrays = [isinstance(x, np.ndarray) for x in ag.tree_leaves(params)]  # not the float leaf
+    for given, returned, want in ((params, new, expected), (state.m, new_state.m, expected_state.m),
+                                  (state.v, new_state.v, expected_state.v)):
+        for a, b, c, array in zip(ag.tree_leaves(given), ag.tree_leaves(returned),
+                                  ag.tree_leaves(want), arrays):
+            if array:
+                assert b is a  # the caller's array, now holding the new value
+            np.testing.assert_array_equal(b, c)
+
+
+def test_in_place_holds_no_second_copy_of_the_parameters_and_moments():
+    """Three leaves of 2**18 float32 (1 MiB each): the functional update allocates the new p, m
+    and v (9 MiB, besides its scratch), the in-place one only its per-chunk scratch."""
+    import tracemalloc
+    rng = np.random.default_rng(0)
+    params = [rng.standard_normal(2**18).astype(np.float32) for _ in range(3)]
+    grads = [rng.standard_normal(2**18).astype(np.float32) for _ in range(3)]
+    peaks = {}
+    for in_place in (False, True):
+        optimizer = ag.optim.adam(lr=0.1)
+        p, state = [x.copy() for x in params], optimizer.init(params)
+        tracemalloc.start()
+        result = optimizer.update(p, grads, state, in_place=in_place)
+        peaks[in_place] = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        del result
+    assert peaks[False] > 9 and peaks[True] < 3, peaks

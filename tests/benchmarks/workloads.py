@@ -35,10 +35,12 @@ class Workload(NamedTuple):
 
 class OurStep:
     """Our training step over a workload: value_and_gradient, then Adam, on its own copy of
-    the parameters."""
+    the parameters, which Adam updates in place (in_place=True), as torch.optim does."""
 
     def __init__(self, workload, lr=1e-4):
-        self.loss, self.params = workload.loss, workload.params
+        self.loss = workload.loss
+        self.params = ag.tree_map(lambda a: a.copy() if isinstance(a, np.ndarray) else a,
+                                  workload.params)
         self.optimizer = ag.optim.adam(lr)
         self.state = self.optimizer.init(self.params)
 
@@ -49,7 +51,8 @@ class OurStep:
 
     def step(self):
         _, grads = ag.value_and_gradient(self.loss, self.params, argnums=0)
-        self.params, self.state = self.optimizer.update(self.params, grads, self.state)
+        self.params, self.state = self.optimizer.update(self.params, grads, self.state,
+                                                        in_place=True)
 
 
 def padded_source(rng, vocab, batch, length, pad=0):
