@@ -234,22 +234,30 @@ def report(split, model_probabilities, baseline_probabilities, out):
             f"({len(labels):,} review{'s' if len(labels) != 1 else ''})")
 
 
-def load_model(directory):
-    """(params, tokenizer, settings) of a saved run: only the files in `directory`. A folder
-    that is not a classify run's is an error naming what it lacks."""
-    directory = pathlib.Path(directory)
+def run_settings(directory):
+    """The hyperparameters a classify run saved in `directory`; a folder that is not a
+    classify run's is an error naming what it lacks."""
     not_a_run = f"--model {directory} is not the --out folder of a classify run"
     if not directory.is_dir():
-        raise ValueError(f"{not_a_run} ({'a file, not a folder' if directory.exists() else 'no such folder'})")
+        what = "a file, not a folder" if directory.exists() else "no such folder"
+        raise ValueError(f"{not_a_run} ({what})")
     missing = [name for name in (MODEL, VOCABULARY, HYPERPARAMETERS)
                if not (directory / name).is_file()]
     if missing:
         raise ValueError(f"{not_a_run} (missing {', '.join(missing)})")
     with open(directory / HYPERPARAMETERS) as fh:
-        settings = json.load(fh).get("hyperparameters", {})  # fit's: {"fit", "hyperparameters"}
+        saved = json.load(fh)  # fit's file: {"fit": ..., "hyperparameters": ...}
+    settings = saved.get("hyperparameters", {}) if isinstance(saved, dict) else {}
     lacking = [name for name in MODEL_SETTINGS if name not in settings]
     if lacking:
         raise ValueError(f"{not_a_run} (its {HYPERPARAMETERS} has no {', '.join(lacking)})")
+    return settings
+
+
+def load_model(directory):
+    """(params, tokenizer, settings) of a saved run: only the files in `directory`."""
+    directory = pathlib.Path(directory)
+    settings = run_settings(directory)
     tokenizer = text.IndexTokenizer.load(directory / VOCABULARY)
     like = build_model(settings, np.random.default_rng(0))
     return ag.load(directory / MODEL, like=like), tokenizer, settings
