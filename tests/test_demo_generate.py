@@ -285,7 +285,7 @@ def test_help_explains_each_option_and_shows_the_docstring(capsys):
      "generate: --ngram 12: 12-grams over the text's 100 distinct characters do not fit in "
      "int64 codes; the largest order that does is 9"),
     (None, [], "generate: {path}: No such file or directory"),
-])
+], ids=["too-short", "empty", "not-utf8", "ngram-too-large", "missing"])
 def test_bad_input_is_one_line_and_leaves_no_folder(tmp_path, content, flags, message):
     path = tmp_path / "text.txt"
     if content is not None:
