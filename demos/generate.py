@@ -121,8 +121,8 @@ def take_run_settings(parser, args):
     if not path.is_file():
         parser.error(f"--resume: {args.out} holds no run to continue (no {path.name})")
     try:
-        saved = dict(json.loads(path.read_text(encoding="utf-8"))["hyperparameters"])
-        corpus = saved.pop("corpus")
+        saved = json.loads(path.read_text(encoding="utf-8"))["hyperparameters"]
+        corpus, saved = saved["corpus"], {name: saved[name] for name in (*FULL, "seed")}
     except (ValueError, KeyError, TypeError) as error:
         parser.error(f"--resume: {path} is not a generate run's settings ({error!r})")
     if args.data is None and corpus != PYDOC_TOPICS:

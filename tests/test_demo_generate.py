@@ -249,6 +249,10 @@ def test_resume_takes_the_runs_settings_and_refuses_others(tmp_path, capsys):
     run.mkdir()
     settings = dict(generate.QUICK, corpus=str(tmp_path / "tiny.txt"), seed=3)
     (run / "hyperparameters.json").write_text(json.dumps({"fit": {}, "hyperparameters": settings}))
+    classify_run = tmp_path / "classify"
+    classify_run.mkdir()
+    classify_settings = classify_run / "hyperparameters.json"
+    classify_settings.write_text('{"hyperparameters": {"d_model": 32}}')
     args = generate.parse_args(["--out", str(run), "--resume"])
     assert {name: getattr(args, name) for name in generate.QUICK} == generate.QUICK
     assert (args.data, args.seed) == (tmp_path / "tiny.txt", 3)
@@ -258,7 +262,10 @@ def test_resume_takes_the_runs_settings_and_refuses_others(tmp_path, capsys):
                            (["--data", "other.txt"], f"--resume: the run in {run} learned "
                                                      f"{tmp_path / 'tiny.txt'}, not other.txt"),
                            (["--out", str(tmp_path)], f"--resume: {tmp_path} holds no run to "
-                                                      f"continue (no hyperparameters.json)")):
+                                                      f"continue (no hyperparameters.json)"),
+                           (["--out", str(classify_run)], f"--resume: {classify_settings} is "
+                                                          f"not a generate run's settings "
+                                                          f"(KeyError('corpus'))")):
         with pytest.raises(SystemExit):
             generate.parse_args(["--out", str(run), "--resume", *flags])
         assert message in capsys.readouterr().err
