@@ -6,7 +6,6 @@ in the README."""
 import csv
 
 import numpy as np
-import pytest
 from helpers.data_folder import DATA, needs_data
 from helpers.demos import FINAL_LINE, run_classify
 
