@@ -53,9 +53,14 @@ def ngrams(words):
 def fit_features(documents, min_document_frequency=MIN_DOCUMENT_FREQUENCY,
                  max_features=MAX_FEATURES):
     """The n-grams of the training documents (lists of words) in at least
-    min_document_frequency of them, the max_features most frequent, and their idf."""
+    min_document_frequency of them, the max_features most frequent, and their idf. No n-gram
+    that frequent is an error: the model would have no feature to weigh."""
     grams = [ngrams(d) for d in documents]
     kept = text.select_vocabulary(grams, min_document_frequency, max_features)
+    if not kept:
+        raise ValueError(f"baseline.fit_features: no word or word pair is in at least "
+                         f"min_document_frequency={min_document_frequency} of the "
+                         f"{len(documents)} training reviews, so the baseline has no feature")
     frequency = Counter(g for document in grams for g in set(document))
     df = np.array([frequency[g] for g in kept], dtype=np.float64)  # (F,)
     idf = np.log((1 + len(documents)) / (1 + df)) + 1

@@ -26,6 +26,7 @@ The last line printed is the test accuracy of both models.
 import argparse
 import json
 import pathlib
+import sys
 import time
 from typing import Any, NamedTuple
 
@@ -37,6 +38,7 @@ from models import classifier, plots, text, train
 
 from . import baseline, common, review_files
 from .batching import fixed_length, length_bucketed_batches, probabilities
+from .translate import flag
 
 # Tuned on amazon_hatn at --max-len 200 (README: the table); QUICK is a tiny run for CI.
 DEFAULTS = dict(max_len=200, epochs=3, d_model=64, layers=1, heads=4, pool="mean",
@@ -53,6 +55,10 @@ WARMUP_FRACTION = 0.05  # of the steps: a linear warm-up, then a cosine decay to
 WEIGHT_DECAY = 0.01
 CLIP_NORM = 1.0
 MODEL, VOCABULARY, HYPERPARAMETERS = "model.npz", "vocabulary.txt", "hyperparameters.json"
+# what build_model and predict read from a run's hyperparameters.json
+MODEL_SETTINGS = ("vocab_size", "pad", "class_names", "max_len", "d_model", "heads", "d_ff",
+                  "layers", "pool", "dropout", "embedding_scale")
+DATA_OPTIONS = ("test", "format", "text_column", "label_column", "labels")  # need --data
 
 
 class Run(NamedTuple):
@@ -81,7 +87,7 @@ def parse_args(argv=None):
                                              "(default: text; JSON: review_body)")
     files.add_argument("--label-column", metavar="NAME", help="CSV column or JSON key of the label "
                                               "(default: label; JSON: stars)")
-    files.add_argument("--labels", choices=("binary", "stars"), default="stars",
+    files.add_argument("--labels", choices=("binary", "stars"), default=None,
                        help="JSON lines: 1-5 star classes, or binary (1-2 vs 4-5 stars, 3 "
                             "left out) (stars)")
     run = parser.add_argument_group("model and training (default / --quick)")
@@ -105,17 +111,32 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if (args.predict is None) != (args.model is None):
         parser.error("--predict and --model go together")
+    check_data_options(parser, args)
     for name, value in (QUICK if args.quick else DEFAULTS).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     for name, value in vars(args).items():
-        flag = "--" + name.replace("_", "-")
         if name in DEFAULTS and isinstance(value, int) and value < 1:
-            parser.error(f"{flag} must be at least 1, got {value}")
+            parser.error(f"{flag(name)} must be at least 1, got {value}")
     if not args.lr > 0 or not 0 <= args.dropout < 1:
         parser.error(f"--lr must be above 0 and --dropout in [0, 1), got {args.lr} and "
                      f"{args.dropout}")
+    if args.d_model % args.heads:
+        parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
     return args
+
+
+def check_data_options(parser, args):
+    """The options about a data file need --data, and --labels a JSON lines file; then
+    --labels defaults to stars."""
+    for name in DATA_OPTIONS:
+        if args.data is None and getattr(args, name) is not None:
+            parser.error(f"{flag(name)} is about the --data file: it needs --data FILE")
+    kind = args.format or review_files.FORMATS.get((args.data or pathlib.Path()).suffix.lower())
+    if args.labels is not None and kind not in (None, "jsonl"):
+        parser.error(f"--labels {args.labels} is for JSON lines (star ratings), but --data "
+                     f"{args.data} is {kind}")
+    args.labels = args.labels or "stars"
 
 
 def loss_fn(params, batch, rng):
@@ -181,9 +202,9 @@ def train_transformer(args, settings, train_set, test_set, out):
                      unit="reviews")
 
 
-def baseline_probabilities(train_words, train_labels, test_words, n_classes, seed):
-    """The TF-IDF baseline's test probabilities (N, C), trained on the same words."""
-    features = baseline.fit_features(train_words)
+def baseline_probabilities(features, train_words, train_labels, test_words, n_classes, seed):
+    """The TF-IDF baseline's test probabilities (N, C), trained on the same words
+    (features: baseline.fit_features of train_words)."""
     params = baseline.train(features, train_words, train_labels, n_classes, seed=seed)
     return baseline.predict(params, features, test_words)
 
@@ -210,31 +231,66 @@ def report(split, model_probabilities, baseline_probabilities, out):
     baseline_accuracy = np.mean(baseline_probabilities.argmax(axis=1) == labels)
     return (f"test accuracy: transformer {100 * model_accuracy:.1f}%, bag-of-words baseline "
             f"(TF-IDF words and pairs) {100 * baseline_accuracy:.1f}% "
-            f"({len(labels):,} reviews)")
+            f"({len(labels):,} review{'s' if len(labels) != 1 else ''})")
+
+
+def run_settings(directory):
+    """The hyperparameters a classify run saved in `directory`; a folder that is not a
+    classify run's is an error naming what it lacks."""
+    not_a_run = f"--model {directory} is not the --out folder of a classify run"
+    if not directory.is_dir():
+        what = "a file, not a folder" if directory.exists() else "no such folder"
+        raise ValueError(f"{not_a_run} ({what})")
+    missing = [name for name in (MODEL, VOCABULARY, HYPERPARAMETERS)
+               if not (directory / name).is_file()]
+    if missing:
+        raise ValueError(f"{not_a_run} (missing {', '.join(missing)})")
+    with open(directory / HYPERPARAMETERS) as fh:
+        saved = json.load(fh)  # fit's file: {"fit": ..., "hyperparameters": ...}
+    settings = saved.get("hyperparameters", {}) if isinstance(saved, dict) else {}
+    lacking = [name for name in MODEL_SETTINGS if name not in settings]
+    if lacking:
+        raise ValueError(f"{not_a_run} (its {HYPERPARAMETERS} has no {', '.join(lacking)})")
+    return settings
 
 
 def load_model(directory):
     """(params, tokenizer, settings) of a saved run: only the files in `directory`."""
     directory = pathlib.Path(directory)
-    with open(directory / HYPERPARAMETERS) as fh:
-        settings = json.load(fh)["hyperparameters"]  # train.fit's file: {"fit", "hyperparameters"}
+    settings = run_settings(directory)
     tokenizer = text.IndexTokenizer.load(directory / VOCABULARY)
     like = build_model(settings, np.random.default_rng(0))
     return ag.load(directory / MODEL, like=like), tokenizer, settings
 
 
 def predict(directory, texts):
-    """(class probabilities (N, C), class names) of the texts under the saved model."""
-    params, tokenizer, settings = load_model(directory)
+    """(class probabilities (N, C), class names) of the texts under the model saved in
+    `directory`."""
+    return predict_with(load_model(directory), texts)
+
+
+def predict_with(model, texts):
+    """predict's result under load_model's (params, tokenizer, settings)."""
+    params, tokenizer, settings = model
     sequences = [tokenizer.encode(w) for w in words_of(texts, settings["max_len"])]
     return probabilities(params, sequences, tokenizer.pad_id), settings["class_names"]
 
 
-def print_predictions(directory, texts):
-    probs, names = predict(directory, texts)
+def print_predictions(model, texts):
+    """A line per text: the predicted class, every class's probability and the text, under
+    load_model's (params, tokenizer, settings)."""
+    probs, names = predict_with(model, texts)
     for t, row in zip(texts, probs):
         shares = ", ".join(f"{n} {p:.4f}" for n, p in zip(names, row))
         print(f"{names[int(row.argmax())]}: {shares}   {t!r}")
+
+
+def read_reviews(args):
+    """Every check of the input before anything is trained or written: -> (the Split, the
+    words of (training, test) reviews, the baseline's features of the training words)."""
+    split = review_files.load(args, args.generated, args.seed)
+    words = tuple(words_of(part.texts, args.max_len) for part in (split.train, split.test))
+    return split, words, baseline.fit_features(words[0])
 
 
 def main(argv=None):
@@ -242,13 +298,17 @@ def main(argv=None):
     args = parse_args(argv)
     ag.memory.keep_freed_memory()
     if args.predict is not None:
-        return print_predictions(args.model, args.predict)
-    out = common.output_directory(args, "classify")
-    split = review_files.load(args, args.generated, args.seed)
+        with common.exit_on_bad_input("classify"):
+            model = load_model(args.model)
+        return print_predictions(model, args.predict)
+    out = common.output_path(args, "classify")
+    if common.holds_a_run(out):
+        sys.exit(f"classify: --out {out} holds a run already: choose another --out")
+    with common.exit_on_bad_input("classify"):
+        split, (train_words, test_words), features = read_reviews(args)
+        out.mkdir(parents=True, exist_ok=True)
     print(f"data: {split.source}: {len(split.train.texts):,} training and "
           f"{len(split.test.texts):,} test reviews, classes {', '.join(split.class_names)}")
-    train_words, test_words = (words_of(part.texts, args.max_len)
-                               for part in (split.train, split.test))
     tokenizer = text.IndexTokenizer(text.select_vocabulary(train_words, args.min_df,
                                                            args.vocab_size))
     settings = hyperparameters(args, tokenizer, split.class_names)
@@ -263,7 +323,7 @@ def main(argv=None):
     tokenizer.save(out / VOCABULARY)
     plots.training_curves(history, out / "curves.png")
     line = report(split, probabilities(params, test_sequences, tokenizer.pad_id),
-                  baseline_probabilities(train_words, split.train.labels, test_words,
+                  baseline_probabilities(features, train_words, split.train.labels, test_words,
                                          len(split.class_names), args.seed), out)
     common.print_result(line)
     return Run(line, params, tokenizer, settings, out)

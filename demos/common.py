@@ -1,15 +1,22 @@
-"""What every demo shares: the options --quick, --out and --seed, the output directory, and
-the final line, which holds the measured result.
+"""What every demo shares: the options --quick, --out and --seed, the output directory, bad
+input as a one-line error, and the final line, which holds the measured result.
 
     parser = argparse.ArgumentParser(prog="python -m demos.classify", description=...)
     common.add_options(parser)
     args = parser.parse_args(argv)
-    out = common.output_directory(args, "classify")     # runs/classify-<timestamp>/, made
+    out = common.output_path(args, "classify")          # runs/classify-<timestamp>/, not made
+    with common.exit_on_bad_input("classify"):           # "classify: <the error>", status 1
+        ...                                              # read and check the input
+    out.mkdir(parents=True, exist_ok=True)
     ...
     common.print_result("test accuracy: transformer 89.4%, ...")
 """
+import contextlib
 import datetime
 import pathlib
+import sys
+
+from models.checkpoint import CHECKPOINT
 
 
 def add_options(parser):
@@ -22,14 +29,45 @@ def add_options(parser):
                         help="seeds the data, the initial weights, the batches and dropout (0)")
 
 
+def output_path(args, name):
+    """args.out, or runs/<name>-<YYYYmmdd-HHMMSS>/ when not given; not created."""
+    if args.out is not None:
+        return args.out
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return pathlib.Path("runs") / f"{name}-{stamp}"
+
+
 def output_directory(args, name):
-    """args.out, or runs/<name>-<YYYYmmdd-HHMMSS>/ when not given; created if missing."""
-    out = args.out
-    if out is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = pathlib.Path("runs") / f"{name}-{stamp}"
+    """output_path(args, name), created if missing."""
+    out = output_path(args, name)
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def holds_a_run(out):
+    """Whether the folder `out` holds a training run (models.train.fit's checkpoint)."""
+    return (out / CHECKPOINT).exists()
+
+
+@contextlib.contextmanager
+def exit_on_bad_input(program):
+    """Around reading and checking a user's input: a ValueError (a malformed file, not UTF-8,
+    a bad setting) or an OSError (a missing file) ends the program with one line on stderr,
+    "<program>: <the error>", and exit status 1. Other errors are bugs and keep their
+    traceback."""
+    try:
+        yield
+    except (ValueError, OSError) as error:
+        sys.exit(one_line_error(program, error))
+
+
+def one_line_error(program, error):
+    """The message of `error` prefixed by the program's name (once); an OSError as
+    "<file>: <what went wrong>" rather than "[Errno 2] ..."."""
+    message = str(error)
+    if isinstance(error, OSError) and error.strerror:
+        message = f"{error.filename}: {error.strerror}" if error.filename else error.strerror
+    return message if message.startswith(f"{program}:") else f"{program}: {message}"
 
 
 def print_result(line):

@@ -20,15 +20,15 @@ search), the last line compares the two.
 Saved in --out (default runs/generate-<timestamp>/): model.npz (ag.load reads the
 parameters back), tokenizer.txt (CharTokenizer.load), fit's last.npz, best.npz,
 history.json and hyperparameters.json, curves.png, samples.txt and result.json.
---resume --out DIR continues a run that Ctrl-C stopped.
+--resume --out DIR continues a run that Ctrl-C stopped, with the settings, --data and
+--seed it was started with.
 
-The default run trains 2,500 steps in 608 s on a shared 2-core machine (load average 4.5 to
-6.6; 285 s of CPU time, so about 5 minutes on a quiet one) and reaches 1.71 bits per
-character, where the 4-gram has 1.96 and the 6-gram 1.73. Run as a program, it sets
-OPENBLAS_NUM_THREADS=1 unless the environment sets it: on that machine, busy with other
-work, a training step with two BLAS threads took 3 to 10 times as long as with one (models
-of 64 to 128 wide, 2 to 4 blocks), and a step of these sizes has little for a second
-thread to share.
+The default run trains 2,500 steps in 259 s (257 s of CPU time) on a shared 2-core machine
+at a load average of about 2, and reaches 1.71 bits per character, where the 4-gram has
+1.96 and the 6-gram 1.73. Run as a program, it sets OPENBLAS_NUM_THREADS=1 unless the
+environment sets it: on that machine, busy with other work, a training step with two BLAS
+threads took 3 to 10 times as long as with one (models of 64 to 128 wide, 2 to 4 blocks),
+and a step of these sizes has little for a second thread to share.
 """
 import os
 
@@ -63,6 +63,14 @@ CLIP_NORM = 1.0
 VALIDATION_WINDOWS = 64  # windows of held-out text for fit's per-epoch validation loss
 PYDOC_TOPICS = "pydoc_data.topics"
 NGRAM_ORDERS_SHOWN = 6  # the n-gram orders printed beside the one (--ngram) the result names
+HELP = dict(steps="training steps (batches)", d_model="model width",
+            heads="attention heads (must divide --d-model)", d_ff="feed-forward width",
+            layers="decoder blocks", context="characters the model sees at once (its max_len)",
+            batch_size="windows per step", lr="peak learning rate (Adam)",
+            warmup="steps of linear warm-up, before a cosine decay",
+            eval_every="steps between held-out losses (fit's epoch)",
+            ngram="order of the n-gram baseline the last line names",
+            sample_length="characters of each printed sample")
 
 
 def positive(kind):
@@ -78,24 +86,55 @@ def positive(kind):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="python -m demos.generate",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
     common.add_options(parser)
     parser.add_argument("--data", type=pathlib.Path, default=None, metavar="FILE",
                         help=f"a UTF-8 text file to learn (default: Python's {PYDOC_TOPICS})")
     parser.add_argument("--resume", action="store_true",
-                        help="continue the interrupted run in --out, with the same settings")
+                        help="continue the interrupted run in --out with its settings, --data "
+                             "and --seed (read from its hyperparameters.json)")
     for name, value in FULL.items():
         parser.add_argument(flag(name), type=positive(type(value)), default=None,
-                            help=f"full run: {value}, --quick: {QUICK[name]}")
+                            metavar={int: "N", float: "RATE"}[type(value)],
+                            help=f"{HELP[name]} (full run: {value}, --quick: {QUICK[name]})")
+    parser.set_defaults(seed=None)  # None: not given, so 0, or a resumed run's own
     args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else FULL).items():
+    if args.resume and args.out is None:
+        parser.error("--resume needs --out DIR, the folder of the run to continue")
+    if args.resume:
+        take_run_settings(parser, args)
+    for name, value in dict(QUICK if args.quick else FULL, seed=0).items():
         if getattr(args, name) is None:  # not given: the full run's or the quick run's
             setattr(args, name, value)
     if args.d_model % args.heads:
         parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
-    if args.resume and args.out is None:
-        parser.error("--resume needs --out DIR, the folder of the run to continue")
     return args
+
+
+def take_run_settings(parser, args):
+    """For --resume: the settings, --seed and --data not given are the run's in --out (as
+    hyperparameters() wrote them to fit's hyperparameters.json); one given that differs from
+    the run's is an error."""
+    path = args.out / "hyperparameters.json"
+    if not path.is_file():
+        parser.error(f"--resume: {args.out} holds no run to continue (no {path.name})")
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))["hyperparameters"]
+        corpus, saved = saved["corpus"], {name: saved[name] for name in (*FULL, "seed")}
+    except (ValueError, KeyError, TypeError) as error:
+        parser.error(f"--resume: {path} is not a generate run's settings ({error!r})")
+    if args.data is None and corpus != PYDOC_TOPICS:
+        args.data = pathlib.Path(corpus)
+    if (PYDOC_TOPICS if args.data is None else str(args.data)) != corpus:
+        parser.error(f"--resume: the run in {args.out} learned {corpus}, not {args.data}")
+    for name, value in saved.items():
+        given = getattr(args, name)
+        if given is None:
+            setattr(args, name, value)
+        elif given != value:
+            parser.error(f"--resume: {flag(name)} {given} differs from the run's {value}")
 
 
 def read_corpus(path):
@@ -115,6 +154,15 @@ def split_text(ids, context):
                          f"of --context {context}: its first 90% ({cut}) and last 10% "
                          f"({len(ids) - cut}) must each hold more than {context + 1}")
     return ids[:cut], ids[cut:]
+
+
+def check_ngram_order(order, vocab_size):
+    """--ngram must be an order whose n-grams over the vocabulary have int64 codes."""
+    if not ngram.codes_fit(order, vocab_size):
+        largest = max(k for k in range(1, order) if ngram.codes_fit(k, vocab_size))
+        raise ValueError(f"generate: --ngram {order}: {order}-grams over the text's "
+                         f"{vocab_size} distinct characters do not fit in int64 codes; the "
+                         f"largest order that does is {largest}")
 
 
 def ngram_baselines(train_ids, held_out_ids, vocab_size, order):
@@ -254,13 +302,16 @@ def save_outputs(out, params, tokenizer, history, texts, result):
 def main(argv=None):
     args = parse_args(argv)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
-    out = common.output_directory(args, "generate")
-    if (out / "last.npz").exists() and not args.resume:
+    out = common.output_path(args, "generate")
+    if common.holds_a_run(out) and not args.resume:
         sys.exit(f"generate: {out} holds a run: add --resume to continue it, or choose another "
                  f"--out")
-    corpus_name, corpus = read_corpus(args.data)
-    tokenizer = text.CharTokenizer.from_text(corpus)
-    train_ids, held_out_ids = split_text(tokenizer.encode(corpus), args.context)
+    with common.exit_on_bad_input("generate"):
+        corpus_name, corpus = read_corpus(args.data)
+        tokenizer = text.CharTokenizer.from_text(corpus)
+        train_ids, held_out_ids = split_text(tokenizer.encode(corpus), args.context)
+        check_ngram_order(args.ngram, len(tokenizer))
+        out.mkdir(parents=True, exist_ok=True)
     print(f"generate: {corpus_name}, {len(corpus):,} characters, {len(tokenizer)} distinct; "
           f"held out: the last {len(held_out_ids):,}")
 

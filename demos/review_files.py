@@ -7,6 +7,7 @@ labels in increasing order (stars 1..5 are classes 0..4, named "1".."5"). A test
 with the training file's classes; a label the training file does not have is an error.
 """
 import pathlib
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -17,6 +18,8 @@ from . import reviews
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".tsv": "tsv", ".txt": "tsv"}
 TEST_FRACTION = 0.2
+# models.data's wording for a CSV column (read_csv) or JSON key (read_jsonl) the file lacks
+MISSING_FIELD = re.compile(r", line \d+: no (column|key) ")
 
 
 class Reviews(NamedTuple):
@@ -45,8 +48,19 @@ def file_format(path, given=None):
 
 def read(path, options, label_names=None):
     """A models.data.Dataset of the file, read as its format says. options: the parsed
-    arguments (format, text_column, label_column, labels)."""
-    kind = file_format(path, options.format)
+    arguments (format, text_column, label_column, labels). A column or key the file lacks is
+    an error that says which options name them."""
+    try:
+        return read_as(file_format(path, options.format), path, options, label_names)
+    except ValueError as error:
+        if not MISSING_FIELD.search(str(error)):
+            raise
+        raise ValueError(f"{error}; pass --text-column NAME and --label-column NAME to say "
+                         f"which hold the text and the label") from None
+
+
+def read_as(kind, path, options, label_names):
+    """read's Dataset of a file of `kind` (csv, jsonl or tsv)."""
     if kind == "csv":
         return data.read_csv(path, options.text_column or "text", options.label_column or "label",
                              label_names)
@@ -67,6 +81,16 @@ def classes_of(dataset, binary_stars=False):
         return ("negative", "positive"), (0, 1)
     values = tuple(int(v) for v in np.unique(dataset.labels))
     return tuple(str(v) for v in values), values
+
+
+def check_two_classes(dataset, class_names, values, path):
+    """A classifier needs at least two classes among the training file's labels (class_names
+    and values as classes_of gives them)."""
+    present = np.unique(dataset.labels).tolist()
+    if len(present) < 2:
+        only = class_names[present[0] if values is None else values.index(present[0])]
+        raise ValueError(f"classify: every review in {path} has the label {only!r}: a "
+                         f"classifier needs at least two classes")
 
 
 def class_ids(dataset, values, path):
@@ -93,6 +117,7 @@ def load(options, generated, seed):
                               drop_repeats=True)
     dataset = read(options.data, options)
     names, values = classes_of(dataset, binary_stars=options.labels == "binary")
+    check_two_classes(dataset, names, values, options.data)
     whole = Reviews(dataset.texts, class_ids(dataset, values, options.data))
     if options.test is None:
         return split_off_test(whole, names, seed, str(options.data))

@@ -3,8 +3,6 @@
 memory, the same bits from the same seed, user files (CSV, JSON lines, TSV) and their label
 classes, the TF-IDF baseline against features worked by hand, length-bucketed batches, and
 the learning-rate schedule."""
-import contextlib
-import io
 import json
 import re
 from argparse import Namespace
@@ -12,21 +10,11 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from helpers.demos import FINAL_LINE, run_classify
 
 import autograd_lite as ag
 from demos import baseline, batching, classify, review_files, reviews
 from models import classifier
-
-FINAL_LINE = re.compile(r"test accuracy: transformer ([\d.]+)%, bag-of-words baseline "
-                        r"\(TF-IDF words and pairs\) ([\d.]+)% \(([\d,]+) reviews\)")
-
-
-def run_demo(*argv):
-    """main(argv) with its printout captured: -> (main's result, the printed lines)."""
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()):
-        result = classify.main([str(a) for a in argv])
-    return result, printed.getvalue().splitlines()
 
 
 # --- the generated reviews ---------------------------------------------------------------------
@@ -68,7 +56,7 @@ def test_swapping_the_clauses_around_but_keeps_the_word_pairs_and_flips_the_labe
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("classify")
-    return run_demo("--quick", "--out", out)
+    return run_classify("--quick", "--out", out)
 
 
 def test_quick_run_learns_what_a_bag_of_words_cannot(quick_run):
@@ -104,7 +92,7 @@ def test_predict_gives_the_probabilities_of_the_model_in_memory(quick_run):
     in_memory = batching.probabilities(run.params, sequences, run.tokenizer.pad_id)  # (3, 2)
     saved, names = classify.predict(run.out, texts)
     np.testing.assert_array_equal(saved, in_memory)
-    result, printed = run_demo("--model", run.out, "--predict", *texts)
+    result, printed = run_classify("--model", run.out, "--predict", *texts)
     assert result is None and len(printed) == 3
     for line, row, t in zip(printed, in_memory, texts):
         assert line == (f"{names[row.argmax()]}: negative {row[0]:.4f}, positive {row[1]:.4f}"
@@ -113,20 +101,38 @@ def test_predict_gives_the_probabilities_of_the_model_in_memory(quick_run):
 
 def test_same_seed_same_bits(quick_run, tmp_path):
     run, _ = quick_run
-    again, _ = run_demo("--quick", "--out", tmp_path)
+    again, _ = run_classify("--quick", "--out", tmp_path)
     assert again.line == run.line
     for a, b in zip(ag.tree_leaves(again.params), ag.tree_leaves(run.params)):
         np.testing.assert_array_equal(a, b)
 
 
-def test_options_are_checked():
-    with pytest.raises(SystemExit):
-        classify.parse_args(["--predict", "good"])
-    with pytest.raises(SystemExit):
-        classify.parse_args(["--epochs", "0"])
+@pytest.mark.parametrize("flags, message", [
+    (["--predict", "good"], "--predict and --model go together"),
+    (["--epochs", "0"], "--epochs must be at least 1, got 0"),
+    (["--d-model", "30", "--heads", "4"], "--d-model 30 must be a multiple of --heads 4"),
+    (["--test", "test.csv"], "--test is about the --data file: it needs --data FILE"),
+    (["--format", "csv"], "--format is about the --data file: it needs --data FILE"),
+    (["--text-column", "review"], "--text-column is about the --data file: it needs --data"),
+    (["--label-column", "stars"], "--label-column is about the --data file: it needs --data"),
+    (["--labels", "binary"], "--labels is about the --data file: it needs --data FILE"),
+    (["--data", "reviews.csv", "--labels", "binary"],
+     "--labels binary is for JSON lines (star ratings), but --data reviews.csv is csv"),
+    (["--data", "reviews.txt", "--format", "tsv", "--labels", "stars"],
+     "--labels stars is for JSON lines (star ratings), but --data reviews.txt is tsv"),
+])
+def test_bad_options_are_refused_by_name(flags, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        classify.parse_args(flags)
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_options_fill_in_the_defaults():
     args = classify.parse_args(["--quick", "--d-model", "16"])
     assert args.d_model == 16 and args.epochs == classify.QUICK["epochs"]
     assert classify.parse_args([]).max_len == 200
+    assert classify.parse_args(["--data", "r.jsonl"]).labels == "stars"
+    assert classify.parse_args(["--data", "r.jsonl", "--labels", "binary"]).labels == "binary"
 
 
 # --- user files --------------------------------------------------------------------------------
@@ -144,7 +150,7 @@ def test_a_csv_with_a_test_file_trains_and_tests(tmp_path):
         (tmp_path / name).write_text("review,sentiment\n" + rows)
     write("train.csv", 6000, seed=0)
     write("test.csv", 500, seed=1)
-    run, printed = run_demo("--quick", "--data", tmp_path / "train.csv", "--test",
+    run, printed = run_classify("--quick", "--data", tmp_path / "train.csv", "--test",
                             tmp_path / "test.csv", "--text-column", "review", "--label-column",
                             "sentiment", "--out", tmp_path / "run")
     transformer, bag, n = FINAL_LINE.fullmatch(printed[-1]).groups()

@@ -43,9 +43,7 @@ def test_kneser_ney_bigram_probabilities_worked_by_hand():
     assert [table.discount for table in model.orders] == [pytest.approx(1 / 3), 0.5]
     held_out = [0, 1, 1, 0, 0]  # predicts b after a, b after b, a after b, a after a
     expected = [BIGRAM[pair] for pair in zip(held_out, held_out[1:])]
-    np.testing.assert_allclose(ngram.probabilities(model, held_out),
-                               [11 / 18, 1 / 6, 5 / 6, 7 / 18], rtol=1e-12)
-    np.testing.assert_allclose(expected, [11 / 18, 1 / 6, 5 / 6, 7 / 18], rtol=1e-12)
+    np.testing.assert_allclose(ngram.probabilities(model, held_out), expected, rtol=1e-12)
     bits = -np.mean(np.log2(expected))
     assert ngram.bits_per_character(model, held_out) == pytest.approx(bits, rel=1e-12)
 
@@ -71,8 +69,7 @@ def test_a_short_first_context_uses_the_lower_orders():
     # the first prediction has one character before it, so the trigram model answers with its
     # bigram level, which counts continuations: aba, baa, aab make ab, ba, aa once each, so
     # the discount is 1 and P(b | a) = 0 + 1 · 2 / 2 · P_1(b) = 1/3 (P_1 as in UNIGRAM)
-    assert ngram.probabilities(trigram, [0, 1])[0] == pytest.approx(UNIGRAM[1], rel=1e-12)
-    assert UNIGRAM[1] == pytest.approx(1 / 3)
+    assert ngram.probabilities(trigram, [0, 1])[0] == pytest.approx(1 / 3, rel=1e-12)
 
 
 @pytest.mark.parametrize("order", [1, 2, 4])
@@ -223,10 +220,11 @@ def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
         np.testing.assert_array_equal(x, y)
     assert samples_in(outputs[0]) == samples_in(outputs[1])
     assert result_of(outputs[1]) == (bits, 3, baseline)
-    # the folder of a finished run: refused without --resume; with it, nothing left to train
+    # the folder of a finished run: refused without --resume; with it, nothing left to train,
+    # and the run's settings, text and seed are read from its folder
     with pytest.raises(SystemExit, match="holds a run: add --resume to continue it"):
         generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / "a")])
-    generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / "a"), "--resume"])
+    generate.main(["--out", str(tmp_path / "a"), "--resume"])
     resumed = capsys.readouterr().out
     assert result_of(resumed) == (bits, 3, baseline)
     assert "trained 0 steps in" in resumed and "trained 120 steps in" in outputs[0]
@@ -244,6 +242,65 @@ def test_bad_settings_are_refused_by_name(flags, message, capsys):
     with pytest.raises(SystemExit):
         generate.parse_args(flags)
     assert message in capsys.readouterr().err
+
+
+def test_resume_takes_the_runs_settings_and_refuses_others(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    settings = dict(generate.QUICK, corpus=str(tmp_path / "tiny.txt"), seed=3)
+    (run / "hyperparameters.json").write_text(json.dumps({"fit": {}, "hyperparameters": settings}))
+    classify_run = tmp_path / "classify"
+    classify_run.mkdir()
+    classify_settings = classify_run / "hyperparameters.json"
+    classify_settings.write_text('{"hyperparameters": {"d_model": 32}}')
+    args = generate.parse_args(["--out", str(run), "--resume"])
+    assert {name: getattr(args, name) for name in generate.QUICK} == generate.QUICK
+    assert (args.data, args.seed) == (tmp_path / "tiny.txt", 3)
+    for flags, message in ((["--steps", "500"], "--resume: --steps 500 differs from the run's "
+                                                "120"),
+                           (["--seed", "0"], "--resume: --seed 0 differs from the run's 3"),
+                           (["--data", "other.txt"], f"--resume: the run in {run} learned "
+                                                     f"{tmp_path / 'tiny.txt'}, not other.txt"),
+                           (["--out", str(tmp_path)], f"--resume: {tmp_path} holds no run to "
+                                                      f"continue (no hyperparameters.json)"),
+                           (["--out", str(classify_run)], f"--resume: {classify_settings} is "
+                                                          f"not a generate run's settings "
+                                                          f"(KeyError('corpus'))")):
+        with pytest.raises(SystemExit):
+            generate.parse_args(["--out", str(run), "--resume", *flags])
+        assert message in capsys.readouterr().err
+
+
+def test_help_explains_each_option_and_shows_the_docstring(capsys):
+    with pytest.raises(SystemExit):
+        generate.parse_args(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for name in generate.FULL:
+        assert f"{generate.flag(name)} " in shown and " ".join(generate.HELP[name].split()) in \
+            shown, name
+    assert " ".join(generate.__doc__.split("\n\n")[1].split()) in shown
+
+
+@pytest.mark.parametrize("content, flags, message", [
+    ("short text", [], "generate: a text of 10 characters is too short for windows of "
+                       "--context 32: its first 90% (9) and last 10% (1) must each hold more "
+                       "than 33"),
+    ("", [], "generate: read_text: {path} is empty"),
+    (b"caf\xe9 au lait\n" * 40, [], "generate: read_text: {path}, line 1: not UTF-8 "
+                                    "(byte 0xe9 at offset 3)"),
+    ("".join(map(chr, range(33, 133))) * 10, ["--ngram", "12"],
+     "generate: --ngram 12: 12-grams over the text's 100 distinct characters do not fit in "
+     "int64 codes; the largest order that does is 9"),
+    (None, [], "generate: {path}: No such file or directory"),
+], ids=["too-short", "empty", "not-utf8", "ngram-too-large", "missing"])
+def test_bad_input_is_one_line_and_leaves_no_folder(tmp_path, content, flags, message):
+    path = tmp_path / "text.txt"
+    if content is not None:
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(SystemExit) as stop:
+        generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / "run"), *flags])
+    assert stop.value.code == message.format(path=path)
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_text_too_short_for_the_windows_is_refused():

@@ -6,9 +6,8 @@ in the README."""
 import csv
 
 import numpy as np
-import pytest
 from helpers.data_folder import DATA, needs_data
-from test_demo_classify import FINAL_LINE, run_demo
+from helpers.demos import FINAL_LINE, run_classify
 
 from models import data
 
@@ -35,15 +34,15 @@ def test_uci_sentences_beat_the_majority_by_a_wide_margin(tmp_path):
             train += [r for i, r in enumerate(rows) if i % 5]
     (tmp_path / "train.tsv").write_text("".join(train))
     (tmp_path / "test.tsv").write_text("".join(test))
-    _, printed = run_demo("--data", tmp_path / "train.tsv", "--test", tmp_path / "test.tsv",
+    _, printed = run_classify("--data", tmp_path / "train.tsv", "--test", tmp_path / "test.tsv",
                           "--quick", "--epochs", 8, "--min-df", 1, "--out", tmp_path / "run")
     transformer, bag, n = accuracies(printed)
     assert n == 600 and transformer >= 70 and bag >= 70
 
 
 def test_a_slice_of_amazon_hatn_learns(tmp_path):
-    """1,600 training and 400 test reviews, each domain and polarity in equal shares, cut to
-    their first 100 words."""
+    """333 reviews of each domain and polarity, 266 of them for training and 67 for testing
+    (1,596 training and 402 test reviews), cut to their first 100 words."""
     rng = np.random.default_rng(0)
     rows = {"train": [], "test": []}
     for domain in HATN:
@@ -56,7 +55,7 @@ def test_a_slice_of_amazon_hatn_learns(tmp_path):
     for part, content in rows.items():
         with open(tmp_path / f"{part}.csv", "w", newline="", encoding="utf-8") as fh:
             csv.writer(fh).writerows([("text", "label")] + content)
-    _, printed = run_demo("--data", tmp_path / "train.csv", "--test", tmp_path / "test.csv",
+    _, printed = run_classify("--data", tmp_path / "train.csv", "--test", tmp_path / "test.csv",
                           "--quick", "--max-len", 100, "--epochs", 4, "--out", tmp_path / "run")
     transformer, bag, n = accuracies(printed)
     assert n == 402 and transformer >= 70 and bag >= 75

@@ -11,6 +11,7 @@
     helpers.search        plain reference searches for the decoding tests
     helpers.pictures      the SVG a picture renders to, the engine's own op count, and the
                           small network the picture tests draw
+    helpers.demos         the classify demo run in the test's process, its final line's pattern
 """
 # The op-level references, also as `from helpers import ...` (the name other branches expect).
 from helpers.references import (DTYPES, RTOL, assert_close, check_first_order,  # noqa: F401
