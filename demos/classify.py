@@ -37,8 +37,8 @@ import models
 from models import classifier, plots, text, train
 
 from . import baseline, common, review_files
+from .common import flag
 from .batching import fixed_length, length_bucketed_batches, probabilities
-from .translate import flag
 
 # Tuned on amazon_hatn at --max-len 200 (README: the table); QUICK is a tiny run for CI.
 DEFAULTS = dict(max_len=200, epochs=3, d_model=64, layers=1, heads=4, pool="mean",

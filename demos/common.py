@@ -1,4 +1,5 @@
-"""What every demo shares: the options --quick, --out and --seed, the output directory, bad
+"""What every demo shares: the options --quick, --out and --seed (and `flag`, a setting's
+option), the output directory, bad
 input as a one-line error, and the final line, which holds the measured result.
 
     parser = argparse.ArgumentParser(prog="python -m demos.classify", description=...)
@@ -27,6 +28,11 @@ def add_options(parser):
                         help="where the run's files go (default: runs/<demo>-<timestamp>/)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seeds the data, the initial weights, the batches and dropout (0)")
+
+
+def flag(name):
+    """The command-line flag of a setting: batch_size -> --batch-size."""
+    return "--" + name.replace("_", "-")
 
 
 def output_path(args, name):

@@ -136,5 +136,9 @@ def split_off_test(whole, class_names, seed, source, drop_repeats=False):
     if drop_repeats:
         seen = {whole.texts[i] for i in train}
         test = np.array([i for i in test if whole.texts[i] not in seen], dtype=np.int64)
+    if len(test) == 0 or len(train) == 0:
+        raise ValueError(f"{source}: {len(whole.texts)} reviews leave {len(train)} to train on "
+                         f"and {len(test)} to test on ({TEST_FRACTION:.0%} held out): give more "
+                         f"reviews, or a held-out file with --test FILE")
     pick = lambda rows: Reviews([whole.texts[i] for i in rows], whole.labels[rows])  # noqa: E731
     return Split(pick(train), pick(test), tuple(class_names), source)

@@ -56,14 +56,14 @@ def parse_args(argv=None):
                                      description=__doc__.split("\n\n")[0])
     common.add_options(parser)
     for name, value in FULL.items():
-        parser.add_argument(translate.flag(name), type=int, default=None,
+        parser.add_argument(common.flag(name), type=int, default=None,
                             help=f"full run: {value}, --quick: {QUICK[name]}")
     args = parser.parse_args(argv)
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
         elif getattr(args, name) < 1:
-            parser.error(f"{translate.flag(name)} must be at least 1, got {getattr(args, name)}")
+            parser.error(f"{common.flag(name)} must be at least 1, got {getattr(args, name)}")
     return args
 
 

@@ -45,6 +45,7 @@ import models  # noqa: E402
 from models import plots, train, transformer  # noqa: E402
 
 from . import common  # noqa: E402
+from .common import flag  # noqa: E402
 from . import number_words as nw  # noqa: E402
 
 # The recipe found by experiment (the report of issue 13 holds the table), and the quick one:
@@ -61,11 +62,6 @@ VALIDATION_BATCHES = 4
 CLIP_NORM = 1.0
 ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-9  # the paper's (§5.3)
 BEAM_SIZE = 4
-
-
-def flag(name):
-    """The command-line flag of a setting: batch_size -> --batch-size."""
-    return "--" + name.replace("_", "-")
 
 
 def parse_args(argv=None):

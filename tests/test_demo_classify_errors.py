@@ -54,8 +54,11 @@ def in_tmp_path(tmp_path, monkeypatch):
     ("reviews.jsonl", FIVE_REVIEWS, ["--labels", "binary"],
      r"classify: baseline.fit_features: no word or word pair is in at least "
      r"min_document_frequency=2 of the 3 training reviews"),
+    ("reviews.tsv", "good\tpos\nbad\tneg\n", [],
+     r"classify: \S*reviews.tsv: 2 reviews leave 2 to train on and 0 to test on \(20% held "
+     r"out\): give more reviews, or a held-out file with --test FILE"),
 ], ids=["csv-columns", "jsonl-keys", "empty", "tsv-no-tab", "jsonl-not-json", "not-utf8",
-        "suffix", "one-class", "baseline-no-features"])
+        "suffix", "one-class", "baseline-no-features", "no-test-review"])
 @pytest.mark.filterwarnings("ignore::models.data.DroppedRowsWarning")  # binary drops 3 stars
 def test_a_bad_data_file_is_one_line_naming_it(in_tmp_path, name, content, flags, message):
     path = in_tmp_path / name

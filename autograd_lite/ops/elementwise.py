@@ -189,11 +189,13 @@ def sigmoid(x):
 
 @primitive
 def relu(x):
-    """max(x, 0); the derivative at 0 is 0 (as in PyTorch). Selected, not multiplied by the
-    mask: -inf · 0 would be NaN and -1 · 0 would be -0."""
+    """max(x, 0); the derivative at 0 is 0 (as in PyTorch). Not x times its mask: -inf · 0
+    would be NaN and -1 · 0 would be -0. Traced x (a gradient of a gradient): the same
+    values by selection, which the trace differentiates (np.where is ~10x slower than
+    np.maximum on plain arrays, where nothing needs recording)."""
     x = as_array("relu", x)
     positive = primal(x) > 0
-    out = where(positive, x, 0)
+    out = np.maximum(x, 0) if primal(x) is x else where(positive, x, 0)
 
     def relu_pullback(g):
         return (g * positive,)
