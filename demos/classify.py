@@ -23,7 +23,6 @@ hyperparameters.json and history.json (models.train.fit, with last.npz and best.
 curves.png, confusion.png and probabilities.png. --predict needs only that folder.
 The last line printed is the test accuracy of both models.
 """
-import argparse
 import json
 import pathlib
 import sys
@@ -71,11 +70,7 @@ class Run(NamedTuple):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m demos.classify",
-                                     description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
-    common.add_options(parser)
+    parser = common.argument_parser("classify", __doc__)
     files = parser.add_argument_group("data")
     files.add_argument("--data", type=pathlib.Path, metavar="FILE",
                        help="labelled reviews: .csv, .jsonl or .tsv/.txt (sentence<TAB>label)")

@@ -2,8 +2,7 @@
 option), the output directory, bad
 input as a one-line error, and the final line, which holds the measured result.
 
-    parser = argparse.ArgumentParser(prog="python -m demos.classify", description=...)
-    common.add_options(parser)
+    parser = common.argument_parser("classify", __doc__)  # with --quick, --out, --seed
     args = parser.parse_args(argv)
     out = common.output_path(args, "classify")          # runs/classify-<timestamp>/, not made
     with common.exit_on_bad_input("classify"):           # "classify: <the error>", status 1
@@ -12,12 +11,24 @@ input as a one-line error, and the final line, which holds the measured result.
     ...
     common.print_result("test accuracy: transformer 89.4%, ...")
 """
+import argparse
 import contextlib
 import datetime
 import pathlib
 import sys
 
 from models.checkpoint import CHECKPOINT
+
+
+def argument_parser(name, doc):
+    """The parser of `python -m demos.<name>`: the docstring's first paragraph describes it,
+    the rest follows the options in --help; with the options every demo has (add_options)."""
+    description, _, rest = doc.partition("\n\n")
+    parser = argparse.ArgumentParser(prog=f"python -m demos.{name}", description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=rest or None)
+    add_options(parser)
+    return parser
 
 
 def add_options(parser):

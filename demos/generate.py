@@ -86,11 +86,7 @@ def positive(kind):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m demos.generate",
-                                     description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
-    common.add_options(parser)
+    parser = common.argument_parser("generate", __doc__)
     parser.add_argument("--data", type=pathlib.Path, default=None, metavar="FILE",
                         help=f"a UTF-8 text file to learn (default: Python's {PYDOC_TOPICS})")
     parser.add_argument("--resume", action="store_true",

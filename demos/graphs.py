@@ -21,7 +21,6 @@ The files are named <model>-<depth>[-backward].<svg|png>, the depth "all" for ev
 Drawing needs Graphviz's `dot`; without it the demo writes each picture's DOT text
 (<name>.dot), says how to install Graphviz, and still ends normally.
 """
-import argparse
 import shutil
 from typing import Any, NamedTuple
 
@@ -125,9 +124,7 @@ def write_readme_picture(path):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m demos.graphs",
-                                     description=__doc__.split("\n\n")[0])
-    common.add_options(parser)
+    parser = common.argument_parser("graphs", __doc__)
     parser.add_argument("--readme-picture", metavar="PATH", default=None,
                         help="also draw the README's picture (one encoder block of the base "
                              "model at depth 2) to PATH (.svg or .png)")

@@ -9,7 +9,6 @@ binary cross-entropy learns a w and b whose line w·x + b = 0 is that diagonal. 
 line printed is the accuracy on 1,000 fresh points (a constant guess gets about half).
 Saved in --out (default runs/logistic_regression-<timestamp>/): model.npz (ag.save).
 """
-import argparse
 from typing import NamedTuple
 
 import numpy as np
@@ -62,9 +61,7 @@ def accuracy(p, x, y):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m demos.logistic_regression",
-                                     description=__doc__.split("\n\n")[0])
-    common.add_options(parser)
+    parser = common.argument_parser("logistic_regression", __doc__)
     parser.add_argument("--steps", type=int, default=None, help="full: 1000, --quick: 200")
     parser.add_argument("--lr", type=float, default=None, help="the step size (2.0)")
     args = parser.parse_args(argv)

@@ -30,7 +30,6 @@ if __name__ == "__main__":  # a program's choice, made before numpy and torch lo
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -52,9 +51,7 @@ AGREE = 1e-5  # relative to the largest logit: float32 sums of the same terms in
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m demos.to_torch",
-                                     description=__doc__.split("\n\n")[0])
-    common.add_options(parser)
+    parser = common.argument_parser("to_torch", __doc__)
     for name, value in FULL.items():
         parser.add_argument(common.flag(name), type=int, default=None,
                             help=f"full run: {value}, --quick: {QUICK[name]}")

@@ -20,9 +20,8 @@ ag.load reads them back), training_curves.png, attention.png (the last decoder l
 attention over the digits of one held-out number), and fit's files: last.npz (the
 checkpoint a --resume continues), best.npz, history.json and hyperparameters.json.
 
-The full run takes about 3.5 minutes of one core (205 and 220 s of CPU time for seeds 0
-and 1, both 100% on the 2,000 held-out numbers); on a 2-core machine loaded 4 to 5 by other
-work it took 7.8 and 9.8 minutes. Run as a program, it sets OPENBLAS_NUM_THREADS=1 unless
+The full run takes about 4 minutes of one core (205 and 220 s of CPU time for seeds 0 and 1,
+both 100% on the 2,000 held-out numbers; 289 s wall, 226 s CPU on a 2-core machine at load 2). Run as a program, it sets OPENBLAS_NUM_THREADS=1 unless
 the environment says otherwise: at these sizes a second BLAS thread does not make a step
 faster, and on a busy machine it makes a step 9 to 20 times slower (measured: 56-136 ms a
 step with one thread, 500-1600 ms with two).
@@ -32,7 +31,6 @@ import os
 if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import functools  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
@@ -65,9 +63,7 @@ BEAM_SIZE = 4
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m demos.translate", description=__doc__.split("\n\n")[0])
-    common.add_options(parser)
+    parser = common.argument_parser("translate", __doc__)
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out (stopped by Ctrl-C), with its settings")
     for name, value in FULL.items():
