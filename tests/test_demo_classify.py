@@ -135,6 +135,17 @@ def test_options_fill_in_the_defaults():
     assert classify.parse_args(["--data", "r.jsonl", "--labels", "binary"]).labels == "binary"
 
 
+
+def test_without_epochs_a_small_file_gets_at_least_min_steps_updates():
+    assert classify.MIN_STEPS == 1_000 and classify.DEFAULTS["epochs"] == 3
+    assert classify.epochs_for(14_400, 32) == 3  # 450 steps an epoch: the default, 1,350
+    assert classify.epochs_for(2_400, 32) == 14  # 75 steps an epoch: 13 x 75 = 975 falls short
+    assert classify.epochs_for(2_464, 32) == 13  # 77 steps an epoch: 13 x 77 = 1,001
+    assert classify.epochs_for(20, 32) == 1_000  # one step an epoch
+    assert classify.parse_args([]).epochs_to_fit
+    assert not classify.parse_args(["--epochs", "3"]).epochs_to_fit
+    assert not classify.parse_args(["--quick"]).epochs_to_fit
+
 # --- user files --------------------------------------------------------------------------------
 
 def options(**given):
