@@ -51,6 +51,32 @@ def test_layer_norm_backward_helper_is_the_x_gradient(rng, torch):
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(6,), (3, 6), (2, 3, 5), (4, 1), (0, 4)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_layer_norm_gradients_on_plain_arrays_match_the_helpers_and_torch(shape, dtype, rng, torch):
+    """The pullback on plain float32/float64 arrays (matrix-vector products for the means,
+    nn._layer_norm_backward_plain) against layer_norm_backward and sums over rows, and against
+    torch's gradients of x, scale and bias."""
+    x, g = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    scale, bias = (rng.standard_normal(shape[-1]).astype(dtype) for _ in range(2))
+    _, pullback = ag.layer_norm.body(x, scale, bias)
+    dx, d_scale, d_bias, _ = pullback(g)
+    x_hat = ag.layer_norm(x, np.ones_like(scale), np.zeros_like(bias))
+    inv_std = 1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dx, ag.ops.layer_norm_backward(g, x_hat, inv_std, scale), **tolerance)
+    np.testing.assert_allclose(d_scale, (g * x_hat).reshape(-1, shape[-1]).sum(0), **tolerance)
+    np.testing.assert_allclose(d_bias, g.reshape(-1, shape[-1]).sum(0), **tolerance)
+    assert dx.dtype == d_scale.dtype == d_bias.dtype == dtype
+    assert dx.shape == shape and d_scale.shape == d_bias.shape == scale.shape
+    tensors = [to_tensor(torch, a, requires_grad=True) for a in (x, scale, bias)]
+    y = torch.nn.functional.layer_norm(tensors[0], (shape[-1],), tensors[1], tensors[2], 1e-5)
+    if x.size:
+        wants = torch.autograd.grad(y, tensors, to_tensor(torch, g))
+        for got, want in zip((dx, d_scale, d_bias), wants):
+            np.testing.assert_allclose(got, want.numpy(), **tolerance)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_layer_norm_eps_gets_its_gradient(dtype, rng):
     """Issue 12, 2: d/d eps of Σ layer_norm(x, s, b, eps) ⊙ x was 0; central differences in

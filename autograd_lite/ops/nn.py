@@ -17,7 +17,7 @@ from .checks import as_array, check_same_float_dtype
 from .elementwise import mul
 from .precision import computed_in_float32
 from .reductions import mean_last, mean_of_products_last
-from .softmax import log_softmax
+from .softmax import exp_and_sums, log_softmax
 
 
 def layer_norm_backward(g, x_hat, inv_std, scale):
@@ -33,6 +33,34 @@ def layer_norm_backward(g, x_hat, inv_std, scale):
     dx = in_place(np.subtract, g_hat, g_mean)
     dx = in_place(np.subtract, dx, x_hat * projection)
     return in_place(np.multiply, dx, inv_std)
+
+
+def _layer_norm_backward_plain(g, x_hat, inv_std, scale):
+    """(dx, dscale, dbias) of layer norm for plain float32/float64 arrays: layer_norm_backward's
+    dx and the parameters' Σ_rows g ⊙ x̂ and Σ_rows g, with every mean over the last axis a
+    matrix-vector product over rows (N, D) and g ⊙ x̂ made once for both of its uses:
+
+        mean(ĝ) = (g @ scale) / D,   mean(ĝ ⊙ x̂) = ((g ⊙ x̂) @ scale) / D
+    """
+    d = g.shape[-1]
+    g_rows, x_hat_rows = g.reshape(-1, d), x_hat.reshape(-1, d)  # (N, D)
+    g_x_hat = g_rows * x_hat_rows
+    ones = np.ones(len(g_rows), dtype=g.dtype)
+    d_scale, d_bias = ones @ g_x_hat, ones @ g_rows  # (D,)
+    g_mean = (g_rows @ scale)[:, None] * (1.0 / d)  # (N, 1)
+    projection = (g_x_hat @ scale)[:, None] * (1.0 / d)  # (N, 1)
+    dx = g_rows * scale
+    dx -= g_mean
+    dx -= np.multiply(x_hat_rows, projection, out=g_x_hat)  # g ⊙ x̂ is no longer needed
+    dx *= inv_std.reshape(-1, 1)
+    return dx.reshape(g.shape), d_scale, d_bias
+
+
+def _is_plain_blas_float(*arrays):
+    """Plain float32 or float64 arrays of one dtype (what BLAS's products take)."""
+    return (all(type(a) is np.ndarray for a in arrays)
+            and arrays[0].dtype in (np.float32, np.float64)
+            and all(a.dtype == arrays[0].dtype for a in arrays))
 
 
 def _normalized(x, eps):
@@ -65,10 +93,14 @@ def layer_norm(x, scale, bias, eps=1e-5):
     out = in_place(np.add, x_hat * scale, bias)
     d_shape, eps_shape = scale.shape, np.shape(eps)  # scale and bias are broadcast over x
 
+    def d_eps(g):  # lazy: called only when eps is traced
+        return lambda: unbroadcast(-0.5 * (g * scale) * x_hat * (inv_std * inv_std), eps_shape)
+
     def layer_norm_pullback(g):
+        if _is_plain_blas_float(g, x_hat, inv_std, scale) and g.size:
+            return (*_layer_norm_backward_plain(g, x_hat, inv_std, scale), d_eps(g))
         return (layer_norm_backward(g, x_hat, inv_std, scale),
-                sum_rows(g * x_hat).reshape(d_shape), sum_rows(g).reshape(d_shape),
-                lambda: unbroadcast(-0.5 * (g * scale) * x_hat * (inv_std * inv_std), eps_shape))
+                sum_rows(g * x_hat).reshape(d_shape), sum_rows(g).reshape(d_shape), d_eps(g))
     return out, layer_norm_pullback
 
 
@@ -125,6 +157,47 @@ def smoothing_backward(log_p, labels):
     return log_p[np.arange(len(labels)), labels] - log_p.mean(axis=-1)
 
 
+class _LogProbabilities:
+    """log softmax of logits (N, C), kept in the form that is cheapest to use: for plain
+    logits (and a constant label_smoothing) where exp needs no shift (exp_and_sums), the
+    exponentials and log Σ exp, so that the backward pass divides (e / Σ e) instead of taking
+    exp(log p) a second time; otherwise the array log_softmax(logits). It does not keep the
+    logits (the backward pass needs neither them nor a copy)."""
+
+    def __init__(self, logits, label_smoothing):
+        plain = type(logits) is np.ndarray and not is_traced(label_smoothing)
+        found = exp_and_sums(logits, -1) if plain and logits.size else None
+        if found is None:
+            self.log_p = log_softmax(logits, -1)
+        else:
+            self.log_p = None
+            self.exps, self.sums = found
+            self.log_sums = np.log(self.sums)  # (N, 1)
+
+    def at(self, logits, labels):
+        """log p[n, labels[n]] per row (N,): the same bits either way."""
+        rows = np.arange(len(labels))
+        if self.log_p is not None:
+            return self.log_p[rows, labels]
+        return logits[rows, labels] - self.log_sums[:, 0]
+
+    def mean(self, logits):
+        """mean_c log p[n, c] per row (N,)."""
+        if self.log_p is not None:
+            return self.log_p.mean(axis=-1)
+        return logits.mean(axis=-1) - self.log_sums[:, 0]
+
+    def array(self):
+        """log p (N, C)."""
+        return self.log_p if self.log_p is not None else np.log(self.exps) - self.log_sums
+
+    def probabilities(self):
+        """p = softmax(logits) (N, C), a fresh array."""
+        if self.log_p is not None:
+            return np.exp(self.log_p)
+        return self.exps / self.sums
+
+
 @primitive
 @computed_in_float32
 def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
@@ -149,24 +222,25 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     n_counted = flat_labels.size if counted is None else int(counted.sum())
     inv_count = 1.0 / n_counted if n_counted else float("nan")
 
-    log_p = log_softmax(flat_logits, -1)  # (N, C)
-    per_row = -log_p[np.arange(flat_labels.size), flat_labels]  # (N,)
+    log_p = _LogProbabilities(flat_logits, label_smoothing)
+    per_row = -log_p.at(flat_logits, flat_labels)  # (N,)
     if label_smoothing or is_traced(label_smoothing):  # traced: its derivative, even at 0
-        per_row = (1 - label_smoothing) * per_row - label_smoothing * log_p.mean(axis=-1)
+        per_row = (1 - label_smoothing) * per_row - label_smoothing * log_p.mean(flat_logits)
     if counted is not None:
         per_row = per_row * counted
     loss = per_row.sum() * inv_count
-    logits_shape, smoothing_shape = logits.shape, np.shape(label_smoothing)
+    logits_shape, smoothing_shape, dtype = logits.shape, np.shape(label_smoothing), flat_logits.dtype
 
     def cross_entropy_pullback(g):
         if not n_counted:  # 0 · NaN would be NaN: nothing counted, nothing to move
-            return (np.zeros(logits_shape, dtype=log_p.dtype), None, None,
-                    lambda: np.zeros(smoothing_shape, dtype=log_p.dtype))
+            return (np.zeros(logits_shape, dtype=dtype), None, None,
+                    lambda: np.zeros(smoothing_shape, dtype=dtype))
         row_weight = g * inv_count if counted is None else (g * inv_count) * counted
 
         def d_smoothing():  # lazy: called only when label_smoothing is traced
-            return unbroadcast(row_weight * smoothing_backward(log_p, flat_labels), smoothing_shape)
-        d = softmax_minus_target(np.exp(log_p), flat_labels, label_smoothing)  # (N, C), fresh
+            return unbroadcast(row_weight * smoothing_backward(log_p.array(), flat_labels),
+                               smoothing_shape)
+        d = softmax_minus_target(log_p.probabilities(), flat_labels, label_smoothing)  # fresh
         if not is_traced(d) and not is_traced(row_weight):
             d *= row_weight.reshape(-1, 1)  # in place: one (N, C) array in all
         else:  # higher order: traced values

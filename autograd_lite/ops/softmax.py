@@ -44,7 +44,12 @@ def _empty_like(x):
 
 
 def softmax_backward(g, y, axis):
-    """∇softmax: dx = y ⊙ (g - Σ_axis g ⊙ y), from the output y alone."""
+    """∇softmax: dx = y ⊙ (g - Σ_axis g ⊙ y), from the output y alone. Plain arrays along
+    the last axis: np.einsum sums the products without making g ⊙ y, and dx is made once."""
+    if type(g) is np.ndarray and type(y) is np.ndarray and axis == y.ndim - 1:
+        dx = g - np.einsum("...i,...i->...", g, y)[..., None]
+        dx *= y
+        return dx
     return y * (g - sum_keepdims(g * y, axis))
 
 
@@ -139,14 +144,20 @@ def softmax(x, axis=-1, mask=None):
     return y, softmax_pullback
 
 
+def exp_and_sums(x, axis):
+    """(exp(x), Σ_axis exp(x) keepdims) of a plain x without row maxima: softmax(x) = e / sums
+    and log_softmax(x) = x - log(sums). None unless every row's sum is exact (_sums_are_exact)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(x)
+        sums = sum_keepdims(e, axis)
+    return (e, sums) if _sums_are_exact(sums).all() else None
+
+
 def _log_softmax_unshifted(x, axis):
     """x - log Σ exp(x) for a plain x, without row maxima; None unless every row's sum is
-    exact (_sums_are_exact)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        sums = sum_keepdims(np.exp(x), axis)
-    if not _sums_are_exact(sums).all():
-        return None
-    return x - np.log(sums)
+    exact (exp_and_sums)."""
+    found = exp_and_sums(x, axis)
+    return None if found is None else x - np.log(found[1])
 
 
 @primitive
