@@ -166,6 +166,22 @@ def test_label_smoothing_gets_its_gradient(smoothing, ignore_index, dtype, rng, 
         np.testing.assert_allclose(want, central_difference(loss, smoothing + 0.1, 1e-6), rtol=1e-8)
 
 
+@pytest.mark.parametrize("dtype", ALL_FLOATS)
+@pytest.mark.parametrize("masked", [-1e4, -103.0])
+def test_label_smoothing_gradient_where_a_logit_underflows(masked, dtype, torch):
+    """A logit far below the others (a masked class: its exp underflows, or is subnormal in
+    float32) leaves d loss / dε finite and exact: the derivative is made from the logits,
+    not from the log of kept exponentials (which read inf at -1e4). Reference: torch in
+    float64 on the same logits."""
+    logits, labels = np.array([[2.0, masked, 0.5, 1.0]], dtype=dtype), np.array([0])
+    _, d_smoothing = ag.gradient(lambda x, e: ag.cross_entropy(x, labels, label_smoothing=e),
+                                 logits, np.asarray(0.1, dtype))
+    log_p = torch.log_softmax(torch.tensor(logits, dtype=torch.float64), -1)
+    want = (log_p[0, 0] - log_p.mean()).item()  # ∂/∂ε of (1 - ε)(-log p_0) + ε(-mean log p)
+    assert np.isfinite(d_smoothing) and d_smoothing.dtype == dtype
+    np.testing.assert_allclose(d_smoothing, want, rtol={np.float16: 1e-3}.get(dtype, 1e-6))
+
+
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("ignore_index", [None, 0])
 def test_cross_entropy_in_float16_matches_torch_in_float64(ignore_index, smoothing, rng, torch):

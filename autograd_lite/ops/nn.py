@@ -151,51 +151,41 @@ def softmax_minus_target(p, labels, smoothing):
     return p
 
 
-def smoothing_backward(log_p, labels):
-    """∂ row loss / ∂ε = log p_label - mean_c log p_c, the row loss being
-    (1 - ε)(-log p_label) + ε(-mean_c log p_c).  log_p: (N, C), labels: (N,) -> (N,)"""
-    return log_p[np.arange(len(labels)), labels] - log_p.mean(axis=-1)
-
-
 class _LogProbabilities:
-    """log softmax of logits (N, C), kept in the form that is cheapest to use: for plain
-    logits (and a constant label_smoothing) where exp needs no shift (exp_and_sums), the
-    exponentials and log Σ exp, so that the backward pass divides (e / Σ e) instead of taking
-    exp(log p) a second time; otherwise the array log_softmax(logits). It does not keep the
-    logits (the backward pass needs neither them nor a copy)."""
+    """log p = log softmax(logits) of logits (N, C) and labels (N,), kept in the form that is
+    cheapest to use. For plain logits whose exp needs no shift (exp_and_sums): the
+    exponentials and their row sums, so that the backward pass divides (e / Σe) instead of
+    taking exp(log p) a second time, and the two per-row values the loss needs, from the
+    logits (log p_label = x_label - log Σe, mean_c log p_c = mean_c x_c - log Σe); the logits
+    themselves are not kept. Otherwise (traced logits, a row that needs the shift) the array
+    log_softmax(logits)."""
 
-    def __init__(self, logits, label_smoothing):
-        plain = type(logits) is np.ndarray and not is_traced(label_smoothing)
-        found = exp_and_sums(logits, -1) if plain and logits.size else None
+    def __init__(self, logits, labels):
+        rows = np.arange(len(labels))
+        found = exp_and_sums(logits, -1) if type(logits) is np.ndarray and logits.size else None
         if found is None:
             self.log_p = log_softmax(logits, -1)
+            self.at_labels = self.log_p[rows, labels]
+            self._mean = None  # made on demand from log_p
         else:
             self.log_p = None
             self.exps, self.sums = found
-            self.log_sums = np.log(self.sums)  # (N, 1)
+            log_sums = np.log(self.sums[:, 0])
+            self.at_labels = logits[rows, labels] - log_sums
+            self._mean = mean_last(logits)[:, 0] - log_sums
 
-    def at(self, logits, labels):
-        """log p[n, labels[n]] per row (N,): the same bits either way."""
-        rows = np.arange(len(labels))
-        if self.log_p is not None:
-            return self.log_p[rows, labels]
-        return logits[rows, labels] - self.log_sums[:, 0]
-
-    def mean(self, logits):
+    def mean(self):
         """mean_c log p[n, c] per row (N,)."""
-        if self.log_p is not None:
-            return self.log_p.mean(axis=-1)
-        return logits.mean(axis=-1) - self.log_sums[:, 0]
+        return self.log_p.mean(axis=-1) if self._mean is None else self._mean
 
-    def array(self):
-        """log p (N, C)."""
-        return self.log_p if self.log_p is not None else np.log(self.exps) - self.log_sums
+    def smoothing_derivative(self):
+        """∂ row loss / ∂ε = log p_label - mean_c log p_c, the row loss being
+        (1 - ε)(-log p_label) + ε(-mean_c log p_c). -> (N,)"""
+        return self.at_labels - self.mean()
 
     def probabilities(self):
         """p = softmax(logits) (N, C), a fresh array."""
-        if self.log_p is not None:
-            return np.exp(self.log_p)
-        return self.exps / self.sums
+        return np.exp(self.log_p) if self.log_p is not None else self.exps / self.sums
 
 
 @primitive
@@ -207,7 +197,7 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     logits: (..., C); labels: integers of shape logits.shape[:-1]. Positions whose
     label equals `ignore_index` (an int) are not counted; if none is counted the loss is
     NaN and its gradient zero (as in torch: an all-padding batch moves no parameter).
-    label_smoothing ε, a scalar in [0, 1], is differentiable (smoothing_backward).
+    label_smoothing ε, a scalar in [0, 1], is differentiable (_LogProbabilities.smoothing_derivative).
     """
     logits = as_array("cross_entropy", logits, "logits")
     labels = as_array("cross_entropy", labels, "labels")
@@ -222,10 +212,10 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     n_counted = flat_labels.size if counted is None else int(counted.sum())
     inv_count = 1.0 / n_counted if n_counted else float("nan")
 
-    log_p = _LogProbabilities(flat_logits, label_smoothing)
-    per_row = -log_p.at(flat_logits, flat_labels)  # (N,)
+    log_p = _LogProbabilities(flat_logits, flat_labels)
+    per_row = -log_p.at_labels  # (N,)
     if label_smoothing or is_traced(label_smoothing):  # traced: its derivative, even at 0
-        per_row = (1 - label_smoothing) * per_row - label_smoothing * log_p.mean(flat_logits)
+        per_row = (1 - label_smoothing) * per_row - label_smoothing * log_p.mean()
     if counted is not None:
         per_row = per_row * counted
     loss = per_row.sum() * inv_count
@@ -238,8 +228,7 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
         row_weight = g * inv_count if counted is None else (g * inv_count) * counted
 
         def d_smoothing():  # lazy: called only when label_smoothing is traced
-            return unbroadcast(row_weight * smoothing_backward(log_p.array(), flat_labels),
-                               smoothing_shape)
+            return unbroadcast(row_weight * log_p.smoothing_derivative(), smoothing_shape)
         d = softmax_minus_target(log_p.probabilities(), flat_labels, label_smoothing)  # fresh
         if not is_traced(d) and not is_traced(row_weight):
             d *= row_weight.reshape(-1, 1)  # in place: one (N, C) array in all
