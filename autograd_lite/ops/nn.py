@@ -45,8 +45,7 @@ def _layer_norm_backward_plain(g, x_hat, inv_std, scale):
     d = g.shape[-1]
     g_rows, x_hat_rows = g.reshape(-1, d), x_hat.reshape(-1, d)  # (N, D)
     g_x_hat = g_rows * x_hat_rows
-    ones = np.ones(len(g_rows), dtype=g.dtype)
-    d_scale, d_bias = ones @ g_x_hat, ones @ g_rows  # (D,)
+    d_scale, d_bias = sum_rows(g_x_hat), sum_rows(g_rows)  # (D,)
     g_mean = (g_rows @ scale)[:, None] * (1.0 / d)  # (N, 1)
     projection = (g_x_hat @ scale)[:, None] * (1.0 / d)  # (N, 1)
     dx = g_rows * scale
