@@ -5,9 +5,9 @@
 """
 import importlib.metadata as _metadata
 
-from . import memory, optim
-from .checkpoint import checkpoint
-from .differentiate import grad, gradient, value_and_gradient, vjp
+from . import optim
+from .core.differentiate import grad, gradient, value_and_gradient, vjp
+from .core.remat import checkpoint
 from .ops import (abs, add, add_at, astype, broadcast_to, clip, concatenate, cos, cross_entropy,
                   cumsum, div, dot, dropout, einsum, exp, expand_dims, expm1, gather, gelu,
                   getitem, layer_norm, linear, log, log1p, log_softmax, logsumexp, matmul, max,
@@ -15,11 +15,12 @@ from .ops import (abs, add, add_at, astype, broadcast_to, clip, concatenate, cos
                   scatter_add, sigmoid, silu, sin, softmax, softplus, sort, split, sqrt, square,
                   squeeze, stack, sub, sum, swapaxes, take_along_axis, tanh, transpose,
                   unbroadcast, var, where)
-from .tracer import primitive, stop_gradient
+from .core.tracer import primitive, stop_gradient
 from .transforms import hessian, hvp, jacobian, jvp
-from .tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
+from .core.tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
 from .gradcheck import check_gradients
-from .serialization import load, save
+from .io.serialization import load, save
+from .optim import memory
 
 try:
     __version__ = _metadata.version("autograd-lite")  # setup.cfg's version, as installed

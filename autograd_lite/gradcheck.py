@@ -5,9 +5,9 @@
 """
 import numpy as np
 
-from .differentiate import argument_names, gradient
-from .tracer import primal
-from .tree import is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
+from .core.differentiate import argument_names, gradient
+from .core.tracer import primal
+from .core.tree import is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
 
 
 def _as_float64(leaf):

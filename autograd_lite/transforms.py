@@ -25,11 +25,11 @@ import numbers
 import numpy as np
 
 from . import ops
-from .backward import backward
-from .argnums import argnum_positions, check_argnums
-from .differentiate import (differentiate, gradient_function, output_of, trace_call,
+from .core.backward import backward
+from .core.argnums import argnum_positions, check_argnums
+from .core.differentiate import (differentiate, gradient_function, output_of, trace_call,
                             trees_of_inputs, vjp_of_tree)
-from .tree import is_differentiable, tree_leaves, tree_map, tree_paths
+from .core.tree import is_differentiable, tree_leaves, tree_map, tree_paths
 
 
 # ---------------------------------------------------------------- jacobian, hessian

@@ -17,7 +17,7 @@ import datetime
 import pathlib
 import sys
 
-from models.checkpoint import CHECKPOINT
+from models.run_files import CHECKPOINT
 
 
 def argument_parser(name, doc):

@@ -17,7 +17,7 @@ a step is np.random.default_rng([seed, epoch, batch index]): a resumed run draws
 numbers without any generator state in the checkpoint.
 
 `out_dir` receives, after each epoch, `last.npz` (the checkpoint), `best.npz` (the params
-with the lowest validation loss) and `history.json` (checkpoint.py describes the files).
+with the lowest validation loss) and `history.json` (run_files.py describes the files).
 Ctrl-C (a KeyboardInterrupt, also from inside `batches`) saves `last.npz` at the current
 step and raises `TrainingInterrupted`, a KeyboardInterrupt whose message says where the
 checkpoint is and how to resume: the program stops as Ctrl-C asked, and
@@ -32,7 +32,7 @@ import numpy as np
 
 import autograd_lite as ag
 
-from .checkpoint import Position, load_checkpoint, open_run, save_checkpoint, save_epoch
+from .run_files import Position, load_checkpoint, open_run, save_checkpoint, save_epoch
 from .progress import progress_bar
 
 

@@ -62,7 +62,7 @@ def test_arguments_left_out_of_argnums_are_not_traced(problem):
         seen.append((type(p.w), type(x), type(y)))
         return loss(p, x, y)
     ag.gradient(f, p, x, y, argnums=0)
-    assert seen == [(ag.tracer.Box, np.ndarray, np.ndarray)]
+    assert seen == [(ag.core.tracer.Box, np.ndarray, np.ndarray)]
 
 
 def test_has_aux_in_gradient_and_grad_follows_jax(problem):

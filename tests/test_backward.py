@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.tracer import Box, Node
+from autograd_lite.core.tracer import Box, Node
 
 
 def count_live(cls):

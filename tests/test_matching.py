@@ -1,5 +1,5 @@
 """ag.load(path, like=...) checks every path and every leaf against `like`
-(autograd_lite/matching.py): arrays by shape and dtype, settings (int, bool, str, None,
+(autograd_lite/io/matching.py): arrays by shape and dtype, settings (int, bool, str, None,
 Hyper) by type and value, float parameters by type, functions by kind, a type by any value
 of it; each refusal names the file and the path."""
 import enum
@@ -7,10 +7,10 @@ import re
 
 import numpy as np
 import pytest
-from serialization_helpers import array_entry, dict_entry, make_model, write_crafted
+from helpers.serialization import array_entry, dict_entry, make_model, write_crafted
 
 import autograd_lite as ag
-from autograd_lite.serialization import MalformedFile
+from autograd_lite.io.serialization import MalformedFile
 
 
 @pytest.mark.parametrize("change, message", [

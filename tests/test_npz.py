@@ -1,4 +1,4 @@
-"""Reading the .npy members of a file (autograd_lite/npz.py), through ag.load: every layout
+"""Reading the .npy members of a file (autograd_lite/io/npz.py), through ag.load: every layout
 numpy writes reads back as np.load reads it; a member that is not an .npy array, a header
 that claims more (or less) data than its member holds, a damaged member and an object array
 are refused by name, before any data is read, and nothing is ever unpickled."""
@@ -9,10 +9,10 @@ import zipfile
 
 import numpy as np
 import pytest
-from serialization_helpers import array_entry, dict_entry, npy_bytes, write_members
+from helpers.serialization import array_entry, dict_entry, npy_bytes, write_members
 
 import autograd_lite as ag
-from autograd_lite.serialization import MalformedFile
+from autograd_lite.io.serialization import MalformedFile
 
 
 def test_every_layout_reads_back_as_numpy_reads_it(tmp_path):

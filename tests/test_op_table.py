@@ -1,4 +1,4 @@
-"""Every row of the op table (op_table.py), in float32 and float64: the untraced call gives
+"""Every row of the op table (helpers/op_table.py), in float32 and float64: the untraced call gives
 an array and the traced call a recorded value of the same dtype and numbers, with a
 gradient of each argument's dtype and shape; first order against central differences;
 second order (Hessian-vector products) against central differences of the gradient where it
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.tracer import Box
+from autograd_lite.core.tracer import Box
 from helpers.references import (DTYPES, RTOL, assert_close, check_first_order,
                                 check_second_order, compare_with_torch, is_float)
-from op_table import CASES
+from helpers.op_table import CASES
 
 
 def by_name(cases):

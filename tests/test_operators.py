@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.tracer import Box
+from autograd_lite.core.tracer import Box
 from helpers.references import DTYPES
 
 

@@ -9,7 +9,7 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import autograd_lite as ag
 from helpers.references import DTYPES, compare_with_torch
-from op_table import BY_NAME
+from helpers.op_table import BY_NAME
 
 BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum"]
 

@@ -8,7 +8,7 @@ import pytest
 
 import autograd_lite as ag
 from helpers.op_cases import assert_raises, each_error
-from op_table import INDICES
+from helpers.op_table import INDICES
 
 
 @pytest.mark.parametrize("name", INDICES)

@@ -7,7 +7,7 @@ import pytest
 import autograd_lite as ag
 from autograd_lite.ops.precision import computed_in_float32, wide_sum
 from helpers.references import compare_with_torch
-from op_table import CASES
+from helpers.op_table import CASES
 
 TORCH_CASES = [c for c in CASES if c.theirs is not None]
 INEXACT_IN_FLOAT16 = {  # rows whose function adds a constant float16 cannot hold exactly

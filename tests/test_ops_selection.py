@@ -7,7 +7,7 @@ import pytest
 import autograd_lite as ag
 from helpers.op_cases import assert_raises, each_error
 from helpers.references import DTYPES, compare_with_torch
-from op_table import BY_NAME
+from helpers.op_table import BY_NAME
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -1,4 +1,4 @@
-"""Adam's chunked path (optim._adam_chunk over leaves joined in one buffer, flat.py) against Adam
+"""Adam's chunked path (optimizers._adam_chunk over leaves joined in one buffer, optim/flat.py) against Adam
 written out leaf by leaf as torch.optim.Adam documents it: the same bits, whatever the
 chunking, the dtypes, the leaves without a gradient and the weight decay; the arguments
 untouched; the joined buffers found again at the next update."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite import flat, optim
+from autograd_lite.optim import flat, optimizers as optim
 
 
 class Tree(NamedTuple):

@@ -40,3 +40,44 @@ def test_no_extra_asks_for_the_graphviz_python_package():
                             "test": "\npytest\nhypothesis\ntqdm\nmatplotlib"}
     sources = [*ROOT.glob("autograd_lite/**/*.py"), *ROOT.glob("models/**/*.py")]
     assert sources and not any("import graphviz" in path.read_text() for path in sources)
+
+
+# Each package of the engine, with the packages it may import (DESIGN.md's layout: viz, optim, io
+# and the transforms above ops; ops above kernels and core; core above nothing).
+MAY_IMPORT = {
+    "core": set(),
+    "kernels": set(),
+    "ops": {"core", "kernels"},
+    "optim": {"core", "kernels"},
+    "io": {"core"},
+    "transforms": {"core", "ops"},
+    "gradcheck": {"core", "ops"},
+    "viz": {"core", "ops"},
+}
+
+
+def engine_imports(path):
+    """The top-level engine packages a module imports, by name ("core", "ops", ...)."""
+    import ast
+    package = path.relative_to(ROOT / "autograd_lite").parts[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(package[:len(package) - node.level + 1])
+            target = base + (node.module.split(".") if node.module else [])
+            names = [target[0]] if target else [alias.name for alias in node.names]
+            found.update(names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autograd_lite."):
+            found.add(node.module.split(".")[1])
+    return found
+
+
+def test_the_engine_imports_point_one_way():
+    """No package reaches up or sideways: core imports no op, ops import no optimizer."""
+    for path in (ROOT / "autograd_lite").rglob("*.py"):
+        parts = path.relative_to(ROOT / "autograd_lite").parts
+        if parts == ("__init__.py",):
+            continue
+        level = parts[0].removesuffix(".py")
+        reached = engine_imports(path) - {level}
+        assert reached <= MAY_IMPORT[level], f"{'/'.join(parts)} imports {reached - MAY_IMPORT[level]}"

@@ -7,11 +7,11 @@ import re
 
 import numpy as np
 import pytest
-from serialization_helpers import (Attention, Layer, Model, array_entry, assert_same_tree,
+from helpers.serialization import (Attention, Layer, Model, array_entry, assert_same_tree,
                                    dict_entry, make_model, write_crafted)
 
 import autograd_lite as ag
-from autograd_lite.serialization import MalformedFile
+from autograd_lite.io.serialization import MalformedFile
 
 
 def test_round_trip_with_like_gives_exact_types(tmp_path, rng):
@@ -223,7 +223,7 @@ def nested_lists(depth):
 
 
 def test_trees_nest_up_to_max_depth(tmp_path):
-    from autograd_lite.serialization import MAX_DEPTH
+    from autograd_lite.io.serialization import MAX_DEPTH
     ag.save(tmp_path / "deep.npz", nested_lists(MAX_DEPTH))
     assert ag.load(tmp_path / "deep.npz") == nested_lists(MAX_DEPTH)
     with pytest.raises(ValueError, match=rf"^save: the tree is nested deeper than {MAX_DEPTH} "
@@ -300,7 +300,7 @@ def test_every_entry_has_a_kind_from_the_documented_table(tmp_path, rng):
     """The structure save writes is a tagged union: every entry names its kind, and the kinds
     and fields are those of the table in the module docstring."""
     import json
-    from autograd_lite import serialization
+    from autograd_lite.io import serialization
     table = {}
     for line in serialization.__doc__.splitlines():
         words = line.split()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.tracer import PRIMITIVE_CODE, Box, Node, Trace, primal
+from autograd_lite.core.tracer import PRIMITIVE_CODE, Box, Node, Trace, primal
 
 
 @ag.primitive

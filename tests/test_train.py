@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from models import checkpoint, classifier, data, train
+from models import classifier, data, run_files, train
 
 N_LABELS, VOCAB, LENGTH = 3, 16, 8
 
@@ -59,7 +59,7 @@ def assert_identical(a, b):
 
 def saved_run(out_dir, params, optimizer):
     """(position, history) from a run's last.npz."""
-    return checkpoint.load_checkpoint(out_dir, checkpoint.Position(
+    return run_files.load_checkpoint(out_dir, run_files.Position(
         params, optimizer.init(params), 0, 0, 0, {}))
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.tree import is_python_number
+from autograd_lite.core.tree import is_python_number
 
 
 class Attention(NamedTuple):
@@ -157,7 +157,7 @@ def test_gradient_boxes_exactly_the_differentiable_leaves():
 
 
 def test_hyper_is_the_tree_modules_float_setting():
-    from autograd_lite import tree
+    from autograd_lite.core import tree
     assert ag.Hyper is tree.Hyper and ag.is_differentiable is tree.is_differentiable
     assert repr(ag.Hyper(0.25)) == "Hyper(0.25)" and ag.Hyper(0.25) * 2 == 0.5
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite import tracer
+from autograd_lite.core import tracer
 from helpers.pictures import (MLP, SVG, Dense, dense, engine_node_count, mlp, mlp_arguments,
                               svg_groups)
 

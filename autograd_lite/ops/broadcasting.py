@@ -6,7 +6,7 @@ the axes that broadcasting added or stretched.
 """
 import numpy as np
 
-from ..tracer import primitive
+from ..core.tracer import primitive
 from .checks import as_array, check_same_float_dtype
 from .precision import wide_sum
 

@@ -5,8 +5,8 @@ import numbers
 
 import numpy as np
 
-from ..tracer import Box
-from ..tree import is_python_number
+from ..core.tracer import Box
+from ..core.tree import is_python_number
 
 
 def as_array(op, x, name="x"):

@@ -15,7 +15,7 @@ import string
 
 import numpy as np
 
-from ..tracer import primal, primitive
+from ..core.tracer import primal, primitive
 from .broadcasting import broadcast_to
 from .checks import as_array, check_same_float_dtype
 

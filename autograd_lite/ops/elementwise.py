@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from ..tracer import primal, primitive
-from ..tree import is_python_number
+from ..core.tracer import primal, primitive
+from ..core.tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
 from .checks import as_array, as_operands
 from .selection import where

@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-from ..tracer import is_traced, primitive
+from ..core.tracer import is_traced, primitive
 from .checks import as_array
 
 

@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from ..tracer import primal, primitive
+from ..core.tracer import primal, primitive
 from .checks import as_array, normalize_axes
 from .reductions import keepdims_shape
 

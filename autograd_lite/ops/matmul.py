@@ -9,7 +9,7 @@ import string
 
 import numpy as np
 
-from ..tracer import primitive
+from ..core.tracer import primitive
 from .broadcasting import in_place, sum_rows, unbroadcast
 from .checks import as_array, as_operands, check_same_float_dtype
 from .einsum import einsum

@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from ..tracer import is_traced, primal, primitive
+from ..core.tracer import is_traced, primal, primitive
 from .broadcasting import in_place, sum_rows, unbroadcast
 from .checks import as_array, check_same_float_dtype
 from .elementwise import mul

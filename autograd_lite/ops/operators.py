@@ -6,7 +6,7 @@ are recorded when an enclosing trace differentiates them.
 """
 import numpy as np
 
-from ..tracer import Box, primal
+from ..core.tracer import Box, primal
 from . import einsum as es, elementwise as ew
 from . import indexing, linalg, matmul as mm, reductions as red, selection as sel, shape as sh
 from . import sorting

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..tracer import primal, primitive
+from ..core.tracer import primal, primitive
 from .broadcasting import broadcast_to
 from .checks import as_array, normalize_axes
 from .precision import wide_sum

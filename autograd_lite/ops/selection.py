@@ -4,7 +4,7 @@ evenly where maximum and minimum tie; clip follows torch.clamp at its bounds).
 """
 import numpy as np
 
-from ..tracer import primal, primitive
+from ..core.tracer import primal, primitive
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
 from .checks import as_array, as_operand, as_operands, check_same_float_dtype
 

@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from ..tracer import primitive
+from ..core.tracer import primitive
 from .checks import as_array, check_same_float_dtype, normalize_axes
 
 

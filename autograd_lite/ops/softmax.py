@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-from ..tracer import primal, primitive
+from ..core.tracer import primal, primitive
 from .broadcasting import in_place
 from .checks import as_array, normalize_axes
 from .precision import computed_in_float32

@@ -6,7 +6,7 @@ sorting permutation.
 """
 import numpy as np
 
-from ..tracer import primal, primitive
+from ..core.tracer import primal, primitive
 from .checks import as_array, normalize_axes
 from .indexing import add_at
 

@@ -2,7 +2,7 @@
 
 `record(f, args)` boxes the float leaves of the arguments on a fresh engine trace
 (as `gradient` does) whose recording hook is `Recorder.on_op` (`tracer.Trace(on_op=...)`,
-described in tracer.py), and runs `f` once inside a `ScopeTracker` (scopes.py, the
+described in core/tracer.py), and runs `f` once inside a `ScopeTracker` (scopes.py, the
 `sys.setprofile` hook that finds the Python function scopes).
 
 Each op the engine records on that trace reaches `on_op(op, args, kwargs, box)` and
@@ -24,9 +24,9 @@ import inspect
 
 import numpy as np
 
-from ..differentiate import argument_names, box_input
-from ..tracer import Box, Trace
-from ..tree import is_differentiable, tree_leaves, tree_map, tree_paths
+from ..core.differentiate import argument_names, box_input
+from ..core.tracer import Box, Trace
+from ..core.tree import is_differentiable, tree_leaves, tree_map, tree_paths
 from .labels import OPERAND_NAMES, describe, foldable
 from .saved import measure_kept, owner
 from .scopes import ScopeTracker

@@ -30,7 +30,7 @@ import types
 import numpy as np
 
 from .. import ops as _ops
-from ..tracer import PRIMITIVE_CODE
+from ..core.tracer import PRIMITIVE_CODE
 from .saved import owner
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

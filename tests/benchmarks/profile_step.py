@@ -7,7 +7,7 @@ For each workload of workloads.py:
 1. The step in parts, without any hook (medians over --steps steps): our forward + backward
    (ag.value_and_gradient) and Adam, against the PyTorch twin's forward, backward and
    Adam step.
-2. Time by op, from a timer on the engine's recording hook (`Trace(on_op=...)`, tracer.py):
+2. Time by op, from a timer on the engine's recording hook (`Trace(on_op=...)`, core/tracer.py):
    each op's forward time is the interval since the previous op was recorded (its body, the
    engine's wrapper, and the model code between the two; the first op's also holds the
    boxing of the parameters); its pullback, and the lazy
@@ -41,8 +41,8 @@ THREADS = timing.pin_threads(timing.threads_from_argv())
 import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
-import autograd_lite.differentiate as differentiate  # noqa: E402
-from autograd_lite.tracer import Box, Trace  # noqa: E402
+import autograd_lite.core.differentiate as differentiate  # noqa: E402
+from autograd_lite.core.tracer import Box, Trace  # noqa: E402
 
 import workloads  # noqa: E402
 
@@ -113,10 +113,10 @@ class OpTimer:
 @contextlib.contextmanager
 def hooked_traces(timer):
     """Every trace that ag.value_and_gradient opens inside the block carries timer.on_op.
-    The seam: differentiate.py opens its traces as `Trace(caller=...)`; the name is swapped
+    The seam: core/differentiate.py opens its traces as `Trace(caller=...)`; the name is swapped
     for one that adds the hook, and put back after."""
     if differentiate.Trace is not Trace:
-        raise RuntimeError("profile_step: autograd_lite.differentiate no longer opens its "
+        raise RuntimeError("profile_step: autograd_lite.core.differentiate no longer opens its "
                            "traces through tracer.Trace; update hooked_traces")
 
     def hooked_trace(*args, **kwargs):

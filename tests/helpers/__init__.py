@@ -2,7 +2,8 @@
 
     helpers.references    central differences (first and second order), closeness, PyTorch
                           comparison of ops, the paper's position encoding written out
-    helpers.op_cases      the vocabulary of the op table (tests/op_table.py): rows, domains
+    helpers.op_table      the op table: one row per case of an op, checked by test_op_table.py
+    helpers.op_cases      the vocabulary of the op table: rows, domains
     helpers.numpy_forms   numpy's operators, functions and methods on traced values, rows of
                           the op table against numpy's own untraced calls
     helpers.torch_models  PyTorch layers holding our blocks' weights (through
@@ -12,6 +13,7 @@
     helpers.pictures      the SVG a picture renders to, the engine's own op count, and the
                           small network the picture tests draw
     helpers.demos         the classify demo run in the test's process, its final line's pattern
+    helpers.serialization crafted files and small models for the save/load tests
 """
 # The op-level references, also as `from helpers import ...` (the name other branches expect).
 from helpers.references import (DTYPES, RTOL, assert_close, check_first_order,  # noqa: F401

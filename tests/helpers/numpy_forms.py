@@ -1,4 +1,4 @@
-"""Numpy's vocabulary on traced values, for the op table (op_table.py): Python operators
+"""Numpy's vocabulary on traced values, for the op table (helpers/op_table.py): Python operators
 with numbers and plain arrays, and numpy's functions and methods, each a function of one
 array x. Its reference is numpy's own untraced call; the rows check that each form reaches
 its op (ops/operators.py) with numpy's numbers."""

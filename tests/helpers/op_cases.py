@@ -1,4 +1,4 @@
-"""The vocabulary of the op table (op_table.py): a row (`Case`), the domains its float
+"""The vocabulary of the op table (helpers/op_table.py): a row (`Case`), the domains its float
 arguments are drawn from, constants (masks, labels, indices) and the torch counterparts
 that need more than a lambda; and the form of the op families' error tables."""
 import math

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 import autograd_lite as ag
-from autograd_lite import tracer
+from autograd_lite.core import tracer
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 
 from .npz import MalformedFile
-from .tree import Hyper, is_differentiable, tree_leaves, tree_paths, tree_unflatten
+from ..core.tree import Hyper, is_differentiable, tree_leaves, tree_paths, tree_unflatten
 
 
 def shown_path(path, keep=60):

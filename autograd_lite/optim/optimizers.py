@@ -1,29 +1,11 @@
-"""Optimizers over pytrees: `opt.init(params) -> state`, `opt.update(params, grads, state)
--> (params, state)`. Nothing is updated in place unless Adam's `in_place=True` asks for it;
-state is a pytree (it saves with ag.save).
-
-Each optimizer follows its torch.optim namesake. Only differentiable leaves
-(tree.is_differentiable) with a gradient move; static leaves (n_heads, Hyper settings,
-activation functions) pass through, and a leaf whose gradient is None is skipped
-entirely, as torch skips a parameter whose .grad is None: it neither moves nor
-advances its own step count. The learning rate is a number or a schedule `lr(step)`,
-called with the number of updates made, counting from 1.
-
-Adam and AdamW update the leaves that are float arrays in chunks (one dtype, one step
-count, up to CHUNK_SIZE entries): a dozen numpy calls a chunk instead of a dozen a leaf, with
-the same bits as the leaf-by-leaf rule (_adam_leaf). A chunk's new parameters and moments
-are views of one fresh array each, which the next update reads without copying.
-
-Step counts are np.int64 scalars: they save and load as arrays do (`ag.load` checks
-their dtype, not their value, so a fresh state is the `like` of a saved one).
-"""
+"""SGD, Adam and AdamW as pure functions over parameter trees (see the package docstring)."""
 import math
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from .flat import joined, split_like, unflatten_each
-from .tree import is_differentiable, tree_leaves, tree_map
+from ..core.tree import is_differentiable, tree_leaves, tree_map
 
 
 class Optimizer(NamedTuple):
@@ -270,27 +252,3 @@ def adam(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
 def adamw(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
     """AdamW (Loshchilov & Hutter 2019) as torch.optim.AdamW: p ← p(1 - lr·wd) before the Adam step."""
     return _adam("adamw", lr, betas, eps, weight_decay, decoupled=True)
-
-
-def warmup_schedule(d_model, warmup, factor=1.0):
-    """The paper's rate (§5.3): lr(step) = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
-    def lr(step):
-        step = max(step, 1)
-        return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
-    return lr
-
-
-def global_norm(grads):
-    """√(Σ g²) over every array leaf of a gradient tree."""
-    return math.sqrt(sum(float(np.sum(np.square(g), dtype=np.float64))
-                         for g in tree_leaves(grads) if g is not None and is_differentiable(g)))
-
-
-def clip_by_global_norm(grads, max_norm):
-    """Scale all gradients by max_norm / ‖g‖ when the global norm ‖g‖ exceeds max_norm
-    (torch.nn.utils.clip_grad_norm_, with its 1e-6 guard)."""
-    coefficient = float(max_norm) / (global_norm(grads) + 1e-6)
-    if coefficient >= 1.0:
-        return grads
-    return tree_map(lambda g: g * coefficient if g is not None and is_differentiable(g) else g,
-                    grads)

@@ -5,7 +5,7 @@ several trees of one structure from their leaves in a single walk.
 """
 import numpy as np
 
-from .tree import children, rebuild, tree_leaves
+from ..core.tree import children, rebuild, tree_leaves
 
 
 def _address(a):

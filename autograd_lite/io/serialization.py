@@ -32,7 +32,7 @@ import numpy as np
 
 from .matching import StoredFunction, matched, shown_path
 from .npz import MalformedFile, NpzArchive
-from .tree import Hyper, is_namedtuple
+from ..core.tree import Hyper, is_namedtuple
 
 _STRUCTURE_KEY = "__structure__"
 MAX_DEPTH = 100  # containers nested in containers: save refuses deeper trees, load deeper files

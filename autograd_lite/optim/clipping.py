@@ -1,0 +1,23 @@
+"""Gradient clipping over whole gradient trees, as torch.nn.utils.clip_grad_norm_ does over a
+model's parameters."""
+import math
+
+import numpy as np
+
+from ..core.tree import is_differentiable, tree_leaves, tree_map
+
+
+def global_norm(grads):
+    """√(Σ g²) over every array leaf of a gradient tree."""
+    return math.sqrt(sum(float(np.sum(np.square(g), dtype=np.float64))
+                         for g in tree_leaves(grads) if g is not None and is_differentiable(g)))
+
+
+def clip_by_global_norm(grads, max_norm):
+    """Scale all gradients by max_norm / ‖g‖ when the global norm ‖g‖ exceeds max_norm
+    (torch.nn.utils.clip_grad_norm_, with its 1e-6 guard)."""
+    coefficient = float(max_norm) / (global_norm(grads) + 1e-6)
+    if coefficient >= 1.0:
+        return grads
+    return tree_map(lambda g: g * coefficient if g is not None and is_differentiable(g) else g,
+                    grads)
