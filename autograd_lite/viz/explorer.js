@@ -56,8 +56,8 @@
     const main = htmlEl("main", "", null, document.body);
     const canvas = svgEl("svg", {id: "canvas"}, main);
     const aside = htmlEl("aside", "", null, main);
-    const hits = htmlEl("div", "hits", null, aside);
     const details = htmlEl("div", "details", null, aside);
+    const hits = htmlEl("div", "hits", null, aside);
     const shares = htmlEl("div", "shares", null, aside);
     ui = {prev: prev, next: next, search: search, crumbs: crumbs, canvas: canvas,
           hits: hits, details: details, shares: shares, controls: controls};
