@@ -47,6 +47,7 @@
     const top = htmlEl("div", "row", null, header);
     htmlEl("span", "title", DATA.title, top);
     const prev = htmlEl("button", "", "◀ previous", top);
+    const count = htmlEl("span", "note", "", top);
     const next = htmlEl("button", "", "next ▶", top);
     const search = htmlEl("input", "", null, top);
     search.type = "search";
@@ -59,7 +60,7 @@
     const details = htmlEl("div", "details", null, aside);
     const hits = htmlEl("div", "hits", null, aside);
     const shares = htmlEl("div", "shares", null, aside);
-    ui = {prev: prev, next: next, search: search, crumbs: crumbs, canvas: canvas,
+    ui = {prev: prev, next: next, count: count, search: search, crumbs: crumbs, canvas: canvas,
           hits: hits, details: details, shares: shares, controls: controls};
     prev.onclick = function () { step("prev"); };
     next.onclick = function () { step("next"); };
@@ -99,6 +100,7 @@
     const scope = DATA.scopes[index];
     ui.prev.disabled = scope.prev === null;
     ui.next.disabled = scope.next === null;
+    ui.count.textContent = scope.repeat[1] > 1 ? scope.repeat[0] + " of " + scope.repeat[1] : "";
   }
 
   function step(direction) {
@@ -412,6 +414,7 @@
   // ---------------------------------------------------------------- start
   buildPage();
   openScope(0);
+  document.body.dataset.firstView = performance.now().toFixed(1);  // ms after navigation start
   window.autogradExplorer = {
     scopes: function () { return DATA.scopes.map(function (s) { return s.path; }); },
     current: function () { return DATA.scopes[state.scope].path; },

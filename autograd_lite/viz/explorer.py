@@ -6,7 +6,8 @@
 
 The first view is the traced function's own level; each nested call is a box that opens
 its own view (its ops, its calls as boxes, what flows in and out as stubs), with a
-breadcrumb back up and previous / next between repeated calls (`encoder_block #1..#6`).
+breadcrumb back up, and previous / next through the calls of the same function at the same
+place (`encoder_block #1..#6`; every block's `multihead_attention`, in call order).
 Search finds ops, parameter paths, calls and shapes; a click shows a node's details (op,
 shape, dtype, scope, the source line that applied it, the parameter path, the pullback and
 what it keeps, inputs and consumers). With `backward=True` a plot shows the memory the
@@ -53,26 +54,19 @@ def _scopes_in_order(root):
     return out
 
 
-def _step(scope, offset):
-    """The same place in the previous (-1) or next (+1) of the repeated calls around
-    `scope`: from `encoder_block #3/multihead_attention` to `encoder_block #4/...`."""
-    path = scope.path
-    for level in range(len(path) - 1, 0, -1):
-        call = path[level]
-        twins = [c for c in call.parent.children if c.name == call.name]
-        if len(twins) < 2:
-            continue
-        k = twins.index(call) + offset
-        if not 0 <= k < len(twins):
-            return None
-        target = twins[k]
-        for below in path[level + 1:]:
-            same = [c for c in target.children if c.label == below.label]
-            if not same:
-                break
-            target = same[0]
-        return target
-    return None
+def _repeats(scopes):
+    """{scope: (previous, next, k, n)}: the calls of the same function at the same place in
+    the call tree (the same chain of function names: every `multihead_attention` of every
+    `decoder_block`), in call order; k counts from 1 among the n of them."""
+    runs = {}
+    for scope in scopes:
+        runs.setdefault(tuple(s.name for s in scope.path), []).append(scope)
+    out = {}
+    for run in runs.values():
+        for k, scope in enumerate(run):
+            out[scope] = (run[k - 1] if k else None, run[k + 1] if k + 1 < len(run) else None,
+                          k + 1, len(run))
+    return out
 
 
 def _home(item, consumers, items):
@@ -162,17 +156,17 @@ def page_data(graph, backward, values):
     for op in order:
         for scope in op.scope.path:
             ops_in[scope].append(position[op.id])
-    scope_data = []
+    scope_data, repeats = [], _repeats(scopes)
     for scope, text, slots in zip(scopes, texts, views):
-        twins = [_step(scope, -1), _step(scope, +1)]
+        previous, following, k, n = repeats[scope]
         own = ops_in[scope]
         scope_data.append({
             "path": repr(scope), "label": scope.label, "name": scope.name,
             "parent": index.get(scope.parent), "children": [index[c] for c in scope.children],
             "n_ops": len(own), "ops": [own[0], own[-1]] if own else None,
             "kept": sum(order[n].kept + order[n].residual for n in own),
-            "prev": index[twins[0]] if twins[0] else None,
-            "next": index[twins[1]] if twins[1] else None,
+            "prev": index[previous] if previous else None,
+            "next": index[following] if following else None, "repeat": [k, n],
             "layout": layout_of[text], "slots": slots})
     memory, arguments_kept = _memory(graph, order)
     return {"title": graph.title(), "backward": bool(backward), "values": bool(values),
