@@ -44,7 +44,7 @@ def test_each_calls_view_holds_its_ops_its_calls_as_boxes_and_stubs_for_what_flo
     assert edges == [("add", "output"), ("matmul", "add"), ("p.l1.b", "add"),
                      ("p.l1.w", "matmul"), ("x", "matmul")]
     slots, _ = view_text(g, "mlp/dense")  # the tanh of the caller flows in as a stub
-    assert ("outer", "tanh · layer") in slots
+    assert ("outer", "tanh in layer") in slots
 
 
 def test_statistics_against_hand_computed_values():

@@ -85,6 +85,7 @@
       pick.id = "colour";
       ["", ...STATS].forEach(function (s) { htmlEl("option", "", s || "none", pick).value = s; });
       pick.onchange = function () { state.colour = pick.value; drawView(); };
+      ui.scale = htmlEl("span", "note", "", controls);
     }
   }
 
@@ -139,6 +140,7 @@
         "data-from": e[0], "data-to": e[1], "data-edge": k}, world);
     });
     const colours = state.colour ? colourScale(scope.slots, state.colour) : null;
+    if (ui.scale) ui.scale.textContent = colours ? colours.caption : "";
     scope.slots.forEach(function (slot, k) { drawNode(world, slot, layout.nodes[k], k, colours); });
     if (state.gradients) drawGradients(world, scope, layout);
     if (state.selected !== null) markSelected(state.selected);
@@ -207,21 +209,25 @@
   }
 
   function colourScale(slots, name) {
+    // std and gradient norms spread over decades: coloured by log10, zeros the lightest
+    const log = name === "std" || name === "grad_norm";
     const found = new Map();
     slots.forEach(function (slot, k) {
       if (slot[0] === "call") return;
-      let v = statOf(DATA.items[slot[1]], name);
+      const v = statOf(DATA.items[slot[1]], name);
       if (v === null || v === undefined) return;
-      if (name === "std" || name === "grad_norm") v = Math.log10(Math.abs(v) + 1e-30);
-      found.set(k, v);
+      found.set(k, log ? (v > 0 ? Math.log10(v) : null) : v);
     });
-    const vs = Array.from(found.values());
+    const vs = Array.from(found.values()).filter(function (v) { return v !== null; });
     const lo = Math.min(...vs), hi = Math.max(...vs);
     const out = new Map();
     found.forEach(function (v, k) {
-      const t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
-      out.set(k, "hsl(" + (220 - 200 * t) + ", 85%, " + (88 - 28 * t) + "%)");
+      const t = v === null ? 0 : (hi > lo ? (v - lo) / (hi - lo) : 0.5);
+      out.set(k, "hsl(" + (190 + 60 * t) + ", 85%, " + (95 - 27 * t) + "%)");
     });
+    const shown = function (v) { return log ? number(Math.pow(10, v)) : number(v); };
+    out.caption = vs.length ? "light " + (log ? "0 or " : "") + shown(lo) + " … dark " + shown(hi) +
+      (log ? " (log scale)" : "") : "no values here";
     return out;
   }
 
@@ -349,7 +355,7 @@
     htmlEl("h3", "", "details", ui.details);
     const table = htmlEl("table", "", null, ui.details);
     row(table, d.op ? "op" : d.kind, d.op ? (d.op + " " + (d.options || "")).trim() : d.label);
-    row(table, "shape", "(" + d.shape.join(", ") + ")" + " " + d.dtype);
+    row(table, "shape", typed(DATA.items[d.id]));
     row(table, "scope", d.scope);
     if (d.param_path) row(table, "parameter", d.param_path);
     if (d.source) {
@@ -361,8 +367,9 @@
     row(table, "keeps", bytes(d.saved_bytes) + (item.residual ? " (" + bytes(item.residual) + " residuals)" : ""));
     row(table, "inputs", itemLinks(d.inputs));
     row(table, "consumers", itemLinks(d.consumers));
-    if (d.stats) STATS.slice(0, 6).forEach(function (s) { row(table, s, number(d.stats[s])); });
-    if (d.grad_norm !== null && d.grad_norm !== undefined) row(table, "‖gradient‖", number(d.grad_norm));
+    if (d.stats) STATS.slice(0, 5).forEach(function (s) { row(table, s, number(d.stats[s])); });
+    if (d.stats) row(table, "NaN / inf", String(d.stats.nonfinite));
+    if (d.grad_norm !== null && d.grad_norm !== undefined) row(table, "gradient norm", number(d.grad_norm));
   }
 
   // ---------------------------------------------------------------- memory of the backward pass

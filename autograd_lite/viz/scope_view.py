@@ -110,7 +110,7 @@ class ScopeView:
             names = [label for label, source in self.graph.outputs if source == ref]
             return Slot("output", ref, [names[0] if names else "output", typed_text(item)])
         if item.kind == "op" and item.scope is not self.scope:
-            return Slot("outer", ref, [f"{item.label} · {item.scope.label}", typed_text(item)])
+            return Slot("outer", ref, [f"{item.label} in {item.scope.label}", typed_text(item)])
         first = f"{item.label} {item.extra}".strip() if item.kind == "op" else item.label
         return Slot(item.kind, ref, [first, typed_text(item)])
 
