@@ -8,6 +8,7 @@ which calls are collapsed into one box); `dot.py` writes that view as Graphviz t
 import numpy as np
 
 from .dot import render, run_dot, to_dot
+from .explorer import Explorer
 from .labels import count_text, size_text, typed
 from .view import View
 
@@ -126,7 +127,6 @@ class Graph:
     def explore(self, path=None, backward=True, values=False):
         """The explorer page of this call (explorer.py): an `Explorer`, written to `path`
         (.html) if given. values=True needs a graph traced with values=True."""
-        from .explorer import Explorer
         return Explorer(self, path, backward, values)
 
     def readable_depth(self, max_nodes=NOTEBOOK_NODES):
