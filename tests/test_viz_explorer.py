@@ -15,6 +15,7 @@ from autograd_lite.viz import explorer, layout, values
 from autograd_lite.viz.scope_view import ScopeView, consumers_of
 from helpers.pictures import mlp, mlp_arguments
 from helpers.tiny_models import tiny_transformer
+from models import transformer
 
 pytestmark = pytest.mark.skipif(layout.dot_executable() is None, reason="Graphviz's dot is missing")
 
@@ -70,6 +71,15 @@ def test_values_of_each_op_and_gradient_norms_against_the_analytic_gradient(rng)
     assert norms == pytest.approx({k: np.linalg.norm(v) for k, v in expected.items()}, rel=1e-10)
 
 
+def test_an_infinite_gradient_norm_reaches_the_page(tmp_path):
+    x = np.array([0.0, 4.0])  # d sqrt(x) / dx = 1 / (2 sqrt(x)): infinite at 0
+    with np.errstate(divide="ignore"):
+        ex = ag.viz.explore(lambda x: ag.sum(ag.sqrt(x)), x, values=True)
+    data = json.loads(re.search(r'id="explorer-data">(.*?)</script>', ex.html, re.S).group(1))
+    assert [it["grad_norm"] for it in data["items"] if it["kind"] == "input"] == ["inf"]
+    assert data["items"][0]["stats"]["zeros"] == 0.5
+
+
 def scaled(x):
     return ag.exp(x) * 2.0  # the line the explorer shows for exp and mul
 
@@ -86,8 +96,7 @@ def test_each_op_knows_its_source_line_and_pullback(rng):
 def transformer_page(n_layers=3):
     p = tiny_transformer(0, n_encoder=n_layers, n_decoder=n_layers)
     src, tgt = np.array([[1, 2, 3, 4]]), np.array([[1, 5, 6]])
-    g = ag.viz.trace(lambda p, src, tgt: ag.sum(__import__("models").transformer.apply(p, src, tgt)),
-                     p, src, tgt)
+    g = ag.viz.trace(lambda p, src, tgt: ag.sum(transformer.apply(p, src, tgt)), p, src, tgt)
     return g, explorer.page_data(g, backward=True, values=False)
 
 

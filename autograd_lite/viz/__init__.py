@@ -5,6 +5,7 @@ functions the model is written as.
     print(g.summary())                          # one line per op, like a jaxpr
     g.render("loss.svg", depth=2)               # .svg .png .pdf .dot
     ag.viz.draw(apply, p, src, tgt, path="apply.png", depth=2, backward=True)
+    ag.viz.explore(loss, params, batch, path="loss.html", values=True)   # a page to walk through
 
 One node per primitive application, labelled with the op and its output shape
 and dtype; inputs labelled by their tree path in the arguments (`p.encoder[0].attn.wq`,

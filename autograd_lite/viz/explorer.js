@@ -36,6 +36,7 @@
 
   function number(v) {
     if (v === null || v === undefined) return "–";
+    if (typeof v === "string") return v;  // "inf", "nan": JSON has no such numbers
     return Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(3) : v.toPrecision(4);
   }
 
@@ -216,18 +217,20 @@
       if (slot[0] === "call") return;
       const v = statOf(DATA.items[slot[1]], name);
       if (v === null || v === undefined) return;
+      if (typeof v === "string") { found.set(k, "nonfinite"); return; }
       found.set(k, log ? (v > 0 ? Math.log10(v) : null) : v);
     });
-    const vs = Array.from(found.values()).filter(function (v) { return v !== null; });
+    const vs = Array.from(found.values()).filter(function (v) { return typeof v === "number"; });
     const lo = Math.min(...vs), hi = Math.max(...vs);
     const out = new Map();
     found.forEach(function (v, k) {
+      if (v === "nonfinite") { out.set(k, "#f87171"); return; }  // red: inf or NaN
       const t = v === null ? 0 : (hi > lo ? (v - lo) / (hi - lo) : 0.5);
       out.set(k, "hsl(" + (190 + 60 * t) + ", 85%, " + (95 - 27 * t) + "%)");
     });
     const shown = function (v) { return log ? number(Math.pow(10, v)) : number(v); };
     out.caption = vs.length ? "light " + (log ? "0 or " : "") + shown(lo) + " … dark " + shown(hi) +
-      (log ? " (log scale)" : "") : "no values here";
+      (log ? " (log scale)" : "") + ", red inf or NaN" : "no values here";
     return out;
   }
 

@@ -32,6 +32,7 @@ The page's script offers a small API, used by the tests and by anyone driving th
 """
 import html
 import json
+import math
 import os
 import pathlib
 
@@ -101,7 +102,13 @@ def _source(source):
     return [shown, line, text]
 
 
-def _item_data(item, index, consumers, home):
+def _number(v):
+    """A float for JSON, which has no NaN or infinity: those as the text 'nan', 'inf', '-inf'
+    (an exploding gradient is what the page is for)."""
+    return v if v is None or math.isfinite(v) else str(v)
+
+
+def _item_data(item, index, consumers, home, values):
     return {"id": item.id, "kind": item.kind, "label": item.label, "extra": item.extra,
             "shape": list(item.shape), "dtype": dtype_text(item.dtype),
             "shape_text": shape_text(item.shape), "nbytes": item.nbytes,
@@ -110,7 +117,8 @@ def _item_data(item, index, consumers, home):
             "inputs": [source for source, _ in item.inputs],
             "consumers": consumers.get(item.id, []), "kept": item.kept,
             "residual": item.residual, "source": _source(item.source),
-            "pullback": item.pullback, "stats": item.stats, "grad_norm": item.grad_norm}
+            "pullback": item.pullback, "stats": item.stats if values else None,
+            "grad_norm": _number(item.grad_norm) if values else None}
 
 
 def _memory(graph, order):
@@ -131,15 +139,9 @@ def _memory(graph, order):
     return curve, sum(it.kept for it in graph.items if it.kind in ("param", "input", "data"))
 
 
-def page_data(graph, backward, values):
-    """Everything the page shows, as JSON-ready data."""
-    scopes = _scopes_in_order(graph.root)
-    index = {scope: n for n, scope in enumerate(scopes)}
-    consumers = consumers_of(graph)
-    items = [_item_data(it, index, consumers, _home(it, consumers, graph.items))
-             for it in graph.items]
-    order = graph.ops
-    position = {op.id: n for n, op in enumerate(order)}
+def _laid_out_views(graph, scopes, index, consumers):
+    """Each scope's slots [kind, ref, lines, width, height] and the index of its layout in
+    the list of distinct layouts (repeated calls share one): (views, layout ids, layouts)."""
     views, texts = [], []
     for scope in scopes:
         view = ScopeView(graph, scope, consumers)
@@ -152,26 +154,45 @@ def page_data(graph, backward, values):
         if text not in layout_of:
             layout_of[text] = len(layouts)
             layouts.append(layout)
+    return views, [layout_of[text] for text in texts], layouts
+
+
+def _scope_data(graph, scopes, index, views, layout_ids):
+    """Per scope: its path, label, parent and children, its ops' range in the forward (for
+    the memory plot) and what they keep, its repeated twins, its view."""
+    position = {op.id: n for n, op in enumerate(graph.ops)}
     ops_in = {scope: [] for scope in scopes}
-    for op in order:
+    for op in graph.ops:
         for scope in op.scope.path:
             ops_in[scope].append(position[op.id])
-    scope_data, repeats = [], _repeats(scopes)
-    for scope, text, slots in zip(scopes, texts, views):
+    repeats = _repeats(scopes)
+    out = []
+    for scope, slots, layout in zip(scopes, views, layout_ids):
         previous, following, k, n = repeats[scope]
         own = ops_in[scope]
-        scope_data.append({
+        out.append({
             "path": repr(scope), "label": scope.label, "name": scope.name,
             "parent": index.get(scope.parent), "children": [index[c] for c in scope.children],
             "n_ops": len(own), "ops": [own[0], own[-1]] if own else None,
-            "kept": sum(order[n].kept + order[n].residual for n in own),
+            "kept": sum(graph.ops[i].kept + graph.ops[i].residual for i in own),
             "prev": index[previous] if previous else None,
             "next": index[following] if following else None, "repeat": [k, n],
-            "layout": layout_of[text], "slots": slots})
-    memory, arguments_kept = _memory(graph, order)
+            "layout": layout, "slots": slots})
+    return out
+
+
+def page_data(graph, backward, values):
+    """Everything the page shows, as JSON-ready data."""
+    scopes = _scopes_in_order(graph.root)
+    index = {scope: n for n, scope in enumerate(scopes)}
+    consumers = consumers_of(graph)
+    items = [_item_data(it, index, consumers, _home(it, consumers, graph.items), values)
+             for it in graph.items]
+    views, layout_ids, layouts = _laid_out_views(graph, scopes, index, consumers)
+    memory, arguments_kept = _memory(graph, graph.ops)
     return {"title": graph.title(), "backward": bool(backward), "values": bool(values),
-            "items": items, "scopes": scope_data, "layouts": layouts,
-            "order": [op.id for op in order], "memory": memory,
+            "items": items, "scopes": _scope_data(graph, scopes, index, views, layout_ids),
+            "layouts": layouts, "order": [op.id for op in graph.ops], "memory": memory,
             "arguments_kept": arguments_kept}
 
 
