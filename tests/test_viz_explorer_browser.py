@@ -220,6 +220,16 @@ def test_hover_colour_scale_gradient_edges_and_memory_plot(browser, pages, tmp_p
         "return [...document.querySelectorAll('#canvas .node rect')].filter(r => r.style.fill).length")
     assert coloured == len(browser.find_elements("css selector", "#canvas .node")) - len(
         browser.find_elements("css selector", "#canvas .node.call"))
+    # pan and zoom: a wheel step scales by exp(-deltaY / 500) about the pointer; a drag moves
+    canvas = browser.find_element("id", "canvas")
+    k = float(canvas.get_attribute("data-k"))
+    browser.execute_script("arguments[0].dispatchEvent(new WheelEvent('wheel', {deltaY: -500, "
+                           "clientX: 100, clientY: 100, bubbles: true, cancelable: true}))", canvas)
+    assert float(canvas.get_attribute("data-k")) == pytest.approx(k * np.e, rel=1e-6)
+    x = float(canvas.get_attribute("data-x"))
+    ActionChains(browser).move_to_element_with_offset(canvas, -400, -200).click_and_hold() \
+        .move_by_offset(60, 0).release().perform()
+    assert float(canvas.get_attribute("data-x")) == pytest.approx(x + 60, abs=1)
     points = browser.find_element("css selector", "#plot polyline").get_attribute("points")
     assert len(points.split()) == len(page.graph.ops)
     browser.save_screenshot(str(tmp_path / "4-dense-gradients-std.png"))
