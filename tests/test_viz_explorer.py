@@ -53,6 +53,7 @@ def test_statistics_against_hand_computed_values():
     assert stats["mean"] == pytest.approx(0.5) and stats["std"] == pytest.approx(np.sqrt(3.25))
     assert (stats["min"], stats["max"], stats["nonfinite"]) == (-2.0, 3.0, 2)
     assert stats["zeros"] == pytest.approx(1 / 6)
+    assert values.statistics(np.array([True, False, False, False]))["mean"] == 0.25
     empty = values.statistics(np.full(3, np.nan))
     assert empty["mean"] is None and empty["nonfinite"] == 3
 
