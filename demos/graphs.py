@@ -1,8 +1,9 @@
 """python -m demos.graphs: pictures of the models' computation graphs, drawn by ag.viz.
 
-    python -m demos.graphs                    # the paper's sizes: about 10 s of CPU
+    python -m demos.graphs                    # the paper's sizes: about 15 s of CPU
     python -m demos.graphs --quick            # tiny models (CI)
     python -m demos.graphs --readme-picture docs/encoder_block.svg    # the README's picture
+    python -m demos.graphs --readme-screenshot docs/explorer.png      # and its screenshot
 
 Each picture is one recorded call of a model's loss (or, for the attention block, of the
 block), drawn forward and backward (what the pullbacks keep, and the gradient edges), as
@@ -18,8 +19,11 @@ SVG and PNG in --out (default runs/graphs-<timestamp>/):
                           at depth 3 (each block one box) and depth 4 (inside each block)
 
 The files are named <model>-<depth>[-backward].<svg|png>, the depth "all" for every op.
-Drawing needs Graphviz's `dot`; without it the demo writes each picture's DOT text
-(<name>.dot), says how to install Graphviz, and still ends normally.
+Each model also gets an explorer, <model>-explorer.html (ag.viz.explore: a page to walk
+through its calls, search, and read each value's statistics, gradient norms and what the
+backward pass keeps); the demo prints their paths. Drawing needs Graphviz's `dot`; without
+it the demo writes each picture's DOT text (<name>.dot), says how to install Graphviz,
+writes no explorer, and still ends normally.
 """
 import shutil
 from typing import Any, NamedTuple
@@ -97,9 +101,9 @@ def file_stem(name, depth, backward):
 
 
 def draw(picture, out, formats):
-    """Record the picture's call once and render it at each depth, forward and backward, in
-    each format. -> (the Graph, the paths written)"""
-    graph = ag.viz.trace(picture.function, *picture.args)
+    """Record the picture's call once (with its values) and render it at each depth, forward
+    and backward, in each format. -> (the Graph, the paths written)"""
+    graph = ag.viz.trace(picture.function, *picture.args, values=True)
     paths = []
     for depth in picture.depths:
         for backward in (False, True):
@@ -123,11 +127,25 @@ def write_readme_picture(path):
     print(f"wrote the README's picture {path}")
 
 
+def write_readme_screenshot(html_path, png_path):
+    """The README's screenshot of the transformer's explorer, in headless Chromium."""
+    from . import browser
+    driver = browser.headless_chromium()
+    try:
+        browser.readme_screenshot(driver, html_path, png_path)
+    finally:
+        driver.quit()
+    print(f"wrote the README's screenshot {png_path}")
+
+
 def parse_args(argv=None):
     parser = common.argument_parser("graphs", __doc__)
     parser.add_argument("--readme-picture", metavar="PATH", default=None,
                         help="also draw the README's picture (one encoder block of the base "
                              "model at depth 2) to PATH (.svg or .png)")
+    parser.add_argument("--readme-screenshot", metavar="PATH", default=None,
+                        help="also photograph the transformer's explorer in headless Chromium "
+                             "(Debian's chromium and chromium-driver, with selenium) to PATH (.png)")
     return parser.parse_args(argv)
 
 
@@ -138,15 +156,21 @@ def main(argv=None):
     if formats == ("dot",):
         print(f"Graphviz's `dot` was not found: writing each picture's DOT text instead.\n"
               f"{ag.viz.dot.INSTALL}")
-    written = []
+    written, explorers = [], []
     for picture in pictures(QUICK if args.quick else FULL, np.random.default_rng(args.seed)):
         graph, paths = draw(picture, out, formats)
         written += paths
         print(describe(picture, graph), flush=True)
+        if formats != ("dot",):
+            explorers.append(graph.explore(out / f"{picture.name}-explorer.html",
+                                           backward=True, values=True).path)
+            print(f"  explorer: {explorers[-1]}", flush=True)
     if args.readme_picture and formats != ("dot",):
         write_readme_picture(args.readme_picture)
-    common.print_result(f"wrote {len(written)} pictures ({', '.join(formats)}) of 4 models "
-                        f"in {out}")
+    if args.readme_screenshot and explorers:
+        write_readme_screenshot(explorers[-1], args.readme_screenshot)
+    common.print_result(f"wrote {len(written)} pictures ({', '.join(formats)}) and "
+                        f"{len(explorers)} explorers of 4 models in {out}")
 
 
 if __name__ == "__main__":

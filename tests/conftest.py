@@ -1,5 +1,6 @@
 """Shared fixtures. `torch` is the independent reference for many tests: with
-AUTOGRAD_LITE_REQUIRE_TORCH=1 (set by .ci/run) its absence is a failure, not a skip."""
+AUTOGRAD_LITE_REQUIRE_TORCH=1 (set by .ci/run) its absence is a failure, not a skip; the
+same for `browser` (headless Chromium) with AUTOGRAD_LITE_REQUIRE_BROWSER=1."""
 import os
 
 import numpy as np
@@ -36,3 +37,24 @@ def dropout_sites(monkeypatch):
         return real(x, rate, rng)
     monkeypatch.setattr(ag, "dropout", recording)
     return sites
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium (Debian's, through selenium) for every browser test of the run.
+    Skips where there is none, unless AUTOGRAD_LITE_REQUIRE_BROWSER=1 (set by .ci/run)."""
+    from demos import browser as chromium
+    missing = None
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing = "selenium is not installed"
+    if missing is None and chromium.chromium_paths() is None:
+        missing = "no chromium and chromedriver on PATH"
+    if missing:
+        if os.environ.get("AUTOGRAD_LITE_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"a browser is required (AUTOGRAD_LITE_REQUIRE_BROWSER=1): {missing}")
+        pytest.skip(missing)
+    driver = chromium.headless_chromium()
+    yield driver
+    driver.quit()

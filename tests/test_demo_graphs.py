@@ -1,15 +1,18 @@
 """demos.graphs with --quick: every picture is a well-formed SVG and PNG that shows what the
 models are made of (their blocks, the four projections of attention, a gradient edge to
-every float input), the README's picture is the one the demo draws, and without Graphviz
-the demo writes DOT text and says how to install it."""
+every float input), the README's picture is the one the demo draws, each model's explorer
+opens in a browser (where the README's screenshot is taken the demo's way), and without
+Graphviz the demo writes DOT text and says how to install it."""
 import contextlib
 import pathlib
 import re
 import shutil
+import struct
 import xml.etree.ElementTree as ElementTree
 
 import pytest
 
+from demos import browser as chromium
 from demos import graphs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -35,7 +38,8 @@ def quick_run(tmp_path_factory):
 
 def test_quick_run_ends_with_the_pictures_it_wrote(quick_run):
     out, lines = quick_run
-    found = re.fullmatch(r"wrote (\d+) pictures \(svg, png\) of 4 models in (.+)", lines[-1])
+    found = re.fullmatch(r"wrote (\d+) pictures \(svg, png\) and 4 explorers of 4 models in (.+)",
+                         lines[-1])
     assert found and int(found.group(1)) == 2 * PICTURES and found.group(2) == str(out), lines
     assert len(list(out.glob("*.svg"))) == PICTURES + 1  # and the README's
     assert len(list(out.glob("*.png"))) == PICTURES
@@ -70,13 +74,39 @@ def test_the_readmes_picture_is_the_one_the_demo_draws(quick_run):
     assert "(2, 10, 512) f32" in texts(committed)  # the paper's base sizes, d_model 512
 
 
+def png_size(path):
+    """(width, height) from a PNG's header."""
+    return struct.unpack(">II", pathlib.Path(path).read_bytes()[16:24])
+
+
+def test_each_models_explorer_opens_and_the_readme_screenshot_is_taken_the_demos_way(
+        quick_run, browser, tmp_path):
+    out, lines = quick_run
+    printed = [pathlib.Path(line.split("explorer: ")[1]) for line in lines if "explorer: " in line]
+    assert printed == [out / f"{name}-explorer.html" for name in
+                       ("logistic_regression", "encoder_block", "classifier", "transformer")]
+    for page in printed:
+        browser.get_log("browser")
+        chromium.open_explorer(browser, page)
+        assert browser.execute_script("return window.autogradExplorer.current()") == \
+            browser.execute_script("return window.autogradExplorer.scopes()[0]")
+        assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+    shot = chromium.readme_screenshot(browser, printed[-1], tmp_path / "explorer.png")
+    assert browser.execute_script("return window.autogradExplorer.current()").endswith(
+        "encoder_block #2/multihead_attention/scaled_dot_product_attention")
+    details = browser.find_element("css selector", "aside .details").text
+    assert "softmax" in details and "models/attention.py" in details
+    assert png_size(shot) == png_size(ROOT / "docs" / "explorer.png")
+
+
 def test_without_graphviz_it_writes_dot_text_and_says_how_to_install(tmp_path, capsys,
                                                                       monkeypatch):
     monkeypatch.setattr(graphs.shutil, "which", lambda name: None)
     graphs.main(["--quick", "--out", str(tmp_path)])
     lines = capsys.readouterr().out.strip().splitlines()
     assert "apt-get install graphviz" in "\n".join(lines)
-    assert lines[-1] == f"wrote {PICTURES} pictures (dot) of 4 models in {tmp_path}"
+    assert lines[-1] == f"wrote {PICTURES} pictures (dot) and 0 explorers of 4 models in {tmp_path}"
+    assert not list(tmp_path.glob("*.html"))
     dots = sorted(tmp_path.glob("*.dot"))
     assert len(dots) == PICTURES and not list(tmp_path.glob("*.svg"))
     assert all(d.read_text().startswith("digraph") for d in dots)

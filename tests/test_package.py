@@ -1,5 +1,7 @@
-"""The package itself: its version, and that pictures need no Python graphviz package."""
+"""The package itself: its version, that pictures need no Python graphviz package, and that
+the explorer's script and style are installed with it."""
 import configparser
+import fnmatch
 import pathlib
 import subprocess
 import sys
@@ -37,7 +39,7 @@ def test_no_extra_asks_for_the_graphviz_python_package():
     """The pictures call the `dot` program; nothing imports the `graphviz` package."""
     extras = setup_cfg()["options.extras_require"]
     assert dict(extras) == {"demos": "\ntqdm\nmatplotlib",
-                            "test": "\npytest\nhypothesis\ntqdm\nmatplotlib"}
+                            "test": "\npytest\nhypothesis\nselenium\ntqdm\nmatplotlib"}
     sources = [*ROOT.glob("autograd_lite/**/*.py"), *ROOT.glob("models/**/*.py")]
     assert sources and not any("import graphviz" in path.read_text() for path in sources)
 
@@ -81,3 +83,12 @@ def test_the_engine_imports_point_one_way():
         level = parts[0].removesuffix(".py")
         reached = engine_imports(path) - {level}
         assert reached <= MAY_IMPORT[level], f"{'/'.join(parts)} imports {reached - MAY_IMPORT[level]}"
+
+
+def test_the_explorers_script_and_style_are_package_data():
+    patterns = [p.strip() for p in
+                setup_cfg()["options.package_data"]["autograd_lite.viz"].split(",")]
+    assets = [p.name for p in (ROOT / "autograd_lite" / "viz").iterdir()
+              if p.is_file() and p.suffix != ".py"]
+    assert sorted(assets) == ["explorer.css", "explorer.js"]
+    assert all(any(fnmatch.fnmatch(name, pattern) for pattern in patterns) for name in assets)

@@ -51,8 +51,9 @@ def test_the_picture_modules_import_one_another_without_a_circle():
     imports = {path.stem: relative_imports(path) for path in directory.glob("*.py")
                if path.stem != "__init__"}
     assert imports["dot"] == {"labels"} and imports["labels"] == set()
-    assert imports["graph"] == {"dot", "labels", "view"}
-    assert imports["record"] == {"labels", "saved", "scopes"}
+    assert imports["graph"] == {"dot", "explorer", "labels", "view"}
+    assert imports["record"] == {"labels", "saved", "scopes", "values"}
+    assert imports["explorer"] == {"labels", "layout", "scope_view"}
     done, visiting = set(), []
 
     def visit(module):  # depth first; a module met again while being visited is a circle

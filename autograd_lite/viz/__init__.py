@@ -5,6 +5,7 @@ functions the model is written as.
     print(g.summary())                          # one line per op, like a jaxpr
     g.render("loss.svg", depth=2)               # .svg .png .pdf .dot
     ag.viz.draw(apply, p, src, tgt, path="apply.png", depth=2, backward=True)
+    ag.viz.explore(loss, params, batch, path="loss.html", values=True)   # a page to walk through
 
 One node per primitive application, labelled with the op and its output shape
 and dtype; inputs labelled by their tree path in the arguments (`p.encoder[0].attn.wq`,
@@ -24,26 +25,40 @@ How it is made, one module per step, each seam public:
 - `graph.py` holds the result as plain data (`Graph`: `summary()`, `to_dot()`,
   `render()`); `view.py` decides what a picture at a depth shows; `dot.py` writes it
   as Graphviz text; `labels.py` writes labels, shapes and sizes; `saved.py` measures
-  what the pullbacks keep.
+  what the pullbacks keep;
+- the explorer (`explore`, `Graph.explore`): `scope_view.py` decides what the view of
+  one call shows, `layout.py` lays every view out with `dot`, `explorer.py` writes the
+  page with its data and our script `explorer.js` (its API in explorer.py's docstring);
+  `values.py` measures statistics and gradient norms for it.
 """
 from .dot import FORMATS, DotNotFoundError
+from .explorer import Explorer
 from .graph import Graph
 from .record import record
 from .scopes import transparent
 
-__all__ = ["trace", "draw", "transparent", "Graph", "DotNotFoundError", "FORMATS"]
+__all__ = ["trace", "draw", "explore", "transparent", "Graph", "Explorer", "DotNotFoundError",
+           "FORMATS"]
 
 
-def trace(f, *args):
+def trace(f, *args, values=False):
     """Run f(*args) once and record its graph: a `Graph`.
 
     Float leaves of the arguments are traced (as in `ag.gradient`) and named by their
     tree path, rooted at f's parameter names; other array leaves (token ids, masks)
-    are data inputs; Python values pass through.
+    are data inputs; Python values pass through. values=True also measures each value's
+    statistics and each float input's gradient norm (values.py), for the explorer.
     """
-    items, root, outputs = record(f, args)
+    items, root, outputs = record(f, args, values=values)
     name = root.name if root is not None else getattr(f, "__name__", type(f).__name__)
-    return Graph(name, items, root, outputs)
+    return Graph(name, items, root, outputs, has_values=values)
+
+
+def explore(f, *args, path=None, backward=True, values=False):
+    """Trace f(*args) and make its explorer page (explorer.py): an `Explorer`, written to
+    `path` (.html) if given, shown inline in Jupyter. backward: the memory plot and the
+    gradient edges; values: statistics of every value and gradient norms of the inputs."""
+    return trace(f, *args, values=values).explore(path, backward=backward, values=values)
 
 
 def draw(f, *args, path="graph.svg", depth=None, backward=False):

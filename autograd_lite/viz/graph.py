@@ -8,6 +8,7 @@ which calls are collapsed into one box); `dot.py` writes that view as Graphviz t
 import numpy as np
 
 from .dot import render, run_dot, to_dot
+from .explorer import Explorer
 from .labels import count_text, size_text, typed
 from .view import View
 
@@ -57,8 +58,9 @@ class Graph:
     """The graph of one recorded call: `summary()`, `to_dot()`, `render(path)`;
     in a notebook it shows itself as SVG."""
 
-    def __init__(self, name, items, root, outputs):
+    def __init__(self, name, items, root, outputs, has_values=False):
         self.name, self.items, self.outputs = name, items, outputs
+        self.has_values = has_values  # recorded with values=True: statistics, gradient norms
         self.root = _finish_scopes(root, items)
         self.ops = [it for it in items if it.kind == "op"]
 
@@ -121,6 +123,11 @@ class Graph:
     def render(self, path, depth=None, backward=False):
         """Write the picture to `path`; the format comes from its suffix (.svg .png .pdf .dot)."""
         return render(self.view(depth), backward, path)
+
+    def explore(self, path=None, backward=True, values=False):
+        """The explorer page of this call (explorer.py): an `Explorer`, written to `path`
+        (.html) if given. values=True needs a graph traced with values=True."""
+        return Explorer(self, path, backward, values)
 
     def readable_depth(self, max_nodes=NOTEBOOK_NODES):
         """The deepest depth whose picture has at most `max_nodes` nodes: None (every op)

@@ -29,7 +29,8 @@ from ..core.tracer import Box, Trace
 from ..core.tree import is_differentiable, tree_leaves, tree_map, tree_paths
 from .labels import OPERAND_NAMES, describe, foldable
 from .saved import measure_kept, owner
-from .scopes import ScopeTracker
+from .scopes import ScopeTracker, user_source_line
+from .values import gradient_norms, statistics
 
 
 class Item:
@@ -41,22 +42,28 @@ class Item:
     inputs (ops): (item id, shape of the array passed) per array operand.
     kept: bytes of this value that pullbacks keep for the backward pass;
     residual (ops): bytes of other arrays this op's pullback keeps (x_hat, masks, ...).
+    source (ops): (file, line number, line text) of the user code that applied the op.
+    pullback (ops): the name of the op's pullback function.
+    stats: the value's statistics (values.py) when recorded with values=True, else None;
+    grad_norm (float inputs, values=True): the norm of the output's gradient by this value.
     """
 
     __slots__ = ("id", "kind", "label", "shape", "dtype", "nbytes", "scope", "inputs",
-                 "extra", "kept", "residual")
+                 "extra", "kept", "residual", "source", "pullback", "stats", "grad_norm")
 
     def __init__(self, id, kind, label, shape, dtype, nbytes, scope=None):
         self.id, self.kind, self.label, self.scope = id, kind, label, scope
         self.shape, self.dtype, self.nbytes = tuple(shape), np.dtype(dtype), int(nbytes)
         self.inputs, self.extra, self.kept, self.residual = [], "", 0, 0
+        self.source, self.pullback, self.stats, self.grad_norm = None, None, None, None
 
 
 class Recorder:
     """The items of one recorded call, filled by the trace's recording hook `on_op`."""
 
-    def __init__(self, scopes):
+    def __init__(self, scopes, values=False):
         self.scopes = scopes  # the ScopeTracker: the current scope, names of constants
+        self.values = values  # measure each value's statistics
         self.items = []
         self.by_node = {}    # Node -> item id
         self.by_owner = {}   # id(owning array) -> item id, for arguments' arrays and op outputs
@@ -68,6 +75,8 @@ class Recorder:
     def new_item(self, kind, label, value, scope=None):
         nbytes = int(np.prod(value.shape)) * np.dtype(value.dtype).itemsize  # value may be a Box
         item = Item(len(self.items), kind, label, value.shape, value.dtype, nbytes, scope)
+        if self.values and type(value) is np.ndarray:
+            item.stats = statistics(value)
         self.items.append(item)
         return item
 
@@ -116,6 +125,8 @@ class Recorder:
         self.by_node[node] = item.id
         self.by_owner.setdefault(id(owner(box.value)), item.id)
         self.nodes.append((item.id, node))
+        item.source = user_source_line()
+        item.pullback = getattr(node.pullback, "__name__", None)
         traced = dict(node.parents)
         positional, options = [], []
         for i, a in enumerate(args):
@@ -138,13 +149,15 @@ class Recorder:
         item.extra = (text + " " + " ".join(options)).strip()
 
 
-def record(f, args):
+def record(f, args, values=False):
     """Run f(*args) once with its float leaves traced: (items, root scope, outputs).
 
     outputs: (label, item id) for each traced leaf of the result.
+    values: also measure each value's statistics and, by a backward pass over the recorded
+    call, the gradient norm of each float input (`values.gradient_norms`).
     """
     scopes = ScopeTracker()
-    recorder = Recorder(scopes)
+    recorder = Recorder(scopes, values)
     trace = Trace(on_op=scopes.unobserved(recorder.on_op))
     boxed = []
     for name, arg in zip(argument_names(f, len(args)), args):
@@ -167,4 +180,7 @@ def record(f, args):
         if type(leaf) is Box and leaf.trace is trace and leaf.node in recorder.by_node:
             outputs.append((path, recorder.by_node[leaf.node]))
     measure_kept(recorder)
+    if values:
+        gradient_norms(recorder, [leaf.node for leaf in tree_leaves(out)
+                                  if type(leaf) is Box and leaf.trace is trace])
     return recorder.items, scopes.root, outputs

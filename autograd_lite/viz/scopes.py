@@ -22,6 +22,7 @@ wiring such as a residual connection `@ag.viz.transparent`, and its ops stay whe
 were.
 """
 import inspect
+import linecache
 import os
 import sys
 import sysconfig
@@ -68,6 +69,24 @@ def is_library(path):
     return (path.startswith("<frozen") or _under(path, _PACKAGE_DIR) or _under(path, _NUMPY_DIR)
             or (any(_under(path, d) for d in _STDLIB_DIRS)
                 and not any(_under(path, d) for d in _SITE_DIRS)))
+
+
+_LIBRARY_FILES = {}  # filename -> is_library(filename), for user_source_line
+
+
+def user_source_line():
+    """(file, line number, line text) of the innermost user code running (the caller's
+    frames up to the first that is not library code), or None when there is none."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        library = _LIBRARY_FILES.get(path)
+        if library is None:
+            library = _LIBRARY_FILES[path] = is_library(path) or path == "<string>"
+        if not library:
+            return path, frame.f_lineno, linecache.getline(path, frame.f_lineno).strip()
+        frame = frame.f_back
+    return None
 
 
 def is_generated(code):

@@ -1,0 +1,260 @@
+"""The explorer: one standalone HTML page in which a recorded call can be walked through.
+
+    ex = ag.viz.explore(loss, params, batch, path="loss.html", backward=True, values=True)
+    ex = g.explore(path="loss.html")     # the same from a recorded Graph
+    ex                                   # in Jupyter: the page inline (an iframe)
+
+The first view is the traced function's own level; each nested call is a box that opens
+its own view (its ops, its calls as boxes, what flows in and out as stubs), with a
+breadcrumb back up, and previous / next through the calls of the same function at the same
+place (`encoder_block #1..#6`; every block's `multihead_attention`, in call order).
+Search finds ops, parameter paths, calls and shapes; a click shows a node's details (op,
+shape, dtype, scope, the source line that applied it, the parameter path, the pullback and
+what it keeps, inputs and consumers). With `backward=True` a plot shows the memory the
+backward pass holds over the forward's ops and each call's share, and a toggle draws the
+gradient edges; with `values=True` each value's statistics and each parameter's gradient
+norm are in the details and can colour the nodes. Every view is laid out by Graphviz when
+the file is written (`layout.py`); the page's script (`explorer.js`, ours) draws them. The
+page loads nothing from the network (its Content-Security-Policy forbids it).
+
+The page's script offers a small API, used by the tests and by anyone driving the page:
+
+    window.autogradExplorer.scopes()      every call's path, 'loss/apply/encode/encoder_block #3'
+    window.autogradExplorer.current()     the path of the view shown
+    window.autogradExplorer.open(path)    show that call's view (true, or false if unknown)
+    window.autogradExplorer.search(text)  [{id, op, scope, label}] of the ops, inputs and calls
+                                          (id null, op 'call') whose op, label, parameter path,
+                                          call path or shape text contains `text`
+    window.autogradExplorer.select(id)    open the view that shows item `id`, highlight it, and
+                                          return its details: {id, kind, op, label, shape, dtype,
+                                          scope, source, pullback, saved_bytes, param_path,
+                                          inputs, consumers, stats, grad_norm}
+"""
+import html
+import json
+import math
+import os
+import pathlib
+
+from .layout import layout_text, lay_out, node_size
+from .scope_view import ScopeView, consumers_of
+from .labels import dtype_text, shape_text
+
+_HERE = pathlib.Path(__file__).resolve().parent
+CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+       "img-src data:")
+
+
+def _scopes_in_order(root):
+    """Every scope, depth first in call order (the root first)."""
+    out, stack = [], [root]
+    while stack:
+        scope = stack.pop()
+        out.append(scope)
+        stack.extend(reversed(scope.children))
+    return out
+
+
+def _repeats(scopes):
+    """{scope: (previous, next, k, n)}: the calls of the same function at the same place in
+    the call tree (the same chain of function names: every `multihead_attention` of every
+    `decoder_block`), in call order; k counts from 1 among the n of them."""
+    runs = {}
+    for scope in scopes:
+        runs.setdefault(tuple(s.name for s in scope.path), []).append(scope)
+    out = {}
+    for run in runs.values():
+        for k, scope in enumerate(run):
+            out[scope] = (run[k - 1] if k else None, run[k + 1] if k + 1 < len(run) else None,
+                          k + 1, len(run))
+    return out
+
+
+def _home(item, consumers, items):
+    """The scope whose view draws `item`: an op's own; an input's, the innermost call holding
+    all its uses (None for an unused input: the root's view)."""
+    if item.kind == "op":
+        return item.scope
+    common = None
+    for user in consumers.get(item.id, ()):
+        path = items[user].scope.path
+        if common is None:
+            common = path
+        else:
+            n = 0
+            while n < min(len(common), len(path)) and common[n] is path[n]:
+                n += 1
+            common = common[:n]
+    return common[-1] if common else None
+
+
+def _source(source):
+    """[file, line, text] with the file relative to the working folder when inside it."""
+    if source is None:
+        return None
+    path, line, text = source
+    try:
+        shown = os.path.relpath(path)
+        if shown.startswith(".."):
+            shown = path
+    except ValueError:  # another drive
+        shown = path
+    return [shown, line, text]
+
+
+def _number(v):
+    """A float for JSON, which has no NaN or infinity: those as the text 'nan', 'inf', '-inf'
+    (an exploding gradient is what the page is for)."""
+    return v if v is None or math.isfinite(v) else str(v)
+
+
+def _item_data(item, index, consumers, home, values):
+    return {"id": item.id, "kind": item.kind, "label": item.label, "extra": item.extra,
+            "shape": list(item.shape), "dtype": dtype_text(item.dtype),
+            "shape_text": shape_text(item.shape), "nbytes": item.nbytes,
+            "scope": index[item.scope] if item.scope is not None else None,
+            "home": index[home] if home is not None else 0,
+            "inputs": [source for source, _ in item.inputs],
+            "consumers": consumers.get(item.id, []), "kept": item.kept,
+            "residual": item.residual, "source": _source(item.source),
+            "pullback": item.pullback, "stats": item.stats if values else None,
+            "grad_norm": _number(item.grad_norm) if values else None}
+
+
+def _memory(graph, order):
+    """Bytes the backward pass holds after each op of the forward (op.kept and its residuals,
+    a constant's at its first use), and the arguments' own arrays the pullbacks keep."""
+    const_at = {}
+    for n, op in enumerate(order):
+        for source, _ in op.inputs:
+            if graph.items[source].kind == "const":
+                const_at.setdefault(source, n)
+    added = [op.kept + op.residual for op in order]
+    for source, n in const_at.items():
+        added[n] += graph.items[source].kept
+    total, curve = 0, []
+    for nbytes in added:
+        total += nbytes
+        curve.append(total)
+    return curve, sum(it.kept for it in graph.items if it.kind in ("param", "input", "data"))
+
+
+def _laid_out_views(graph, scopes, index, consumers):
+    """Each scope's slots [kind, ref, lines, width, height] and the index of its layout in
+    the list of distinct layouts (repeated calls share one): (views, layout ids, layouts)."""
+    views, texts = [], []
+    for scope in scopes:
+        view = ScopeView(graph, scope, consumers)
+        sizes = [node_size(slot.lines) for slot in view.slots]
+        texts.append(layout_text(sizes, view.edges))
+        views.append([[slot.kind, index[slot.ref] if slot.kind == "call" else slot.ref,
+                       slot.lines, w, h] for slot, (w, h) in zip(view.slots, sizes)])
+    layouts, layout_of = [], {}
+    for text, layout in zip(texts, lay_out(texts)):
+        if text not in layout_of:
+            layout_of[text] = len(layouts)
+            layouts.append(layout)
+    return views, [layout_of[text] for text in texts], layouts
+
+
+def _scope_data(graph, scopes, index, views, layout_ids):
+    """Per scope: its path, label, parent and children, its ops' range in the forward (for
+    the memory plot) and what they keep, its repeated twins, its view."""
+    position = {op.id: n for n, op in enumerate(graph.ops)}
+    ops_in = {scope: [] for scope in scopes}
+    for op in graph.ops:
+        for scope in op.scope.path:
+            ops_in[scope].append(position[op.id])
+    repeats = _repeats(scopes)
+    out = []
+    for scope, slots, layout in zip(scopes, views, layout_ids):
+        previous, following, k, n = repeats[scope]
+        own = ops_in[scope]
+        out.append({
+            "path": repr(scope), "label": scope.label, "name": scope.name,
+            "parent": index.get(scope.parent), "children": [index[c] for c in scope.children],
+            "n_ops": len(own), "ops": [own[0], own[-1]] if own else None,
+            "kept": sum(graph.ops[i].kept + graph.ops[i].residual for i in own),
+            "prev": index[previous] if previous else None,
+            "next": index[following] if following else None, "repeat": [k, n],
+            "layout": layout, "slots": slots})
+    return out
+
+
+def page_data(graph, backward, values):
+    """Everything the page shows, as JSON-ready data."""
+    scopes = _scopes_in_order(graph.root)
+    index = {scope: n for n, scope in enumerate(scopes)}
+    consumers = consumers_of(graph)
+    items = [_item_data(it, index, consumers, _home(it, consumers, graph.items), values)
+             for it in graph.items]
+    views, layout_ids, layouts = _laid_out_views(graph, scopes, index, consumers)
+    memory, arguments_kept = _memory(graph, graph.ops)
+    return {"title": graph.title(), "backward": bool(backward), "values": bool(values),
+            "items": items, "scopes": _scope_data(graph, scopes, index, views, layout_ids),
+            "layouts": layouts, "order": [op.id for op in graph.ops], "memory": memory,
+            "arguments_kept": arguments_kept}
+
+
+def _asset(name):
+    return (_HERE / name).read_text(encoding="utf-8")
+
+
+def page_html(data):
+    """The standalone page: the data as JSON, the style and the script, all inline."""
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+    title = html.escape(data["title"])
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{title}</title>\n<style>\n{_asset('explorer.css')}</style></head>\n"
+            f'<body>\n<script type="application/json" id="explorer-data">{payload}</script>\n'
+            f"<script>\n{_asset('explorer.js')}</script>\n</body></html>\n")
+
+
+def _checked_path(path):
+    path = pathlib.Path(os.fspath(path))
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"explore: path '{path}' must end in .html (got suffix "
+                         f"'{path.suffix}')")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"explore: cannot write '{path}': its folder '{path.parent}' "
+                                f"does not exist")
+    return path
+
+
+class Explorer:
+    """One explorer page of a recorded call. html: the page's text; path: where it was
+    written (None if not); save(path) writes it; in Jupyter it shows itself inline."""
+
+    def __init__(self, graph, path=None, backward=True, values=False):
+        if path is not None:
+            path = _checked_path(path)
+        if not graph.ops:
+            raise ValueError(f"explore: {graph.name} recorded no op: nothing to explore "
+                             f"(is any argument a float array the function computes with?)")
+        if values and not graph.has_values:
+            raise ValueError("explore: values=True needs a graph recorded with values: "
+                             "ag.viz.trace(f, *args, values=True), or ag.viz.explore(f, *args, "
+                             "values=True)")
+        self.graph = graph
+        self.html = page_html(page_data(graph, backward, values))
+        self.path = None
+        if path is not None:
+            self.save(path)
+
+    def save(self, path):
+        """Write the page to `path` (.html); returns the path."""
+        path = _checked_path(path)
+        path.write_text(self.html, encoding="utf-8")
+        self.path = path
+        return path
+
+    def _repr_html_(self):
+        """The page in an iframe, so that its script runs and its style stays its own."""
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width: 100%; '
+                f'height: 640px; border: 1px solid #cbd5e1;"></iframe>')
+
+    def __repr__(self):
+        where = f" at {self.path}" if self.path else ""
+        return f"<Explorer of {self.graph.title()}{where}>"
