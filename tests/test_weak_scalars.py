@@ -31,6 +31,10 @@ BINARY = {  # ours(t, x), theirs(torch, t, x)
     "rpow": (lambda t, x: t ** x, lambda torch, t, x: t ** x),
     "maximum": (lambda t, x: ag.maximum(x, t), lambda torch, t, x: torch.maximum(x, t)),
     "where": (lambda t, x: ag.where(x > 1.0, x, t), lambda torch, t, x: torch.where(x > 1.0, x, t)),
+    "sub": (lambda t, x: x - t, lambda torch, t, x: x - t),
+    "minimum": (lambda t, x: ag.minimum(t, x), lambda torch, t, x: torch.minimum(t, x)),
+    "clip": (lambda t, x: ag.clip(x, t, 1.75),
+             lambda torch, t, x: torch.clamp(x, t, torch.tensor(1.75, dtype=torch.float64))),
 }
 
 
