@@ -9,7 +9,7 @@ cotangent back as a weak float64 (ops/weak.py); the rest of the engine sees an a
 """
 import numpy as np
 
-from .tracer import primal
+from .tracer import Box, primal
 
 _F64 = np.dtype(np.float64)
 
@@ -45,9 +45,17 @@ def is_weak(x):
 def strong_float_dtype(operands):
     """The common dtype of the operands that are float arrays and not weak (numpy float
     scalars count; Python numbers do not), or None if there are none."""
-    dtypes = [x.dtype for x in operands if isinstance(getattr(x, "dtype", None), np.dtype)
-              and x.dtype.kind == "f" and not is_weak(x)]
-    return np.result_type(*dtypes) if dtypes else None
+    dtypes = []
+    for x in operands:
+        kind = type(x)
+        if kind is WeakFloat or kind is float or kind is int:
+            continue
+        dtype = getattr(x, "dtype", None)
+        if isinstance(dtype, np.dtype) and dtype.kind == "f" and (kind is not Box or not is_weak(x)):
+            dtypes.append(dtype)
+    if not dtypes:
+        return None
+    return dtypes[0] if len(dtypes) == 1 else np.result_type(*dtypes)
 
 
 def settled(x, dtype):

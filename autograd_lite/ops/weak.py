@@ -1,7 +1,9 @@
 """Weak floats (core/weak.py) meeting float arrays in an op with several operands: the op's
 body sees the weak operand cast to the arrays' dtype, as numpy casts a Python float, and the
 engine receives its cotangent cast back to a weak float64, the adjoint of that cast. A traced
-weak operand is cast by a recorded `astype`, so higher order sees both casts."""
+weak operand is cast by a recorded `astype`, so higher order sees both casts. The library's
+ops with several float operands say so with `@settles_weak_floats`; `ag.primitive` (the
+`user_primitive` here) gives it to every op a user defines."""
 import functools
 
 import numpy as np
@@ -25,7 +27,6 @@ def settles_weak_floats(body):
             args[i] = args[i].astype(dtype)
         out, pullback = body(*args, **kwargs)
 
-        @functools.wraps(pullback)  # named as the op's own pullback in pictures
         def weak_operands_pullback(g):
             cotangents = list(pullback(g))
             for i in weak:
@@ -52,3 +53,11 @@ def weak_cotangent(g):
     def weak_pullback(c):
         return (c.astype(dtype),)
     return _as_weak_cotangent(g), weak_pullback
+
+
+def user_primitive(body=None, **options):
+    """`ag.primitive`: core.tracer.primitive (same options) for a body that may meet a weak
+    float among float arrays, which it sees cast as `settles_weak_floats` casts it."""
+    if body is None:
+        return functools.partial(user_primitive, **options)
+    return primitive(settles_weak_floats(body), **options)
