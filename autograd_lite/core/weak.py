@@ -3,9 +3,10 @@ JAX a Python float is weakly typed: with float arrays it takes their dtype (`x *
 float32 for a float32 x). `gradient` boxes a Python float argument as a `WeakFloat`, a
 float64 array that numpy's ufuncs treat the same way, so the traced call computes in the
 dtypes of the untraced one. A ufunc over weak values and Python numbers only gives a weak
-value (`t * 2.0`, `exp(t)`, `np.sum(t)`); an explicit cast (`t.astype(np.float32)`) gives an ordinary
-array. The ops with several operands cast a weak operand before they compute and give its
-cotangent back as a weak float64 (ops/weak.py); the rest of the engine sees an array.
+value (`t * 2.0`, `exp(t)`, `np.sum(t)`); an explicit cast (`t.astype(np.float32)`) gives
+an ordinary array. The ops with several operands cast a weak operand before they compute
+and give its cotangent back as a weak float64 (ops/weak.py); the rest of the engine sees
+an array.
 """
 import numpy as np
 
@@ -51,7 +52,7 @@ def strong_float_dtype(operands):
         if kind is WeakFloat or kind is float or kind is int:
             continue
         dtype = getattr(x, "dtype", None)
-        if isinstance(dtype, np.dtype) and dtype.kind == "f" and (kind is not Box or not is_weak(x)):
+        if isinstance(dtype, np.dtype) and dtype.kind == "f" and not (kind is Box and is_weak(x)):
             dtypes.append(dtype)
     if not dtypes:
         return None

@@ -17,8 +17,7 @@ def settles_weak_floats(body):
     float array operands (if it has any) and its cotangent returned as a weak float64."""
     @functools.wraps(body)
     def settled_body(*args, **kwargs):
-        weak = [i for i, a in enumerate(args)
-                if (type(a) is not np.ndarray or type(a) is Box) and is_weak(a)]
+        weak = [i for i, a in enumerate(args) if type(a) is not np.ndarray and is_weak(a)]
         dtype = strong_float_dtype(args) if weak else None
         if dtype is None:
             return body(*args, **kwargs)
