@@ -11,7 +11,8 @@ import zipfile
 
 import numpy as np
 import pytest
-from helpers.serialization import array_entry, dict_entry, npy_bytes, write_members
+from helpers.serialization import (array_entry, dict_entry, npy_bytes, write_crafted,
+                                  write_members)
 
 import autograd_lite as ag
 from autograd_lite.io.serialization import MalformedFile
@@ -213,7 +214,8 @@ def _peak_bytes_of_load(path):
 def _hostile_files(tmp_path):
     """Files ag.save did not write, each claiming far more than it holds: name -> path."""
     mib = np.zeros(1 << 17)  # 1 MiB of float64
-    files = {}
+    files = {"a structure of 100,000 empty objects": tmp_path / "objects.npz"}
+    write_crafted(files["a structure of 100,000 empty objects"], "[" + "{}," * 99_999 + "{}]")
     files["1000 references to one 1 MiB entry"] = tmp_path / "references.npz"
     write_members(files["1000 references to one 1 MiB entry"],
                   {"kind": "list", "children": [array_entry("a0")] * 1000},
@@ -229,14 +231,14 @@ def _hostile_files(tmp_path):
 
 
 def test_memory_allocated_by_load_is_a_small_multiple_of_the_file_size(tmp_path, rng):
-    """load's docstring promises it; tracemalloc counts numpy's allocations too. A file save
-    wrote (1 MiB of arrays) is the yardstick: loading it takes about its size."""
+    """load's docstring promises at most about ten times the file; tracemalloc counts numpy's
+    allocations too. A file save wrote (0.5 MiB of arrays) takes a few times its size."""
     honest = tmp_path / "honest.npz"
     ag.save(honest, {"w": rng.standard_normal((256, 256)), "b": rng.standard_normal(256)})
     peak, raised = _peak_bytes_of_load(honest)
     size = os.path.getsize(honest)
-    assert raised is None and size <= peak <= 3 * size + 200_000
+    assert raised is None and size <= peak <= 4 * size + 200_000  # chunks zipfile copies
     for name, path in _hostile_files(tmp_path).items():
         peak, raised = _peak_bytes_of_load(path)
         assert isinstance(raised, MalformedFile), name
-        assert peak <= 3 * os.path.getsize(path) + 200_000, (name, peak, os.path.getsize(path))
+        assert peak <= 10 * os.path.getsize(path) + 200_000, (name, peak, os.path.getsize(path))
