@@ -3,13 +3,16 @@ numpy writes reads back as np.load reads it; a member that is not an .npy array,
 that claims more (or less) data than its member holds, a damaged member and an object array
 are refused by name, before any data is read, and nothing is ever unpickled."""
 import json
+import os
 import re
 import struct
+import tracemalloc
 import zipfile
 
 import numpy as np
 import pytest
-from helpers.serialization import array_entry, dict_entry, npy_bytes, write_members
+from helpers.serialization import (array_entry, dict_entry, npy_bytes, write_crafted,
+                                  write_members)
 
 import autograd_lite as ag
 from autograd_lite.io.serialization import MalformedFile
@@ -159,3 +162,83 @@ def test_files_that_are_not_npz_archives_are_named(tmp_path):
     with pytest.raises(MalformedFile, match=r"cut\.npz: it is not an \.npz file written by "
                                             r"ag\.save"):
         ag.load(tmp_path / "cut.npz")
+
+
+HUGE = 9223372036854775808  # 2**63, past numpy's largest index
+
+
+@pytest.mark.parametrize("header, message", [
+    ({"descr": "|S0", "fortran_order": False, "shape": (8_000_000_000,)},
+     "the entry 'a0' has the dtype '|S0' of zero bytes, which ag.save does not write"),
+    ({"descr": "|V0", "fortran_order": False, "shape": (10 ** 18,)},
+     "the entry 'a0' has the dtype '|V0' of zero bytes, which ag.save does not write"),
+    ({"descr": "<f8", "fortran_order": False, "shape": (0, HUGE)},
+     f"the entry 'a0' claims the shape (0, {HUGE}) float64, which numpy refuses"),
+    ({"descr": "<i1", "fortran_order": False, "shape": (2 ** 62, 0, 4)},
+     f"the entry 'a0' claims the shape ({2 ** 62}, 0, 4) int8, which numpy refuses"),
+])
+def test_a_header_no_data_could_match_is_refused_by_name(header, message, tmp_path):
+    """Issue 21: a zero-byte dtype passed the size check (a 604-byte file loaded as a 7.5 GiB
+    array of b''), and numpy's bare 'Maximum allowed dimension exceeded' escaped for a shape
+    with a 0 and a length past 2**63."""
+    path = tmp_path / "claims.npz"
+    write_one_member(path, "a0.npy", npy_bytes(header=header))
+    expect_refusal(path, re.escape(message) + ".*")
+
+
+def test_an_entry_referenced_twice_is_refused(tmp_path):
+    """Issue 21: each reference read a new copy of the entry. save writes an entry once."""
+    path = tmp_path / "twice.npz"
+    structure = {"kind": "list", "children": [array_entry("a0"), array_entry("a0")]}
+    write_members(path, structure, {"a0.npy": npy_bytes(np.zeros(4))})
+    with pytest.raises(MalformedFile, match=re.escape(
+            f"load: {path}: the structure at '[1]': the entry 'a0' is referenced more than "
+            "once; save writes each array once")):
+        ag.load(path)
+
+
+def _peak_bytes_of_load(path):
+    """(peak bytes traced by tracemalloc while ag.load reads `path`, what load raised or None)."""
+    tracemalloc.start()
+    try:
+        ag.load(path)
+        raised = None
+    except MalformedFile as error:
+        raised = error
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    return peak, raised
+
+
+def _hostile_files(tmp_path):
+    """Files ag.save did not write, each claiming far more than it holds: name -> path."""
+    mib = np.zeros(1 << 17)  # 1 MiB of float64
+    files = {"a structure of 100,000 empty objects": tmp_path / "objects.npz"}
+    write_crafted(files["a structure of 100,000 empty objects"], "[" + "{}," * 99_999 + "{}]")
+    files["1000 references to one 1 MiB entry"] = tmp_path / "references.npz"
+    write_members(files["1000 references to one 1 MiB entry"],
+                  {"kind": "list", "children": [array_entry("a0")] * 1000},
+                  {"a0.npy": npy_bytes(mib)})
+    for name, header in [("|S0 of 8e9 elements", {"descr": "|S0", "shape": (8_000_000_000,)}),
+                         ("(0, 2**63) float64", {"descr": "<f8", "shape": (0, HUGE)}),
+                         ("1e12 float64 in 8 bytes", {"descr": "<f8", "shape": (10 ** 12,)})]:
+        files[name] = tmp_path / f"{len(files)}.npz"
+        write_one_member(files[name], "a0.npy",
+                         npy_bytes(header={**header, "fortran_order": False},
+                                   data=np.ones(1).tobytes() if "1e12" in name else b""))
+    return files
+
+
+def test_memory_allocated_by_load_is_a_small_multiple_of_the_file_size(tmp_path, rng):
+    """load's docstring promises at most about ten times the file; tracemalloc counts numpy's
+    allocations too. A file save wrote (0.5 MiB of arrays) takes a few times its size."""
+    honest = tmp_path / "honest.npz"
+    ag.save(honest, {"w": rng.standard_normal((256, 256)), "b": rng.standard_normal(256)})
+    peak, raised = _peak_bytes_of_load(honest)
+    size = os.path.getsize(honest)
+    assert raised is None and size <= peak <= 4 * size + 200_000  # chunks zipfile copies
+    for name, path in _hostile_files(tmp_path).items():
+        peak, raised = _peak_bytes_of_load(path)
+        assert isinstance(raised, MalformedFile), name
+        assert peak <= 10 * os.path.getsize(path) + 200_000, (name, peak, os.path.getsize(path))

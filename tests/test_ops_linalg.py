@@ -5,7 +5,7 @@ import pytest
 
 import autograd_lite as ag
 from helpers.op_cases import assert_raises, each_error
-from helpers.references import DTYPES, compare_with_torch
+from helpers.references import DTYPES, central_jacobian, compare_with_torch
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -52,3 +52,40 @@ ERRORS = [
 def test_errors_name_the_order_and_axes(make, error, message):
     assert_raises(make, error, message)
 
+
+
+# (ord, axis, keepdims, x's shape, the index of a slice set to zero): every order and axis
+# norm takes, each with a zero vector or matrix beside nonzero ones
+SECOND_ORDER_CASES = [
+    (None, 1, False, (3, 4), np.s_[0]), (2, 1, False, (3, 4), np.s_[1]),
+    (None, -1, True, (2, 3, 4), np.s_[1, 2]), (2, 0, False, (4, 3), np.s_[:, 2]),
+    (None, (1, 2), False, (3, 2, 4), np.s_[1]), ("fro", (0, 2), True, (2, 3, 4), np.s_[:, 0]),
+    ("fro", (-2, -1), False, (3, 2, 2), np.s_[2]), (None, None, False, (2, 3), np.s_[:]),
+]
+
+
+@pytest.mark.parametrize("squared", [True, False])
+@pytest.mark.parametrize("ord, axis, keepdims, shape, zero", SECOND_ORDER_CASES)
+def test_second_order_at_a_zero_norm_is_finite_and_exact_elsewhere(
+        ord, axis, keepdims, shape, zero, squared, rng):
+    """Issue 21: ∇⟨∇f, v⟩ for f = Σ w ⊙ ‖x‖ (or ‖x‖²) was NaN on every element of a zero
+    vector (the traced sqrt's pullback divided 0 by 0). Central differences of the gradient
+    are the reference wherever the norm is nonzero; at the zero slice the result is finite."""
+    x = rng.standard_normal(shape)
+    x[zero] = 0
+    w = rng.standard_normal(np.shape(np.linalg.norm(x, ord, axis, keepdims)))
+    v = rng.standard_normal(shape)
+
+    def f(x):
+        n = ag.norm(x, ord, axis, keepdims)
+        return ag.sum(w * (n * n if squared else n))
+
+    def gradient_along_v(x):
+        return ag.sum(ag.grad(f)(x) * v)
+    got = ag.grad(gradient_along_v)(x)
+    assert np.all(np.isfinite(got))
+    nonzero = np.ones(shape, bool)
+    nonzero[zero] = False
+    if nonzero.any():
+        want = central_jacobian(gradient_along_v, x)
+        np.testing.assert_allclose(got[nonzero], want[nonzero], rtol=1e-6, atol=1e-7)

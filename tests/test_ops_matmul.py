@@ -91,3 +91,40 @@ def test_linear_errors_name_the_shapes(x_shape, w_shape, b_shape, message):
     with pytest.raises(TypeError, match=re.escape("linear: operands float64 (3, 3) and "
                                                   "float32 (3,) have different dtypes")):
         ag.linear(np.ones((2, 3)), np.ones((3, 3)), np.ones(3, np.float32))
+
+
+ZERO_SIZE = [  # (a, b): operands with an empty axis, issue 21's cases first
+    ((2, 3, 4), (4, 0)), ((2, 3, 1, 0), (0, 3)), ((3, 0), (0, 2)), ((0, 3), (3, 2)),
+    ((0,), (0, 3)), ((4, 0), (0,)), ((0, 2, 3), (3, 5)), ((2, 0, 3), (2, 3, 4)),
+]
+
+
+@pytest.mark.parametrize("a_shape, b_shape", ZERO_SIZE)
+def test_matmul_of_zero_size_operands_matches_numpy_and_torch(a_shape, b_shape, rng, torch):
+    """Issue 21: an empty axis made `_rows` ask numpy for reshape(-1, 0), which it refuses.
+    The product is numpy's (zeros where the inner axis is empty), the gradients PyTorch's:
+    zeros of each operand's shape."""
+    a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+    np.testing.assert_array_equal(ag.matmul(a, b), a @ b)
+    w = rng.standard_normal((a @ b).shape)
+    da, db = ag.gradient(lambda a, b: ag.sum((a @ b) * w), a, b)
+    ta, tb = (torch.tensor(v, requires_grad=True) for v in (a, b))
+    ((ta @ tb) * torch.tensor(w)).sum().backward()
+    assert da.shape == a_shape and db.shape == b_shape
+    np.testing.assert_array_equal(da, ta.grad.numpy())
+    np.testing.assert_array_equal(db, tb.grad.numpy())
+
+
+@pytest.mark.parametrize("x_shape, d_out", [((3, 0), 2), ((2, 3, 0), 4), ((0, 3), 2),
+                                            ((2, 0, 3), 4), ((3, 4), 0)])
+def test_linear_of_zero_size_operands_matches_numpy_and_torch(x_shape, d_out, rng, torch):
+    x = rng.standard_normal(x_shape)
+    w, b = rng.standard_normal((x_shape[-1], d_out)), rng.standard_normal(d_out)
+    np.testing.assert_array_equal(ag.linear(x, w, b), x @ w + b)
+    weights = rng.standard_normal((x @ w).shape)
+    grads = ag.gradient(lambda x, w, b: ag.sum(ag.linear(x, w, b) * weights), x, w, b)
+    tx, tw, tb = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+    (torch.nn.functional.linear(tx, tw.T, tb) * torch.tensor(weights)).sum().backward()
+    for got, want in zip(grads, (tx, tw, tb)):
+        assert got.shape == tuple(want.shape)
+        np.testing.assert_allclose(got, want.grad.numpy(), rtol=1e-12, atol=1e-12)

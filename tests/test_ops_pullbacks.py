@@ -31,6 +31,7 @@ CALLS = {
     "sort": (x,), "take_along_axis": (x, np.zeros((2, 1), int), 1),
     "reshape": (x, (3, 2)), "transpose": (x,), "swapaxes": (x, 0, 1), "expand_dims": (x, 0),
     "squeeze": (x[None],), "concatenate": (0, x, y), "stack": (0, x, y),
+    "weak": (np.ones((), np.float32),),
 }
 
 

@@ -31,6 +31,10 @@ BINARY = {  # ours(t, x), theirs(torch, t, x)
     "rpow": (lambda t, x: t ** x, lambda torch, t, x: t ** x),
     "maximum": (lambda t, x: ag.maximum(x, t), lambda torch, t, x: torch.maximum(x, t)),
     "where": (lambda t, x: ag.where(x > 1.0, x, t), lambda torch, t, x: torch.where(x > 1.0, x, t)),
+    "sub": (lambda t, x: x - t, lambda torch, t, x: x - t),
+    "minimum": (lambda t, x: ag.minimum(t, x), lambda torch, t, x: torch.minimum(t, x)),
+    "clip": (lambda t, x: ag.clip(x, t, 1.75),
+             lambda torch, t, x: torch.clamp(x, t, torch.tensor(1.75, dtype=torch.float64))),
 }
 
 
@@ -140,3 +144,19 @@ def test_a_weak_scalar_gradient_comes_back_as_a_float_inside_trees():
     tree = {"rate": 0.5, "w": np.arange(3, dtype=np.float32)}
     (g,) = ag.gradient(lambda p: ag.sum(p["w"] * p["rate"]), tree)
     assert type(g["rate"]) is float and g["rate"] == 3.0 and g["w"].dtype == np.float32
+
+
+def test_a_primitive_a_user_defines_sees_a_python_float_as_numpy_does(rng):
+    """ag.primitive gives a user's op what the library's ops get: the body computes in the
+    arrays' dtype, and the Python float's gradient is a float (d/dt Σ x t = Σ x)."""
+    @ag.primitive
+    def scale(x, s):
+        def scale_pullback(g):
+            return g * s, np.sum(g * x)
+        return x * s, scale_pullback
+
+    x = rng.standard_normal(3).astype(np.float32)
+    gt, gx = ag.gradient(lambda t, x: ag.sum(scale(x, t) * scale(x, t)), 1.5, x)
+    assert gx.dtype == np.float32 and type(gt) is float
+    np.testing.assert_allclose(gx, 2 * 1.5 ** 2 * x, rtol=1e-6)
+    assert gt == pytest.approx(2 * 1.5 * float(np.sum(x.astype(np.float64) ** 2)), rel=1e-6)

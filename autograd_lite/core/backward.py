@@ -1,15 +1,11 @@
-"""The backward pass: cotangents from an output node back to the input leaves.
-
-A pullback returns one entry per argument: a cotangent, None, or a function of no
-arguments that computes the cotangent. The engine calls such a function only for
-an argument that is traced, so a rule does no work for constants (a dropout mask,
-a position table, the data of a first layer).
-
-Reverse topological order by counting consumers (no recursion: a transformer's
-graph has thousands of nodes). A node runs its pullback once every node that
-consumed it has delivered its cotangent; each cotangent is dropped as soon as it
-is used, and with `release=True` each pullback (with the forward values it
-holds) is dropped too.
+"""The backward pass: cotangents from an output node back to the input leaves, in reverse
+topological order found by counting consumers (no recursion: a transformer's graph has
+thousands of nodes). A node runs its pullback once every node that consumed it has
+delivered its cotangent. A pullback returns one entry per argument: a cotangent, None, or a
+function of no arguments that computes it, which the engine calls only for an argument that
+is traced, so a rule does no work for constants (a dropout mask, the data of a first layer).
+Each cotangent must have its argument's shape and dtype, and is dropped as soon as it is
+used; with `release=True` each pullback, and the forward values it holds, is dropped too.
 """
 
 
@@ -33,15 +29,6 @@ def _cotangent_mismatch(node, argnum, parent, g):
     got = f"{shape} {dtype}" if shape is not None else type(g).__name__
     return ValueError(f"{node.op}: the pullback's cotangent for argument {argnum} is {got}, "
                       f"but that argument is {parent.shape} {parent.dtype}")
-
-
-def _checked_cotangent(node, argnum, parent, g):
-    """`g`, whose shape or dtype differs from `parent`'s: an error, unless `parent` is weak
-    (tracer.py) and `g` is the cotangent of its cast to the op's float dtype: then the
-    adjoint of that cast, `g` back in the weak value's own dtype."""
-    if parent.weak and getattr(g, "shape", None) == parent.shape and g.dtype.kind == "f":
-        return g.astype(parent.dtype)
-    raise _cotangent_mismatch(node, argnum, parent, g)
 
 
 def backward(output, seed, release):
@@ -72,7 +59,7 @@ def backward(output, seed, release):
                 except AttributeError:
                     matches = False
                 if not matches:
-                    gp = _checked_cotangent(node, argnum, parent, gp)
+                    raise _cotangent_mismatch(node, argnum, parent, gp)
                 previous = cotangents.get(parent)
                 cotangents[parent] = gp if previous is None else previous + gp
             pending[parent] -= 1

@@ -1,15 +1,12 @@
-"""Whole-program reverse mode: gradient, value_and_gradient, grad, vjp.
-
-Each call opens a new trace, boxes every floating leaf of the arguments it
-differentiates, runs the function once, and sends the output's cotangent back
-through the recorded nodes. Gradients come back in the structure of the
-arguments; static leaves (see tree.is_differentiable: integer arrays, None, ints,
-strings, functions, Hyper settings) get None. The trace ends when the function
-returns: nothing is kept between calls, and a traced value that escaped is refused.
-
-`argnums` follows jax.grad (argnums.py): an int gives that argument's gradient tree, a
-tuple of ints a tuple of trees; `gradient` and `value_and_gradient` default to every
-argument (a tuple).
+"""Whole-program reverse mode: gradient, value_and_gradient, grad, vjp. Each call opens a
+new trace, boxes every float leaf of the arguments it differentiates (a Python float as a
+weak float, weak.py), runs the function once, and sends the output's cotangent back through
+the recorded nodes. Gradients come back in the structure of the arguments, each leaf's of its
+kind (a Python float's a float); static leaves (tree.is_differentiable: integer arrays, None,
+ints, strings, functions, Hyper settings) get None. `argnums` follows jax.grad (argnums.py):
+an int gives that argument's tree, a tuple of ints a tuple of trees; `gradient` and
+`value_and_gradient` default to every argument. The trace ends when the function returns:
+nothing is kept between calls, and a traced value that escaped is refused.
 """
 import functools
 import inspect
@@ -19,19 +16,18 @@ import numpy as np
 
 from .argnums import argnum_positions, check_argnums, nothing_to_differentiate
 from .backward import backward
-from .tracer import (Box, Node, Trace, WeakNode, as_weak, end_trace, escaped_value_error,
-                     hold_weak_scalars)
+from .tracer import Box, Node, Trace, end_trace, escaped_value_error
 from .tree import children, is_differentiable, tree_leaves, tree_map, tree_unflatten
+from .weak import weak_float
 
 
 def box_input(leaf, trace):
-    """A float leaf as an input of `trace` (a Box whose node has no parents). A Python
-    float, or a value traced from one, is boxed weak (tracer.py: weak scalars)."""
-    if type(leaf) is float or (type(leaf) is Box and leaf.node.weak):
-        hold_weak_scalars(trace)
-        value = np.asarray(leaf) if type(leaf) is float else leaf
-        return Box(value, trace, WeakNode(None, (), "input", value.shape, value.dtype))
-    value = leaf if type(leaf) is np.ndarray or type(leaf) is Box else np.asarray(leaf)
+    """A float leaf as an input of `trace` (a Box whose node has no parents); a Python float
+    as a weak float (weak.py), which keeps numpy's promotion of Python floats."""
+    if type(leaf) is float:
+        value = weak_float(leaf)
+    else:
+        value = leaf if isinstance(leaf, (np.ndarray, Box)) else np.asarray(leaf)
     return Box(value, trace, Node(None, (), "input", value.shape, value.dtype))
 
 
@@ -117,10 +113,9 @@ def _gradient_leaf(leaf, g, seen):
     if g is None:
         g = np.zeros(np.shape(leaf) if type(leaf) is not Box else leaf.shape,
                      dtype=leaf.dtype if hasattr(leaf, "dtype") else np.float64)
-    weak = type(leaf) is float or (type(leaf) is Box and leaf.node.weak)
     if type(g) is Box:  # traced by an enclosing trace
-        return as_weak(g) if weak else g
-    if weak:
+        return g
+    if type(leaf) is float:
         return float(g)
     if isinstance(leaf, np.floating):
         return leaf.dtype.type(g)
@@ -162,7 +157,7 @@ def _untraced(tree, trace):
     def unbox(leaf):
         if type(leaf) is not Box or leaf.trace is not trace:
             return leaf
-        return leaf.value[()] if type(leaf.value) is np.ndarray and leaf.value.ndim == 0 \
+        return leaf.value[()] if isinstance(leaf.value, np.ndarray) and leaf.value.ndim == 0 \
             else leaf.value
     return tree_map(unbox, tree)
 
@@ -181,7 +176,7 @@ def differentiate(caller, f, args, argnums=None, has_aux=False):
     at_leaves = {}
     if node is not None:
         at_leaves = backward(node, np.ones((), dtype=node.dtype), release=True)
-    if type(value) is np.ndarray:
+    if isinstance(value, np.ndarray):
         value = value[()]
     gradients = gradient_trees(args, positions, input_nodes, at_leaves)
     gradients = gradients[0] if single else gradients
@@ -241,7 +236,7 @@ def vjp_of_tree(caller, f, args):
     out, input_nodes, trace = trace_call(caller, f, args, positions)
     outputs = [(None, None) if leaf is None else output_of(caller, leaf, trace)  # None: static
                for leaf in tree_leaves(out)]
-    values = [v if type(v) is not np.ndarray or v.shape else v[()] for v, _ in outputs]
+    values = [v if not isinstance(v, np.ndarray) or v.shape else v[()] for v, _ in outputs]
     value_tree = tree_unflatten(out, values)
 
     def pullback(cotangent):

@@ -16,9 +16,6 @@ the forward draws from the caller's generator (which advances exactly as it woul
 without checkpoint), each recomputation from a fresh copy of the saved state. Randomness
 that does not come through an argument (np.random.* or a generator in a closure) is not
 saved: pass the generator as an argument.
-
-A Python float argument meets the other traced leaves as a weak scalar does (tracer.py):
-it takes their float dtype.
 """
 import copy
 import functools
@@ -38,7 +35,6 @@ class CheckpointedCall:
     def __init__(self, f, args, leaves, traced):
         self.f = f
         self.traced = traced  # the positions of the traced leaves among tree_leaves(args)
-        self.weak = [leaves[i].node.weak for i in traced]
         positions = set(traced)
         static = [None if i in positions else leaf for i, leaf in enumerate(leaves)]
         self.skeleton = tree_unflatten(args, static)
@@ -55,17 +51,12 @@ class CheckpointedCall:
                 leaves[i] = copy.deepcopy(generator)
         return tree_unflatten(self.skeleton, leaves)
 
-    def weak_as_floats(self, traced_values):
-        """The values of weak scalars back as Python floats (an enclosing trace's box stays)."""
-        return [float(v) if weak and type(v) is not Box else v
-                for v, weak in zip(traced_values, self.weak)]
-
 
 def _recomputed_cotangents(call, traced_values, g):
     """The cotangents of f's traced leaves for the cotangent g of its output, by running f
     again under a trace of its own."""
     trace = Trace(caller="checkpoint")
-    boxed = [box_input(v, trace) for v in call.weak_as_floats(traced_values)]
+    boxed = [box_input(v, trace) for v in traced_values]
     try:
         out = call.f(*call.arguments(boxed, replay=True))
     finally:
@@ -78,7 +69,7 @@ def _recomputed_cotangents(call, traced_values, g):
 @primitive(name="checkpoint")
 def checkpointed_call(call, *traced_values):
     """f's output, with a pullback that recomputes f (module docstring)."""
-    out = call.f(*call.arguments(call.weak_as_floats(traced_values), replay=False))
+    out = call.f(*call.arguments(traced_values, replay=False))
     if not isinstance(out, (np.ndarray, np.generic, Box, float)):
         raise TypeError(f"checkpoint: {getattr(call.f, '__name__', 'f')} must return an "
                         f"array, got {type(out).__name__}")

@@ -1,49 +1,13 @@
-"""Tracing: boxes that record which primitive made them, and the `primitive` decorator.
-
-A `Box` wraps a value (a numpy array, or a `Box` of an enclosing trace) together
-with the `Node` that produced it. Every call to `gradient`/`vjp` opens a `Trace`
-with a fresh, increasing level; the boxes it creates carry that trace.
-
-A primitive is one function over plain arrays that returns `(out, pullback)`.
-When it is called, the wrapper finds the innermost trace among the arguments,
-unboxes only that trace's boxes and calls the body. Arguments of enclosing traces
-stay boxed: the body runs on them with numpy's vocabulary (`np.exp(x)`, `x.sum()`,
-`a @ b`), which traced values hand back to the library's ops. So the body and
-its pullback are recorded by the enclosing trace, and `grad(grad(f))` works.
-With nothing traced the body runs on plain arrays at numpy speed and nothing is
-recorded.
-
-Recording hook. A trace may carry `on_op`, a function that observes every op recorded
-on it (`Trace(on_op=None)`; `gradient` and its relatives never set it; the pictures in
-`viz` do). After a primitive application records its node on that trace, the wrapper
-calls `trace.on_op(op, args, kwargs, box)`:
-
-- `op`: the primitive (the wrapper), whose public attributes say what it is:
-  `op.op_name` (its label), `op.parameters` (`(name, default)` of each parameter that
-  may be passed by position, `inspect.Parameter.empty` where there is no default; the
-  positional arguments past them belong to a `*args` parameter) and `op.body`;
-- `args`: the positional arguments as the op received them, boxes included (when
-  keywords were given, each positional parameter is moved to its position and the
-  ones not given hold their defaults); `kwargs`: the keyword-only arguments left;
-- `box`: the `Box` returned, whose `node` is the recorded `Node`.
-
-The normal path pays two attribute tests per traced op (is the trace plain: not ended,
-without weak scalars; has it a hook). Tools that follow Python calls (the pictures' scope
-finder) recognise a primitive application by `PRIMITIVE_CODE`, the code object every
-primitive's wrapper runs.
-
-A trace ends when the call that opened it returns (`end_trace`). A box of an ended trace
-that escaped its call (kept in a dict, a global, a closure) and reaches an op later is
-an error that says so, rather than a silent constant or a wrong gradient.
-
-Weak scalars. A Python float argument is weakly typed, as in numpy (NEP 50) and JAX: in
-an op with float arrays it takes their dtype (`t * x` is float32 for a float32 x), traced
-or not. Its box holds a float64 0-d array and a `WeakNode`; an op over a trace that holds
-weak scalars casts them to the dtype of its other float operands before the body runs.
-Its output is weak too when no operand was a float array and it is float64 (`t * 2.0`;
-`t.astype(np.float32)` is an explicit cast, and strong). The backward pass casts a weak
-value's cotangent back to float64 (the adjoint of that cast), and `gradient` returns it
-as a Python float.
+"""Tracing: a `Box` wraps a value (a numpy array, or a `Box` of an enclosing trace) with the
+`Node` of the primitive that produced it, on the `Trace` of one `gradient`/`vjp` call (each
+call a fresh, higher level); `primitive` makes a function `body(*arrays) -> (out, pullback)`
+an op. Called, the op finds the innermost trace among its arguments, unboxes only that
+trace's boxes and runs the body; arguments of enclosing traces stay boxed, and the body's
+numpy vocabulary (`np.exp(x)`, `x.sum()`, `a @ b`) hands them to the library's ops, so the
+body and its pullback are recorded by the enclosing trace and `grad(grad(f))` works. With
+nothing traced the body runs on plain arrays at numpy speed and nothing is recorded. A
+trace may carry a recording hook that observes each op (`Trace`), and it ends when its call
+returns: a box that escaped the call and reaches an op later is an error that says so.
 """
 import functools
 import inspect
@@ -57,33 +21,32 @@ _trace_levels = itertools.count(1)
 class Trace:
     """One differentiation in progress; nested calls get higher levels.
 
-    on_op: None, or the recording hook `on_op(op, args, kwargs, box)` (module docstring).
     caller: the call that opened it ("gradient", "jvp", ...), named when a value escapes.
-    active: until the call returns (`end_trace`); weak_scalars: whether a weak value was
-    boxed on it (`hold_weak_scalars`); plain: active and without weak scalars, the one
-    flag an op tests before it takes the usual path.
+    active: until the call returns (`end_trace`).
+    on_op: None, or the recording hook: after an op records its node on this trace it calls
+    `on_op(op, args, kwargs, box)` (`gradient` and its relatives never set one; `viz` does):
+      op: the primitive (the wrapper): `op.op_name` (its label), `op.parameters` ((name,
+        default) of each parameter that may be passed by position, `inspect.Parameter.empty`
+        where there is none; positional arguments past them belong to `*args`), `op.body`;
+      args: the positional arguments as the op received them, boxes included (keywords given
+        for positional parameters moved to their positions, defaults filled in); kwargs: the
+        keyword-only arguments left;
+      box: the `Box` returned, whose `node` is the recorded `Node`.
+    The usual path pays two attribute tests per traced op (has the trace ended; has it a hook).
     """
 
-    __slots__ = ("level", "on_op", "caller", "active", "weak_scalars", "plain")
+    __slots__ = ("level", "on_op", "caller", "active")
 
     def __init__(self, on_op=None, caller="gradient"):
         self.level = next(_trace_levels)
         self.on_op = on_op
         self.caller = caller
         self.active = True
-        self.weak_scalars = False
-        self.plain = True
 
 
 def end_trace(trace):
     """Mark `trace` ended: its boxes may no longer enter an op."""
-    trace.active = trace.plain = False
-
-
-def hold_weak_scalars(trace):
-    """Mark `trace` as holding weak values: its ops look for weak operands."""
-    trace.weak_scalars = True
-    trace.plain = False
+    trace.active = False
 
 
 def escaped_value_error(op_name, trace):
@@ -111,18 +74,8 @@ class Node:
         self.shape = shape
         self.dtype = dtype
 
-    weak = False  # a class attribute, not a slot: a Node is built as before
-
     def __repr__(self):
         return f"Node({self.op}, {self.shape}, {self.dtype})"
-
-
-class WeakNode(Node):
-    """The node of a weak value (a Python float, or an op over weak values only): its value
-    is float64, and in an op with float arrays it takes their dtype."""
-
-    __slots__ = ()
-    weak = True
 
 
 class Box:
@@ -206,28 +159,6 @@ def _check_keyword_only(op_name, kwargs, top):
                             "make it a positional parameter of the primitive to differentiate it")
 
 
-def _cast_weak_operands(values, parents):
-    """Cast each weak traced operand in `values` (in place) to the dtype of the op's float
-    array operands, as numpy does a Python float (NEP 50). Whether the output is weak: some
-    operand is weak and none is a float array (constants included)."""
-    weak_positions = [i for i, node in parents if node.weak]
-    if not weak_positions:
-        return False
-    strong = []  # the float dtypes of the other operands (a Python number has none)
-    for i, v in enumerate(values):
-        dtype = getattr(v, "dtype", None)
-        if (i not in weak_positions and not (type(v) is Box and v.node.weak)
-                and isinstance(dtype, np.dtype) and dtype.kind == "f"):
-            strong.append(dtype)
-    if not strong:
-        return True
-    dtype = np.result_type(*strong)
-    for i in weak_positions:
-        if values[i].dtype != dtype:
-            values[i] = values[i].astype(dtype)  # on an enclosing trace's box: recorded there
-    return False
-
-
 def primitive(body=None, *, name=None):
     """Make `body(*arrays) -> (out, pullback)` an op that gradients flow through.
 
@@ -238,7 +169,7 @@ def primitive(body=None, *, name=None):
     traced values those are recorded, which is what makes higher order work.
     `name` (default: the body's name) labels the op in errors and pictures.
     Use as `@primitive` or `@primitive(name="...")`. The op exposes `op_name`,
-    `parameters` and `body` (see the recording hook in the module docstring).
+    `parameters` and `body` (see the recording hook in `Trace`).
     """
     if body is None:
         return functools.partial(primitive, name=name)
@@ -257,7 +188,7 @@ def primitive(body=None, *, name=None):
             _check_keyword_only(op_name, kwargs, top)
         if top is None:
             out = body(*args, **kwargs)[0]
-            return out if type(out) is np.ndarray else np.asarray(out)
+            return out if type(out) is np.ndarray else np.asanyarray(out)
         values = []
         parents = []
         for i, a in enumerate(args):
@@ -266,16 +197,12 @@ def primitive(body=None, *, name=None):
                 parents.append((i, a.node))
             else:
                 values.append(a)
-        weak = False
-        if not top.plain:  # an ended trace, or one holding weak scalars: the rare paths
-            if not top.active:
-                raise escaped_value_error(op_name, top)
-            weak = _cast_weak_operands(values, parents)
+        if not top.active:
+            raise escaped_value_error(op_name, top)
         out, pullback = body(*values, **kwargs)
         if type(out) is not np.ndarray and type(out) is not Box:
-            out = np.asarray(out)
-        node_type = WeakNode if weak and out.dtype == np.float64 else Node
-        box = Box(out, top, node_type(pullback, tuple(parents), op_name, out.shape, out.dtype))
+            out = np.asanyarray(out)  # an array subclass (core/weak.py's) stays as it is
+        box = Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype))
         if top.on_op is not None:
             top.on_op(op, args, kwargs, box)
         return box
@@ -286,20 +213,7 @@ def primitive(body=None, *, name=None):
     return op
 
 
-PRIMITIVE_CODE = primitive(lambda x: (x, None)).__code__  # one code object for every wrapper
+# One code object for every wrapper: how tools that follow Python calls (the pictures' scope
+# finder) recognise a primitive application.
+PRIMITIVE_CODE = primitive(lambda x: (x, None)).__code__
 
-
-@primitive(name="weak")
-def _weak_identity(x):
-    def weak_pullback(g):
-        return (g,)
-    return x, weak_pullback
-
-
-def as_weak(x):
-    """A traced value as a weak one (an identity op whose node is a WeakNode): the gradient
-    of a Python float, computed under an enclosing trace, is as weak as the float was."""
-    box = _weak_identity(x)
-    box.node.__class__ = WeakNode  # the same slots: only the class attribute `weak` changes
-    hold_weak_scalars(box.trace)
-    return box

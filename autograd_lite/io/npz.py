@@ -6,8 +6,10 @@ back the raw bytes of a member that is not an .npy, and allocates whatever an .n
 claims (a shape of (10**12,) is a MemoryError). Here a member's size in the zip's
 directory is first checked against the file's own size, then its .npy header is read on
 its own (np.lib.format's header readers) and checked against that size, and only then is
-the data read, into an array of the size checked. Every refusal is a MalformedFile naming
-the entry; `ag.load` adds the file's name.
+the data read, into an array of the size checked. A member is read at most once, and a
+dtype of zero bytes (which would make any shape fit in no data) is refused, so what an
+archive allocates is bounded by the data its members hold. Every refusal is a MalformedFile
+naming the entry; `ag.load` adds the file's name.
 """
 import math
 import os
@@ -20,6 +22,7 @@ import numpy as np
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
                    (2, 0): np.lib.format.read_array_header_2_0}
 _CHUNK_BYTES = 1 << 20
+_LARGEST_BYTES = np.iinfo(np.intp).max  # numpy refuses a shape whose nonzero lengths pass it
 # how many times its compressed size a member's data can be: stored, as np.savez writes
 # them, or deflated (np.savez_compressed), at most 1032 times smaller
 _GROWTH = {zipfile.ZIP_STORED: 1, zipfile.ZIP_DEFLATED: 1032}
@@ -47,6 +50,7 @@ class NpzArchive:
             raise MalformedFile(f"it is not an .npz file written by ag.save ({error})") from None
         self._members = {info.filename: info for info in self._zip.infolist()}
         self._size = os.path.getsize(path)
+        self._read = set()  # the members read: each one at most once
 
     def __enter__(self):
         return self
@@ -58,11 +62,16 @@ class NpzArchive:
         return f"{key}.npy" in self._members
 
     def array(self, key):
-        """The array stored in member 'key.npy'."""
+        """The array stored in member 'key.npy'; a second read of it is refused (save writes
+        each array once, so a repeated reference could only multiply what loading allocates)."""
         info = self._members.get(f"{key}.npy")
         if info is None:
             found = " (a member of that name is not an .npy array)" if key in self._members else ""
             raise MalformedFile(f"the file has no array entry {key!r}{found}")
+        if key in self._read:
+            raise MalformedFile(f"the entry {key!r} is referenced more than once; save writes "
+                                "each array once")
+        self._read.add(key)
         _check_member_size(key, info, self._size)
         try:
             with self._zip.open(info) as member:
@@ -109,6 +118,12 @@ def _read_header(key, member):
                             f"({type(error).__name__}: {error})") from None
     if any(n < 0 for n in shape):
         raise MalformedFile(f"the entry {key!r} claims the shape {shape}, with a negative length")
+    if dtype.itemsize == 0:
+        raise MalformedFile(f"the entry {key!r} has the dtype {dtype.str!r} of zero bytes, "
+                            "which ag.save does not write (any shape would fit in no data)")
+    if math.prod(n for n in shape if n) * dtype.itemsize > _LARGEST_BYTES:  # even with a 0
+        raise MalformedFile(f"the entry {key!r} claims the shape {shape} {dtype}, which numpy "
+                            f"refuses: its nonzero lengths span more than {_LARGEST_BYTES:,} bytes")
     if dtype.hasobject:
         raise MalformedFile(f"the entry {key!r} holds Python objects ({dtype}), which only "
                             "pickle could read: refused")

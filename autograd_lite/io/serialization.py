@@ -244,6 +244,14 @@ def load(path, like=None):
           name is not compared: a lambda or a renamed function still loads);
       a type (str, int, np.ndarray): any value of exactly that type, as the file holds it
           (for a leaf whose value `like` cannot know, e.g. a step count as a Python int).
+
+    Memory: what load allocates is at most about ten times the file's size, whatever the
+    file claims. Each array entry is read once (a structure that refers to one twice is
+    refused), into an array of exactly the bytes its member holds (a zero-byte dtype is
+    refused); the Python objects of the structure take at most about eight times its text
+    in the file (a list of empty objects, the worst case measured). An entry compressed
+    with deflate (np.savez_compressed; save never compresses) may hold up to 1032 times its
+    compressed bytes, deflate's limit.
     """
     path = os.fspath(path)
     try:

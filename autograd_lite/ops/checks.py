@@ -7,6 +7,7 @@ import numpy as np
 
 from ..core.tracer import Box
 from ..core.tree import is_python_number
+from ..core.weak import is_weak as is_weak_float
 
 
 def as_array(op, x, name="x"):
@@ -61,9 +62,9 @@ def dtype_of(op, x):
 
 
 def is_weak(x):
-    """A Python number, or a value traced from one (a weak scalar of an enclosing trace):
+    """A Python number, or a weak float (core/weak.py: a Python float being differentiated):
     weak in numpy's promotion (NEP 50), it takes the other operand's dtype."""
-    return is_python_number(x) or (type(x) is Box and x.node.weak)
+    return is_python_number(x) or is_weak_float(x)
 
 
 def check_same_float_dtype(op, a, b):

@@ -18,6 +18,7 @@ import numpy as np
 from ..core.tracer import primal, primitive
 from .broadcasting import broadcast_to
 from .checks import as_array, check_same_float_dtype
+from .weak import settles_weak_floats
 
 LETTERS = string.ascii_letters  # the letters einsum accepts
 
@@ -83,6 +84,7 @@ def operand_gradient(g, inputs, output, operands, k, optimize):
 
 
 @primitive
+@settles_weak_floats
 def einsum(subscripts, *operands, optimize=False):
     """np.einsum(subscripts, *operands): sums of products over the letters of `subscripts`
     ("ij,jk->ik" a matrix product, "ii->" a trace, "bij,bjk->bik" a batched product,

@@ -14,9 +14,11 @@ from ..core.tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
 from .checks import as_array, as_operands
 from .selection import where
+from .weak import settles_weak_floats
 
 
 @primitive
+@settles_weak_floats
 def add(a, b):
     """a + b"""
     a, b = as_operands("add", a, b)
@@ -29,6 +31,7 @@ def add(a, b):
 
 
 @primitive
+@settles_weak_floats
 def sub(a, b):
     """a - b"""
     a, b = as_operands("sub", a, b)
@@ -41,6 +44,7 @@ def sub(a, b):
 
 
 @primitive
+@settles_weak_floats
 def mul(a, b):
     """a * b"""
     a, b = as_operands("mul", a, b)
@@ -52,6 +56,7 @@ def mul(a, b):
 
 
 @primitive
+@settles_weak_floats
 def div(a, b):
     """a / b"""
     a, b = as_operands("div", a, b)
@@ -81,6 +86,7 @@ def _log_base(a):
 
 
 @primitive
+@settles_weak_floats
 def pow(a, b):
     """a ** b. The derivative in b uses log(a) and is taken as 0 where a <= 0."""
     a, b = as_operands("pow", a, b)

@@ -2,6 +2,11 @@
 matrices, both √(Σ x²) over their axes.
 
     ‖x‖ = √(Σ x²),   d‖x‖/dx = x / ‖x‖   (0 where ‖x‖ = 0, as torch: x is 0 there)
+
+Second order is exact wherever ‖x‖ > 0 and finite where ‖x‖ = 0. There it is 0, the
+derivative of the first-order rule's 0: a composite that is smooth at 0, such as ‖x‖²
+(Hessian 2I), is not recovered, since the limit of g / ‖x‖ is not in any value the rule sees
+(torch gives NaN there).
 """
 import numbers
 
@@ -37,6 +42,14 @@ def _norm_axes(x, ord, axis):
     raise ValueError(f"norm: ord={ord!r} of {kind} is not supported: {_SUPPORTED}")
 
 
+def _root_of_squares(s):
+    """√s for a sum of squares s >= 0, its square root taken of 1 where s = 0 and replaced by
+    0: the same values, but under an enclosing trace (second order) the sqrt pullback never
+    divides 0 by 0 at a zero norm, which gave NaN for every element of a zero row."""
+    positive = primal(s) > 0
+    return np.where(positive, np.sqrt(np.where(positive, s, 1)), 0)
+
+
 @primitive
 def norm(x, ord=None, axis=None, keepdims=False):
     """np.linalg.norm(x, ord, axis, keepdims) for the norms that are √(Σ x²) over some axes
@@ -47,7 +60,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
     axes = _norm_axes(x, ord, axis)
-    out = np.sqrt((x * x).sum(axis=axes, keepdims=keepdims))
+    out = _root_of_squares((x * x).sum(axis=axes, keepdims=keepdims))
     kept = out.reshape(keepdims_shape(x.shape, axes))
 
     def norm_pullback(g):

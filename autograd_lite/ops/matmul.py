@@ -5,6 +5,7 @@ linear, x W + b fused (a network's dense layer: one op where matmul and add woul
     out[..., i, j] = Σ_k a[..., i, k] b[..., k, j]
     da = g @ bᵀ,  db = aᵀ @ g   (each summed over the batch axes its operand was broadcast along)
 """
+import math
 import string
 
 import numpy as np
@@ -52,8 +53,9 @@ def _blas_ready(x):
 
 
 def _rows(x):
-    """(..., n) -> (N, n): a stack sharing one right-hand matrix is one 2-D product (3x faster)."""
-    return x.reshape(-1, x.shape[-1])
+    """(..., n) -> (N, n): a stack sharing one right-hand matrix is one 2-D product (3x faster).
+    N is counted, not inferred: reshape(-1, 0) of an empty array is ambiguous to numpy."""
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
 def _product_with_vectors(a, b):

@@ -18,6 +18,7 @@ from .elementwise import mul
 from .precision import computed_in_float32
 from .reductions import mean_last, mean_of_products_last
 from .softmax import exp_and_sums, log_softmax
+from .weak import settles_weak_floats
 
 
 def layer_norm_backward(g, x_hat, inv_std, scale):
@@ -71,6 +72,7 @@ def _normalized(x, eps):
 
 
 @primitive
+@settles_weak_floats
 @computed_in_float32
 def layer_norm(x, scale, bias, eps=1e-5):
     """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
@@ -188,6 +190,7 @@ class _LogProbabilities:
 
 
 @primitive
+@settles_weak_floats
 @computed_in_float32
 def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     """Mean over counted positions of -Σ_c target_c log softmax(logits)_c,

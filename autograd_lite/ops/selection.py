@@ -7,6 +7,7 @@ import numpy as np
 from ..core.tracer import primal, primitive
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
 from .checks import as_array, as_operand, as_operands, check_same_float_dtype
+from .weak import settles_weak_floats
 
 
 def _tie_weights(a, b, out_dtype):
@@ -16,6 +17,7 @@ def _tie_weights(a, b, out_dtype):
 
 
 @primitive
+@settles_weak_floats
 def maximum(a, b):
     """Elementwise max(a, b); a tie sends half the cotangent to each side."""
     a, b = as_operands("maximum", a, b)
@@ -28,6 +30,7 @@ def maximum(a, b):
 
 
 @primitive
+@settles_weak_floats
 def minimum(a, b):
     """Elementwise min(a, b); a tie sends half the cotangent to each side."""
     a, b = as_operands("minimum", a, b)
@@ -40,6 +43,7 @@ def minimum(a, b):
 
 
 @primitive
+@settles_weak_floats
 def where(condition, x, y):
     """x where `condition` (a bool array) holds, else y; broadcast like np.where."""
     condition = as_array("where", condition, "condition")
@@ -83,6 +87,7 @@ def _shape_or_none(bound):
 
 
 @primitive
+@settles_weak_floats
 def clip(x, a_min, a_max):
     """min(max(x, a_min), a_max) elementwise, as np.clip: each bound is an array or a number
     that broadcasts with x, or None (no bound on that side). The cotangent is routed as by

@@ -1,0 +1,62 @@
+"""Weak floats (core/weak.py) meeting float arrays in an op with several operands: the op's
+body sees the weak operand cast to the arrays' dtype, as numpy casts a Python float, and the
+engine receives its cotangent cast back to a weak float64, the adjoint of that cast. A traced
+weak operand is cast by a recorded `astype`, so higher order sees both casts. The library's
+ops with several float operands say so with `@settles_weak_floats`; `ag.primitive` (the
+`user_primitive` here) gives it to every op a user defines."""
+import functools
+
+import numpy as np
+
+from ..core.tracer import Box, primitive
+from ..core.weak import is_weak, strong_float_dtype, weak_float
+
+
+def settles_weak_floats(body):
+    """`body(*operands) -> (out, pullback)` with each weak operand cast to the dtype of its
+    float array operands (if it has any) and its cotangent returned as a weak float64."""
+    @functools.wraps(body)
+    def settled_body(*args, **kwargs):
+        weak = [i for i, a in enumerate(args) if type(a) is not np.ndarray and is_weak(a)]
+        dtype = strong_float_dtype(args) if weak else None
+        if dtype is None:
+            return body(*args, **kwargs)
+        args = list(args)
+        for i in weak:
+            args[i] = args[i].astype(dtype)
+        out, pullback = body(*args, **kwargs)
+
+        def weak_operands_pullback(g):
+            cotangents = list(pullback(g))
+            for i in weak:
+                cotangents[i] = _as_weak_cotangent(cotangents[i])
+            return tuple(cotangents)
+        return out, weak_operands_pullback
+    return settled_body
+
+
+def _as_weak_cotangent(g):
+    """A weak operand's cotangent (None, an array, or a function computing it) as a weak float64."""
+    if g is None:
+        return None
+    if callable(g):
+        return lambda: _as_weak_cotangent(g())
+    return weak_cotangent(g) if type(g) is Box else weak_float(g)
+
+
+@primitive(name="weak")
+def weak_cotangent(g):
+    """g as a weak float64 (recorded where g is traced); its adjoint casts back to g's dtype."""
+    dtype = g.dtype
+
+    def weak_pullback(c):
+        return (c.astype(dtype),)
+    return _as_weak_cotangent(g), weak_pullback
+
+
+def user_primitive(body=None, **options):
+    """`ag.primitive`: core.tracer.primitive (same options) for a body that may meet a weak
+    float among float arrays, which it sees cast as `settles_weak_floats` casts it."""
+    if body is None:
+        return functools.partial(user_primitive, **options)
+    return primitive(settles_weak_floats(body), **options)
