@@ -5,6 +5,7 @@ functions the model is written as.
     print(g.summary())                          # one line per op, like a jaxpr
     g.render("loss.svg", depth=2)               # .svg .png .pdf .dot
     ag.viz.draw(apply, p, src, tgt, path="apply.png", depth=2, backward=True)
+    w = ag.viz.capture(apply, p, src, tgt, op="softmax", scope="cross_attention")  # capture.py
 
 One node per primitive application, labelled with the op and its output shape
 and dtype; inputs labelled by their tree path in the arguments (`p.encoder[0].attn.wq`,
@@ -30,8 +31,9 @@ from .dot import FORMATS, DotNotFoundError
 from .graph import Graph
 from .record import record
 from .scopes import transparent
+from .capture import capture
 
-__all__ = ["trace", "draw", "transparent", "Graph", "DotNotFoundError", "FORMATS"]
+__all__ = ["trace", "draw", "capture", "transparent", "Graph", "DotNotFoundError", "FORMATS"]
 
 
 def trace(f, *args):
