@@ -45,8 +45,8 @@ import autograd_lite as ag
 
 from .attention import padding_mask
 from .blocks import encoder_block, encoder_block_init
-from .layers import (Dense, Embedding, add_position_encoding, dense, dense_init, dropout_setting,
-                     embed)
+from .layers import (Dense, Embedding, add_position_encoding, check_dropout_rate, check_tokens,
+                     dense, dense_init, dropout_setting, embed)
 
 POOLS = ("flatten", "mean")
 
@@ -71,8 +71,7 @@ def init(rng, vocab_size, n_labels, d_model=32, n_heads=4, d_ff=128, n_layers=1,
     if pool == "mean" and pad is None:
         raise ValueError("classifier.init: pool='mean' needs the pad id (pad=...) to leave "
                          "padding out of the mean")
-    if not 0 <= dropout < 1:
-        raise ValueError(f"classifier.init: dropout must lie in [0, 1), got {dropout}")
+    check_dropout_rate("classifier.init", dropout)
     table = rng.standard_normal((vocab_size, d_model)).astype(dtype)  # (V, D)
     encoder = tuple(encoder_block_init(rng, d_model, n_heads, d_ff, dtype)
                     for _ in range(n_layers))
@@ -85,18 +84,13 @@ def init(rng, vocab_size, n_labels, d_model=32, n_heads=4, d_ff=128, n_layers=1,
 
 
 def check_ids(p, ids):
-    """Integer tokens (B, T); with pool='flatten', T must be exactly max_len."""
-    ids = np.asarray(ids)
-    if ids.ndim != 2 or ids.dtype.kind not in "iu":
-        raise ValueError(f"classifier.apply: ids must be integer tokens (B, T), got "
-                         f"{ids.dtype} {ids.shape}")
+    """Integer tokens (B, T) of the vocabulary, T <= max_len; with pool='flatten', T must be
+    exactly max_len. -> ids as an array"""
+    ids = check_tokens("classifier.apply", ids, p.embed.table.shape[0], p.max_len)
     if p.pool == "flatten" and ids.shape[1] != p.max_len:
         raise ValueError(f"classifier.apply: pool='flatten' needs sequences of exactly "
                          f"max_len={p.max_len} tokens, got ids {ids.shape} of length "
                          f"{ids.shape[1]}; pad or truncate them to {p.max_len}")
-    if ids.shape[1] > p.max_len:
-        raise ValueError(f"classifier.apply: ids {ids.shape} are longer than "
-                         f"max_len={p.max_len}")
     return ids
 
 

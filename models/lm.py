@@ -30,8 +30,9 @@ from . import decoding
 from .attention import causal_mask
 from .blocks import decoder_only_block, decoder_only_block_init, decoder_only_block_step
 from .decoding import sample_next  # noqa: F401  (lm.sample_next: public before it moved)
-from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, dropout_setting,
-                     embed_with_positions, embedding_init, layer_norm, layer_norm_init)
+from .layers import (Dense, Embedding, LayerNorm, check_dropout_rate, check_tokens, dense,
+                     dense_init, dropout_setting, embed_with_positions, embedding_init,
+                     layer_norm, layer_norm_init)
 
 
 class LM(NamedTuple):
@@ -46,8 +47,7 @@ class LM(NamedTuple):
 def init(rng, vocab_size, d_model, n_heads, d_ff, n_layers, max_len, dropout=0.0,
          dtype=np.float32):
     """Glorot-uniform weights, zero biases, unit layer-norm scales, from `rng`."""
-    if not 0 <= dropout < 1:
-        raise ValueError(f"lm.init: dropout must lie in [0, 1), got {dropout}")
+    check_dropout_rate("lm.init", dropout)
     table = embedding_init(rng, vocab_size, d_model, dtype)
     blocks = tuple(decoder_only_block_init(rng, d_model, n_heads, d_ff, dtype)
                    for _ in range(n_layers))
@@ -55,22 +55,9 @@ def init(rng, vocab_size, d_model, n_heads, d_ff, n_layers, max_len, dropout=0.0
               dtype), max_len, ag.Hyper(dropout))
 
 
-def check_ids(caller, p, ids, start=0):
-    """Integer tokens (B, T) at positions start .. start + T - 1 < max_len; `caller` names
-    the function in the error."""
-    ids = np.asarray(ids)
-    if ids.ndim != 2 or ids.dtype.kind not in "iu":
-        raise ValueError(f"{caller}: ids must be integer tokens (B, T), got {ids.dtype} "
-                         f"{ids.shape}")
-    if start + ids.shape[1] > p.max_len:
-        raise ValueError(f"{caller}: positions {start}..{start + ids.shape[1] - 1} "
-                         f"(ids {ids.shape}) run past max_len={p.max_len}")
-    return ids
-
-
 def apply(p, ids, training=False, rng=None):
     """Next-token logits (B, T, V) for ids (B, T); position t sees tokens 0..t only."""
-    ids = check_ids("lm.apply", p, ids)
+    ids = check_tokens("lm.apply", ids, p.embed.table.shape[0], p.max_len)
     rate, rng = dropout_setting("lm.apply", p.dropout, training, rng)
     x = ag.dropout(embed_with_positions(p.embed, ids, p.max_len), rate, rng)  # (B, T, D)
     mask = causal_mask(ids.shape[1])  # (1, 1, T, T)
@@ -100,7 +87,8 @@ def empty_cache(p, batch):
 def forward_cached(p, ids, cache):
     """Logits (B, t, V) for ids (B, t) that follow the cache.length tokens whose keys and
     values are in `cache`; returns (logits, new cache). Equals apply(p, all tokens)[:, -t:]."""
-    ids = check_ids("lm.forward_cached", p, ids, cache.length)
+    ids = check_tokens("lm.forward_cached", ids, p.embed.table.shape[0], p.max_len,
+                       start=cache.length)
     x = embed_with_positions(p.embed, ids, p.max_len, cache.length)  # (B, t, D)
     layers = []
     for block, kv in zip(p.blocks, cache.layers):
@@ -126,7 +114,7 @@ def reorder(cache, rows):
 
 def check_prompt(caller, p, prompt, n_new):
     """A prompt (B, T_p) of at least one token, n_new >= 0, T_p + n_new <= max_len."""
-    prompt = check_ids(caller, p, prompt)
+    prompt = check_tokens(caller, prompt, p.embed.table.shape[0], p.max_len)
     if n_new < 0:
         raise ValueError(f"{caller}: n_new must be >= 0, got {n_new}")
     if prompt.shape[1] == 0:

@@ -171,8 +171,15 @@ def test_errors_name_the_function_and_lengths():
     with pytest.raises(ValueError, match=r"lm.generate: a prompt of 5 tokens plus n_new=8 "
                                          r"exceeds max_len=12"):
         lm.generate(p, prompt, 8, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"lm.apply: positions 0..12 \(ids \(2, 13\)\).*max_len=12"):
+    with pytest.raises(ValueError, match=r"lm.apply: ids \(2, 13\) at positions 0\.\.12 run past "
+                                         r"the position table's max_len=12"):
         lm.apply(p, np.zeros((2, 13), dtype=int))
+    with pytest.raises(ValueError, match=r"lm.forward_cached: ids \(2, 3\) at positions 10\.\.12 "
+                                         r"run past the position table's max_len=12"):
+        lm.forward_cached(p, prompt[:, :3], lm.Cache(lm.empty_cache(p, 2).layers, 10))
+    with pytest.raises(ValueError, match=r"lm.generate: ids \(1, 2\) holds id 23, outside the "
+                                         r"vocabulary 0\.\.22"):
+        lm.generate(p, np.array([[0, 23]]), 2, temperature=0.0)
 
 
 def lm_log_probs(p):
