@@ -1,13 +1,11 @@
-"""Scaled dot-product and multi-head attention (§3.2), with boolean masks (True = may attend).
-
-Axis convention: activations (B, T, D); per-head arrays (B, H, T, d_head) with
-D = H · d_head. Masks broadcast to the scores (B, H, T_q, T_k): a padding mask
-is (B, 1, 1, T_k), a causal mask (1, 1, T_q, T_k).
-
-The decoder's attention over the encoder's output has its own name, cross_attention, so
-that a picture and ag.viz.capture(..., scope="cross_attention") tell it from self-attention.
-For decoding one token at a time: keys_and_values computes keys and values once,
-attention_over attends to them, and cached_self_attention appends new rows to a cache.
+"""Scaled dot-product and multi-head attention (§3.2), with boolean masks (True = may
+attend). The decoder's attention over the encoder's output has its own name,
+cross_attention, so that a picture and ag.viz.capture(..., scope="cross_attention") tell it
+from self-attention. For decoding one token at a time, keys_and_values computes keys and
+values once, attention_over attends to them, and cached_self_attention appends new rows to
+a cache. Activations (B, T, D); per-head arrays (B, H, T, d_head) with D = H · d_head. Masks
+broadcast to the scores (B, H, T_q, T_k): a padding mask is (B, 1, 1, T_k), a causal mask
+(1, 1, T_q, T_k).
 """
 import math
 from typing import NamedTuple

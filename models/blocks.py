@@ -1,23 +1,19 @@
-"""Transformer blocks (§3.1): sublayers wrapped in a residual connection and layer norm,
-in the paper's post-LN order or the pre-LN order (norm="pre"). The wiring is one function,
-`residual`, and every block is written with it:
+"""Transformer blocks (§3.1): sublayers wrapped in a residual connection and layer norm, in
+the paper's post-LN order or the pre-LN order (norm="pre"); this module alone knows how a
+block is wired. The wiring is one function, `residual_with_aux` (`residual` for a sublayer
+that returns its output only), and every block is written with it: EncoderBlock
+(self-attention, then the feed-forward network), DecoderOnlyBlock (the language model's: the
+same two sublayers, the same code, under a causal mask, pre-LN) and DecoderBlock (masked
+self-attention, cross_attention over the encoder's memory, feed-forward). The cached steps
+(`decoder_block_step`, `decoder_only_block_step`) run a block on new rows that follow rows
+whose self-attention keys and values are cached, for decoding one token at a time
+(transformer.step, lm.forward_cached): their self-attention sublayer returns the grown cache
+beside its output, and the step returns it. Activations (B, T, D); masks as in attention.py
+(True = may attend). Dropout (rate, rng) acts on each sublayer's output before the residual
+sum; rng=None is inference.
 
     post-LN:  x = LayerNorm(x + Dropout(Sublayer(x)))
     pre-LN:   x = x + Dropout(Sublayer(LayerNorm(x)))
-
-- EncoderBlock: self-attention, then the feed-forward network.
-- DecoderOnlyBlock (the language model's, lm.py): the same two sublayers (the same code),
-  under a causal mask, pre-LN.
-- DecoderBlock: masked self-attention, cross_attention over the encoder's memory,
-  feed-forward.
-
-The cached steps (`decoder_block_step`, `decoder_only_block_step`) run a block on new rows
-that follow rows whose self-attention keys and values are cached, for decoding one token at
-a time (transformer.step, lm.forward_cached): their self-attention sublayer returns the grown
-cache beside its output, and `residual_with_aux` hands it back to the step.
-
-Activations (B, T, D); masks as in attention.py (True = may attend). Dropout (rate, rng)
-acts on each sublayer's output before the residual sum; rng=None is inference.
 """
 from typing import NamedTuple
 

@@ -1,41 +1,25 @@
 """The review classifier of TransformersLite.jl ("Transformers from first principles in
-Julia", L. Sinai 2022): an encoder-only Transformer that maps a review to star-rating logits.
+Julia", L. Sinai 2022): an encoder-only Transformer that maps a review to star-rating
+logits, in the order of the posts' `TransformerClassifier` and checked against their code
+(`src/classifier.jl`, `src/encoder.jl`, `src/Embed/*.jl`). As there, the token embedding is
+drawn from N(0, 1) and added to the position encoding unscaled (Glorot-sized rows would be
+drowned by the unit-amplitude sinusoids), and every attention projection carries a bias
+(Flux's `Dense` default): the posts' model (V = 7455, D = 32, H = 4, d_ff = 128, one block,
+max_len = 50, 5 labels) has 21 arrays and 251,552 parameters, 238,560 of them in the
+embedding (test_classifier.py counts them by layer). Two deliberate differences: positions
+count from 0 (Julia's table starts at pos = 1), and dropout also acts on the attention
+weights and the feed-forward hidden layer (as in the paper and torch; TransformersLite drops
+only each sublayer's output), which inference does not see. Tokens (B, T), activations
+(B, T, D), masks True = may attend.
 
     p = classifier.init(rng, vocab_size=7455, n_labels=5)        # the posts' model
     logits = classifier.apply(p, ids)                             # ids (B, 50) -> (B, 5)
-
-In the order of TransformersLite's `TransformerClassifier`:
 
     x = E[ids] + PE[:T]                  token embeddings (N(0, 1) init, NOT scaled by √d_model)
     x = Dropout(x)
     x = EncoderBlock(x)  × n_layers      post-LN, relu feed-forward (blocks.py)
     pool="flatten":  s = x w_agg + b_agg  (B, T, 1) -> (B, T);  logits = s W + b, W (max_len, L)
     pool="mean":     m = Σ_t keep_t x_t / Σ_t keep_t  (B, D);  logits = m W + b, W (D, L)
-
-Checked against the posts' code (TransformersLite `src/classifier.jl`, `src/encoder.jl`,
-`src/Embed/*.jl`): the embedding is `randn` and is added to the position encoding
-unscaled, so it is drawn from N(0, 1) here too (Glorot-sized rows would be drowned by the
-unit-amplitude sinusoids). Deliberate differences, all invisible at inference except the
-first: positions count from 0 (as layers.position_encoding; Julia's table starts at
-pos = 1); dropout also acts on the attention weights and the feed-forward hidden layer
-(blocks.py, as in the paper and torch), where TransformersLite drops only each sublayer's
-output.
-
-Parameter count of the posts' model (vocab V = 7455, D = 32, H = 4, d_ff = 128, one
-block, max_len = 50, 5 labels): 21 arrays, 251,552 parameters,
-
-    embed.table                 V·D                    = 7455·32          = 238,560   1 array
-    encoder[0].self_attn        4 · (D·D + D)          = 4 · 1,056        =   4,224   8 arrays
-    encoder[0].norm1, norm2     2 · 2D                 = 2 · 64           =     128   4 arrays
-    encoder[0].ff               D·d_ff + d_ff + d_ff·D + D = 4,224 + 4,128 =   8,352   4 arrays
-    agg        Dense(D -> 1)    D + 1                                     =      33   2 arrays
-    head       Dense(50 -> 5)   50·5 + 5                                  =     255   2 arrays
-                                                                 total     = 251,552  21 arrays
-
-This is the 2022 TransformersLite, whose attention projections all carry biases (Flux
-`Dense` default); the 2024 refactor drops the biases of W_Q, W_K, W_V (18 arrays, 251,456).
-
-Axis convention: tokens (B, T), activations (B, T, D), masks True = may attend.
 """
 from typing import NamedTuple
 

@@ -1,25 +1,20 @@
-"""The encoder-decoder Transformer of "Attention is all you need" (Vaswani et al. 2017).
+"""The encoder-decoder Transformer of "Attention is all you need" (Vaswani et al. 2017), as
+a function of its parameters, with the incremental decoder that the searches of decoding.py
+run over. In the paper's order: token embeddings scaled by √d_model plus the sinusoidal
+position encoding (§3.4, §3.5), a stack of N encoder blocks, a stack of N decoder blocks
+attending to the encoder's output ("memory") under a causal mask (§3.1), a final layer norm
+on each stack's output (as torch.nn.Transformer does, in both norm orders), and a linear map
+to the target vocabulary (§3.4). Dropout (§5.4) acts on embeddings + positions, on every
+sublayer output and on the attention weights, only when training=True (which needs an rng).
+`start`, `step` and `reorder` decode with cached keys and values (one query row per new
+token); greedy_decode, beam_search (beam_search_with_scores also returns each result's
+score) and sample search over them. Tokens are (B, S) for the source and (B, T) for the
+target, activations (B, S, D) / (B, T, D); masks True = may attend (attention.py).
 
     p = transformer.init(rng, src_vocab, tgt_vocab, **transformer.BASE)
     logits = transformer.apply(p, src, tgt, src_pad=0)          # (B, T, tgt_vocab)
-
-In the paper's order: token embeddings scaled by √d_model plus the sinusoidal
-position encoding (§3.4, §3.5), a stack of N encoder blocks, a stack of N decoder
-blocks attending to the encoder's output ("memory") under a causal mask (§3.1),
-a final layer norm on each stack's output (as torch.nn.Transformer does, in both
-norm orders), and a linear map to the target vocabulary (§3.4). Dropout (§5.4)
-acts on embeddings + positions, on every sublayer output and on the attention
-weights, only when training=True (which needs an rng).
-
-Decoding: `start`, `step` and `reorder` are the incremental decoder (cached keys and
-values, one query row per new token; they moved here from decoding.py), and
-greedy_decode, beam_search and sample run decoding.py's model-free searches over them:
-
     state = transformer.start(p, src, src_pad)                   # the source encoded once
     logits, state = transformer.step(p, state, tokens)           # tokens (B, t) -> (B, V)
-
-Axis convention: tokens (B, S) for the source and (B, T) for the target,
-activations (B, S, D) / (B, T, D); masks True = may attend (attention.py).
 """
 import functools
 from typing import NamedTuple
@@ -231,17 +226,21 @@ def greedy_decode(p, src, bos, eos, max_len, src_pad=None):
                            bos_column(src, bos), max_len, eos)
 
 
-def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None,
-                return_scores=False):
+def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None):
     """Beam search maximizing log P(Y | src) / lp(Y) with the length penalty of Wu et al. 2016
     (decoding.beam_search: the algorithm and its guarantees). beam_size=1 is greedy_decode.
-    src: (B, S) -> ids (B, L) as greedy_decode's; with return_scores=True, also each result's
-    log P / lp, (B,) float64, |Y| counting the tokens after bos, eos included."""
+    src: (B, S) -> ids (B, L) as greedy_decode's."""
+    return beam_search_with_scores(p, src, bos, eos, max_len, beam_size, length_penalty,
+                                   src_pad)[0]
+
+
+def beam_search_with_scores(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6,
+                            src_pad=None):
+    """beam_search, and each result's score log P / lp: -> (ids (B, L), scores (B,) float64),
+    |Y| counting the tokens after bos, eos included."""
     src = check_decode_args("beam_search", p, src, max_len, beam_size)
-    ids, scores = decoding.beam_search(functools.partial(step, p), reorder,
-                                       start(p, src, src_pad), bos_column(src, bos), max_len,
-                                       beam_size, length_penalty, eos)
-    return (ids, scores) if return_scores else ids
+    return decoding.beam_search(functools.partial(step, p), reorder, start(p, src, src_pad),
+                                bos_column(src, bos), max_len, beam_size, length_penalty, eos)
 
 
 def sample(p, src, bos, eos, max_len, temperature=1.0, top_k=None, rng=None, src_pad=None):

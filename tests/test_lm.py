@@ -1,7 +1,7 @@
 """models.lm: logits and every gradient against PyTorch, causality, dropout, gradient
 check; generation: the cache against recomputation, sampling against sampling from
-recomputed prefixes, greedy, beam search against exhaustive search. (sample_next's own
-tests moved to test_decoding.py with it.)"""
+recomputed prefixes, greedy, beam search against exhaustive search. (sample_next is tested
+in test_decoding.py, where it lives.)"""
 import math
 
 import numpy as np
@@ -196,8 +196,8 @@ def test_beam_search_with_a_wide_beam_is_the_exact_optimum(alpha, eos):
     p = lm.init(rng, **{**SMALL, "vocab_size": 4}, dtype=np.float64)
     p = perturbed(p, rng, 1.0)  # larger weights: choices that depend on the prefix
     prompt = rng.integers(0, 4, size=(3, 2))
-    ids, scores = lm.beam_search(p, prompt, 3, beam_size=64, length_penalty=alpha, eos=eos,
-                                 return_scores=True)
+    ids, scores = lm.beam_search_with_scores(p, prompt, 3, beam_size=64, length_penalty=alpha,
+                                             eos=eos)
     lengths = set()
     for row, got, tokens in zip(ids, scores, prompt):
         want, want_score = exhaustive_search(lm_log_probs(p), tokens, eos, 5, alpha)
@@ -214,10 +214,10 @@ def test_beam_size_1_is_greedy_and_an_exact_beam_scores_no_lower():
     rng = np.random.default_rng(16)
     p = lm.init(rng, **SMALL, dtype=np.float64)
     prompt = rng.integers(0, SMALL["vocab_size"], size=(3, 2))
-    greedy, greedy_score = lm.beam_search(p, prompt, 3, beam_size=1, return_scores=True)
+    greedy, greedy_score = lm.beam_search_with_scores(p, prompt, 3, beam_size=1)
     np.testing.assert_array_equal(greedy, lm.generate(p, prompt, 3, temperature=0.0))
-    best, best_score = lm.beam_search(p, prompt, 3, beam_size=SMALL["vocab_size"] ** 2,
-                                      return_scores=True)
+    best, best_score = lm.beam_search_with_scores(p, prompt, 3,
+                                                  beam_size=SMALL["vocab_size"] ** 2)
     assert (best_score >= greedy_score - 1e-12).all()
     assert (best_score > greedy_score + 1e-9).any()  # and finds better than greedy here
 
