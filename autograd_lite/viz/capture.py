@@ -10,7 +10,7 @@ when its name is `op` and, if `scope` is given, a function of that name is in it
 (the functions a picture draws as clusters: transparent wiring, lambdas and `_private`
 helpers are not scopes). Only ops that depend on a float leaf of the arguments are recorded:
 parameters closed over by `f`, rather than passed to it, are constants and their ops run
-unseen. The call is plain inference: nothing is differentiated and the graph is dropped.
+unseen. capture differentiates nothing itself, and its trace ends when the call returns.
 """
 from ..core.differentiate import box_input
 from ..core.tracer import Trace, end_trace
@@ -28,7 +28,7 @@ def _check_names(op, scope):
 
 class Catch:
     """The recording hook of one capture: keeps the outputs of the matching ops, and the
-    names of every op and scope seen, for the error when nothing matched."""
+    name of every op seen, for the error when nothing matched."""
 
     def __init__(self, op, scope, scopes):
         self.op, self.scope, self.scopes = op, scope, scopes
