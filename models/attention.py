@@ -1,12 +1,11 @@
-"""Scaled dot-product and multi-head attention (§3.2), with boolean masks (True = may attend).
-
-Axis convention: activations (B, T, D); per-head arrays (B, H, T, d_head) with
-D = H · d_head. Masks broadcast to the scores (B, H, T_q, T_k): a padding mask
-is (B, 1, 1, T_k), a causal mask (1, 1, T_q, T_k).
-
-For decoding one token at a time: keys_and_values computes keys and values once,
-attention_over attends to them (the cross-attention over the memory, which was
-decoding.py's cached_cross_attention), and cached_self_attention appends new rows to a cache.
+"""Scaled dot-product and multi-head attention (§3.2), with boolean masks (True = may
+attend). The decoder's attention over the encoder's output has its own name,
+cross_attention, so that a picture and ag.viz.capture(..., scope="cross_attention") tell it
+from self-attention. For decoding one token at a time, keys_and_values computes keys and
+values once, attention_over attends to them, and cached_self_attention appends new rows to
+a cache. Activations (B, T, D); per-head arrays (B, H, T, d_head) with D = H · d_head. Masks
+broadcast to the scores (B, H, T_q, T_k): a padding mask is (B, 1, 1, T_k), a causal mask
+(1, 1, T_q, T_k).
 """
 import math
 from typing import NamedTuple
@@ -75,6 +74,18 @@ def multihead_attention(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
     x_q: (B, T_q, D) the queries' source; x_kv: (B, T_k, D) the keys' and values' source.
     -> (B, T_q, D)
     """
+    return _multihead_attention(p, x_q, x_kv, mask, rate, rng)  # (B, T_q, D)
+
+
+def cross_attention(p, x, memory, memory_mask=None, rate=0.0, rng=None):
+    """The decoder's attention over the encoder's output (§3.2.3): multihead_attention with
+    queries from x (B, T, D), keys and values from memory (B, S, D); memory_mask (B, 1, 1, S).
+    -> (B, T, D)"""
+    return _multihead_attention(p, x, memory, memory_mask, rate, rng)  # (B, T, D)
+
+
+def _multihead_attention(p, x_q, x_kv, mask, rate, rng):
+    """multihead_attention's body, private so that pictures name the scope by its caller."""
     check_activations(p, x_q, x_kv)
     q = split_heads(dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
     k = split_heads(dense(p.wk, x_kv), p.n_heads)  # (B, H, T_k, d_head)

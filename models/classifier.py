@@ -1,41 +1,25 @@
 """The review classifier of TransformersLite.jl ("Transformers from first principles in
-Julia", L. Sinai 2022): an encoder-only Transformer that maps a review to star-rating logits.
+Julia", L. Sinai 2022): an encoder-only Transformer that maps a review to star-rating
+logits, in the order of the posts' `TransformerClassifier` and checked against their code
+(`src/classifier.jl`, `src/encoder.jl`, `src/Embed/*.jl`). As there, the token embedding is
+drawn from N(0, 1) and added to the position encoding unscaled (Glorot-sized rows would be
+drowned by the unit-amplitude sinusoids), and every attention projection carries a bias
+(Flux's `Dense` default): the posts' model (V = 7455, D = 32, H = 4, d_ff = 128, one block,
+max_len = 50, 5 labels) has 21 arrays and 251,552 parameters, 238,560 of them in the
+embedding (test_classifier.py counts them by layer). Two deliberate differences: positions
+count from 0 (Julia's table starts at pos = 1), and dropout also acts on the attention
+weights and the feed-forward hidden layer (as in the paper and torch; TransformersLite drops
+only each sublayer's output), which inference does not see. Tokens (B, T), activations
+(B, T, D), masks True = may attend.
 
     p = classifier.init(rng, vocab_size=7455, n_labels=5)        # the posts' model
     logits = classifier.apply(p, ids)                             # ids (B, 50) -> (B, 5)
-
-In the order of TransformersLite's `TransformerClassifier`:
 
     x = E[ids] + PE[:T]                  token embeddings (N(0, 1) init, NOT scaled by √d_model)
     x = Dropout(x)
     x = EncoderBlock(x)  × n_layers      post-LN, relu feed-forward (blocks.py)
     pool="flatten":  s = x w_agg + b_agg  (B, T, 1) -> (B, T);  logits = s W + b, W (max_len, L)
     pool="mean":     m = Σ_t keep_t x_t / Σ_t keep_t  (B, D);  logits = m W + b, W (D, L)
-
-Checked against the posts' code (TransformersLite `src/classifier.jl`, `src/encoder.jl`,
-`src/Embed/*.jl`): the embedding is `randn` and is added to the position encoding
-unscaled, so it is drawn from N(0, 1) here too (Glorot-sized rows would be drowned by the
-unit-amplitude sinusoids). Deliberate differences, all invisible at inference except the
-first: positions count from 0 (as layers.position_encoding; Julia's table starts at
-pos = 1); dropout also acts on the attention weights and the feed-forward hidden layer
-(blocks.py, as in the paper and torch), where TransformersLite drops only each sublayer's
-output.
-
-Parameter count of the posts' model (vocab V = 7455, D = 32, H = 4, d_ff = 128, one
-block, max_len = 50, 5 labels): 21 arrays, 251,552 parameters,
-
-    embed.table                 V·D                    = 7455·32          = 238,560   1 array
-    encoder[0].self_attn        4 · (D·D + D)          = 4 · 1,056        =   4,224   8 arrays
-    encoder[0].norm1, norm2     2 · 2D                 = 2 · 64           =     128   4 arrays
-    encoder[0].ff               D·d_ff + d_ff + d_ff·D + D = 4,224 + 4,128 =   8,352   4 arrays
-    agg        Dense(D -> 1)    D + 1                                     =      33   2 arrays
-    head       Dense(50 -> 5)   50·5 + 5                                  =     255   2 arrays
-                                                                 total     = 251,552  21 arrays
-
-This is the 2022 TransformersLite, whose attention projections all carry biases (Flux
-`Dense` default); the 2024 refactor drops the biases of W_Q, W_K, W_V (18 arrays, 251,456).
-
-Axis convention: tokens (B, T), activations (B, T, D), masks True = may attend.
 """
 from typing import NamedTuple
 
@@ -45,8 +29,8 @@ import autograd_lite as ag
 
 from .attention import padding_mask
 from .blocks import encoder_block, encoder_block_init
-from .layers import (Dense, Embedding, add_position_encoding, dense, dense_init, dropout_setting,
-                     embed)
+from .layers import (Dense, Embedding, add_position_encoding, check_dropout_rate, check_tokens,
+                     dense, dense_init, dropout_setting, embed)
 
 POOLS = ("flatten", "mean")
 
@@ -71,8 +55,7 @@ def init(rng, vocab_size, n_labels, d_model=32, n_heads=4, d_ff=128, n_layers=1,
     if pool == "mean" and pad is None:
         raise ValueError("classifier.init: pool='mean' needs the pad id (pad=...) to leave "
                          "padding out of the mean")
-    if not 0 <= dropout < 1:
-        raise ValueError(f"classifier.init: dropout must lie in [0, 1), got {dropout}")
+    check_dropout_rate("classifier.init", dropout)
     table = rng.standard_normal((vocab_size, d_model)).astype(dtype)  # (V, D)
     encoder = tuple(encoder_block_init(rng, d_model, n_heads, d_ff, dtype)
                     for _ in range(n_layers))
@@ -85,18 +68,13 @@ def init(rng, vocab_size, n_labels, d_model=32, n_heads=4, d_ff=128, n_layers=1,
 
 
 def check_ids(p, ids):
-    """Integer tokens (B, T); with pool='flatten', T must be exactly max_len."""
-    ids = np.asarray(ids)
-    if ids.ndim != 2 or ids.dtype.kind not in "iu":
-        raise ValueError(f"classifier.apply: ids must be integer tokens (B, T), got "
-                         f"{ids.dtype} {ids.shape}")
+    """Integer tokens (B, T) of the vocabulary, T <= max_len; with pool='flatten', T must be
+    exactly max_len. -> ids as an array"""
+    ids = check_tokens("classifier.apply", ids, p.embed.table.shape[0], p.max_len)
     if p.pool == "flatten" and ids.shape[1] != p.max_len:
         raise ValueError(f"classifier.apply: pool='flatten' needs sequences of exactly "
                          f"max_len={p.max_len} tokens, got ids {ids.shape} of length "
                          f"{ids.shape[1]}; pad or truncate them to {p.max_len}")
-    if ids.shape[1] > p.max_len:
-        raise ValueError(f"classifier.apply: ids {ids.shape} are longer than "
-                         f"max_len={p.max_len}")
     return ids
 
 

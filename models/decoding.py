@@ -1,5 +1,11 @@
 """Decoding as search over a step function: greedy search, beam search and sampling, for any
-model that extends its prefixes incrementally. Nothing here knows a model; a model offers
+model that extends its prefixes incrementally (transformer.step / transformer.reorder and
+lm.step / lm.reorder are such pairs); nothing here knows a model. Every search starts from a
+prefix (N, T_0) (a bos column, or a prompt) and returns ids (N, L), L <= max_len: the
+prefix, then the chosen tokens. With an eos token a row ends at its first eos and is padded
+with eos up to L; without one (eos=None) every row runs to max_len. Scores count |Y|, the
+tokens after the prefix up to the first eos, eos included. Inference only: plain numpy
+arrays, log-probabilities in float64. A model offers
 
     step(state, tokens) -> (logits, state)
         tokens (N, t) ints: for each of N rows, the tokens that follow those the state has
@@ -8,15 +14,6 @@ model that extends its prefixes incrementally. Nothing here knows a model; a mod
     reorder(state, rows) -> state
         row i of the result is row rows[i] of `state`, rows (N',) ints: beam search copies,
         drops and multiplies rows (take_rows does it for a state of arrays with rows first).
-
-transformer.step / transformer.reorder (the encoder-decoder's incremental decoder, which
-lived here before) and lm.step / lm.reorder are such pairs.
-
-Every search starts from a prefix (N, T_0) (a bos column, or a prompt) and returns ids
-(N, L), L <= max_len: the prefix, then the chosen tokens. With an eos token a row ends at
-its first eos and is padded with eos up to L; without one (eos=None) every row runs to
-max_len. Scores count |Y|, the tokens after the prefix up to the first eos, eos included.
-Inference only: plain numpy arrays, log-probabilities in float64.
 """
 import functools
 

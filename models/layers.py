@@ -123,6 +123,31 @@ def feed_forward(p, x, rate=0.0, rng=None, activation=ag.relu):
     return dense(p.linear2, ag.dropout(h, rate, rng))  # (B, T, D)
 
 
+def check_tokens(caller, ids, vocab, max_len, name="ids", start=0):
+    """Token ids for a model: an integer array (B, T) of ids in 0 .. vocab - 1, at positions
+    start .. start + T - 1 that the position table of max_len rows holds. -> ids as an array.
+    `caller` ("lm.apply") and `name` ("src") name the call and the argument in the error."""
+    array = ids if hasattr(ids, "dtype") else np.asarray(ids)  # a nested list, say
+    if array.ndim != 2 or array.dtype.kind not in "iu":
+        raise ValueError(f"{caller}: {name} must be integer tokens (B, T), got {array.dtype} "
+                         f"{array.shape}")
+    if start + array.shape[1] > max_len:
+        raise ValueError(f"{caller}: {name} {array.shape} at positions {start}.."
+                         f"{start + array.shape[1] - 1} run past the position table's "
+                         f"max_len={max_len}")
+    if array.size and (array.min() < 0 or array.max() >= vocab):
+        outside = array[(array < 0) | (array >= vocab)][0]
+        raise ValueError(f"{caller}: {name} {array.shape} holds id {outside}, outside the "
+                         f"vocabulary 0..{vocab - 1}")
+    return array
+
+
+def check_dropout_rate(caller, rate):
+    """A dropout rate in [0, 1); `caller` ("lm.init") names the call in the error."""
+    if not 0 <= rate < 1:  # also refuses nan
+        raise ValueError(f"{caller}: dropout must lie in [0, 1), got {float(rate)}")
+
+
 def dropout_setting(caller, rate, training, rng):
     """(rate, rng) for a forward pass: (0.0, None) at inference; training needs an rng and a
     rate in [0, 1) (checked here too: a rate can be put into the tree after init).
@@ -133,8 +158,7 @@ def dropout_setting(caller, rate, training, rng):
         return 0.0, None
     if rng is None:
         raise ValueError(f"{caller}: training=True needs an rng for dropout")
-    if not 0 <= rate < 1:  # a rate put into the tree by hand or read from a file
-        raise ValueError(f"{caller}: the dropout rate must lie in [0, 1), got {float(rate)}")
+    check_dropout_rate(caller, rate)  # a rate put into the tree by hand or read from a file
     return rate, rng
 
 

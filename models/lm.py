@@ -1,6 +1,11 @@
 """A decoder-only (GPT-style) language model: pre-LN self-attention blocks under a causal
-mask, a final layer norm, and a linear map to the vocabulary; with generation that reuses
-each layer's keys and values, so that every new token costs one query row.
+mask, a final layer norm and a linear map to the vocabulary, with generation that reuses each
+layer's keys and values, so that every new token costs one query row. generate and
+beam_search (beam_search_with_scores also returns the scores) run decoding.py's searches
+over `step` (forward_cached's last row, through blocks.decoder_only_block_step) and
+`reorder`. Tokens (B, T), activations (B, T, D), per-head keys and values (B, H, T, d_head);
+masks True = may attend. Sequences are limited to max_len (the position table): generating
+past it is an error, not a sliding window.
 
     p = lm.init(rng, vocab_size, d_model=64, n_heads=4, d_ff=256, n_layers=2, max_len=128)
     logits = lm.apply(p, ids)                                       # (B, T, V)
@@ -10,14 +15,6 @@ each layer's keys and values, so that every new token costs one query row.
     x_0 = E[ids] · √d_model + PE[:T]                                (as the encoder-decoder, layers.py)
     x_l = x_{l-1} + MHA(LN(x_{l-1}), causal);  x_l += FFN(LN(x_l))    (blocks.DecoderOnlyBlock)
     logits = LN(x_L) W + b
-
-generate and beam_search run decoding.py's searches over `step` (forward_cached's last
-row) and `reorder`; sample_next and the sampling checks moved to decoding.py (lm.sample_next
-still names it), and the cached block to blocks.decoder_only_block_step.
-
-Axis convention: tokens (B, T), activations (B, T, D), per-head keys and values
-(B, H, T, d_head); masks True = may attend. Sequences are limited to max_len (the
-position table): generating past it is an error, not a sliding window.
 """
 import functools
 from typing import NamedTuple
@@ -29,9 +26,9 @@ import autograd_lite as ag
 from . import decoding
 from .attention import causal_mask
 from .blocks import decoder_only_block, decoder_only_block_init, decoder_only_block_step
-from .decoding import sample_next  # noqa: F401  (lm.sample_next: public before it moved)
-from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, dropout_setting,
-                     embed_with_positions, embedding_init, layer_norm, layer_norm_init)
+from .layers import (Dense, Embedding, LayerNorm, check_dropout_rate, check_tokens, dense,
+                     dense_init, dropout_setting, embed_with_positions, embedding_init,
+                     layer_norm, layer_norm_init)
 
 
 class LM(NamedTuple):
@@ -46,8 +43,7 @@ class LM(NamedTuple):
 def init(rng, vocab_size, d_model, n_heads, d_ff, n_layers, max_len, dropout=0.0,
          dtype=np.float32):
     """Glorot-uniform weights, zero biases, unit layer-norm scales, from `rng`."""
-    if not 0 <= dropout < 1:
-        raise ValueError(f"lm.init: dropout must lie in [0, 1), got {dropout}")
+    check_dropout_rate("lm.init", dropout)
     table = embedding_init(rng, vocab_size, d_model, dtype)
     blocks = tuple(decoder_only_block_init(rng, d_model, n_heads, d_ff, dtype)
                    for _ in range(n_layers))
@@ -55,22 +51,9 @@ def init(rng, vocab_size, d_model, n_heads, d_ff, n_layers, max_len, dropout=0.0
               dtype), max_len, ag.Hyper(dropout))
 
 
-def check_ids(caller, p, ids, start=0):
-    """Integer tokens (B, T) at positions start .. start + T - 1 < max_len; `caller` names
-    the function in the error."""
-    ids = np.asarray(ids)
-    if ids.ndim != 2 or ids.dtype.kind not in "iu":
-        raise ValueError(f"{caller}: ids must be integer tokens (B, T), got {ids.dtype} "
-                         f"{ids.shape}")
-    if start + ids.shape[1] > p.max_len:
-        raise ValueError(f"{caller}: positions {start}..{start + ids.shape[1] - 1} "
-                         f"(ids {ids.shape}) run past max_len={p.max_len}")
-    return ids
-
-
 def apply(p, ids, training=False, rng=None):
     """Next-token logits (B, T, V) for ids (B, T); position t sees tokens 0..t only."""
-    ids = check_ids("lm.apply", p, ids)
+    ids = check_tokens("lm.apply", ids, p.embed.table.shape[0], p.max_len)
     rate, rng = dropout_setting("lm.apply", p.dropout, training, rng)
     x = ag.dropout(embed_with_positions(p.embed, ids, p.max_len), rate, rng)  # (B, T, D)
     mask = causal_mask(ids.shape[1])  # (1, 1, T, T)
@@ -100,7 +83,8 @@ def empty_cache(p, batch):
 def forward_cached(p, ids, cache):
     """Logits (B, t, V) for ids (B, t) that follow the cache.length tokens whose keys and
     values are in `cache`; returns (logits, new cache). Equals apply(p, all tokens)[:, -t:]."""
-    ids = check_ids("lm.forward_cached", p, ids, cache.length)
+    ids = check_tokens("lm.forward_cached", ids, p.embed.table.shape[0], p.max_len,
+                       start=cache.length)
     x = embed_with_positions(p.embed, ids, p.max_len, cache.length)  # (B, t, D)
     layers = []
     for block, kv in zip(p.blocks, cache.layers):
@@ -126,7 +110,7 @@ def reorder(cache, rows):
 
 def check_prompt(caller, p, prompt, n_new):
     """A prompt (B, T_p) of at least one token, n_new >= 0, T_p + n_new <= max_len."""
-    prompt = check_ids(caller, p, prompt)
+    prompt = check_tokens(caller, prompt, p.embed.table.shape[0], p.max_len)
     if n_new < 0:
         raise ValueError(f"{caller}: n_new must be >= 0, got {n_new}")
     if prompt.shape[1] == 0:
@@ -153,17 +137,20 @@ def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None, eos=None):
                            prompt.shape[1] + n_new, temperature, top_k, rng, eos)
 
 
-def beam_search(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
-                return_scores=False):
+def beam_search(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None):
     """The continuation Y of up to n_new tokens maximizing log P(Y | prompt) / lp(Y)
     (decoding.beam_search: Wu et al.'s length penalty, |Y| counting the new tokens up to the
     first eos, eos included). Without eos every continuation has n_new tokens, and the most
     probable one kept in the beam wins. prompt (B, T_p) -> ids (B, L), L <= T_p + n_new,
-    padded with eos; with return_scores=True, also the scores (B,) float64."""
+    padded with eos."""
+    return beam_search_with_scores(p, prompt, n_new, beam_size, length_penalty, eos)[0]
+
+
+def beam_search_with_scores(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None):
+    """beam_search, and each result's score log P / lp: -> (ids (B, L), scores (B,) float64)."""
     prompt = check_prompt("lm.beam_search", p, prompt, n_new)
     if beam_size < 1:
         raise ValueError(f"lm.beam_search: beam_size must be >= 1, got {beam_size}")
-    ids, scores = decoding.beam_search(functools.partial(step, p), reorder,
-                                       empty_cache(p, prompt.shape[0]), prompt,
-                                       prompt.shape[1] + n_new, beam_size, length_penalty, eos)
-    return (ids, scores) if return_scores else ids
+    return decoding.beam_search(functools.partial(step, p), reorder,
+                                empty_cache(p, prompt.shape[0]), prompt,
+                                prompt.shape[1] + n_new, beam_size, length_penalty, eos)

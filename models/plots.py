@@ -21,10 +21,9 @@ except ImportError as error:  # matplotlib is in the `demos` extra, not a depend
     raise ImportError("models.plots needs matplotlib: "
                       "pip install 'autograd-lite[demos]'") from error
 
+import autograd_lite as ag
+
 from . import classifier, layers, transformer
-from .attention import (causal_mask, keys_and_values, multihead_attention, padding_mask,
-                        scaled_dot_product_attention, split_heads)
-from .blocks import decoder_block, residual
 
 
 def _save(fig, path):
@@ -122,53 +121,26 @@ def probabilities_by_class(probabilities, true_labels, path, class_names=None, f
     return _save(fig, path)
 
 
-def attention_weights(p, x_q, x_kv, mask=None):
-    """The weights softmax(q kᵀ / √d_k) of multi-head attention p, its queries made from
-    x_q (B, T_q, D), its keys from x_kv (B, T_k, D): -> (B, H, T_q, T_k), rows summing to 1
-    (0 for a query with every key masked)."""
-    q = split_heads(layers.dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
-    k, v = keys_and_values(p, x_kv)  # (B, H, T_k, d_head) each
-    return scaled_dot_product_attention(q, k, v, mask)[1]  # (B, H, T_q, T_k)
-
-
-def self_attention_weights(p, x, mask=None):
-    """The weights of multi-head self-attention p on x (B, T, D): -> (B, H, T, T)."""
-    return attention_weights(p, x, x, mask)
-
-
 def classifier_attention(p, ids, layer=0):
-    """The self-attention weights of encoder block `layer` of a classifier (post-LN: the block's
-    input is what the blocks before it return), without dropout. ids (B, T) -> (B, H, T, T)"""
+    """The self-attention weights softmax(q kᵀ / √d_k) of encoder block `layer` of a
+    classifier, read from classifier.apply (ag.viz.capture), without dropout.
+    ids (B, T) -> (B, H, T, T), rows summing to 1 over the keys that are not padding."""
     if not 0 <= layer < len(p.encoder):
         raise ValueError(f"classifier_attention: layer {layer} of a classifier with "
                          f"{len(p.encoder)} blocks")
-    ids = classifier.check_ids(p, ids)
-    x = classifier.encode(p._replace(encoder=p.encoder[:layer]), ids)  # (B, T, D)
-    return self_attention_weights(p.encoder[layer].self_attn, x, padding_mask(ids, p.pad))
+    return ag.viz.capture(classifier.apply, p, ids, op="softmax", scope="encoder_block")[layer]
 
 
 def transformer_cross_attention(p, src, tgt, src_pad=None, layer=-1):
     """The attention weights over the source of decoder block `layer` (negative counts from
-    the last) of an encoder-decoder, without dropout: row t is the attention of the position
-    fed tgt[:, t], the one that predicts the token after it.
-    src (B, S), tgt (B, T) (BOS first, as in transformer.apply) -> (B, H, T, S)"""
+    the last) of an encoder-decoder, read from transformer.apply (ag.viz.capture), without
+    dropout: row t is the attention of the position fed tgt[:, t], the one that predicts the
+    token after it.  src (B, S), tgt (B, T) (BOS first, as in transformer.apply) -> (B, H, T, S)"""
     if not -len(p.decoder) <= layer < len(p.decoder):
         raise ValueError(f"transformer_cross_attention: layer {layer} of a transformer with "
                          f"{len(p.decoder)} decoder blocks")
-    layer %= len(p.decoder)
-    memory = transformer.encode(p, src, src_pad)  # (B, S, D)
-    memory_mask = transformer.memory_mask(src, src_pad, memory)  # (B, 1, 1, S) or None
-    transformer.check_tokens("transformer_cross_attention", "tgt", tgt, p.max_len)
-    self_mask = causal_mask(tgt.shape[1])  # (1, 1, T, T)
-    x = layers.embed_with_positions(p.tgt_embed, tgt, p.max_len)  # (B, T, D)
-    for block in p.decoder[:layer]:
-        x = decoder_block(block, x, memory, self_mask, memory_mask, p.norm)  # (B, T, D)
-    block = p.decoder[layer]
-    x = residual(block.norm1, x, lambda h: multihead_attention(block.self_attn, h, h, self_mask),
-                 p.norm)  # (B, T, D)
-    # the cross-attention sublayer's input, as blocks.residual gives it: pre-LN normalizes x
-    queries = layers.layer_norm(block.norm2, x) if p.norm == "pre" else x  # (B, T, D)
-    return attention_weights(block.cross_attn, queries, memory, memory_mask)  # (B, H, T, S)
+    return ag.viz.capture(transformer.apply, p, src, tgt, src_pad, op="softmax",
+                          scope="cross_attention")[layer]
 
 
 def attention(weights, path, query_tokens, key_tokens=None, figsize=(6, 6), dpi=100, *,

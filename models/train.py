@@ -22,7 +22,9 @@ Ctrl-C (a KeyboardInterrupt, also from inside `batches`) saves `last.npz` at the
 step and raises `TrainingInterrupted`, a KeyboardInterrupt whose message says where the
 checkpoint is and how to resume: the program stops as Ctrl-C asked, and
 `fit(..., resume=True)` then ends bit-identical to an uninterrupted run. Without out_dir,
-Ctrl-C is a plain KeyboardInterrupt.
+Ctrl-C is a plain KeyboardInterrupt. fit changes nothing outside the run: keeping freed
+memory for reuse (ag.memory.keep_freed_memory(), for the whole process) is the program's
+call, and the demos make it.
 """
 import itertools
 import math
@@ -86,7 +88,6 @@ def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=N
     _check_arguments(epochs, seed, val_batches)
     loop = Loop(loss_fn, optimizer, batches, val_batches, evaluate, int(seed), clip_norm,
                 count or samples_in, unit, out_dir, progress)
-    ag.memory.keep_freed_memory()
     position, history = _start(loop, params, resume, hyperparameters)
     while position.epoch < epochs:
         position, record = _run_epoch(loop, position, history)

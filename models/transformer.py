@@ -1,25 +1,20 @@
-"""The encoder-decoder Transformer of "Attention is all you need" (Vaswani et al. 2017).
+"""The encoder-decoder Transformer of "Attention is all you need" (Vaswani et al. 2017), as
+a function of its parameters, with the incremental decoder that the searches of decoding.py
+run over. In the paper's order: token embeddings scaled by √d_model plus the sinusoidal
+position encoding (§3.4, §3.5), a stack of N encoder blocks, a stack of N decoder blocks
+attending to the encoder's output ("memory") under a causal mask (§3.1), a final layer norm
+on each stack's output (as torch.nn.Transformer does, in both norm orders), and a linear map
+to the target vocabulary (§3.4). Dropout (§5.4) acts on embeddings + positions, on every
+sublayer output and on the attention weights, only when training=True (which needs an rng).
+`start`, `step` and `reorder` decode with cached keys and values (one query row per new
+token); greedy_decode, beam_search (beam_search_with_scores also returns each result's
+score) and sample search over them. Tokens are (B, S) for the source and (B, T) for the
+target, activations (B, S, D) / (B, T, D); masks True = may attend (attention.py).
 
     p = transformer.init(rng, src_vocab, tgt_vocab, **transformer.BASE)
     logits = transformer.apply(p, src, tgt, src_pad=0)          # (B, T, tgt_vocab)
-
-In the paper's order: token embeddings scaled by √d_model plus the sinusoidal
-position encoding (§3.4, §3.5), a stack of N encoder blocks, a stack of N decoder
-blocks attending to the encoder's output ("memory") under a causal mask (§3.1),
-a final layer norm on each stack's output (as torch.nn.Transformer does, in both
-norm orders), and a linear map to the target vocabulary (§3.4). Dropout (§5.4)
-acts on embeddings + positions, on every sublayer output and on the attention
-weights, only when training=True (which needs an rng).
-
-Decoding: `start`, `step` and `reorder` are the incremental decoder (cached keys and
-values, one query row per new token; they moved here from decoding.py), and
-greedy_decode, beam_search and sample run decoding.py's model-free searches over them:
-
     state = transformer.start(p, src, src_pad)                   # the source encoded once
     logits, state = transformer.step(p, state, tokens)           # tokens (B, t) -> (B, V)
-
-Axis convention: tokens (B, S) for the source and (B, T) for the target,
-activations (B, S, D) / (B, T, D); masks True = may attend (attention.py).
 """
 import functools
 from typing import NamedTuple
@@ -32,8 +27,9 @@ from . import decoding
 from .attention import causal_mask, keys_and_values, padding_mask
 from .blocks import (check_norm_order, decoder_block, decoder_block_init, decoder_block_step,
                      encoder_block, encoder_block_init)
-from .layers import (Dense, Embedding, LayerNorm, dense, dense_init, dropout_setting,
-                     embed_with_positions, embedding_init, layer_norm, layer_norm_init)
+from .layers import (Dense, Embedding, LayerNorm, check_dropout_rate, check_tokens, dense,
+                     dense_init, dropout_setting, embed_with_positions, embedding_init,
+                     layer_norm, layer_norm_init)
 
 # Table 3 of the paper; use as init(rng, V, V, **BASE). (N = n_encoder = n_decoder, h = n_heads.)
 BASE = dict(d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6, dropout=0.1)
@@ -62,8 +58,7 @@ def init(rng, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder
     (§3.4): logits = x tgt_embed.tableᵀ + out.b, and out.w is None.
     """
     check_norm_order(norm)
-    if not 0 <= dropout < 1:
-        raise ValueError(f"transformer.init: dropout must lie in [0, 1), got {dropout}")
+    check_dropout_rate("transformer.init", dropout)
     src_embed = embedding_init(rng, src_vocab, d_model, dtype)
     tgt_embed = embedding_init(rng, tgt_vocab, d_model, dtype)
     encoder = tuple(encoder_block_init(rng, d_model, n_heads, d_ff, dtype)
@@ -98,16 +93,14 @@ def memory_mask(src, src_pad, memory):
     return padding_mask(src, src_pad)
 
 
-def check_tokens(fn, name, ids, max_len):
-    """Integer tokens (B, length) with length <= max_len, the positions the table holds;
-    `fn` and `name` ("apply", "src") name the call and the argument in the error."""
-    if getattr(ids, "ndim", None) != 2 or ids.dtype.kind not in "iu":
-        raise ValueError(f"transformer.{fn}: {name} must be an integer array (B, length), got "
-                         f"{getattr(ids, 'dtype', type(ids).__name__)} "
-                         f"{getattr(ids, 'shape', '')}")
-    if ids.shape[1] > max_len:
-        raise ValueError(f"transformer.{fn}: {name} {ids.shape} holds {ids.shape[1]} positions "
-                         f"but the model's position table holds max_len={max_len}")
+def check_source(caller, p, src):
+    """src: integer tokens (B, S) of the source vocabulary that fit the position table."""
+    return check_tokens(caller, src, p.src_embed.table.shape[0], p.max_len, "src")
+
+
+def check_target(caller, p, tgt, name="tgt", start=0):
+    """tgt: integer tokens (B, T) of the target vocabulary at positions start .. start + T - 1."""
+    return check_tokens(caller, tgt, p.tgt_embed.table.shape[0], p.max_len, name, start)
 
 
 def encode(p, src, src_pad=None, training=False, rng=None):
@@ -115,7 +108,7 @@ def encode(p, src, src_pad=None, training=False, rng=None):
 
     Source positions holding `src_pad` are masked as keys in every self-attention.
     """
-    check_tokens("encode", "src", src, p.max_len)
+    src = check_source("transformer.encode", p, src)
     rate, rng = dropout_setting("transformer.encode", p.dropout, training, rng)
     mask = padding_mask(src, src_pad)  # (B, 1, 1, S) or None
     x = ag.dropout(embed_with_positions(p.src_embed, src, p.max_len), rate, rng)  # (B, S, D)
@@ -131,7 +124,7 @@ def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None):
     mask is built here). With src_pad given, src= (the source ids (B, S) that made
     `memory`) must be given too: memory positions where src == src_pad are masked.
     """
-    check_tokens("decode", "tgt", tgt, p.max_len)
+    tgt = check_target("transformer.decode", p, tgt)
     if memory.ndim != 3 or memory.shape[0] != tgt.shape[0] or memory.shape[2] != p.d_model:
         raise ValueError(f"transformer.decode: memory {memory.shape} must be (B, S, {p.d_model}) "
                          f"with the batch size of tgt {tgt.shape}")
@@ -150,8 +143,8 @@ def apply(p, src, tgt, src_pad=None, training=False, rng=None):
     Teacher forcing: tgt is the shifted-right target (starting with BOS); logits[:, t]
     predicts the token after tgt[:, t]. One rng draws the encoder's dropout, then the decoder's.
     """
-    check_tokens("apply", "src", src, p.max_len)
-    check_tokens("apply", "tgt", tgt, p.max_len)
+    src = check_source("transformer.apply", p, src)
+    tgt = check_target("transformer.apply", p, tgt)
     if src.shape[0] != tgt.shape[0]:
         raise ValueError(f"transformer.apply: src {src.shape} and tgt {tgt.shape} have "
                          f"different batch sizes")
@@ -189,7 +182,7 @@ def step(p, state, tokens):
     """Feed tokens (N, t), which follow the state.length tokens fed so far; each decoder layer
     appends their self-attention keys and values to its cache. -> (logits (N, V) of the next
     token, the new state). The logits are those of decode(p, memory, all tokens)[:, -1]."""
-    check_tokens("step", "tokens", tokens, p.max_len)
+    tokens = check_target("transformer.step", p, tokens, "tokens", state.length)
     x = embed_with_positions(p.tgt_embed, tokens, p.max_len, state.length)  # (N, t, D)
     layers = []
     for block, cache in zip(p.decoder, state.layers):
@@ -209,12 +202,14 @@ def reorder(state, rows):
 # --- searches over step (decoding.py) ---------------------------------------------------------
 
 def check_decode_args(fn, p, src, max_len, beam_size=1):
-    check_tokens(fn, "src", src, p.max_len)
+    """The arguments every search shares. -> src as an array"""
+    src = check_source(f"transformer.{fn}", p, src)
     if not 1 <= max_len <= p.max_len:
         raise ValueError(f"transformer.{fn}: max_len={max_len} must lie in [1, {p.max_len}] "
                          f"(the model's max_len={p.max_len} positions)")
     if beam_size < 1:
         raise ValueError(f"transformer.{fn}: beam_size must be >= 1, got {beam_size}")
+    return src
 
 
 def bos_column(src, bos):
@@ -226,29 +221,33 @@ def greedy_decode(p, src, bos, eos, max_len, src_pad=None):
     """The most probable next token at each step (decoding.greedy), until every sequence has
     emitted eos or has max_len tokens (bos included).  src: (B, S) -> ids (B, L), L <= max_len,
     starting with bos; a sequence ends at its first eos and is padded with eos."""
-    check_decode_args("greedy_decode", p, src, max_len)
+    src = check_decode_args("greedy_decode", p, src, max_len)
     return decoding.greedy(functools.partial(step, p), start(p, src, src_pad),
                            bos_column(src, bos), max_len, eos)
 
 
-def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None,
-                return_scores=False):
+def beam_search(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6, src_pad=None):
     """Beam search maximizing log P(Y | src) / lp(Y) with the length penalty of Wu et al. 2016
     (decoding.beam_search: the algorithm and its guarantees). beam_size=1 is greedy_decode.
-    src: (B, S) -> ids (B, L) as greedy_decode's; with return_scores=True, also each result's
-    log P / lp, (B,) float64, |Y| counting the tokens after bos, eos included."""
-    check_decode_args("beam_search", p, src, max_len, beam_size)
-    ids, scores = decoding.beam_search(functools.partial(step, p), reorder,
-                                       start(p, src, src_pad), bos_column(src, bos), max_len,
-                                       beam_size, length_penalty, eos)
-    return (ids, scores) if return_scores else ids
+    src: (B, S) -> ids (B, L) as greedy_decode's."""
+    return beam_search_with_scores(p, src, bos, eos, max_len, beam_size, length_penalty,
+                                   src_pad)[0]
+
+
+def beam_search_with_scores(p, src, bos, eos, max_len, beam_size=4, length_penalty=0.6,
+                            src_pad=None):
+    """beam_search, and each result's score log P / lp: -> (ids (B, L), scores (B,) float64),
+    |Y| counting the tokens after bos, eos included."""
+    src = check_decode_args("beam_search", p, src, max_len, beam_size)
+    return decoding.beam_search(functools.partial(step, p), reorder, start(p, src, src_pad),
+                                bos_column(src, bos), max_len, beam_size, length_penalty, eos)
 
 
 def sample(p, src, bos, eos, max_len, temperature=1.0, top_k=None, rng=None, src_pad=None):
     """Each next token drawn from softmax(logits / temperature) over the top_k most probable
     (decoding.sample_next; greedy when temperature == 0 or top_k == 1, else rng is needed).
     src: (B, S) -> ids (B, L) as greedy_decode's."""
-    check_decode_args("sample", p, src, max_len)
+    src = check_decode_args("sample", p, src, max_len)
     decoding.check_sampling("transformer.sample", temperature, top_k, p.out.b.shape[0], rng)
     return decoding.sample(functools.partial(step, p), start(p, src, src_pad),
                            bos_column(src, bos), max_len, temperature, top_k, rng, eos)

@@ -1,7 +1,8 @@
 """models.blocks: the residual wiring against its two formulas; encoder and decoder blocks
 against nn.TransformerEncoderLayer and nn.TransformerDecoderLayer (dropout 0), both
-norm orders, values and every gradient. (The decoder-only block is tested with the language
-model against torch, and the cached steps against the models' full forward passes.)"""
+norm orders, values and every gradient; the cached steps against the whole blocks, with the
+cache they return. (The decoder-only block is tested with the language model against torch,
+and the cached steps also through the models' decoding.)"""
 import numpy as np
 import pytest
 
@@ -90,6 +91,49 @@ def test_residual_is_the_post_ln_and_pre_ln_wiring(rng):
                               np.random.default_rng(1)) - x  # 0 where dropped, 1/(1 - 0.5) else
     kept = np.isclose(dropped, 2.0, rtol=0, atol=1e-12)
     assert (kept | (dropped == 0)).all() and 0 < kept.mean() < 1
+
+
+def test_residual_with_aux_hands_back_what_the_sublayer_returns_beside_its_output(rng):
+    """The sublayer returns (its output, its input): the wiring of residual, and the input
+    that norm order gives the sublayer, handed back unchanged."""
+    norm = perturbed(layer_norm_init(D, np.float64), rng, 0.2)
+    x = rng.standard_normal((2, 3, D))
+    w = rng.standard_normal((D, D))
+    sublayer = lambda h: (np.tanh(h @ w), h)  # noqa: E731
+    for order, given in (("post", x), ("pre", numpy_layer_norm(x, norm))):
+        out, aux = blocks.residual_with_aux(norm, x, sublayer, order)
+        np.testing.assert_allclose(out, blocks.residual(norm, x, lambda h: sublayer(h)[0], order),
+                                   rtol=1e-15)
+        np.testing.assert_allclose(aux, given, rtol=1e-12)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_cached_steps_return_the_blocks_rows_and_the_grown_keys_and_values(rng, norm):
+    """Rows 0..2, then 3..4, through the cached steps: the same rows as the whole block, and
+    each step returns as a value the cache it grew, the self-attention's keys and values of
+    every row fed so far (its input: x post-LN, LayerNorm(x) pre-LN)."""
+    from models.attention import keys_and_values
+    decoder = perturbed(blocks.decoder_block_init(rng, D, H, D_FF, np.float64), rng, 0.1)
+    only = perturbed(blocks.decoder_only_block_init(rng, D, H, D_FF, np.float64), rng, 0.1)
+    x, memory = rng.standard_normal((2, 5, D)), rng.standard_normal((2, 4, D))
+    memory_mask = padding_mask(np.array([[1, 1, 1, 1], [1, 1, 0, 0]]), 0)
+    memory_kv = keys_and_values(decoder.cross_attn, memory)
+    whole = {"decoder": blocks.decoder_block(decoder, x, memory, causal_mask(5), memory_mask,
+                                             norm),
+             "decoder_only": blocks.decoder_only_block(only, x, causal_mask(5))}
+    steps = {"decoder": lambda x, kv: blocks.decoder_block_step(decoder, x, kv, memory_kv,
+                                                                memory_mask, norm),
+             "decoder_only": lambda x, kv: blocks.decoder_only_block_step(only, x, kv)}
+    for name, block in (("decoder", decoder), ("decoder_only", only)):
+        order = norm if name == "decoder" else "pre"
+        attention_input = x if order == "post" else numpy_layer_norm(x, block.norm1)
+        want_kv = keys_and_values(block.self_attn, attention_input)  # (2, H, 5, d_head) each
+        kv = tuple(a[:, :, :0] for a in want_kv)
+        for lo, hi in ((0, 3), (3, 5)):
+            out, kv = steps[name](x[:, lo:hi], kv)
+            np.testing.assert_allclose(out, whole[name][:, lo:hi], rtol=1e-10, atol=1e-12)
+            for got, want in zip(kv, want_kv):
+                np.testing.assert_allclose(got, want[:, :, :hi], rtol=1e-12, atol=1e-14)
 
 
 def test_dropout_in_a_block_is_seeded(rng):

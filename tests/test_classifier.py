@@ -137,6 +137,9 @@ def test_errors_name_the_function_and_shapes():
     mean = classifier.init(np.random.default_rng(0), **SMALL, pool="mean", pad=PAD)
     with pytest.raises(ValueError, match=r"classifier.apply: ids \(2, 9\).*max_len=7"):
         classifier.apply(mean, np.ones((2, 9), dtype=int))
+    with pytest.raises(ValueError, match=r"classifier.apply: ids \(1, 7\) holds id 40, outside "
+                                         r"the vocabulary 0\.\.39"):
+        classifier.apply(p, np.array([[1, 2, 40, 3, 4, 5, 6]]))
 
 
 @pytest.mark.parametrize("rate", [-0.1, 1.0, 2.0, float("nan")])

@@ -171,7 +171,7 @@ def test_take_rows_indexes_every_array_along_its_first_axis():
     assert taken.mask is None and taken.length == 7 and type(taken) is State
 
 
-# --- sample_next on fixed logits (it lived in lm.py) -------------------------------------------
+# --- sample_next on fixed logits ------------------------------------------------------------
 
 def softmax(z):
     e = np.exp(z - z.max())

@@ -1,7 +1,8 @@
 """models.layers: Glorot-uniform initialization (bounds, variance, dtype, determinism), dense,
 layer norm, embedding and the feed-forward block against PyTorch (values and gradients),
 the sinusoidal position encoding against the paper's formula (§3.5), the embedding's
-scaling and its gradient by hand, and the dropout settings of every model."""
+scaling and its gradient by hand, the token and dropout-rate checks every model calls, and
+the dropout settings of every model."""
 import math
 import re
 
@@ -9,8 +10,9 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from models.layers import (Dense, Embedding, FeedForward, LayerNorm, add_position_encoding, dense,
-                           dense_init, dropout_setting, embed, embed_with_positions,
+from models.layers import (Dense, Embedding, FeedForward, LayerNorm, add_position_encoding,
+                           check_dropout_rate, check_tokens, dense, dense_init, dropout_setting,
+                           embed, embed_with_positions,
                            embedding_init, feed_forward, feed_forward_init, glorot_uniform,
                            layer_norm, layer_norm_init, position_encoding, position_rows)
 from helpers.references import DTYPES, compare_with_torch, paper_position_encoding
@@ -310,6 +312,49 @@ def test_feed_forward_dropout_zeroes_hidden_units_and_rescales(rng):
                                rtol=1e-12)
 
 
+# Token ids and dropout rates
+
+def test_check_tokens_returns_the_ids_as_an_array_and_accepts_every_edge():
+    ids = np.array([[0, 4], [2, 3]], dtype=np.int32)
+    assert check_tokens("m.apply", ids, 5, 2) is ids
+    np.testing.assert_array_equal(check_tokens("m.apply", [[0, 4], [2, 3]], 5, 2), ids)
+    assert check_tokens("m.step", ids[:, :1].astype(np.uint8), 5, 3, start=2).shape == (2, 1)
+    assert check_tokens("m.apply", np.zeros((3, 0), dtype=int), 5, 0).shape == (3, 0)
+
+
+@pytest.mark.parametrize("ids, got", [(np.array([[1.0, 2.0]]), r"float64 \(1, 2\)"),
+                                      (np.array([[True, False]]), r"bool \(1, 2\)"),
+                                      (np.array([1, 2]), r"int64 \(2,\)"),
+                                      ([[1.5, 2.0]], r"float64 \(1, 2\)")])
+def test_check_tokens_refuses_what_is_not_integer_tokens_b_t(ids, got):
+    with pytest.raises(ValueError, match=rf"^m.apply: src must be integer tokens \(B, T\), "
+                                         rf"got {got}$"):
+        check_tokens("m.apply", ids, 5, 4, "src")
+
+
+def test_check_tokens_refuses_positions_past_the_table_and_ids_outside_the_vocabulary():
+    ids = np.array([[1, 2, 3]])
+    with pytest.raises(ValueError, match=r"^m.step: tokens \(1, 3\) at positions 2\.\.4 run past "
+                                         r"the position table's max_len=4$"):
+        check_tokens("m.step", ids, 5, 4, "tokens", start=2)
+    for bad, shown in ((-1, -1), (5, 5), (7, 7)):
+        with pytest.raises(ValueError, match=rf"^m.apply: ids \(1, 3\) holds id {shown}, outside "
+                                             rf"the vocabulary 0\.\.4$"):
+            check_tokens("m.apply", np.array([[1, bad, 2]]), 5, 4)
+
+
+@pytest.mark.parametrize("rate", [0, 0.0, 0.5, 0.999, ag.Hyper(0.25)])
+def test_check_dropout_rate_accepts_0_to_1(rate):
+    check_dropout_rate("m.init", rate)
+
+
+@pytest.mark.parametrize("rate", [-0.25, 1, 1.0, 2.5, float("nan"), ag.Hyper(1.5)])
+def test_check_dropout_rate_refuses_what_lies_outside_0_to_1(rate):
+    with pytest.raises(ValueError, match=re.escape(
+            f"m.init: dropout must lie in [0, 1), got {float(rate)}")):
+        check_dropout_rate("m.init", rate)
+
+
 # Dropout settings
 
 def test_dropout_setting_inference_ignores_rate_and_rng():
@@ -330,7 +375,7 @@ def test_dropout_setting_refuses_a_rate_outside_0_to_1_when_training(rate):
     check: a training pass refuses it, naming the caller; inference never reads it."""
     assert dropout_setting("lm.apply", ag.Hyper(rate), False, None) == (0.0, None)
     with pytest.raises(ValueError, match=re.escape(
-            f"lm.apply: the dropout rate must lie in [0, 1), got {rate}")):
+            f"lm.apply: dropout must lie in [0, 1), got {rate}")):
         dropout_setting("lm.apply", ag.Hyper(rate), True, np.random.default_rng(0))
 
 

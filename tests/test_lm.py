@@ -1,7 +1,7 @@
 """models.lm: logits and every gradient against PyTorch, causality, dropout, gradient
 check; generation: the cache against recomputation, sampling against sampling from
-recomputed prefixes, greedy, beam search against exhaustive search. (sample_next's own
-tests moved to test_decoding.py with it.)"""
+recomputed prefixes, greedy, beam search against exhaustive search. (sample_next is tested
+in test_decoding.py, where it lives.)"""
 import math
 
 import numpy as np
@@ -171,8 +171,15 @@ def test_errors_name_the_function_and_lengths():
     with pytest.raises(ValueError, match=r"lm.generate: a prompt of 5 tokens plus n_new=8 "
                                          r"exceeds max_len=12"):
         lm.generate(p, prompt, 8, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"lm.apply: positions 0..12 \(ids \(2, 13\)\).*max_len=12"):
+    with pytest.raises(ValueError, match=r"lm.apply: ids \(2, 13\) at positions 0\.\.12 run past "
+                                         r"the position table's max_len=12"):
         lm.apply(p, np.zeros((2, 13), dtype=int))
+    with pytest.raises(ValueError, match=r"lm.forward_cached: ids \(2, 3\) at positions 10\.\.12 "
+                                         r"run past the position table's max_len=12"):
+        lm.forward_cached(p, prompt[:, :3], lm.Cache(lm.empty_cache(p, 2).layers, 10))
+    with pytest.raises(ValueError, match=r"lm.generate: ids \(1, 2\) holds id 23, outside the "
+                                         r"vocabulary 0\.\.22"):
+        lm.generate(p, np.array([[0, 23]]), 2, temperature=0.0)
 
 
 def lm_log_probs(p):
@@ -189,8 +196,8 @@ def test_beam_search_with_a_wide_beam_is_the_exact_optimum(alpha, eos):
     p = lm.init(rng, **{**SMALL, "vocab_size": 4}, dtype=np.float64)
     p = perturbed(p, rng, 1.0)  # larger weights: choices that depend on the prefix
     prompt = rng.integers(0, 4, size=(3, 2))
-    ids, scores = lm.beam_search(p, prompt, 3, beam_size=64, length_penalty=alpha, eos=eos,
-                                 return_scores=True)
+    ids, scores = lm.beam_search_with_scores(p, prompt, 3, beam_size=64, length_penalty=alpha,
+                                             eos=eos)
     lengths = set()
     for row, got, tokens in zip(ids, scores, prompt):
         want, want_score = exhaustive_search(lm_log_probs(p), tokens, eos, 5, alpha)
@@ -207,10 +214,10 @@ def test_beam_size_1_is_greedy_and_an_exact_beam_scores_no_lower():
     rng = np.random.default_rng(16)
     p = lm.init(rng, **SMALL, dtype=np.float64)
     prompt = rng.integers(0, SMALL["vocab_size"], size=(3, 2))
-    greedy, greedy_score = lm.beam_search(p, prompt, 3, beam_size=1, return_scores=True)
+    greedy, greedy_score = lm.beam_search_with_scores(p, prompt, 3, beam_size=1)
     np.testing.assert_array_equal(greedy, lm.generate(p, prompt, 3, temperature=0.0))
-    best, best_score = lm.beam_search(p, prompt, 3, beam_size=SMALL["vocab_size"] ** 2,
-                                      return_scores=True)
+    best, best_score = lm.beam_search_with_scores(p, prompt, 3,
+                                                  beam_size=SMALL["vocab_size"] ** 2)
     assert (best_score >= greedy_score - 1e-12).all()
     assert (best_score > greedy_score + 1e-9).any()  # and finds better than greedy here
 

@@ -412,8 +412,30 @@ def test_progress_line_with_tqdm_and_without(capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
-def test_fit_keeps_freed_memory_once(monkeypatch):
+def test_fit_leaves_the_allocator_to_the_program(monkeypatch):
+    """ag.memory.keep_freed_memory() changes the whole process for good: fit never calls it."""
     calls = []
     monkeypatch.setattr(ag.memory, "keep_freed_memory", lambda: calls.append(1))
     run_regression(epochs=2)
-    assert calls == [1]
+    assert calls == []
+
+
+class AllocatorSet(Exception):
+    """Raised by a stand-in for keep_freed_memory: the program asked, before it trained."""
+
+
+@pytest.mark.parametrize("demo", ["classify", "translate", "generate"])
+def test_the_training_demos_keep_freed_memory_themselves(demo, monkeypatch, tmp_path):
+    import importlib
+    module = importlib.import_module(f"demos.{demo}")
+
+    def asked():
+        raise AllocatorSet
+    monkeypatch.setattr(ag.memory, "keep_freed_memory", asked)
+    monkeypatch.setattr(train, "fit", lambda *a, **k: pytest.fail(f"{demo} trained first"))
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat. " * 50, encoding="utf-8")
+    flags = ["--quick", "--out", str(tmp_path / "run")] + (["--data", str(text)]
+                                                           if demo == "generate" else [])
+    with pytest.raises(AllocatorSet):
+        module.main(flags)

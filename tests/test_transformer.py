@@ -94,21 +94,21 @@ def test_decode_of_encode_is_apply_and_needs_src_for_the_pad_mask():
 def test_a_too_long_sequence_names_the_call_the_argument_and_both_lengths():
     p = tiny_transformer(max_len=4)
     src, tgt = batch(s=6, t=3)
-    with pytest.raises(ValueError, match=r"transformer.apply: src \(3, 6\) holds 6 positions "
-                                         r"but the model's position table holds max_len=4"):
+    with pytest.raises(ValueError, match=r"transformer.apply: src \(3, 6\) at positions 0\.\.5 "
+                                         r"run past the position table's max_len=4"):
         transformer.apply(p, src, tgt, PAD)
     short_src, long_tgt = batch(s=3, t=5)
-    with pytest.raises(ValueError, match=r"transformer.apply: tgt \(3, 5\) holds 5 positions "
+    with pytest.raises(ValueError, match=r"transformer.apply: tgt \(3, 5\) at positions 0\.\.4 "
                                          r".* max_len=4"):
         transformer.apply(p, short_src, long_tgt, PAD)
-    with pytest.raises(ValueError, match=r"transformer.encode: src \(3, 6\) holds 6 positions"):
+    with pytest.raises(ValueError, match=r"transformer.encode: src \(3, 6\) at positions 0\.\.5 run"):
         transformer.encode(p, src, PAD)
     memory = transformer.encode(p, short_src, PAD)
-    with pytest.raises(ValueError, match=r"transformer.decode: tgt \(3, 5\) holds 5 positions"):
+    with pytest.raises(ValueError, match=r"transformer.decode: tgt \(3, 5\) at positions 0\.\.4 run"):
         transformer.decode(p, memory, long_tgt, PAD, short_src)
-    with pytest.raises(ValueError, match=r"transformer.greedy_decode: src \(3, 6\) holds 6"):
+    with pytest.raises(ValueError, match=r"transformer.greedy_decode: src \(3, 6\) at positions"):
         transformer.greedy_decode(p, src, 1, 2, 4, PAD)
-    with pytest.raises(ValueError, match=r"transformer.beam_search: src \(3, 6\) holds 6"):
+    with pytest.raises(ValueError, match=r"transformer.beam_search: src \(3, 6\) at positions"):
         transformer.beam_search(p, src, 1, 2, 4, src_pad=PAD)
     from models.layers import embed_with_positions  # an offset, as when decoding with a cache
     with pytest.raises(ValueError, match=r"positions 3\.\.4 need 5 positions but the table "
@@ -159,18 +159,26 @@ def test_bad_arguments_are_named():
     p = tiny_transformer()
     with pytest.raises(ValueError, match=r"apply: src \(2, 6\) and tgt \(3, 5\)"):
         transformer.apply(p, batch(b=2)[0], batch()[1])
-    with pytest.raises(ValueError, match=r"encode: src must be an integer array"):
+    with pytest.raises(ValueError, match=r"encode: src must be integer tokens"):
         transformer.encode(p, np.zeros((2, 3)))
     src, tgt = batch()
-    with pytest.raises(ValueError, match=r"transformer.apply: src must be an integer array "
-                                         r"\(B, length\), got float64 \(3, 6\)"):
+    with pytest.raises(ValueError, match=r"transformer.apply: src must be integer tokens "
+                                         r"\(B, T\), got float64 \(3, 6\)"):
         transformer.apply(p, src.astype(np.float64), tgt)
-    with pytest.raises(ValueError, match=r"transformer.apply: src must be an integer array "
-                                         r"\(B, length\), got int64 \(6,\)"):
+    with pytest.raises(ValueError, match=r"transformer.apply: src must be integer tokens "
+                                         r"\(B, T\), got int64 \(6,\)"):
         transformer.apply(p, src[0], tgt)
-    with pytest.raises(ValueError, match=r"transformer.apply: tgt must be an integer array "
-                                         r"\(B, length\), got list"):
-        transformer.apply(p, src, tgt.tolist())
+    with pytest.raises(ValueError, match=r"transformer.apply: tgt must be integer tokens "
+                                         r"\(B, T\), got float64 \(3, 5\)"):
+        transformer.apply(p, src, (tgt + 0.5).tolist())
+    np.testing.assert_array_equal(transformer.apply(p, src.tolist(), tgt.tolist()),
+                                  transformer.apply(p, src, tgt))  # nested lists are arrays
+    with pytest.raises(ValueError, match=r"transformer.apply: src \(3, 6\) holds id -1, outside "
+                                         r"the vocabulary 0\.\.6"):
+        transformer.apply(p, src - 1, tgt)  # -1 would index the table's last row
+    with pytest.raises(ValueError, match=r"transformer.decode: tgt \(3, 5\) holds id 9, outside "
+                                         r"the vocabulary 0\.\.8"):
+        transformer.decode(p, transformer.encode(p, src), np.where(tgt == tgt.max(), 9, tgt))
 
 
 @pytest.mark.parametrize("rate", [-0.1, 1.0, 3.0, float("nan")])

@@ -110,8 +110,8 @@ def test_greedy_stops_at_eos_or_max_len_and_pads_with_eos():
 def test_greedy_equals_beam_size_one(seed):
     p = tiny(seed=seed, dtype=np.float32 if seed % 2 else np.float64)
     src = sources(seed=seed)
-    ids, scores = transformer.beam_search(p, src, BOS, EOS, 10, beam_size=1, src_pad=PAD,
-                                          return_scores=True)
+    ids, scores = transformer.beam_search_with_scores(p, src, BOS, EOS, 10, beam_size=1,
+                                                      src_pad=PAD)
     np.testing.assert_array_equal(ids, transformer.greedy_decode(p, src, BOS, EOS, 10,
                                                                  src_pad=PAD))
     log_p, length = sequence_log_prob(p, src, ids)
@@ -142,9 +142,8 @@ def test_beam_scores_are_log_prob_over_length_penalty_under_apply(alpha):
     src = sources(b=4)
     ends = set()
     for eos, k in itertools.product(range(6), (2, 3)):
-        ids, scores = transformer.beam_search(p, src, BOS, eos, 8, beam_size=k,
-                                              length_penalty=alpha, src_pad=PAD,
-                                              return_scores=True)
+        ids, scores = transformer.beam_search_with_scores(p, src, BOS, eos, 8, beam_size=k,
+                                                          length_penalty=alpha, src_pad=PAD)
         assert ids.shape[0] == 4 and ids.shape[1] <= 8 and (ids[:, 0] == BOS).all()
         assert_only_eos_after_eos(ids, eos)
         log_p, length = sequence_log_prob(p, src, ids, eos)
@@ -167,9 +166,8 @@ def test_beam_search_equals_a_plain_search_over_recomputed_prefixes(norm, seed, 
     p = tiny(seed=seed, norm=norm)
     src = sources(b=3)
     for eos, k in itertools.product(range(0, 6, 2), (2, 3)):
-        ids, scores = transformer.beam_search(p, src, BOS, eos, 7, beam_size=k,
-                                              length_penalty=alpha, src_pad=PAD,
-                                              return_scores=True)
+        ids, scores = transformer.beam_search_with_scores(p, src, BOS, eos, 7, beam_size=k,
+                                                          length_penalty=alpha, src_pad=PAD)
         for row, score, source in zip(ids, scores, src):
             want, want_score = reference_beam_search(next_log_probs(p, source[None]), [BOS],
                                                      eos, 7, k, alpha)
@@ -201,9 +199,8 @@ def test_a_finished_hypothesis_is_not_pushed_out_of_the_beam(monkeypatch):
     monkeypatch.setattr(transformer, "step", lambda *args: steps.append(1) or counted(*args))
     for k in (2, 3, 4):
         del steps[:]
-        ids, score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=k,
-                                             length_penalty=0.0, src_pad=PAD,
-                                             return_scores=True)
+        ids, score = transformer.beam_search_with_scores(p, src, BOS, EOS, 9, beam_size=k,
+                                                         length_penalty=0.0, src_pad=PAD)
         want, want_score = reference_beam_search(next_log_probs(p, src), [BOS], EOS, 9, k,
                                                  0.0)
         assert ids.tolist() == [want] == [[BOS, EOS]]
@@ -220,9 +217,8 @@ def test_beam_search_never_scores_below_the_finished_bos_eos(alpha):
         p, src = review_model(seed)
         first = ag.log_softmax(transformer.apply(p, src, np.array([[BOS]]), PAD)[0, -1])
         for k in (2, 3):
-            ids, score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=k,
-                                                 length_penalty=alpha, src_pad=PAD,
-                                                 return_scores=True)
+            ids, score = transformer.beam_search_with_scores(p, src, BOS, EOS, 9, beam_size=k,
+                                                             length_penalty=alpha, src_pad=PAD)
             log_p, length = sequence_log_prob(p, src, ids)
             np.testing.assert_allclose(score, log_p / ((5 + length) / 6) ** alpha, atol=1e-10)
             assert score[0] >= first[EOS] / (6 / 6) ** alpha - 1e-12, (seed, k)
@@ -253,15 +249,15 @@ def test_a_hypothesis_that_wins_by_its_length_penalty_is_not_cut_off():
     but lp grows with the length: at 8 tokens [bos, 3, ..., 3] scores -0.92 / (13/6)² = -0.20
     and wins. The search may stop only at the largest lp still possible."""
     p, src = chain_model(), np.array([[1, 2, 3]])
-    ids, score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=2, length_penalty=2.0,
-                                         return_scores=True)
+    ids, score = transformer.beam_search_with_scores(p, src, BOS, EOS, 9, beam_size=2,
+                                                     length_penalty=2.0)
     assert ids.tolist() == [[BOS] + [3] * 8]
     # the designed probabilities hold to ~1e-4 (the position encoding moves them slightly)
     np.testing.assert_allclose(score, [np.log(0.4) / (13 / 6) ** 2], rtol=1e-3)
     want, want_score = reference_beam_search(next_log_probs(p, src), [BOS], EOS, 9, 2, 2.0)
     assert ids[0].tolist() == want and abs(score[0] - want_score) < 1e-12
-    short, short_score = transformer.beam_search(p, src, BOS, EOS, 9, beam_size=2,
-                                                 length_penalty=0.0, return_scores=True)
+    short, short_score = transformer.beam_search_with_scores(p, src, BOS, EOS, 9, beam_size=2,
+                                                             length_penalty=0.0)
     assert short.tolist() == [[BOS, EOS]]  # without the penalty the early eos wins
     np.testing.assert_allclose(short_score, [np.log(0.6)], rtol=1e-3)
 
@@ -273,8 +269,8 @@ def test_beam_search_can_score_below_greedy():
     p = tiny_transformer(14, tgt_vocab=10, scale=0.5, n_encoder=1, n_decoder=1, max_len=12)
     src = sources(seed=14, b=8)
     greedy = transformer.greedy_decode(p, src, BOS, EOS, 10, src_pad=PAD)
-    beam, scores = transformer.beam_search(p, src, BOS, EOS, 10, beam_size=2, length_penalty=1.0,
-                                           src_pad=PAD, return_scores=True)
+    beam, scores = transformer.beam_search_with_scores(p, src, BOS, EOS, 10, beam_size=2,
+                                                       length_penalty=1.0, src_pad=PAD)
     want, want_score = reference_beam_search(next_log_probs(p, src[4:5]), [BOS], EOS, 10, 2, 1.0)
     assert beam[4, :len(want)].tolist() == want and (beam[4, len(want):] == EOS).all()
     assert abs(scores[4] - want_score) < 1e-10

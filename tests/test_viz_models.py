@@ -54,7 +54,8 @@ def test_transformer_pictures_at_depth_1_and_2(rng, tokens, tmp_path):
     # every op knows its full scope: attention inside a block inside a stack inside apply
     scopes = {repr(op.scope) for op in g.ops}
     assert "apply/encode/encoder_block #2/multihead_attention/scaled_dot_product_attention" in scopes
-    assert "apply/decode/decoder_block #1/multihead_attention #2/scaled_dot_product_attention" in scopes
+    assert "apply/decode/decoder_block #1/multihead_attention/scaled_dot_product_attention" in scopes
+    assert "apply/decode/decoder_block #1/cross_attention/scaled_dot_product_attention" in scopes
 
 
 def test_the_position_table_is_named_and_each_stack_gets_its_own_rows(rng, tokens):

@@ -6,6 +6,7 @@ functions the model is written as.
     g.render("loss.svg", depth=2)               # .svg .png .pdf .dot
     ag.viz.draw(apply, p, src, tgt, path="apply.png", depth=2, backward=True)
     ag.viz.explore(loss, params, batch, path="loss.html", values=True)   # a page to walk through
+    w = ag.viz.capture(apply, p, src, tgt, op="softmax", scope="cross_attention")  # capture.py
 
 One node per primitive application, labelled with the op and its output shape
 and dtype; inputs labelled by their tree path in the arguments (`p.encoder[0].attn.wq`,
@@ -29,16 +30,19 @@ How it is made, one module per step, each seam public:
 - the explorer (`explore`, `Graph.explore`): `scope_view.py` decides what the view of
   one call shows, `layout.py` lays every view out with `dot`, `explorer.py` writes the
   page with its data and our script `explorer.js` (its API in explorer.py's docstring);
-  `values.py` measures statistics and gradient norms for it.
+  `values.py` measures statistics and gradient norms for it;
+- `capture.py` returns the outputs of chosen ops of one call, on the same hook (the
+  attention plots read the model's own weights through it).
 """
+from .capture import capture
 from .dot import FORMATS, DotNotFoundError
 from .explorer import Explorer
 from .graph import Graph
 from .record import record
 from .scopes import transparent
 
-__all__ = ["trace", "draw", "explore", "transparent", "Graph", "Explorer", "DotNotFoundError",
-           "FORMATS"]
+__all__ = ["trace", "draw", "explore", "capture", "transparent", "Graph", "Explorer",
+           "DotNotFoundError", "FORMATS"]
 
 
 def trace(f, *args, values=False):
