@@ -113,12 +113,11 @@ def test_previous_and_next_step_between_repeated_calls_at_the_same_place():
     assert [re.search(r"#(\d)", p).group(1) for p in enc] == ["1", "2", "3"]
     assert step(enc[1], "next") == enc[2] and step(enc[1], "prev") == enc[0]
     assert step(enc[0], "prev") is None and step(enc[2], "next") is None
-    decoder = [p for p in paths if re.search(r"decoder_block #\d/multihead_attention #\d$", p)]
-    assert [p.split("/")[-2:] for p in decoder[:3]] == [  # every block's, in call order
-        ["decoder_block #1", "multihead_attention #1"],
-        ["decoder_block #1", "multihead_attention #2"], ["decoder_block #2", "multihead_attention #1"]]
-    assert [step(p, "next") for p in decoder] == decoder[1:] + [None]
-    assert by_path[decoder[2]]["repeat"] == [3, 6]
+    for name in ("multihead_attention", "cross_attention"):  # each decoder block's, in call order
+        calls = [p for p in paths if re.search(rf"decoder_block #\d/{name}$", p)]
+        assert [p.split("/")[-2] for p in calls] == [f"decoder_block #{k}" for k in (1, 2, 3)]
+        assert [step(p, "next") for p in calls] == calls[1:] + [None]
+        assert by_path[calls[1]]["repeat"] == [2, 3]
 
 
 def test_repeated_calls_share_one_layout_and_layouts_fit_their_nodes():
