@@ -35,7 +35,7 @@ import numpy as np
 
 import autograd_lite as ag
 import models
-from models import classifier, plots, text, train
+from models import classifier, health, plots, text, train
 
 from . import baseline, common, review_files
 from .common import flag
@@ -334,6 +334,7 @@ def main(argv=None):
     tokenizer.save(out / VOCABULARY)
     plots.training_curves(history, out / "curves.png")
     plots.training_health(history, out / "health.png")  # fit's health records
+    print(health.summary(history.get("health")))
     line = report(split, probabilities(params, test_sequences, tokenizer.pad_id),
                   baseline_probabilities(features, train_words, split.train.labels, test_words,
                                          len(split.class_names), args.seed), out)

@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
-from models import data, lm, text, train  # noqa: E402
+from models import data, health, lm, text, train  # noqa: E402
 
 from . import common, ngram  # noqa: E402
 from .common import flag  # noqa: E402
@@ -344,6 +344,7 @@ def main(argv=None):
                   transformer_bits=bits, ngram=args.ngram, ngram_bits=baselines,
                   train_seconds=seconds, steps=args.steps)
     save_outputs(out, params, tokenizer, history, texts, result)
+    print(health.summary(history.get("health")))
     print(f"saved the model, tokenizer, history, curves and samples in {out}")
     common.print_result(f"held-out bits per character: transformer {bits:.2f}, {args.ngram}-gram "
                         f"baseline {baseline:.2f} (last 10% of the text)")

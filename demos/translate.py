@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
-from models import plots, train, transformer  # noqa: E402
+from models import health, plots, train, transformer  # noqa: E402
 
 from . import common  # noqa: E402
 from .common import flag  # noqa: E402
@@ -195,6 +195,7 @@ def write_plots(out, params, history, value):
     plots.training_curves(history, out / "training_curves.png", log_loss=True)
     draw_attention(out / "attention.png", params, value)
     plots.training_health(history, out / "health.png")  # fit's health records
+    print(health.summary(history.get("health")))
     print(f"saved {out / 'training_curves.png'}, {out / 'attention.png'} and "
           f"{out / 'health.png'}")
 

@@ -99,3 +99,20 @@ def update_ratios(before, params, groups):
         size = ag.optim.global_norm(old)
         ratios[name] = change / size if size else (math.inf if change else 0.0)
     return ratios
+
+
+def summary(records):
+    """One line on fit's health records: the global gradient norm at the first and last
+    record, how often clipping fired, the median over groups of the update ratio at the
+    first and last, and the non-finite entries if any (records: history.get("health"))."""
+    if not records:
+        return "training health: not recorded (fit(..., health_every=N) records it)"
+    first, last = records[0], records[-1]
+    clipped = sum(r["clipped"] for r in records)
+    ratio = [float(np.median(list(r["update_ratio"].values()))) for r in (first, last)]
+    worst = max(r["nonfinite_fraction"] for r in records)
+    return (f"training health (steps {first['step']}..{last['step']}, {len(records)} records): "
+            f"gradient norm {first['grad_norm']:.3g} -> {last['grad_norm']:.3g}, clipped in "
+            f"{clipped} of {len(records)}; update/parameter RMS (median of groups) "
+            f"{ratio[0]:.2g} -> {ratio[1]:.2g}; "
+            + (f"non-finite entries up to {worst:.2g}" if worst else "no NaN or inf"))

@@ -150,3 +150,16 @@ def test_health_every_must_be_a_positive_int(bad):
                                          rf"\(updates between health records\), got "):
         train.fit(lm_loss, tiny_lm(), ag.optim.adam(1e-2), lm_batches, 1, health_every=bad,
                   progress=False)
+
+
+def test_the_summary_line_reads_the_first_and_last_records():
+    records = [{"step": 1, "grad_norm": 2.5, "clipped": True, "nonfinite_fraction": 0.0,
+                "update_ratio": {"a": 1e-2, "b": 3e-2, "c": 2e-2}},
+               {"step": 11, "grad_norm": 0.25, "clipped": False, "nonfinite_fraction": 0.0,
+                "update_ratio": {"a": 1e-4, "b": 5e-4, "c": 9e-4}}]
+    assert health.summary(records) == (
+        "training health (steps 1..11, 2 records): gradient norm 2.5 -> 0.25, clipped in 1 of "
+        "2; update/parameter RMS (median of groups) 0.02 -> 0.0005; no NaN or inf")
+    records[1]["nonfinite_fraction"] = 0.125
+    assert health.summary(records).endswith("; non-finite entries up to 0.12")
+    assert health.summary(None).startswith("training health: not recorded")
