@@ -36,8 +36,8 @@ from . import health
 from .run_files import Position, load_checkpoint, open_run, save_checkpoint, save_epoch
 from .progress import progress_bar
 
-HEALTH_EVERY = 10  # the demos' health_every: a record costs 1-14% of a step, so 0.1-1.4% at 10
-# (tests/benchmarks/bench_health.py on the three demos' models)
+HEALTH_EVERY = 10  # the demos' health_every: a record costs 2-8% of one of their steps, so
+# 0.2-0.8% of the training at 10 (tests/benchmarks/bench_health.py, on a busy 2-core machine)
 
 
 class TrainingInterrupted(KeyboardInterrupt):
