@@ -15,6 +15,13 @@ and draws the same batches.
     python3 tests/benchmarks/nanogpt_recipe.py --data FILE --steps 200 --only ours   # a check
 
 The data is read from --data and never kept: nothing here downloads it or needs a copy.
+
+Measured once, seed 0, one after the other in one process, on a shared 2-core machine at a
+load average of 11 to 15 (other engineers' test suites; times are inflated several-fold):
+ours 2.558 bits (1.773 nats) per held-out character in 1,382 s of training; the torch twin
+2.558 bits (1.773 nats) in 1,724 s. nanoGPT's 1.88 nats is a mean over positions 0..63 of
+its windows, where the first few see almost no context; these score every character with
+at least 32 before it, so they read lower for the same model.
 """
 import argparse
 import json
