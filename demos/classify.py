@@ -20,7 +20,8 @@ Amazon reviews (see the README): at --max-len 200 the transformer matches the ba
 
 Saved in --out: model.npz (ag.save), vocabulary.txt (IndexTokenizer.save),
 hyperparameters.json and history.json (models.train.fit, with last.npz and best.npz),
-curves.png, confusion.png and probabilities.png. --predict needs only that folder.
+curves.png, health.png (gradient norms and update ratios by parameter group:
+models/health.py), confusion.png and probabilities.png. --predict needs only that folder.
 The last line printed is the test accuracy of both models.
 """
 import json
@@ -34,7 +35,7 @@ import numpy as np
 
 import autograd_lite as ag
 import models
-from models import classifier, plots, text, train
+from models import classifier, health, plots, text, train
 
 from . import baseline, common, review_files
 from .common import flag
@@ -207,7 +208,7 @@ def train_transformer(args, settings, train_set, test_set, out):
     return train.fit(loss_fn, params, optimizer, batches, args.epochs, out_dir=out,
                      val_batches=length_bucketed_batches(*test_set, 256, pad, None, length),
                      seed=args.seed, clip_norm=CLIP_NORM, hyperparameters=settings,
-                     unit="reviews")
+                     unit="reviews", health_every=train.HEALTH_EVERY)
 
 
 def baseline_probabilities(features, train_words, train_labels, test_words, n_classes, seed):
@@ -332,6 +333,8 @@ def main(argv=None):
     ag.save(out / MODEL, params)
     tokenizer.save(out / VOCABULARY)
     plots.training_curves(history, out / "curves.png")
+    plots.training_health(history, out / "health.png")  # fit's health records
+    print(health.summary(history.get("health")))
     line = report(split, probabilities(params, test_sequences, tokenizer.pad_id),
                   baseline_probabilities(features, train_words, split.train.labels, test_words,
                                          len(split.class_names), args.seed), out)

@@ -19,7 +19,8 @@ search), the last line compares the two.
 
 Saved in --out (default runs/generate-<timestamp>/): model.npz (ag.load reads the
 parameters back), tokenizer.txt (CharTokenizer.load), fit's last.npz, best.npz,
-history.json and hyperparameters.json, curves.png, samples.txt and result.json.
+history.json and hyperparameters.json, curves.png, health.png (gradient norms and update
+ratios by parameter group: models/health.py), samples.txt and result.json.
 --resume --out DIR continues a run that Ctrl-C stopped, with the settings, --data and
 --seed it was started with.
 
@@ -46,7 +47,7 @@ import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
-from models import data, lm, text, train  # noqa: E402
+from models import data, health, lm, text, train  # noqa: E402
 
 from . import common, ngram  # noqa: E402
 from .common import flag  # noqa: E402
@@ -268,7 +269,8 @@ def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
                                 val_batches=validation, seed=args.seed, resume=args.resume,
                                 clip_norm=CLIP_NORM,
                                 hyperparameters=hyperparameters(args, corpus_name),
-                                count=lambda batch: batch[0].size, unit="chars")
+                                count=lambda batch: batch[0].size, unit="chars",
+                                health_every=train.HEALTH_EVERY)
     return params, history, {"wall": time.perf_counter() - started[0],
                              "cpu": time.process_time() - started[1],
                              "steps": len(history["step_loss"]) - steps_before}
@@ -281,8 +283,8 @@ def steps_recorded(out):
 
 
 def save_outputs(out, params, tokenizer, history, texts, result):
-    """model.npz, tokenizer.txt, curves.png (when matplotlib is installed), samples.txt and
-    result.json in out."""
+    """model.npz, tokenizer.txt, curves.png and health.png (when matplotlib is installed),
+    samples.txt and result.json in out."""
     ag.save(out / "model.npz", params)
     tokenizer.save(out / "tokenizer.txt")
     try:
@@ -291,6 +293,7 @@ def save_outputs(out, params, tokenizer, history, texts, result):
         print(f"curves.png: not drawn ({error})")
     else:
         plots.training_curves(history, out / "curves.png")
+        plots.training_health(history, out / "health.png")  # fit's health records
     (out / "samples.txt").write_text("".join(f"--- {label}\n{sample}\n\n"
                                              for label, sample in texts.items()))
     (out / "result.json").write_text(json.dumps(result, indent=1))
@@ -341,6 +344,7 @@ def main(argv=None):
                   transformer_bits=bits, ngram=args.ngram, ngram_bits=baselines,
                   train_seconds=seconds, steps=args.steps)
     save_outputs(out, params, tokenizer, history, texts, result)
+    print(health.summary(history.get("health")))
     print(f"saved the model, tokenizer, history, curves and samples in {out}")
     common.print_result(f"held-out bits per character: transformer {bits:.2f}, {args.ngram}-gram "
                         f"baseline {baseline:.2f} (last 10% of the text)")

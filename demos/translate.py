@@ -17,7 +17,8 @@ exact match (every word right, greedy decoding) on all the held-out numbers.
 
 Saved in --out (default runs/translate-<timestamp>/): model.npz (the trained parameters:
 ag.load reads them back), training_curves.png, attention.png (the last decoder layer's
-attention over the digits of one held-out number), and fit's files: last.npz (the
+attention over the digits of one held-out number), health.png (gradient norms and update
+ratios by parameter group: models/health.py), and fit's files: last.npz (the
 checkpoint a --resume continues), best.npz, history.json and hyperparameters.json.
 
 The full run takes about 4 minutes of one core (205 and 220 s of CPU time for seeds 0 and 1,
@@ -40,7 +41,7 @@ import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
-from models import plots, train, transformer  # noqa: E402
+from models import health, plots, train, transformer  # noqa: E402
 
 from . import common  # noqa: E402
 from .common import flag  # noqa: E402
@@ -175,7 +176,7 @@ def train_model(params, args, held_out, out):
         args.epochs, out_dir=out, val_batches=validation,
         evaluate=lambda p: {"held_out_exact_match": exact_match(p, monitor)},
         seed=args.seed, resume=args.resume, clip_norm=CLIP_NORM, hyperparameters=settings(args),
-        unit="numbers")
+        unit="numbers", health_every=train.HEALTH_EVERY)
 
 
 def show_examples(params, values):
@@ -193,7 +194,10 @@ def write_plots(out, params, history, value):
     """training_curves.png (fit's history), and attention.png (draw_attention)."""
     plots.training_curves(history, out / "training_curves.png", log_loss=True)
     draw_attention(out / "attention.png", params, value)
-    print(f"saved {out / 'training_curves.png'} and {out / 'attention.png'}")
+    plots.training_health(history, out / "health.png")  # fit's health records
+    print(health.summary(history.get("health")))
+    print(f"saved {out / 'training_curves.png'}, {out / 'attention.png'} and "
+          f"{out / 'health.png'}")
 
 
 def draw_attention(path, params, value):

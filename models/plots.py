@@ -1,6 +1,7 @@
 """Pictures of a training run and of a model, as PNG files (matplotlib's Agg renderer).
 
     plots.training_curves(history, "curves.png")                   # fit's history
+    plots.training_health(history, "health.png")                   # fit(..., health_every=N)
     plots.confusion_matrix(labels, predicted, "confusion.png", class_names=stars)
     plots.probabilities_by_class(probabilities, labels, "probabilities.png")
     w = plots.classifier_attention(p, ids[:1], layer=0)[0, head]   # (T, T)
@@ -58,6 +59,60 @@ def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=False):
         axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole
         axes[1].legend()
     return _save(fig, path)
+
+
+UPDATE_RATIO_GUIDE = 1e-3  # the update/parameter RMS ratio often quoted as healthy for Adam
+
+
+def training_health(history, path, figsize=(12, 4), dpi=100):
+    """fit's health records (health_every=N) against the step, on log scales. Left: each
+    parameter group's gradient norm and the global norm before clipping, red where clipping
+    fired. Middle: each group's update RMS / parameter RMS, with 1e-3 dotted for reference.
+    Right, only when some gradient entry was NaN or infinite: the fraction that was."""
+    records = history.get("health") or []
+    if not records:
+        raise ValueError("training_health: the history has no health records; train with "
+                         "fit(..., health_every=N)")
+    steps = np.array([r["step"] for r in records])
+    nonfinite = np.array([r["nonfinite_fraction"] for r in records])
+    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
+    axes = fig.subplots(1, 3 if nonfinite.any() else 2, squeeze=False)[0]
+    _draw_groups(axes[0], steps, records, "group_grad_norm")
+    norms, clipped = np.array([r["grad_norm"] for r in records]), np.array(
+        [r["clipped"] for r in records], bool)
+    axes[0].plot(steps, norms, color="black", linewidth=1.5, label="global")
+    axes[0].plot(steps[clipped], norms[clipped], "o", color="red", markersize=3,
+                 label=f"clipped ({clipped.sum()} of {len(steps)})")
+    axes[0].set(title="gradient norm (before clipping)", ylabel="‖g‖")
+    _draw_groups(axes[1], steps, records, "update_ratio")
+    axes[1].axhline(UPDATE_RATIO_GUIDE, color="0.5", linestyle=":", linewidth=1,
+                    label=f"{UPDATE_RATIO_GUIDE:g} (a usual guide)")
+    axes[1].set(title="update RMS / parameter RMS", ylabel="ratio")
+    if nonfinite.any():
+        axes[2].plot(steps, nonfinite, "o-", color="red")
+        axes[2].set(title="non-finite gradient entries", ylabel="fraction", yscale="log")
+    for ax in axes:
+        ax.set(xlabel="step")
+    handles = axes[0].get_lines() + axes[1].get_lines()[-1:]  # the groups, global, clipped, guide
+    fig.legend(handles=handles, loc="outside right upper", fontsize="small")
+    return _save(fig, path)
+
+
+def _draw_groups(ax, steps, records, key):
+    """One line per parameter group of records[i][key] ({group: value}), log y."""
+    groups = list(dict.fromkeys(name for r in records for name in r[key]))
+    colors = [_group_color(k, len(groups)) for k in range(len(groups))]
+    for name, color in zip(groups, colors):
+        ax.plot(steps, [r[key].get(name, np.nan) for r in records], color=color,
+                linewidth=0.9, label=name)
+    ax.set_yscale("log")
+
+
+def _group_color(k, n):
+    """Group k of n along a perceptually ordered colormap: from the input (embeddings, dark)
+    to the output (head, light)."""
+    from matplotlib import colormaps
+    return colormaps["viridis"](0.9 * k / max(n - 1, 1))
 
 
 def confusion_counts(true_labels, predicted_labels, n_classes):

@@ -6,7 +6,8 @@ then os.replace), so that a crash never loses the previous version:
                            params and optimizer state as arrays (ag.save), the rest as JSON text
     best.npz               the params with the lowest validation loss so far:
                            ag.load(path, like=params)
-    history.json           per-epoch means and per-step losses, as `fit` returns them
+    history.json           per-epoch means, per-step losses and health records, as `fit`
+                           returns them
 """
 import json
 import math
@@ -77,6 +78,8 @@ def save_epoch(out_dir, position, history):
 def save_checkpoint(out_dir, position, history):
     """last.npz, with the history up to the position (its first global_step step losses). -> path"""
     history = dict(history, step_loss=history["step_loss"][:position.global_step])
+    if "health" in history:  # fit's health records, of updates 1 .. global_step only
+        history["health"] = [r for r in history["health"] if r["step"] <= position.global_step]
     rest = dict(position._asdict(), history=history)
     del rest["params"], rest["optimizer_state"]
     path = os.path.join(out_dir, CHECKPOINT)

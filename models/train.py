@@ -34,8 +34,12 @@ import numpy as np
 
 import autograd_lite as ag
 
+from . import health
 from .run_files import Position, load_checkpoint, open_run, save_checkpoint, save_epoch
 from .progress import progress_bar
+
+HEALTH_EVERY = 10  # the demos' health_every: a record costs 2-8% of one of their steps, so
+# 0.2-0.8% of the training at 10 (tests/benchmarks/bench_health.py, on a busy 2-core machine)
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -65,11 +69,12 @@ class Loop(NamedTuple):
     unit: str
     out_dir: Any
     progress: bool
+    health_every: Any = None  # record training health every this many updates (health.py)
 
 
 def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=None,
-        evaluate=None, seed=0, resume=False, clip_norm=None, hyperparameters=None, *,
-        count=None, unit="samples", progress=True):
+        evaluate=None, seed=0, resume=False, clip_norm=None, hyperparameters=None,
+        health_every=None, *, count=None, unit="samples", progress=True):
     """Train for `epochs` epochs: -> (params, history).
 
     val_batches: a function epoch -> batches, or batches to iterate again every epoch (a
@@ -81,13 +86,19 @@ def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=N
     means and the speed shown as `unit`/s. progress=False silences the progress bar.
     resume=True continues the run in out_dir: `params` then only gives the structure, shapes
     and dtypes, and the hyperparameters must be those the run started with.
+    health_every=N records the training health (health.py) of updates 1, N + 1, 2N + 1, ...
+    in history["health"]; it reads the step and changes no bit of the run.
 
     history = {"epochs": [{"epoch", "steps", "train_loss", "val_loss", ...}, ...],
-               "step_loss": [the loss of every update, in order]}
+               "step_loss": [the loss of every update, in order],
+               "health": [{"step": update number from 1, "grad_norm", "clipped",
+                           "nonfinite_fraction", "group_grad_norm": {group: norm},
+                           "update_ratio": {group: ratio}}, ...]}   (with health_every only)
     """
     _check_arguments(epochs, seed, val_batches)
+    _check_health_every(health_every)
     loop = Loop(loss_fn, optimizer, batches, val_batches, evaluate, int(seed), clip_norm,
-                count or samples_in, unit, out_dir, progress)
+                count or samples_in, unit, out_dir, progress, health_every)
     position, history = _start(loop, params, resume, hyperparameters)
     while position.epoch < epochs:
         position, record = _run_epoch(loop, position, history)
@@ -107,6 +118,13 @@ def _check_arguments(epochs, seed, val_batches):
         raise TypeError(f"fit: val_batches must be a function of the epoch or batches to "
                         f"iterate every epoch (a list), got {type(val_batches).__name__} "
                         f"(an iterator would be empty after one epoch)")
+
+
+def _check_health_every(health_every):
+    if health_every is not None and (not isinstance(health_every, (int, np.integer))
+                                     or isinstance(health_every, bool) or health_every < 1):
+        raise ValueError(f"fit: health_every must be None or an int >= 1 (updates between "
+                         f"health records), got {health_every!r}")
 
 
 def samples_in(batch):
@@ -137,7 +155,7 @@ def _run_epoch(loop, position, history):
         source = loop.batches(position.epoch)
         bar.start(len(source) if hasattr(source, "__len__") else None, position.step,
                   position.totals.get("samples", 0))
-        for position in _train_steps(loop, position, source, history["step_loss"]):
+        for position in _train_steps(loop, position, source, history):
             totals = position.totals
             bar.show(position.step, totals["loss"] / totals["samples"], totals["samples"])
         record = _epoch_record(loop, position)
@@ -152,11 +170,13 @@ def _run_epoch(loop, position, history):
     return position, record
 
 
-def _train_steps(loop, position, source, step_losses):
+def _train_steps(loop, position, source, history):
     """Each update of the epoch's batches in `source` after the first position.step, as the
-    Position after it. `step_losses` gets the step's loss before the position is yielded
-    (so a checkpoint keeps exactly the first global_step of them)."""
+    Position after it. history["step_loss"] gets the step's loss (and history["health"] its
+    health record, when due) before the position is yielded (so a checkpoint keeps exactly
+    the first global_step of them)."""
     epoch, batches = position.epoch, iter(source)
+    groups = health.parameter_groups(position.params) if loop.health_every else None
     skipped = sum(1 for _ in itertools.islice(batches, position.step))  # used before a resume
     if skipped < position.step:
         raise ValueError(f"fit: batches({epoch}) gave {skipped} batches, but the checkpoint has "
@@ -166,11 +186,24 @@ def _train_steps(loop, position, source, step_losses):
         (loss, metrics), (grads,) = ag.value_and_gradient(
             lambda p: _loss_and_metrics(loop.loss_fn(p, batch, rng)), position.params,
             has_aux=True)
-        _check_finite(loss, grads, epoch, position.global_step, index)
+        try:
+            _check_finite(loss, grads, epoch, position.global_step, index)
+        except NonFiniteError as error:
+            if groups is not None:  # where the NaNs are: the health the run stopped on
+                error.args = (f"{error}; {health.describe_nonfinite(grads, groups)}",)
+            raise
+        due = groups is not None and position.global_step % loop.health_every == 0
+        if due:
+            record = health.gradient_health(grads, groups, loop.clip_norm)
+            before = health.snapshot(position.params, groups)
         if loop.clip_norm is not None:
             grads = ag.optim.clip_by_global_norm(grads, loop.clip_norm)
         params, state = loop.optimizer.update(position.params, grads, position.optimizer_state)
-        step_losses.append(float(loss))
+        history["step_loss"].append(float(loss))
+        if due:
+            history.setdefault("health", []).append(dict(
+                step=position.global_step + 1, **record,
+                update_ratio=health.update_ratios(before, params, groups)))
         totals = _add_to_totals(position.totals, loop.count(batch), loss, metrics)
         position = Position(params, state, epoch, index + 1, position.global_step + 1, totals)
         yield position

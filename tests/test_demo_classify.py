@@ -14,7 +14,7 @@ from helpers.demos import FINAL_LINE, run_classify
 
 import autograd_lite as ag
 from demos import baseline, batching, classify, review_files, reviews
-from models import classifier
+from models import classifier, train
 
 
 # --- the generated reviews ---------------------------------------------------------------------
@@ -72,8 +72,11 @@ def test_quick_run_saves_the_model_vocabulary_history_and_plots(quick_run):
     run, printed = quick_run
     names = {p.name for p in run.out.iterdir()}
     assert {"model.npz", "vocabulary.txt", "history.json", "hyperparameters.json", "last.npz",
-            "curves.png", "confusion.png", "probabilities.png"} <= names
+            "curves.png", "confusion.png", "probabilities.png", "health.png"} <= names
     history = json.loads((run.out / "history.json").read_text())
+    steps = len(history["step_loss"])  # health every train.HEALTH_EVERY updates, from the first
+    assert [r["step"] for r in history["health"]] == list(range(1, steps + 1,
+                                                                 train.HEALTH_EVERY))
     assert len(history["epochs"]) == run.settings["epochs"] == classify.QUICK["epochs"]
     saved = json.loads((run.out / "hyperparameters.json").read_text())["hyperparameters"]
     assert saved == run.settings and saved["class_names"] == ["negative", "positive"]

@@ -112,8 +112,10 @@ def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
                  "result.json"):
         assert (tmp_path / name).is_file(), name
     assert (tmp_path / "curves.png").is_file() or "curves.png: not drawn" in out
+    assert (tmp_path / "health.png").is_file() or "curves.png: not drawn" in out
     history = json.loads((tmp_path / "history.json").read_text())
     assert len(history["step_loss"]) == generate.QUICK["steps"]
+    assert len(history["health"]) == generate.QUICK["steps"] // 10  # health_every 10
     # the saved model and tokenizer are the ones measured
     tokenizer = text.CharTokenizer.load(tmp_path / "tokenizer.txt")
     params = ag.load(tmp_path / "model.npz")

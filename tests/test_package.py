@@ -39,7 +39,9 @@ def test_no_extra_asks_for_the_graphviz_python_package():
     """The pictures call the `dot` program; nothing imports the `graphviz` package."""
     extras = setup_cfg()["options.extras_require"]
     assert dict(extras) == {"demos": "\ntqdm\nmatplotlib",
-                            "test": "\npytest\nhypothesis\nselenium\ntqdm\nmatplotlib"}
+                            "test": "\npytest\nhypothesis\nselenium\ntqdm\nmatplotlib\njupytext"
+                                    "\nnbclient\nipykernel",
+                            "tour": "\njupyter\njupytext\nmatplotlib"}
     sources = [*ROOT.glob("autograd_lite/**/*.py"), *ROOT.glob("models/**/*.py")]
     assert sources and not any("import graphviz" in path.read_text() for path in sources)
 

@@ -196,3 +196,34 @@ def test_attention_heatmap_labels_its_axes_and_draws_the_weights(tmp_path):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "0", "7"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["one", "<eos>"]
     np.testing.assert_array_equal(ax.images[0].get_array(), weights)
+
+
+HEALTH = {"health": [{"step": s, "grad_norm": g, "clipped": g > 1.0, "nonfinite_fraction": 0.0,
+                      "group_grad_norm": {"embed": g / 2, "head": g / 3},
+                      "update_ratio": {"embed": 1e-2 / s, "head": 2e-3}}
+                     for s, g in ((1, 3.0), (11, 0.8), (21, 1.5), (31, 0.5))]}
+
+
+def test_training_health_draws_each_group_the_global_norm_and_the_clipped_steps(tmp_path):
+    fig = plots.training_health(HEALTH, tmp_path / "h.png", figsize=(8, 3), dpi=50)
+    assert matplotlib.image.imread(tmp_path / "h.png").shape[:2] == (150, 400)
+    norms, ratios = fig.axes[:2]
+    assert len(fig.axes) == 2  # no third panel: every entry was finite
+    assert norms.get_yscale() == ratios.get_yscale() == "log"
+    lines = {line.get_label(): line for line in norms.get_lines()}
+    np.testing.assert_array_equal(lines["global"].get_xdata(), [1, 11, 21, 31])
+    np.testing.assert_array_equal(lines["global"].get_ydata(), [3.0, 0.8, 1.5, 0.5])
+    np.testing.assert_array_equal(lines["head"].get_ydata(), [1.0, 0.8 / 3, 0.5, 0.5 / 3])
+    np.testing.assert_array_equal(lines["clipped (2 of 4)"].get_xdata(), [1, 21])
+    embed = next(line for line in ratios.get_lines() if line.get_label() == "embed")
+    np.testing.assert_allclose(embed.get_ydata(), [1e-2, 1e-2 / 11, 1e-2 / 21, 1e-2 / 31])
+
+
+def test_training_health_adds_the_non_finite_fraction_and_refuses_a_history_without_it(
+        tmp_path):
+    records = [dict(r, nonfinite_fraction=f) for r, f in zip(HEALTH["health"], (0, 0, 0, 0.25))]
+    fig = plots.training_health({"health": records}, tmp_path / "h.png")
+    assert len(fig.axes) == 3 and fig.axes[2].get_lines()[0].get_ydata()[-1] == 0.25
+    with pytest.raises(ValueError, match=r"^training_health: the history has no health "
+                                         r"records; train with fit\(..., health_every=N\)$"):
+        plots.training_health({"epochs": [], "step_loss": []}, tmp_path / "x.png")
