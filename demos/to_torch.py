@@ -25,6 +25,8 @@ thread does not help at these sizes, and on a busy machine it hurts (measured wi
 machine loaded 7 on 2 cores: a torch step 70 ms with one thread, 870 ms with two).
 """
 import os
+import sys
+import time
 
 if __name__ == "__main__":  # a program's choice, made before numpy and torch load; not on import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -34,10 +36,11 @@ if __name__ == "__main__":  # a program's choice, made before numpy and torch lo
 import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
-from models import transformer  # noqa: E402
+from models import torch_distributed, transformer  # noqa: E402
 
 from . import common  # noqa: E402
 from . import number_words as nw  # noqa: E402
+from . import to_torch_ddp  # noqa: E402
 from . import translate  # noqa: E402
 
 INSTALL = ("demos.to_torch needs PyTorch, which is not installed. Install it with\n"
@@ -48,6 +51,7 @@ FULL = dict(steps_here=200, steps_torch=200)
 QUICK = dict(steps_here=30, steps_torch=30)
 HELD_OUT = 500
 AGREE = 1e-5  # relative to the largest logit: float32 sums of the same terms in other orders
+DDP_AGREE = 1e-4  # relative to a tensor's largest weight, after Adam steps on those sums
 
 
 def parse_args(argv=None):
@@ -55,13 +59,36 @@ def parse_args(argv=None):
     for name, value in FULL.items():
         parser.add_argument(common.flag(name), type=int, default=None,
                             help=f"full run: {value}, --quick: {QUICK[name]}")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="PyTorch processes for the steps in torch (1): more train with "
+                             "DistributedDataParallel, each on its share of every batch")
+    parser.add_argument("--port", type=int, default=0,
+                        help="the workers' rendezvous port on 127.0.0.1 (0: a free one)")
     args = parser.parse_args(argv)
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
         elif getattr(args, name) < 1:
             parser.error(f"{common.flag(name)} must be at least 1, got {getattr(args, name)}")
+    check_workers(parser, args)
     return args
+
+
+def check_workers(parser, args):
+    """--workers: at least 1, at most a batch's rows; past the cores a warning on stderr.
+    --port (with workers): free, or 0."""
+    batch_size = model_settings(args).batch_size
+    try:
+        warning = torch_distributed.check_workers(args.workers)
+        if args.workers > 1:
+            torch_distributed.choose_port(args.port)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.workers > batch_size:
+        parser.error(f"--workers {args.workers} is more than the {batch_size} rows of a batch: "
+                     f"every worker needs at least one")
+    if warning:
+        print(f"to_torch: {warning}", file=sys.stderr)
 
 
 def model_settings(args):
@@ -115,25 +142,81 @@ def train_here(params, optimizer, state, batches, first_step):
     return params, state, losses
 
 
-def train_in_torch(torch, module, optimizer, schedule, batches, first_step):
+def train_in_torch(torch, module, optimizer, schedule, batches, first_step, rank=0, world=1):
     """torch.optim.Adam steps on `batches`, with translate's loss and clipping; the learning
-    rate schedule(step) goes on from first_step. -> the loss of each step"""
+    rate schedule(step) goes on from first_step. With world > 1, module is a
+    DistributedDataParallel over `world` processes and this one, `rank`, computes on rows
+    rank::world of each batch (demos.to_torch_ddp). -> the loss of each step's whole batch"""
     module.train()
     losses = []
-    for step, (src, tgt) in enumerate(batches, first_step):
+    for step, batch in enumerate(batches, first_step):
         for group in optimizer.param_groups:
             group["lr"] = schedule(step)
-        logits = module(torch.from_numpy(src), torch.from_numpy(tgt[:, :-1]), nw.PAD)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1),
-                                                 torch.from_numpy(tgt[:, 1:]).flatten(),
-                                                 ignore_index=nw.PAD)  # mean over words
+        loss = shard_loss(torch, module, batch, rank, world)
         optimizer.zero_grad()
-        loss.backward()
+        loss.backward()  # under DDP: the gradients averaged over the processes
         torch.nn.utils.clip_grad_norm_(module.parameters(), translate.CLIP_NORM)
         optimizer.step()
-        losses.append(loss.item())
-        report("torch", step, first_step, len(batches), losses)
+        losses.append(batch_loss(torch, loss, world))
+        if rank == 0:
+            report("torch", step, first_step, len(batches), losses)
     return losses
+
+
+def shard_loss(torch, module, batch, rank, world):
+    """world · Σ cross-entropy over the words of rows rank::world / the words of the whole
+    batch (src (B, S), tgt (B, T)): with world = 1 the mean over the batch's words; averaged
+    over the processes (as DDP averages gradients), that mean too."""
+    src, tgt = torch_distributed.shard(batch, rank, world)  # (B/world, S), (B/world, T)
+    words = np.count_nonzero(batch[1][:, 1:] != nw.PAD)
+    logits = module(torch.from_numpy(src), torch.from_numpy(tgt[:, :-1]), nw.PAD)
+    total = torch.nn.functional.cross_entropy(logits.flatten(0, 1),
+                                              torch.from_numpy(tgt[:, 1:]).flatten(),
+                                              ignore_index=nw.PAD, reduction="sum")
+    return total / (words / world)
+
+
+def batch_loss(torch, loss, world):
+    """The whole batch's loss from this process's shard_loss: the mean over the processes."""
+    if world == 1:
+        return loss.item()
+    total = loss.detach().clone()
+    torch.distributed.all_reduce(total)  # the sum over the processes
+    return total.item() / world
+
+
+def steps_in_torch(args, torch, module, adam, schedule, start, settings, held_out):
+    """Step 3: args.steps_torch steps on module with adam in this process; with --workers
+    N > 1, first the same steps from start = (params, Adam state) on N processes
+    (demos.to_torch_ddp), whose rank 0's weights module takes after the two are compared.
+    -> for the last line: how the N processes agreed with one, and their times ("" for one)"""
+    batches = translate.EpochBatches(args.seed, 1, args.steps_torch, settings.batch_size,
+                                     held_out)
+    if args.workers > 1:
+        job = to_torch_ddp.Job(*start, to_torch_ddp.Schedule(
+            settings.lr, settings.warmup, args.steps_here + args.steps_torch), args.seed,
+            args.steps_torch, settings.batch_size, held_out, args.steps_here + 1)
+        try:
+            distributed = to_torch_ddp.train(job, args.workers, args.port)
+        except (ValueError, torch_distributed.WorkerFailed) as error:
+            raise SystemExit(f"to_torch: {error}") from None
+        print(f"  {args.workers} processes: {1000 * distributed.seconds_per_step:.0f} ms a step")
+    clock = time.perf_counter()
+    train_in_torch(torch, module, adam, schedule, batches, args.steps_here + 1)
+    one = (time.perf_counter() - clock) / args.steps_torch
+    print(f"  one process: {1000 * one:.0f} ms a step")
+    if args.workers == 1:
+        return ""
+    difference = to_torch_ddp.parameter_difference(distributed.state_dict, module.state_dict())
+    if not difference <= DDP_AGREE:
+        raise SystemExit(f"to_torch: the weights of {args.workers} processes and of one differ "
+                         f"by {difference:.2e} of the largest (> {DDP_AGREE:.0e})")
+    print(f"  the weights of {args.workers} processes and of one differ by {difference:.1e} "
+          f"of the largest; the model goes on with rank 0's")
+    module.load_state_dict(distributed.state_dict)
+    return (f"; {args.workers} workers and one process agreed to {difference:.0e} of the "
+            f"largest weight, {1000 * distributed.seconds_per_step:.0f} and {1000 * one:.0f} "
+            f"ms a step")
 
 
 def report(where, step, first_step, n_steps, losses):
@@ -174,10 +257,11 @@ def main(argv=None):
     print(f"  the logits agree: they differ by {there:.1e} of the largest, on {HELD_OUT} "
           f"held-out numbers")
 
-    print(f"3. {args.steps_torch} steps in torch")
-    batches = translate.EpochBatches(args.seed, 1, args.steps_torch, settings.batch_size,
-                                     held_out)
-    train_in_torch(torch, module, torch_adam, schedule, batches, args.steps_here + 1)
+    print(f"3. {args.steps_torch} steps in torch" + (
+        f" on {args.workers} processes (DistributedDataParallel), then the same steps in one"
+        if args.workers > 1 else ""))
+    workers = steps_in_torch(args, torch, module, torch_adam, schedule, (params, state),
+                             settings, held_out)
 
     print("4. back here: decoding and a picture")
     params = torch_bridge.from_torch(module.state_dict(), like=params)
@@ -192,7 +276,7 @@ def main(argv=None):
         f"held-out loss {untrained:.2f} untrained, {trained_here:.2f} after {args.steps_here} "
         f"steps here, {held_out_loss(params, held_out):.2f} after {args.steps_torch} in torch; "
         f"exact match {100 * match:.1f}% ({HELD_OUT} values); logits agreed to "
-        f"{max(there, back):.0e} of the largest")
+        f"{max(there, back):.0e} of the largest{workers}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """A reference PyTorch module for models.transformer, and the parameter mapping both ways.
 
     module = torch_module_for(p)            # a TorchTransformer holding p's weights, in p's dtype
-    sd = to_torch(p)                        # state_dict keys of TorchTransformer; for a
-                                            # classifier or LM, classifier_to_torch's or lm_to_torch's
+    sd = to_torch(p)                        # state_dict keys of TorchTransformer (for a
+                                            # classifier or LM: classifier_to_torch's, lm_to_torch's)
     p = from_torch(sd, like=p)              # back to our NamedTuple tree, any of the three
     block_to_torch(prefix, block)           # one block's keys: nn.TransformerEncoderLayer's
                                             # (also the LM's blocks) or ...DecoderLayer's

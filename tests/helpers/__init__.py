@@ -12,6 +12,8 @@
     helpers.pictures      the SVG a picture renders to, the engine's own op count, and the
                           small network the picture tests draw
     helpers.demos         the classify demo run in the test's process, its final line's pattern
+    helpers.to_torch      the to_torch demo's start: a model trained a little, its torch copy
+    helpers.workers       functions for models.torch_distributed.launch to run in processes
 """
 # The op-level references, also as `from helpers import ...` (the name other branches expect).
 from helpers.references import (DTYPES, RTOL, assert_close, check_first_order,  # noqa: F401
