@@ -3,6 +3,7 @@ and bring it back.
 
     python -m demos.to_torch            # 200 steps here, 200 in torch: under a minute
     python -m demos.to_torch --quick    # 30 + 30 steps (CI)
+    python -m demos.to_torch --workers 2 --quick    # the torch steps on 2 processes (DDP)
 
 How a user who outgrows one machine goes on with PyTorch (its distributed training, its
 GPUs) and comes back for pictures and decoding: models.torch_bridge maps our parameter
@@ -13,13 +14,18 @@ between embeddings and an output layer) and back. The steps:
    --steps-here steps, with a plain loop over ag.value_and_gradient and ag.optim.adam;
 2. move the parameters, and Adam's moments and step count, to torch, and check that both
    compute the same logits on held-out numbers;
-3. train --steps-torch more steps with torch.optim.Adam on the next batches;
+3. train --steps-torch more steps with torch.optim.Adam on the next batches; with
+   --workers N > 1, on N processes first (DistributedDataParallel over gloo on 127.0.0.1,
+   --port, default a free one; demos.to_torch_ddp), each on its rows of every batch, then
+   the same steps in one process here, to show that both give the same weights; the model
+   goes on with rank 0's;
 4. bring the weights back with from_torch, check the logits again, and decode and draw
    with this project's tools: greedy translations, and attention.png in --out.
 
 The last line is the held-out result: the loss under teacher forcing, the exact match of
-greedy decoding, and how closely the logits agreed. Without torch it says how to install
-it and exits normally. Run as a program it uses one BLAS and one torch thread unless
+greedy decoding, and how closely the logits agreed (with --workers, also how closely N
+processes and one agreed, and the time of a step of each). Without torch it says how to
+install it and exits normally. Run as a program it uses one BLAS and one torch thread unless
 OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say otherwise: as for demos.translate, a second
 thread does not help at these sizes, and on a busy machine it hurts (measured with the
 machine loaded 7 on 2 cores: a torch step 70 ms with one thread, 870 ms with two).
@@ -51,7 +57,8 @@ FULL = dict(steps_here=200, steps_torch=200)
 QUICK = dict(steps_here=30, steps_torch=30)
 HELD_OUT = 500
 AGREE = 1e-5  # relative to the largest logit: float32 sums of the same terms in other orders
-DDP_AGREE = 1e-4  # relative to a tensor's largest weight, after Adam steps on those sums
+DDP_AGREE = 1e-4  # relative to a tensor's largest weight, after CHECK_STEPS Adam steps
+CHECK_STEPS = 30  # weights compared after so many: rounding then moves them about 1e-6
 
 
 def parse_args(argv=None):
@@ -190,33 +197,38 @@ def steps_in_torch(args, torch, module, adam, schedule, start, settings, held_ou
     N > 1, first the same steps from start = (params, Adam state) on N processes
     (demos.to_torch_ddp), whose rank 0's weights module takes after the two are compared.
     -> for the last line: how the N processes agreed with one, and their times ("" for one)"""
-    batches = translate.EpochBatches(args.seed, 1, args.steps_torch, settings.batch_size,
-                                     held_out)
-    if args.workers > 1:
-        job = to_torch_ddp.Job(*start, to_torch_ddp.Schedule(
-            settings.lr, settings.warmup, args.steps_here + args.steps_torch), args.seed,
-            args.steps_torch, settings.batch_size, held_out, args.steps_here + 1)
-        try:
-            distributed = to_torch_ddp.train(job, args.workers, args.port)
-        except (ValueError, torch_distributed.WorkerFailed) as error:
-            raise SystemExit(f"to_torch: {error}") from None
-        print(f"  {args.workers} processes: {1000 * distributed.seconds_per_step:.0f} ms a step")
+    if args.workers == 1:
+        batches = translate.EpochBatches(args.seed, 1, args.steps_torch, settings.batch_size,
+                                         held_out)
+        train_in_torch(torch, module, adam, schedule, batches, args.steps_here + 1)
+        return ""
+    job = to_torch_ddp.Job(*start, to_torch_ddp.Schedule(
+        settings.lr, settings.warmup, args.steps_here + args.steps_torch), args.seed,
+        args.steps_torch, settings.batch_size, held_out, args.steps_here + 1,
+        min(CHECK_STEPS, args.steps_torch))
+    try:
+        distributed = to_torch_ddp.train(job, args.workers, args.port)
+    except (ValueError, torch_distributed.WorkerFailed) as error:
+        raise SystemExit(f"to_torch: {error}") from None
+    print(f"  {args.workers} processes: {1000 * distributed.seconds_per_step:.0f} ms a step")
     clock = time.perf_counter()
-    train_in_torch(torch, module, adam, schedule, batches, args.steps_here + 1)
+    losses, checked = to_torch_ddp.train_checked(torch, module, adam, job)
     one = (time.perf_counter() - clock) / args.steps_torch
     print(f"  one process: {1000 * one:.0f} ms a step")
-    if args.workers == 1:
-        return ""
-    difference = to_torch_ddp.parameter_difference(distributed.state_dict, module.state_dict())
+    difference = to_torch_ddp.parameter_difference(distributed.checked, checked)
     if not difference <= DDP_AGREE:
-        raise SystemExit(f"to_torch: the weights of {args.workers} processes and of one differ "
-                         f"by {difference:.2e} of the largest (> {DDP_AGREE:.0e})")
-    print(f"  the weights of {args.workers} processes and of one differ by {difference:.1e} "
-          f"of the largest; the model goes on with rank 0's")
+        raise SystemExit(f"to_torch: after {job.check} steps the weights of {args.workers} "
+                         f"processes and of one differ by {difference:.2e} of the largest "
+                         f"(> {DDP_AGREE:.0e})")
+    drift = np.max(np.abs(np.array(losses) - distributed.losses))
+    print(f"  the weights of {args.workers} processes and of one differ by {difference:.1e} of "
+          f"the largest after {job.check} steps; the losses by at most {drift:.0e} over all "
+          f"{args.steps_torch} (float32 sums in another order, which training amplifies); "
+          f"the model goes on with rank 0's")
     module.load_state_dict(distributed.state_dict)
     return (f"; {args.workers} workers and one process agreed to {difference:.0e} of the "
-            f"largest weight, {1000 * distributed.seconds_per_step:.0f} and {1000 * one:.0f} "
-            f"ms a step")
+            f"largest weight after {job.check} steps, {1000 * distributed.seconds_per_step:.0f} "
+            f"and {1000 * one:.0f} ms a step")
 
 
 def report(where, step, first_step, n_steps, losses):

@@ -78,8 +78,8 @@ def test_quick_run_on_two_workers_as_ci_runs_it(torch, tmp_path):
     found = re.fullmatch(r"held-out loss ([\d.]+) untrained, ([\d.]+) after 30 steps here, "
                          r"([\d.]+) after 30 in torch; exact match [\d.]+% \(500 values\); "
                          r"logits agreed to ([\d.e+-]+) of the largest; 2 workers and one "
-                         r"process agreed to ([\d.e+-]+) of the largest weight, (\d+) and "
-                         r"(\d+) ms a step", last)
+                         r"process agreed to ([\d.e+-]+) of the largest weight after 30 "
+                         r"steps, (\d+) and (\d+) ms a step", last)
     assert found, last
     untrained, here, there, logits, weights, two, one = map(float, found.groups())
     assert there < here < 0.8 * untrained

@@ -11,29 +11,38 @@ from helpers.to_torch import torch_copy, trained_a_little
 BATCH, STEPS = 15, 4  # 15 rows: shards of 8 and 7
 
 
+def assert_same_weights(theirs, ours):
+    """Every tensor to float32 rounding (rtol 1e-5, atol 1e-6 of its largest entry), the key
+    biases left out (see to_torch_ddp.parameter_difference)."""
+    for name, mine in ours.items():
+        a, b = theirs[name].numpy(), mine.numpy()
+        if name.endswith("in_proj_bias"):
+            keep = np.r_[:len(b) // 3, 2 * len(b) // 3:len(b)]
+            a, b = a[keep], b[keep]
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * np.abs(b).max(), err_msg=name)
+
+
 def test_two_workers_take_the_steps_of_one_process_on_the_whole_batches(torch):
     params, optimizer, state, schedule, held_out = trained_a_little(steps=2)
     settings = to_torch.model_settings(to_torch.parse_args(["--quick"]))
     job = to_torch_ddp.Job(params, state, to_torch_ddp.Schedule(settings.lr, settings.warmup,
-                                                                100), 0, STEPS, BATCH, held_out, 3)
+                                                                100), 0, STEPS, BATCH, held_out,
+                           first_step=3, check=2)
     assert job.schedule(7) == schedule(7)  # the schedule the workers rebuild is the one here
     result = to_torch_ddp.train(job, workers=2)
 
     module, adam = torch_copy(torch, params, state)
-    batches = translate.EpochBatches(0, 1, STEPS, BATCH, held_out)
-    losses = to_torch.train_in_torch(torch, module, adam, schedule, batches, 3)
+    batches = list(translate.EpochBatches(0, 1, STEPS, BATCH, held_out))
+    losses = to_torch.train_in_torch(torch, module, adam, schedule, batches[:2], 3)
+    checked = {name: t.clone() for name, t in module.state_dict().items()}
+    losses += to_torch.train_in_torch(torch, module, adam, schedule, batches[2:], 5)
     np.testing.assert_allclose(result.losses, losses, rtol=1e-6)
-    for name, ours in module.state_dict().items():
-        theirs = result.state_dict[name].numpy()
-        ours = ours.numpy()
-        if name.endswith("in_proj_bias"):  # leave out the key bias: see parameter_difference
-            keep = np.r_[:len(ours) // 3, 2 * len(ours) // 3:len(ours)]
-            theirs, ours = theirs[keep], ours[keep]
-        assert theirs.dtype == np.float32
-        np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-6 * np.abs(ours).max(),
-                                   err_msg=name)
-    assert np.abs(result.state_dict["out.weight"].numpy()
-                  - params.out.w.T).max() > 1e-3  # the workers did take steps
+    assert_same_weights(result.checked, checked)
+    assert_same_weights(result.state_dict, module.state_dict())
+    moved = [np.abs(sd["out.weight"].numpy() - params.out.w.T).max()
+             for sd in (result.checked, result.state_dict)]
+    assert 1e-3 < moved[0] < moved[1]  # the workers took steps, and more after the check
     assert to_torch_ddp.parameter_difference(result.state_dict, module.state_dict()) < 1e-5
 
 
