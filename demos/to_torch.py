@@ -159,75 +159,59 @@ def train_in_torch(torch, module, optimizer, schedule, batches, first_step, rank
     for step, batch in enumerate(batches, first_step):
         for group in optimizer.param_groups:
             group["lr"] = schedule(step)
-        loss = shard_loss(torch, module, batch, rank, world)
+        loss = to_torch_ddp.shard_loss(torch, module, batch, rank, world)
         optimizer.zero_grad()
         loss.backward()  # under DDP: the gradients averaged over the processes
         torch.nn.utils.clip_grad_norm_(module.parameters(), translate.CLIP_NORM)
         optimizer.step()
-        losses.append(batch_loss(torch, loss, world))
+        losses.append(to_torch_ddp.batch_loss(torch, loss, world))
         if rank == 0:
             report("torch", step, first_step, len(batches), losses)
     return losses
 
 
-def shard_loss(torch, module, batch, rank, world):
-    """world · Σ cross-entropy over the words of rows rank::world / the words of the whole
-    batch (src (B, S), tgt (B, T)): with world = 1 the mean over the batch's words; averaged
-    over the processes (as DDP averages gradients), that mean too."""
-    src, tgt = torch_distributed.shard(batch, rank, world)  # (B/world, S), (B/world, T)
-    words = np.count_nonzero(batch[1][:, 1:] != nw.PAD)
-    logits = module(torch.from_numpy(src), torch.from_numpy(tgt[:, :-1]), nw.PAD)
-    total = torch.nn.functional.cross_entropy(logits.flatten(0, 1),
-                                              torch.from_numpy(tgt[:, 1:]).flatten(),
-                                              ignore_index=nw.PAD, reduction="sum")
-    return total / (words / world)
-
-
-def batch_loss(torch, loss, world):
-    """The whole batch's loss from this process's shard_loss: the mean over the processes."""
-    if world == 1:
-        return loss.item()
-    total = loss.detach().clone()
-    torch.distributed.all_reduce(total)  # the sum over the processes
-    return total.item() / world
-
-
 def steps_in_torch(args, torch, module, adam, schedule, start, settings, held_out):
-    """Step 3: args.steps_torch steps on module with adam in this process; with --workers
-    N > 1, first the same steps from start = (params, Adam state) on N processes
-    (demos.to_torch_ddp), whose rank 0's weights module takes after the two are compared.
+    """Step 3: args.steps_torch steps on module with adam, in this process or, with --workers
+    N > 1, on N processes from start = (params, Adam state) (steps_on_workers).
     -> for the last line: how the N processes agreed with one, and their times ("" for one)"""
-    if args.workers == 1:
-        batches = translate.EpochBatches(args.seed, 1, args.steps_torch, settings.batch_size,
-                                         held_out)
-        train_in_torch(torch, module, adam, schedule, batches, args.steps_here + 1)
-        return ""
-    job = to_torch_ddp.Job(*start, to_torch_ddp.Schedule(
-        settings.lr, settings.warmup, args.steps_here + args.steps_torch), args.seed,
-        args.steps_torch, settings.batch_size, held_out, args.steps_here + 1,
-        min(CHECK_STEPS, args.steps_torch))
+    if args.workers > 1:
+        return steps_on_workers(args, torch, module, adam, to_torch_ddp.Job(
+            *start, to_torch_ddp.Schedule(settings.lr, settings.warmup,
+                                          args.steps_here + args.steps_torch),
+            args.seed, args.steps_torch, settings.batch_size, held_out, args.steps_here + 1,
+            check=min(CHECK_STEPS, args.steps_torch)))
+    batches = translate.EpochBatches(args.seed, 1, args.steps_torch, settings.batch_size,
+                                     held_out)
+    train_in_torch(torch, module, adam, schedule, batches, args.steps_here + 1)
+    return ""
+
+
+def steps_on_workers(args, torch, module, adam, job):
+    """job on args.workers processes (demos.to_torch_ddp), then the same steps on module here
+    in one; their weights after job.check steps compared (a SystemExit past DDP_AGREE), module
+    goes on with rank 0's. -> the last line's words on the agreement and the times"""
     try:
-        distributed = to_torch_ddp.train(job, args.workers, args.port)
+        workers = to_torch_ddp.train(job, args.workers, args.port)
     except (ValueError, torch_distributed.WorkerFailed) as error:
         raise SystemExit(f"to_torch: {error}") from None
-    print(f"  {args.workers} processes: {1000 * distributed.seconds_per_step:.0f} ms a step")
+    print(f"  {args.workers} processes: {1000 * workers.seconds_per_step:.0f} ms a step")
     clock = time.perf_counter()
     losses, checked = to_torch_ddp.train_checked(torch, module, adam, job)
-    one = (time.perf_counter() - clock) / args.steps_torch
+    one = (time.perf_counter() - clock) / job.steps
     print(f"  one process: {1000 * one:.0f} ms a step")
-    difference = to_torch_ddp.parameter_difference(distributed.checked, checked)
+    difference = to_torch_ddp.parameter_difference(workers.checked, checked)
     if not difference <= DDP_AGREE:
         raise SystemExit(f"to_torch: after {job.check} steps the weights of {args.workers} "
                          f"processes and of one differ by {difference:.2e} of the largest "
                          f"(> {DDP_AGREE:.0e})")
-    drift = np.max(np.abs(np.array(losses) - distributed.losses))
+    drift = np.max(np.abs(np.array(losses) - workers.losses))
     print(f"  the weights of {args.workers} processes and of one differ by {difference:.1e} of "
           f"the largest after {job.check} steps; the losses by at most {drift:.0e} over all "
-          f"{args.steps_torch} (float32 sums in another order, which training amplifies); "
-          f"the model goes on with rank 0's")
-    module.load_state_dict(distributed.state_dict)
+          f"{job.steps} (float32 sums in another order, which training amplifies); the model "
+          f"goes on with rank 0's")
+    module.load_state_dict(workers.state_dict)
     return (f"; {args.workers} workers and one process agreed to {difference:.0e} of the "
-            f"largest weight after {job.check} steps, {1000 * distributed.seconds_per_step:.0f} "
+            f"largest weight after {job.check} steps, {1000 * workers.seconds_per_step:.0f} "
             f"and {1000 * one:.0f} ms a step")
 
 

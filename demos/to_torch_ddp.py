@@ -5,6 +5,8 @@ every batch, and rank 0 hands the weights back.
     job = Job(params, state, schedule, seed, steps, batch_size, held_out, first_step, check)
     result = train(job, workers=2, port=0)    # Result(state_dict, checked, losses, seconds)
     losses, checked = train_checked(torch, module, adam, job, rank=0, world=1)   # one process
+    loss = shard_loss(torch, module, batch, rank, world)    # this process's part of the mean
+    parameter_difference(state_dict, reference)             # how far, the key biases aside
 
 Every process draws the batches one process would (translate.EpochBatches(seed, 1, ...)) and
 keeps rows rank::N of each (models.torch_distributed.shard). Its loss is
@@ -22,8 +24,11 @@ import tempfile
 import time
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from models import torch_distributed
 
+from . import number_words as nw
 from . import translate
 
 
@@ -104,6 +109,28 @@ def train_checked(torch, module, adam, job, rank=0, world=1):
     losses += to_torch.train_in_torch(torch, module, adam, job.schedule, batches[job.check:],
                                       job.first_step + job.check, rank, world)
     return losses, checked
+
+
+def shard_loss(torch, module, batch, rank, world):
+    """world · Σ cross-entropy over the words of rows rank::world / the words of the whole
+    batch (src (B, S), tgt (B, T)): with world = 1 the mean over the batch's words; averaged
+    over the processes (as DDP averages gradients), that mean too."""
+    src, tgt = torch_distributed.shard(batch, rank, world)  # (B/world, S), (B/world, T)
+    words = np.count_nonzero(batch[1][:, 1:] != nw.PAD)
+    logits = module(torch.from_numpy(src), torch.from_numpy(tgt[:, :-1]), nw.PAD)
+    total = torch.nn.functional.cross_entropy(logits.flatten(0, 1),
+                                              torch.from_numpy(tgt[:, 1:]).flatten(),
+                                              ignore_index=nw.PAD, reduction="sum")
+    return total / (words / world)
+
+
+def batch_loss(torch, loss, world):
+    """The whole batch's loss from this process's shard_loss: the mean over the processes."""
+    if world == 1:
+        return loss.item()
+    total = loss.detach().clone()
+    torch.distributed.all_reduce(total)  # the sum over the processes
+    return total.item() / world
 
 
 def parameter_difference(state_dict, reference):

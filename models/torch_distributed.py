@@ -132,16 +132,21 @@ def _run(worker, rank, world, port, timeout, folder):
 
 def _watch(processes, folder, start):
     """Wait until every process has exited with status 0, or raise WorkerFailed as soon as
-    one has not."""
+    one has not. Should several have failed by then, those that died without an exception
+    (a signal, os._exit) come first: their peers' errors ("Connection closed by peer") are
+    more likely the consequence than the cause."""
     while any(p.exitcode is None for p in processes):
         multiprocessing.connection.wait([p.sentinel for p in processes if p.exitcode is None])
-        for rank, process in enumerate(processes):
+        for process in processes:
             process.join(0)
-            if process.exitcode not in (None, 0):
-                raise WorkerFailed(f"worker {rank} of {len(processes)} "
-                                   f"{_how_it_ended(process, folder / f'error-{rank}')} after "
-                                   f"{time.perf_counter() - start:.1f} s; the others were "
-                                   f"stopped")
+        failed = [rank for rank, p in enumerate(processes) if p.exitcode not in (None, 0)]
+        if failed:
+            failed.sort(key=lambda rank: (folder / f"error-{rank}").exists())
+            what = "; ".join(f"worker {rank} of {len(processes)} "
+                             f"{_how_it_ended(processes[rank], folder / f'error-{rank}')}"
+                             for rank in failed)
+            raise WorkerFailed(f"{what} after {time.perf_counter() - start:.1f} s; the others "
+                               f"were stopped")
 
 
 def _how_it_ended(process, error_file):
