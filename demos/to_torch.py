@@ -3,6 +3,7 @@ and bring it back.
 
     python -m demos.to_torch            # 200 steps here, 200 in torch: under a minute
     python -m demos.to_torch --quick    # 30 + 30 steps (CI)
+    python -m demos.to_torch --workers 2 --quick    # the torch steps on 2 processes (DDP)
 
 How a user who outgrows one machine goes on with PyTorch (its distributed training, its
 GPUs) and comes back for pictures and decoding: models.torch_bridge maps our parameter
@@ -13,18 +14,25 @@ between embeddings and an output layer) and back. The steps:
    --steps-here steps, with a plain loop over ag.value_and_gradient and ag.optim.adam;
 2. move the parameters, and Adam's moments and step count, to torch, and check that both
    compute the same logits on held-out numbers;
-3. train --steps-torch more steps with torch.optim.Adam on the next batches;
+3. train --steps-torch more steps with torch.optim.Adam on the next batches; with
+   --workers N > 1, on N processes first (DistributedDataParallel over gloo on 127.0.0.1,
+   --port, default a free one; demos.to_torch_ddp), each on its rows of every batch, then
+   the same steps in one process here, to show that both give the same weights; the model
+   goes on with rank 0's;
 4. bring the weights back with from_torch, check the logits again, and decode and draw
    with this project's tools: greedy translations, and attention.png in --out.
 
 The last line is the held-out result: the loss under teacher forcing, the exact match of
-greedy decoding, and how closely the logits agreed. Without torch it says how to install
-it and exits normally. Run as a program it uses one BLAS and one torch thread unless
+greedy decoding, and how closely the logits agreed (with --workers, also how closely N
+processes and one agreed, and the time of a step of each). Without torch it says how to
+install it and exits normally. Run as a program it uses one BLAS and one torch thread unless
 OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say otherwise: as for demos.translate, a second
 thread does not help at these sizes, and on a busy machine it hurts (measured with the
 machine loaded 7 on 2 cores: a torch step 70 ms with one thread, 870 ms with two).
 """
 import os
+import sys
+import time
 
 if __name__ == "__main__":  # a program's choice, made before numpy and torch load; not on import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -34,10 +42,11 @@ if __name__ == "__main__":  # a program's choice, made before numpy and torch lo
 import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
-from models import transformer  # noqa: E402
+from models import torch_distributed, transformer  # noqa: E402
 
 from . import common  # noqa: E402
 from . import number_words as nw  # noqa: E402
+from . import to_torch_ddp  # noqa: E402
 from . import translate  # noqa: E402
 
 INSTALL = ("demos.to_torch needs PyTorch, which is not installed. Install it with\n"
@@ -48,6 +57,8 @@ FULL = dict(steps_here=200, steps_torch=200)
 QUICK = dict(steps_here=30, steps_torch=30)
 HELD_OUT = 500
 AGREE = 1e-5  # relative to the largest logit: float32 sums of the same terms in other orders
+DDP_AGREE = 1e-4  # relative to a tensor's largest weight, after CHECK_STEPS Adam steps
+CHECK_STEPS = 30  # weights compared after so many: rounding then moves them about 1e-6
 
 
 def parse_args(argv=None):
@@ -55,13 +66,36 @@ def parse_args(argv=None):
     for name, value in FULL.items():
         parser.add_argument(common.flag(name), type=int, default=None,
                             help=f"full run: {value}, --quick: {QUICK[name]}")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="PyTorch processes for the steps in torch (1): more train with "
+                             "DistributedDataParallel, each on its share of every batch")
+    parser.add_argument("--port", type=int, default=0,
+                        help="the workers' rendezvous port on 127.0.0.1 (0: a free one)")
     args = parser.parse_args(argv)
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
         elif getattr(args, name) < 1:
             parser.error(f"{common.flag(name)} must be at least 1, got {getattr(args, name)}")
+    check_workers(parser, args)
     return args
+
+
+def check_workers(parser, args):
+    """--workers: at least 1, at most a batch's rows; past the cores a warning on stderr.
+    --port (with workers): free, or 0."""
+    batch_size = model_settings(args).batch_size
+    try:
+        warning = torch_distributed.check_workers(args.workers)
+        if args.workers > 1:
+            torch_distributed.choose_port(args.port)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.workers > batch_size:
+        parser.error(f"--workers {args.workers} is more than the {batch_size} rows of a batch: "
+                     f"every worker needs at least one")
+    if warning:
+        print(f"to_torch: {warning}", file=sys.stderr)
 
 
 def model_settings(args):
@@ -115,25 +149,70 @@ def train_here(params, optimizer, state, batches, first_step):
     return params, state, losses
 
 
-def train_in_torch(torch, module, optimizer, schedule, batches, first_step):
+def train_in_torch(torch, module, optimizer, schedule, batches, first_step, rank=0, world=1):
     """torch.optim.Adam steps on `batches`, with translate's loss and clipping; the learning
-    rate schedule(step) goes on from first_step. -> the loss of each step"""
+    rate schedule(step) goes on from first_step. With world > 1, module is a
+    DistributedDataParallel over `world` processes and this one, `rank`, computes on rows
+    rank::world of each batch (demos.to_torch_ddp). -> the loss of each step's whole batch"""
     module.train()
     losses = []
-    for step, (src, tgt) in enumerate(batches, first_step):
+    for step, batch in enumerate(batches, first_step):
         for group in optimizer.param_groups:
             group["lr"] = schedule(step)
-        logits = module(torch.from_numpy(src), torch.from_numpy(tgt[:, :-1]), nw.PAD)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1),
-                                                 torch.from_numpy(tgt[:, 1:]).flatten(),
-                                                 ignore_index=nw.PAD)  # mean over words
+        loss = to_torch_ddp.shard_loss(torch, module, batch, rank, world)
         optimizer.zero_grad()
-        loss.backward()
+        loss.backward()  # under DDP: the gradients averaged over the processes
         torch.nn.utils.clip_grad_norm_(module.parameters(), translate.CLIP_NORM)
         optimizer.step()
-        losses.append(loss.item())
-        report("torch", step, first_step, len(batches), losses)
+        losses.append(to_torch_ddp.batch_loss(torch, loss, world))
+        if rank == 0:
+            report("torch", step, first_step, len(batches), losses)
     return losses
+
+
+def steps_in_torch(args, torch, module, adam, schedule, start, settings, held_out):
+    """Step 3: args.steps_torch steps on module with adam, in this process or, with --workers
+    N > 1, on N processes from start = (params, Adam state) (steps_on_workers).
+    -> for the last line: how the N processes agreed with one, and their times ("" for one)"""
+    if args.workers > 1:
+        return steps_on_workers(args, torch, module, adam, to_torch_ddp.Job(
+            *start, to_torch_ddp.Schedule(settings.lr, settings.warmup,
+                                          args.steps_here + args.steps_torch),
+            args.seed, args.steps_torch, settings.batch_size, held_out, args.steps_here + 1,
+            check=min(CHECK_STEPS, args.steps_torch)))
+    batches = translate.EpochBatches(args.seed, 1, args.steps_torch, settings.batch_size,
+                                     held_out)
+    train_in_torch(torch, module, adam, schedule, batches, args.steps_here + 1)
+    return ""
+
+
+def steps_on_workers(args, torch, module, adam, job):
+    """job on args.workers processes (demos.to_torch_ddp), then the same steps on module here
+    in one; their weights after job.check steps compared (a SystemExit past DDP_AGREE), module
+    goes on with rank 0's. -> the last line's words on the agreement and the times"""
+    try:
+        workers = to_torch_ddp.train(job, args.workers, args.port)
+    except (ValueError, torch_distributed.WorkerFailed) as error:
+        raise SystemExit(f"to_torch: {error}") from None
+    print(f"  {args.workers} processes: {1000 * workers.seconds_per_step:.0f} ms a step")
+    clock = time.perf_counter()
+    losses, checked = to_torch_ddp.train_checked(torch, module, adam, job)
+    one = (time.perf_counter() - clock) / job.steps
+    print(f"  one process: {1000 * one:.0f} ms a step")
+    difference = to_torch_ddp.parameter_difference(workers.checked, checked)
+    if not difference <= DDP_AGREE:
+        raise SystemExit(f"to_torch: after {job.check} steps the weights of {args.workers} "
+                         f"processes and of one differ by {difference:.2e} of the largest "
+                         f"(> {DDP_AGREE:.0e})")
+    drift = np.max(np.abs(np.array(losses) - workers.losses))
+    print(f"  the weights of {args.workers} processes and of one differ by {difference:.1e} of "
+          f"the largest after {job.check} steps; the losses by at most {drift:.0e} over all "
+          f"{job.steps} (float32 sums in another order, which training amplifies); the model "
+          f"goes on with rank 0's")
+    module.load_state_dict(workers.state_dict)
+    return (f"; {args.workers} workers and one process agreed to {difference:.0e} of the "
+            f"largest weight after {job.check} steps, {1000 * workers.seconds_per_step:.0f} "
+            f"and {1000 * one:.0f} ms a step")
 
 
 def report(where, step, first_step, n_steps, losses):
@@ -174,10 +253,11 @@ def main(argv=None):
     print(f"  the logits agree: they differ by {there:.1e} of the largest, on {HELD_OUT} "
           f"held-out numbers")
 
-    print(f"3. {args.steps_torch} steps in torch")
-    batches = translate.EpochBatches(args.seed, 1, args.steps_torch, settings.batch_size,
-                                     held_out)
-    train_in_torch(torch, module, torch_adam, schedule, batches, args.steps_here + 1)
+    print(f"3. {args.steps_torch} steps in torch" + (
+        f" on {args.workers} processes (DistributedDataParallel), then the same steps in one"
+        if args.workers > 1 else ""))
+    workers = steps_in_torch(args, torch, module, torch_adam, schedule, (params, state),
+                             settings, held_out)
 
     print("4. back here: decoding and a picture")
     params = torch_bridge.from_torch(module.state_dict(), like=params)
@@ -192,7 +272,7 @@ def main(argv=None):
         f"held-out loss {untrained:.2f} untrained, {trained_here:.2f} after {args.steps_here} "
         f"steps here, {held_out_loss(params, held_out):.2f} after {args.steps_torch} in torch; "
         f"exact match {100 * match:.1f}% ({HELD_OUT} values); logits agreed to "
-        f"{max(there, back):.0e} of the largest")
+        f"{max(there, back):.0e} of the largest{workers}")
 
 
 if __name__ == "__main__":

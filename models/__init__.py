@@ -12,7 +12,8 @@ from .summary import summary
 def __getattr__(name):
     # Submodules load on first use; torch_bridge needs torch, which is optional.
     import importlib
-    if name in ("transformer", "decoding", "classifier", "lm", "torch_bridge", "layers",
-                "attention", "blocks", "text", "data", "train", "plots", "run_files"):
+    if name in ("transformer", "decoding", "classifier", "lm", "torch_bridge", "torch_distributed",
+                "layers", "attention", "blocks", "text", "data", "train", "plots", "run_files",
+                "health"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'models' has no attribute '{name}'")

@@ -1,8 +1,9 @@
 """A reference PyTorch module for models.transformer, and the parameter mapping both ways.
 
     module = torch_module_for(p)            # a TorchTransformer holding p's weights, in p's dtype
-    sd = to_torch(p)                        # state_dict keys of TorchTransformer
-    p = from_torch(sd, like=p)              # back to our NamedTuple tree
+    sd = to_torch(p)                        # state_dict keys of TorchTransformer (for a
+                                            # classifier or LM: classifier_to_torch's, lm_to_torch's)
+    p = from_torch(sd, like=p)              # back to our NamedTuple tree, any of the three
     block_to_torch(prefix, block)           # one block's keys: nn.TransformerEncoderLayer's
                                             # (also the LM's blocks) or ...DecoderLayer's
     attention_to_torch(prefix, attention)   # nn.MultiheadAttention's keys
@@ -24,7 +25,10 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .blocks import DecoderBlock
+from .classifier import Classifier
 from .layers import Dense, Embedding, FeedForward, LayerNorm, position_encoding
+from .lm import LM
+from .transformer import Transformer
 
 
 class TorchTransformer(nn.Module):
@@ -117,9 +121,15 @@ def block_to_torch(prefix, b):
 
 
 def to_torch(tree):
-    """Our Transformer tree (parameters or gradients) -> a dict of torch tensors with exactly
-    the keys of TorchTransformer(...).state_dict(). With tied embeddings (out.w None),
-    out.weight is tgt_embed's table, as it is one parameter in torch."""
+    """Our model's tree (parameters or gradients) -> a dict of torch tensors: a Transformer's
+    with exactly the keys of TorchTransformer(...).state_dict() (transformer_to_torch), a
+    Classifier's as classifier_to_torch, an LM's as lm_to_torch."""
+    return _mapping("to_torch", tree)[0](tree)
+
+
+def transformer_to_torch(tree):
+    """A Transformer tree -> TorchTransformer's state_dict keys. With tied embeddings (out.w
+    None), out.weight is tgt_embed's table, as it is one parameter in torch."""
     sd = {"src_embed.weight": _tensor(tree.src_embed.table),
           "tgt_embed.weight": _tensor(tree.tgt_embed.table)}
     for i, block in enumerate(tree.encoder):
@@ -205,15 +215,7 @@ def _from_block(sd, prefix, like):
                         _from_norm(sd, prefix + "norm3.", like.norm3))
 
 
-def from_torch(state_dict, like):
-    """A state_dict of TorchTransformer -> a tree shaped like `like` (a Transformer), with
-    like's dtypes and hyperparameters. Raises KeyError naming a missing key, ValueError naming
-    a key whose shape differs from like's."""
-    missing = sorted(set(to_torch(like)) - set(state_dict))
-    if missing:
-        raise KeyError(f"from_torch: the state_dict lacks {len(missing)} keys of a model shaped "
-                       f"like `like`, e.g. {missing[:3]}")
-    sd = state_dict
+def _from_transformer(sd, like):
     if like.out.w is None:
         out = Dense(None, _array(sd, "out.bias", like.out.b))
     else:
@@ -228,3 +230,41 @@ def from_torch(state_dict, like):
                       for i, b in enumerate(like.decoder)),
         decoder_norm=_from_norm(sd, "transformer.decoder.norm.", like.decoder_norm),
         out=out)
+
+
+def _from_classifier(sd, like):
+    return like._replace(
+        embed=Embedding(_array(sd, "embed.weight", like.embed.table)),
+        encoder=tuple(_from_block(sd, f"encoder.{i}.", b) for i, b in enumerate(like.encoder)),
+        agg=None if like.agg is None else _from_linear(sd, "agg.", like.agg),
+        head=_from_linear(sd, "head.", like.head))
+
+
+def _from_lm(sd, like):
+    return like._replace(
+        embed=Embedding(_array(sd, "embed.weight", like.embed.table)),
+        blocks=tuple(_from_block(sd, f"blocks.{i}.", b) for i, b in enumerate(like.blocks)),
+        norm=_from_norm(sd, "norm.", like.norm), head=_from_linear(sd, "head.", like.head))
+
+
+def _mapping(caller, tree):
+    """(tree -> state_dict, (state_dict, like) -> tree) for tree's model; TypeError if none."""
+    mappings = {Transformer: (transformer_to_torch, _from_transformer),
+                Classifier: (classifier_to_torch, _from_classifier), LM: (lm_to_torch, _from_lm)}
+    if type(tree) not in mappings:
+        raise TypeError(f"{caller}: expected a models.transformer, classifier or lm tree, got "
+                        f"{type(tree).__name__}")
+    return mappings[type(tree)]
+
+
+def from_torch(state_dict, like):
+    """A state_dict with to_torch(like)'s keys (TorchTransformer's for a Transformer) -> a
+    tree shaped like `like` (a Transformer, Classifier or LM), with like's dtypes and
+    hyperparameters. Raises KeyError naming a missing key, ValueError naming a key whose shape
+    differs from like's."""
+    to, back = _mapping("from_torch", like)
+    missing = sorted(set(to(like)) - set(state_dict))
+    if missing:
+        raise KeyError(f"from_torch: the state_dict lacks {len(missing)} keys of a model shaped "
+                       f"like `like`, e.g. {missing[:3]}")
+    return back(state_dict, like)

@@ -1,8 +1,11 @@
 """demos.to_torch: steps in torch after the move continue exactly the steps here (Adam's
-state carried over), the quick run ends with a lower held-out loss and agreeing logits, and
+state carried over), the quick run ends with a lower held-out loss and agreeing logits (on
+one process and, as CI runs it, on two), bad --workers and --port are refused by name, and
 without torch the demo says how to install it and exits 0."""
 import pathlib
+import argparse
 import re
+import socket
 import subprocess
 import sys
 
@@ -11,32 +14,11 @@ import pytest
 
 import autograd_lite as ag
 from demos import number_words as nw
-from demos import to_torch, translate
+from demos import to_torch, to_torch_ddp, translate
+from helpers.to_torch import torch_copy, trained_a_little
+from models import torch_distributed
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-def trained_a_little(steps=5):
-    """A --quick translate model after `steps` Adam steps here: (params, optimizer, state,
-    schedule, held_out)."""
-    settings = to_torch.model_settings(to_torch.parse_args(["--quick"]))
-    held_out = nw.held_out_values(to_torch.HELD_OUT, translate.HELD_OUT_SEED)
-    params = translate.build_model(settings, np.random.default_rng(0))
-    optimizer, schedule = translate.adam(settings, 100)
-    batches = translate.EpochBatches(0, 0, steps, 16, held_out)
-    params, state, _ = to_torch.train_here(params, optimizer, optimizer.init(params), batches, 1)
-    return params, optimizer, state, schedule, held_out
-
-
-def torch_copy(torch, params, state=None):
-    """A torch module holding params and its Adam, with our Adam's state when given."""
-    from models import torch_bridge
-    module = torch_bridge.torch_module_for(params)
-    adam = torch.optim.Adam(module.parameters(), betas=translate.ADAM_BETAS,
-                            eps=translate.ADAM_EPS)
-    if state is not None:
-        to_torch.adam_state_to_torch(torch, adam, module, state)
-    return module, adam
 
 
 def test_steps_in_torch_continue_the_steps_here(torch):
@@ -83,6 +65,80 @@ def test_quick_run_learns_in_both_places_and_ends_with_its_result(torch, tmp_pat
     assert agreed < to_torch.AGREE
     assert (tmp_path / "attention.png").stat().st_size > 0
     assert ag.load(tmp_path / "model.npz").out.w.dtype == np.float32
+
+
+def test_quick_run_on_two_workers_as_ci_runs_it(torch, tmp_path):
+    """python -m demos.to_torch --workers 2 --quick: DDP on two processes, then the same steps
+    in one; the last line says how closely the two agreed and what a step took."""
+    done = subprocess.run([sys.executable, "-m", "demos.to_torch", "--workers", "2", "--quick",
+                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    found = re.fullmatch(r"held-out loss ([\d.]+) untrained, ([\d.]+) after 30 steps here, "
+                         r"([\d.]+) after 30 in torch; exact match [\d.]+% \(500 values\); "
+                         r"logits agreed to ([\d.e+-]+) of the largest; 2 workers and one "
+                         r"process agreed to ([\d.e+-]+) of the largest weight after 30 "
+                         r"steps, (\d+) and (\d+) ms a step", last)
+    assert found, last
+    untrained, here, there, logits, weights, two, one = map(float, found.groups())
+    assert there < here < 0.8 * untrained
+    assert logits < to_torch.AGREE and weights < to_torch.DDP_AGREE
+    assert two > 0 and one > 0
+    assert "2 processes:" in done.stdout and "one process:" in done.stdout
+    assert (tmp_path / "attention.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--workers", "0"], r"--workers must be at least 1, got 0"),
+    (["--workers", "-1"], r"--workers must be at least 1, got -1"),
+    (["--workers", "65"], r"--workers 65 is more than the 64 rows of a batch: every worker "
+                          r"needs at least one")])
+def test_too_few_or_too_many_workers_are_refused(capsys, argv, message):
+    with pytest.raises(SystemExit) as stop:
+        to_torch.parse_args(argv)
+    assert stop.value.code == 2
+    assert re.search(r"error: " + message, capsys.readouterr().err)
+
+
+def test_more_workers_than_cores_are_allowed_with_a_warning(capsys, monkeypatch):
+    monkeypatch.setattr(torch_distributed, "cores", lambda: 2)
+    assert to_torch.parse_args(["--workers", "3"]).workers == 3
+    assert ("to_torch: warning: --workers 3 starts 3 processes on 2 cores"
+            in capsys.readouterr().err)
+    to_torch.parse_args(["--workers", "2"])
+    assert capsys.readouterr().err == ""
+
+
+def test_a_port_in_use_is_refused_by_name(capsys):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with pytest.raises(SystemExit):
+            to_torch.parse_args(["--workers", "2", "--port", str(port)])
+        assert re.search(rf"error: --port {port} on 127\.0\.0\.1 is in use \(.+\): pass "
+                         r"another, or --port 0 to choose a free one", capsys.readouterr().err)
+        assert to_torch.parse_args(["--port", str(port)]).workers == 1  # no workers: unused
+
+
+def test_a_worker_that_dies_ends_the_demo_with_its_message(torch, monkeypatch):
+    """The launcher's failure (tested in test_torch_distributed.py by killing a worker) ends
+    the demo with one line, before any step in one process."""
+    def dies(job, workers, port):
+        raise torch_distributed.WorkerFailed("worker 1 of 2 was killed by SIGKILL after 3.0 s; "
+                                             "the others were stopped")
+    monkeypatch.setattr(to_torch_ddp, "train", dies)
+    args = argparse.Namespace(workers=2, port=0, seed=0, steps_here=1, steps_torch=3)
+    params, _, state, schedule, held_out = trained_a_little(steps=1)
+    module, adam = torch_copy(torch, params, state)
+    before = module.state_dict()["out.weight"].clone()
+    settings = to_torch.model_settings(args)
+    with pytest.raises(SystemExit, match=r"^to_torch: worker 1 of 2 was killed by SIGKILL "
+                                         r"after 3\.0 s; the others were stopped$"):
+        to_torch.steps_in_torch(args, torch, module, adam, schedule, (params, state), settings,
+                                held_out)
+    assert torch.equal(module.state_dict()["out.weight"], before)
 
 
 def test_without_torch_it_says_how_to_install_it_and_exits_0(tmp_path):

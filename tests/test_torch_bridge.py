@@ -1,10 +1,11 @@
-"""models.torch_bridge: state_dict keys, exact round trips, tied weights, torch -> ours."""
+"""models.torch_bridge: state_dict keys, exact round trips of the three models, tied weights,
+torch -> ours."""
 import numpy as np
 import pytest
 
 import autograd_lite as ag
 from models import transformer
-from helpers.tiny_models import tiny_transformer
+from helpers.tiny_models import perturbed, tiny_classifier, tiny_lm, tiny_transformer
 
 SIZES = dict(d_model=8, n_heads=2, d_ff=12, n_encoder=2, n_decoder=1, max_len=10, dropout=0.0)
 
@@ -41,6 +42,57 @@ def test_round_trip_is_exact(bridge, dtype, share):
             np.testing.assert_array_equal(b, a, err_msg=path)
         else:
             assert a == b, path
+
+
+def assert_same_tree_to_the_bit(q, p):
+    assert type(q) is type(p)
+    assert ag.tree_paths(q) == ag.tree_paths(p)
+    for path, a, b in zip(ag.tree_paths(p), ag.tree_leaves(p), ag.tree_leaves(q)):
+        if isinstance(a, np.ndarray):
+            assert b.dtype == a.dtype and b.shape == a.shape, path
+            np.testing.assert_array_equal(b.view(np.uint32), a.view(np.uint32), err_msg=path)
+        else:
+            assert a == b, path
+
+
+def other_models():
+    """A classifier of each pool and a language model, float32, every array perturbed (no
+    zero biases, no unit scales: a swapped pair would show)."""
+    rng = np.random.default_rng(5)
+    return {"classifier, flatten": perturbed(tiny_classifier(1, dtype=np.float32), rng, 0.1),
+            "classifier, mean": perturbed(tiny_classifier(2, pool="mean", dtype=np.float32),
+                                          rng, 0.1),
+            "lm": perturbed(tiny_lm(3, dtype=np.float32), rng, 0.1)}
+
+
+@pytest.mark.parametrize("name", ["classifier, flatten", "classifier, mean", "lm"])
+def test_classifier_and_lm_round_trip_to_the_bit_in_float32(bridge, name):
+    p = other_models()[name]
+    sd = bridge.to_torch(p)
+    own = bridge.lm_to_torch if name == "lm" else bridge.classifier_to_torch
+    assert list(sd) == list(own(p))
+    assert all(t.dtype == bridge.torch.float32 for t in sd.values())
+    assert_same_tree_to_the_bit(bridge.from_torch(sd, like=p), p)
+
+
+def test_a_classifier_or_lm_key_missing_or_misshapen_is_named(bridge):
+    models = other_models()
+    sd = bridge.to_torch(models["lm"])
+    del sd["blocks.1.norm2.weight"]
+    with pytest.raises(KeyError, match=r"lacks 1 keys.*blocks\.1\.norm2\.weight"):
+        bridge.from_torch(sd, like=models["lm"])
+    sd = bridge.to_torch(models["classifier, flatten"])
+    with pytest.raises(ValueError, match=r"head\.weight has shape \(3, 6\) but .* needs "
+                                         r"\(3, 8\)"):
+        bridge.from_torch(sd, like=models["classifier, mean"])
+
+
+def test_a_tree_of_no_model_is_refused_by_name(bridge):
+    with pytest.raises(TypeError, match=r"to_torch: expected a models\.transformer, classifier "
+                                        r"or lm tree, got Dense"):
+        bridge.to_torch(tiny().out)
+    with pytest.raises(TypeError, match=r"from_torch: .* got dict"):
+        bridge.from_torch({}, like={"w": np.zeros(2)})
 
 
 def test_packed_attention_layout(bridge):
