@@ -249,11 +249,13 @@ def test_same_seed_same_bits_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_
             raise KeyboardInterrupt
         return real_batch(rng, size, held_out)
     monkeypatch.setattr(translate, "training_batch", interrupted_batch)
-    with pytest.raises(SystemExit, match=r"(?s)interrupted at epoch 1, after 2 batches.*"
-                                         r"python -m demos.translate --out .*c --resume"):
+    with pytest.raises(SystemExit, match=r"^translate: stopped at epoch 1, step 2 \(saved in "
+                                         r".*c/last.npz\); to continue: python -m "
+                                         r"demos.translate --out .*c --resume$"):
         run_demo(capsys, *TINY, "--out", str(tmp_path / "c"))
     monkeypatch.undo()
-    with pytest.raises(SystemExit, match=r"holds a run already: add --resume to continue it"):
+    with pytest.raises(SystemExit, match=r"^translate: --out .*c holds a translate run already: "
+                                         r"add --resume to continue it, or choose another --out$"):
         run_demo(capsys, *TINY, "--out", str(tmp_path / "c"))
     run_demo(capsys, *TINY, "--out", str(tmp_path / "c"), "--resume")
     first, second, resumed = (ag.load(tmp_path / name / "model.npz") for name in "abc")
