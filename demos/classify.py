@@ -132,7 +132,7 @@ def parse_args(argv=None):
         parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
     common.check_memory(parser, common.transformer_bytes(
         args.batch_size, args.max_len, args.d_model, 4 * args.d_model, args.heads, args.layers,
-        args.vocab_size, args.max_len), f"--max-len {args.max_len} --batch-size "
+        args.vocab_size, args.max_len, 8), f"--max-len {args.max_len} --batch-size "
                                         f"{args.batch_size} --d-model {args.d_model}")
     return args
 

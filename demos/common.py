@@ -68,16 +68,17 @@ def check_options(parser, args, counts=(), rates=(), fractions=(), non_negative=
             parser.error(f"{flag(name)} must lie in [0, 1), got {value}")
 
 
-def transformer_bytes(batch, length, d_model, d_ff, heads, layers, vocab, max_len):
+def transformer_bytes(batch, length, d_model, d_ff, heads, layers, vocab, max_len, logits):
     """A generous estimate of the memory of one training step of a transformer, float32:
     the parameters (with the position table, max_len · d_model) four times (the values, the
     gradient, Adam's two moments), and the activations the backward pass keeps, per layer
     about 16 · T · d_model + 3 · T · d_ff + 4 · heads · T² numbers a sequence (projections,
-    norms, the feed-forward, the attention scores and weights), plus 3 · T · vocab for the
-    logits. -> bytes"""
+    norms, the feed-forward, the attention scores and weights), plus 3 · `logits` (the
+    logits of a sequence: T · vocab for a language model, the classes for a classifier).
+    -> bytes"""
     params = vocab * d_model + max_len * d_model + layers * (4 * d_model ** 2 + 2 * d_model * d_ff)
     per_sequence = (layers * (16 * length * d_model + 3 * length * d_ff + 4 * heads * length ** 2)
-                    + 3 * length * vocab)
+                    + 3 * logits)
     return 4 * (4 * params + batch * per_sequence)
 
 
@@ -95,8 +96,9 @@ def check_memory(parser, estimate, options):
     estimate, before anything is allocated."""
     available = memory_of_this_machine()
     if available is not None and estimate > available:
-        parser.error(f"{options} need about {estimate / 2 ** 30:,.1f} GiB for one training "
-                     f"step, more than this machine's {available / 2 ** 30:,.1f} GiB")
+        need = estimate / 2 ** 30
+        parser.error(f"{options} need about {need:,.0f} GiB for one training step (an "
+                     f"estimate), more than this machine's {available / 2 ** 30:,.1f} GiB")
 
 
 def output_path(args, name):

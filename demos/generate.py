@@ -124,8 +124,8 @@ def parse_args(argv=None):
         parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
     common.check_memory(parser, common.transformer_bytes(
         args.batch_size, args.context, args.d_model, args.d_ff, args.heads, args.layers,
-        LARGE_VOCABULARY, args.context), f"--context {args.context} --batch-size "
-                                         f"{args.batch_size} --d-model {args.d_model}")
+        LARGE_VOCABULARY, args.context, args.context * LARGE_VOCABULARY),
+        f"--context {args.context} --batch-size {args.batch_size} --d-model {args.d_model}")
     return args
 
 

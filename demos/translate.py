@@ -102,7 +102,7 @@ def parse_args(argv=None):
     length, vocab = nw.MAX_WORDS + 2, len(nw.TARGET_VOCAB)
     common.check_memory(parser, common.transformer_bytes(
         args.batch_size, length, args.d_model, args.d_ff, args.heads, 2 * args.layers,
-        vocab, length), f"--batch-size {args.batch_size} --d-model {args.d_model} --d-ff "
+        vocab, length, length * vocab), f"--batch-size {args.batch_size} --d-model {args.d_model} --d-ff "
                         f"{args.d_ff} --layers {args.layers}")
     return args
 
