@@ -303,7 +303,12 @@ def load_model(directory):
                              f"run has not finished")
     tokenizer = text.CharTokenizer.load(directory / "tokenizer.txt")
     like = build_model(argparse.Namespace(**options), len(tokenizer), np.random.default_rng(0))
-    return ag.load(directory / "model.npz", like=like), tokenizer
+    try:
+        return ag.load(directory / "model.npz", like=like), tokenizer
+    except ValueError as error:  # a MalformedFile: a shape, dtype or structure differs
+        raise ValueError(f"generate: {directory / 'model.npz'} is not the model that "
+                         f"hyperparameters.json and tokenizer.txt ({len(tokenizer)} characters) "
+                         f"describe, the files are not of one run ({error})") from None
 
 
 def use_model(args):

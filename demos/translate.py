@@ -256,7 +256,11 @@ def load_model(directory):
     if not model.is_file():
         raise ValueError(f"translate: {directory} holds no trained model (no model.npz): "
                          f"the run has not finished")
-    return ag.load(model, like=like), options
+    try:
+        return ag.load(model, like=like), options
+    except ValueError as error:  # a MalformedFile: a shape, dtype or structure differs
+        raise ValueError(f"translate: {model} is not the model its hyperparameters.json "
+                         f"describes, the files are not of one run ({error})") from None
 
 
 def read_numbers(lines):

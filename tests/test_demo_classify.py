@@ -14,7 +14,7 @@ from helpers.demos import FINAL_LINE, run_classify
 
 import autograd_lite as ag
 from demos import baseline, batching, classify, review_files, reviews
-from models import classifier
+from models import classifier, text
 
 
 # --- the generated reviews ---------------------------------------------------------------------
@@ -274,3 +274,21 @@ def test_warmup_then_cosine_decay():
     assert [lr(s) for s in (1, 5, 10)] == pytest.approx([1e-4, 5e-4, 1e-3])
     assert lr(55) == pytest.approx(5e-4) and lr(100) == pytest.approx(0, abs=1e-12)
     assert lr(32.5) == pytest.approx(1e-3 * (1 + np.cos(np.pi / 4)) / 2)
+
+
+def test_a_vocabulary_that_is_not_the_models_is_refused(quick_run, tmp_path):
+    """vocabulary.txt cut to 10 lines against the model's embedding predicted, confidently."""
+    import shutil
+    run, _ = quick_run
+    copy = tmp_path / "run"
+    shutil.copytree(run.out, copy)
+    vocabulary = copy / "vocabulary.txt"
+    vocabulary.write_text("".join(vocabulary.read_text().splitlines(keepends=True)[:10]))
+    kept = len(text.IndexTokenizer.load(vocabulary))
+    with pytest.raises(SystemExit) as stop:
+        classify.main(["--model", str(copy), "--predict", "good"])
+    assert stop.value.code == (f"classify: --model {copy}: vocabulary.txt holds {kept} words (pad "
+                               f"id 0), but hyperparameters.json says vocab_size "
+                               f"{run.settings['vocab_size']:,} (pad id 0): the files are not of "
+                               f"one run")
+    assert kept < run.settings["vocab_size"]

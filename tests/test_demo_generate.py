@@ -151,6 +151,21 @@ def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
     resumed = capsys.readouterr().out
     assert result_of(resumed) == (bits, 3, baseline)
     assert "trained 0 steps in" in resumed and "trained 120 steps in" in outputs[0]
+    # the trained model answers from the command line (finding 3): the text it learned goes on
+    # "the cat sat on the mat. the cat ...", by beam search and by sampling at a low temperature
+    for flags in (["--beam", "2"], ["--temperature", "0.2", "--seed", "5"]):
+        generate.main(["--model", str(tmp_path / "a"), "--prompt", "sat on the ", "--length",
+                       "16", *flags])
+        assert capsys.readouterr().out == "sat on the mat. the cat sat\n", flags
+    # its files are checked against each other (finding 5): a tokenizer cut short
+    tokenizer = tmp_path / "a" / "tokenizer.txt"
+    lines = tokenizer.read_text(encoding="utf-8").split("\n")
+    tokenizer.write_text("\n".join(lines[:5]), encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        generate.main(["--model", str(tmp_path / "a"), "--prompt", "the"])
+    assert stop.value.code.startswith(f"generate: {tmp_path / 'a' / 'model.npz'} is not the model "
+                                      f"that hyperparameters.json and tokenizer.txt (")
+    assert "'embed" in stop.value.code and "in the file, but" in stop.value.code
 
 
 @pytest.mark.parametrize("flags, message", [
