@@ -53,7 +53,7 @@ QUICK = dict(max_len=200, epochs=3, d_model=32, layers=1, heads=2, pool="mean",
 EMBEDDING_SCALE = 0.1
 # Without --epochs, a small file gets more than DEFAULTS' epochs: at least MIN_STEPS updates
 # (the UCI sentences, 2,400 to train on: 14 epochs, 82.5% over 5 folds where 3 gave 76%).
-MIN_STEPS = 1_000
+MIN_STEPS = baseline.MIN_STEPS  # the same rule for both models
 WARMUP_FRACTION = 0.05  # of the steps: a linear warm-up, then a cosine decay to zero
 WEIGHT_DECAY = 0.01
 CLIP_NORM = 1.0

@@ -4,6 +4,7 @@ memory, the same bits from the same seed, user files (CSV, JSON lines, TSV) and 
 classes, the TF-IDF baseline against features worked by hand, length-bucketed batches, and
 the learning-rate schedule."""
 import json
+import math
 import re
 from argparse import Namespace
 from collections import Counter
@@ -234,6 +235,31 @@ def test_baseline_learns_which_words_mean_what():
     probabilities = baseline.predict(params, features, [["great", "food"], ["awful", "food"]])
     assert probabilities[0, 1] > 0.95 and probabilities[1, 0] > 0.95
     np.testing.assert_allclose(probabilities.sum(axis=1), 1, rtol=1e-6)
+
+
+def test_the_baseline_on_a_small_file_gets_the_transformers_step_budget(monkeypatch):
+    """400 reviews whose one adjective decides the label (a bag of words can get them all
+    right): a fixed 6 epochs, 42 steps, left the baseline at 83% of the test reviews."""
+    rng = np.random.default_rng(0)
+    adjectives = {0: ("bad", "poor", "awful", "disappointing", "terrible", "mediocre"),
+                  1: ("good", "great", "excellent", "decent", "impressive", "pleasant")}
+    filler = [f"w{i}" for i in range(60)]
+    labels = rng.integers(0, 2, 500)
+    documents = []
+    for label in labels:
+        words = list(rng.choice(filler, 8))
+        words[rng.integers(8)] = str(rng.choice(adjectives[label]))
+        documents.append(words)
+    steps = []
+    real_fit = baseline.training.fit
+    monkeypatch.setattr(baseline.training, "fit", lambda *a, **k: steps.append(a[4]) or
+                        real_fit(*a, **k))
+    features = baseline.fit_features(documents[:400])
+    params = baseline.train(features, documents[:400], labels[:400], 2, seed=0)
+    assert steps == [math.ceil(classify.MIN_STEPS / math.ceil(400 / baseline.BATCH_SIZE))]
+    assert steps[0] * math.ceil(400 / baseline.BATCH_SIZE) >= classify.MIN_STEPS
+    predicted = baseline.predict(params, features, documents[400:]).argmax(axis=1)
+    assert np.mean(predicted == labels[400:]) >= 0.93
 
 
 # --- batches and schedule ----------------------------------------------------------------------
