@@ -285,7 +285,7 @@ def save_outputs(out, params, tokenizer, history, texts, result):
     except ImportError as error:  # matplotlib: in the demos extra, not a dependency
         print(f"curves.png: not drawn ({error})")
     else:
-        plots.training_curves(history, out / "curves.png")
+        plots.training_curves(history, out / "curves.png", bits=True, per="character")
     (out / "samples.txt").write_text("".join(f"--- {label}\n{sample}\n\n"
                                              for label, sample in texts.items()))
     (out / "result.json").write_text(json.dumps(result, indent=1))
