@@ -5,6 +5,7 @@ trained on reviews in which word order matters, next to a bag-of-words baseline.
     python -m demos.classify --quick           # a tiny run of a few seconds (CI)
     python -m demos.classify --data reviews.csv --text-column review --label-column sentiment
     python -m demos.classify --data train.jsonl --labels binary --test test.jsonl
+    python -m demos.classify --out DIR --resume  # continue a stopped run, its own options
     python -m demos.classify --model runs/classify-<timestamp> --predict "not bad at all"
 
 Without --data the reviews are generated (demos/reviews.py) so that only the order of the

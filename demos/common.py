@@ -20,7 +20,6 @@ import os
 import pathlib
 import sys
 
-from models.run_files import CHECKPOINT
 
 
 def argument_parser(name, doc):
@@ -114,11 +113,6 @@ def output_directory(args, name):
     out = output_path(args, name)
     out.mkdir(parents=True, exist_ok=True)
     return out
-
-
-def holds_a_run(out):
-    """Whether the folder `out` holds a training run (models.train.fit's checkpoint)."""
-    return (out / CHECKPOINT).exists()
 
 
 @contextlib.contextmanager

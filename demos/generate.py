@@ -4,6 +4,8 @@ and is measured against a character n-gram model on the same held-out text.
     python -m demos.generate                  # Python's own reference text, a few minutes
     python -m demos.generate --data FILE      # any UTF-8 text file
     python -m demos.generate --quick          # a tiny model for a few seconds (CI)
+    python -m demos.generate --out DIR --resume   # continue a stopped run, its own options
+    python -m demos.generate --model DIR --prompt "The with" --length 200 [--beam 4]
 
 The default corpus is the text of Python's help topics that ships with Python
 (pydoc_data.topics: 79 topics, joined in sorted order of their names with a newline
@@ -20,8 +22,8 @@ search), the last line compares the two.
 Saved in --out (default runs/generate-<timestamp>/): model.npz (ag.load reads the
 parameters back), tokenizer.txt (CharTokenizer.load), fit's last.npz, best.npz,
 history.json and hyperparameters.json, curves.png, samples.txt and result.json.
---resume --out DIR continues a run that Ctrl-C stopped, with the settings, --data and
---seed it was started with.
+--out DIR --resume continues a run that Ctrl-C stopped (or that was killed: from its last
+checkpoint), with the settings, --data and --seed it was started with.
 
 The default run trains 2,500 steps in 259 s (257 s of CPU time) on a shared 2-core machine
 at a load average of about 2, and reaches 1.71 bits per character, where the 4-gram has

@@ -2,7 +2,8 @@
 
     python -m demos.translate                 # the full run: >= 99% on numbers it never saw
     python -m demos.translate --quick         # a tiny model for a few seconds (CI)
-    python -m demos.translate --out DIR --resume     # continue a run stopped with Ctrl-C
+    python -m demos.translate --out DIR --resume     # continue a stopped run, its own options
+    python -m demos.translate --model DIR --number 4721 1000001   # (or numbers on stdin)
     python -m demos.translate --help          # the knobs: --epochs, --d-model, --layers, ...
 
 The task (demos/number_words.py): 4721 -> "four thousand seven hundred twenty one", for
@@ -100,10 +101,12 @@ def parse_args(argv=None):
     if args.d_model % args.heads:
         parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
     length, vocab = nw.MAX_WORDS + 2, len(nw.TARGET_VOCAB)
-    common.check_memory(parser, common.transformer_bytes(
-        args.batch_size, length, args.d_model, args.d_ff, args.heads, 2 * args.layers,
-        vocab, length, length * vocab), f"--batch-size {args.batch_size} --d-model {args.d_model} --d-ff "
-                        f"{args.d_ff} --layers {args.layers}")
+    step_bytes = common.transformer_bytes(args.batch_size, length, args.d_model, args.d_ff,
+                                           args.heads, 2 * args.layers, vocab, length,
+                                           length * vocab)
+    common.check_memory(parser, step_bytes, f"--batch-size {args.batch_size} --d-model "
+                                            f"{args.d_model} --d-ff {args.d_ff} --layers "
+                                            f"{args.layers}")
     return args
 
 

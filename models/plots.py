@@ -71,7 +71,8 @@ def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=None, bits
         for name in metrics:
             axes[1].plot(ends, [r.get(name, np.nan) for r in epochs], marker,
                          label=name.replace("_", " "))
-        axes[1].set(xlabel="step", ylabel=_metrics_label(metrics), title="measured after each epoch")
+        axes[1].set(xlabel="step", ylabel=_metrics_label(metrics),
+                    title="measured after each epoch")
         axes[1].legend(fontsize="small")
     axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
     return _save(fig, path)
