@@ -16,6 +16,7 @@ penalty (Adam's weight_decay), through models.train.fit.
     params = baseline.train(features, train_documents, labels, n_labels=2, seed=0)
     probabilities = baseline.predict(params, features, test_documents)   # (N, C)
 """
+import math
 from collections import Counter
 from typing import NamedTuple
 
@@ -27,6 +28,9 @@ from models import data, text, train as training
 MIN_DOCUMENT_FREQUENCY = 2  # an n-gram in one review only says nothing about others
 MAX_FEATURES = 50_000  # the most frequent n-grams; on 14,400 Amazon reviews 142,000 pass 2
 EPOCHS, BATCH_SIZE, LEARNING_RATE, WEIGHT_DECAY = 6, 64, 0.01, 1e-5
+# The transformer's rule (classify.MIN_STEPS): at least this many updates, so that a small
+# file is not undertrained (400 reviews: 30 steps gave 83.8%, 300 gave 97.5%).
+MIN_STEPS = 1_000
 
 
 class Features(NamedTuple):
@@ -101,10 +105,17 @@ def loss_fn(p, batch, rng):
     return ag.cross_entropy(scores, labels), {"accuracy": accuracy}
 
 
-def train(features, documents, labels, n_labels, seed, epochs=EPOCHS, batch_size=BATCH_SIZE,
+def epochs_for(n_documents, batch_size=BATCH_SIZE):
+    """EPOCHS, or as many as make MIN_STEPS updates of batch_size documents when more."""
+    return max(EPOCHS, math.ceil(MIN_STEPS / math.ceil(n_documents / batch_size)))
+
+
+def train(features, documents, labels, n_labels, seed, epochs=None, batch_size=BATCH_SIZE,
           lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY):
     """Logistic regression on the documents' TF-IDF rows: -> LogisticRegression (zeros at
-    the start, as the loss is convex; the batches are shuffled from `seed`)."""
+    the start, as the loss is convex; the batches are shuffled from `seed`). epochs None:
+    epochs_for the documents."""
+    epochs = epochs_for(len(documents), batch_size) if epochs is None else epochs
     rows = [sparse_row(features, d) for d in documents]
     labels = np.asarray(labels)
     params = LogisticRegression(np.zeros((len(features.idf), n_labels), np.float32),

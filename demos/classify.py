@@ -5,6 +5,7 @@ trained on reviews in which word order matters, next to a bag-of-words baseline.
     python -m demos.classify --quick           # a tiny run of a few seconds (CI)
     python -m demos.classify --data reviews.csv --text-column review --label-column sentiment
     python -m demos.classify --data train.jsonl --labels binary --test test.jsonl
+    python -m demos.classify --out DIR --resume  # continue a stopped run, its own options
     python -m demos.classify --model runs/classify-<timestamp> --predict "not bad at all"
 
 Without --data the reviews are generated (demos/reviews.py) so that only the order of the
@@ -37,7 +38,7 @@ import autograd_lite as ag
 import models
 from models import classifier, health, plots, text, train
 
-from . import baseline, common, review_files
+from . import baseline, common, review_files, runs
 from .common import flag
 from .batching import fixed_length, length_bucketed_batches, probabilities
 
@@ -54,7 +55,7 @@ QUICK = dict(max_len=200, epochs=3, d_model=32, layers=1, heads=2, pool="mean",
 EMBEDDING_SCALE = 0.1
 # Without --epochs, a small file gets more than DEFAULTS' epochs: at least MIN_STEPS updates
 # (the UCI sentences, 2,400 to train on: 14 epochs, 82.5% over 5 folds where 3 gave 76%).
-MIN_STEPS = 1_000
+MIN_STEPS = baseline.MIN_STEPS  # the same rule for both models
 WARMUP_FRACTION = 0.05  # of the steps: a linear warm-up, then a cosine decay to zero
 WEIGHT_DECAY = 0.01
 CLIP_NORM = 1.0
@@ -63,6 +64,8 @@ MODEL, VOCABULARY, HYPERPARAMETERS = "model.npz", "vocabulary.txt", "hyperparame
 MODEL_SETTINGS = ("vocab_size", "pad", "class_names", "max_len", "d_model", "heads", "d_ff",
                   "layers", "pool", "dropout", "embedding_scale")
 DATA_OPTIONS = ("test", "format", "text_column", "label_column", "labels")  # need --data
+# what a run keeps in its hyperparameters.json and --resume reads back
+OPTIONS = ("seed", "data", *DATA_OPTIONS, *DEFAULTS)
 
 
 class Run(NamedTuple):
@@ -109,22 +112,30 @@ def parse_args(argv=None):
     use.add_argument("--predict", nargs="+", metavar="TEXT", help="texts to classify")
     use.add_argument("--model", type=pathlib.Path, metavar="DIR",
                      help="the --out folder of a classify run")
+    runs.add_resume_option(parser)
     args = parser.parse_args(argv)
     if (args.predict is None) != (args.model is None):
         parser.error("--predict and --model go together")
+    common.check_options(parser, args, counts=[n for n in DEFAULTS if n not in ("lr", "dropout",
+                                                                              "pool")],
+                         rates=("lr",), fractions=("dropout",))
+    if args.model is not None:
+        return args
+    if args.resume:
+        if args.out is None:
+            parser.error("--resume needs --out DIR, the folder of the run to continue")
+        runs.take_run_options(parser, args, "classify", OPTIONS, paths=("data", "test"))
+    else:
+        runs.check_new_run("classify", common.output_path(args, "classify"))
     check_data_options(parser, args)
     args.epochs_to_fit = args.epochs is None and not args.quick  # set by epochs_for the data
-    for name, value in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    for name, value in vars(args).items():
-        if name in DEFAULTS and isinstance(value, int) and value < 1:
-            parser.error(f"{flag(name)} must be at least 1, got {value}")
-    if not args.lr > 0 or not 0 <= args.dropout < 1:
-        parser.error(f"--lr must be above 0 and --dropout in [0, 1), got {args.lr} and "
-                     f"{args.dropout}")
+    runs.fill_defaults(args, QUICK if args.quick else DEFAULTS)
     if args.d_model % args.heads:
         parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
+    common.check_memory(parser, common.transformer_bytes(
+        args.batch_size, args.max_len, args.d_model, 4 * args.d_model, args.heads, args.layers,
+        args.vocab_size, args.max_len, 8), f"--max-len {args.max_len} --batch-size "
+                                        f"{args.batch_size} --d-model {args.d_model}")
     return args
 
 
@@ -145,7 +156,7 @@ def check_data_options(parser, args):
     if args.labels is not None and kind not in (None, "jsonl"):
         parser.error(f"--labels {args.labels} is for JSON lines (star ratings), but --data "
                      f"{args.data} is {kind}")
-    args.labels = args.labels or "stars"
+    args.labels = args.labels or "stars" if args.data is not None else args.labels
 
 
 def loss_fn(params, batch, rng):
@@ -176,7 +187,7 @@ def hyperparameters(args, tokenizer, class_names):
                 layers=args.layers, pool=args.pool, dropout=args.dropout, epochs=args.epochs,
                 batch_size=args.batch_size, lr=args.lr, weight_decay=WEIGHT_DECAY,
                 warmup_fraction=WARMUP_FRACTION, embedding_scale=EMBEDDING_SCALE,
-                min_df=args.min_df, seed=args.seed)
+                min_df=args.min_df, seed=args.seed, options=runs.saved_options(args, OPTIONS))
 
 
 def build_model(settings, rng):
@@ -207,8 +218,8 @@ def train_transformer(args, settings, train_set, test_set, out):
     optimizer = ag.optim.adamw(warmup_cosine(args.lr, total_steps), weight_decay=WEIGHT_DECAY)
     return train.fit(loss_fn, params, optimizer, batches, args.epochs, out_dir=out,
                      val_batches=length_bucketed_batches(*test_set, 256, pad, None, length),
-                     seed=args.seed, clip_norm=CLIP_NORM, hyperparameters=settings,
-                     unit="reviews", health_every=train.HEALTH_EVERY)
+                     seed=args.seed, resume=args.resume, clip_norm=CLIP_NORM,
+                     hyperparameters=settings, unit="reviews", health_every=train.HEALTH_EVERY)
 
 
 def baseline_probabilities(features, train_words, train_labels, test_words, n_classes, seed):
@@ -268,6 +279,11 @@ def load_model(directory):
     directory = pathlib.Path(directory)
     settings = run_settings(directory)
     tokenizer = text.IndexTokenizer.load(directory / VOCABULARY)
+    if len(tokenizer) != settings["vocab_size"] or tokenizer.pad_id != settings["pad"]:
+        raise ValueError(f"--model {directory}: {VOCABULARY} holds {len(tokenizer):,} words "
+                         f"(pad id {tokenizer.pad_id}), but {HYPERPARAMETERS} says vocab_size "
+                         f"{settings['vocab_size']:,} (pad id {settings['pad']}): the files "
+                         f"are not of one run")
     like = build_model(settings, np.random.default_rng(0))
     return ag.load(directory / MODEL, like=like), tokenizer, settings
 
@@ -296,10 +312,15 @@ def print_predictions(model, texts):
 
 def read_reviews(args):
     """Every check of the input before anything is trained or written: -> (the Split, the
-    words of (training, test) reviews, the baseline's features of the training words)."""
+    words of (training, test) reviews, the baseline's features of the training words, the
+    tokenizer of the training words)."""
     split = review_files.load(args, args.generated, args.seed)
     words = tuple(words_of(part.texts, args.max_len) for part in (split.train, split.test))
-    return split, words, baseline.fit_features(words[0])
+    kept = text.select_vocabulary(words[0], args.min_df, args.vocab_size)
+    if not kept:
+        raise ValueError(f"classify: --min-df {args.min_df}: no word is in that many of the "
+                         f"{len(words[0]):,} training reviews, so the model would read nothing")
+    return split, words, baseline.fit_features(words[0]), text.IndexTokenizer(kept)
 
 
 def main(argv=None):
@@ -311,23 +332,22 @@ def main(argv=None):
             model = load_model(args.model)
         return print_predictions(model, args.predict)
     out = common.output_path(args, "classify")
-    if common.holds_a_run(out):
-        sys.exit(f"classify: --out {out} holds a run already: choose another --out")
     with common.exit_on_bad_input("classify"):
-        split, (train_words, test_words), features = read_reviews(args)
+        split, (train_words, test_words), features, tokenizer = read_reviews(args)
         out.mkdir(parents=True, exist_ok=True)
     print(f"data: {split.source}: {len(split.train.texts):,} training and "
           f"{len(split.test.texts):,} test reviews, classes {', '.join(split.class_names)}")
     if args.epochs_to_fit:
         args.epochs = epochs_for(len(split.train.texts), args.batch_size)
-    tokenizer = text.IndexTokenizer(text.select_vocabulary(train_words, args.min_df,
-                                                           args.vocab_size))
     settings = hyperparameters(args, tokenizer, split.class_names)
     train_sequences, test_sequences = ([tokenizer.encode(w) for w in words]
                                        for words in (train_words, test_words))
     started = time.perf_counter()
-    params, history = train_transformer(args, settings, (train_sequences, split.train.labels),
-                                        (test_sequences, split.test.labels), out)
+    try:
+        params, history = train_transformer(args, settings, (train_sequences, split.train.labels),
+                                            (test_sequences, split.test.labels), out)
+    except train.TrainingInterrupted as stop:
+        sys.exit(runs.interrupted("classify", stop, out))
     print(f"trained in {time.perf_counter() - started:.0f} s; vocabulary {len(tokenizer):,} "
           f"words; files in {out}")
     ag.save(out / MODEL, params)

@@ -1,6 +1,7 @@
 """What every demo shares: the options --quick, --out and --seed (and `flag`, a setting's
-option), the output directory, bad
-input as a one-line error, and the final line, which holds the measured result.
+option), the checks of every option before anything is read or written (check_options,
+check_memory), the output directory, bad input as a one-line error, and the final line,
+which holds the measured result.
 
     parser = common.argument_parser("classify", __doc__)  # with --quick, --out, --seed
     args = parser.parse_args(argv)
@@ -14,10 +15,11 @@ input as a one-line error, and the final line, which holds the measured result.
 import argparse
 import contextlib
 import datetime
+import math
+import os
 import pathlib
 import sys
 
-from models.run_files import CHECKPOINT
 
 
 def argument_parser(name, doc):
@@ -46,6 +48,58 @@ def flag(name):
     return "--" + name.replace("_", "-")
 
 
+def check_options(parser, args, counts=(), rates=(), fractions=(), non_negative=()):
+    """Refuse by its flag (parser.error) an option of args that is given and out of range:
+    a count below 1, a rate that is not a finite number above 0, a fraction outside [0, 1),
+    a non_negative one below 0. Options that are None (not given, not set) are left alone."""
+    for names, least in ((counts, 1), (non_negative, 0)):
+        for name in names:
+            value = getattr(args, name)
+            if value is not None and value < least:
+                parser.error(f"{flag(name)} must be at least {least}, got {value}")
+    for name in rates:
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            parser.error(f"{flag(name)} must be a finite number above 0, got {value}")
+    for name in fractions:
+        value = getattr(args, name)
+        if value is not None and not 0 <= value < 1:
+            parser.error(f"{flag(name)} must lie in [0, 1), got {value}")
+
+
+def transformer_bytes(batch, length, d_model, d_ff, heads, layers, vocab, max_len, logits):
+    """A generous estimate of the memory of one training step of a transformer, float32:
+    the parameters (with the position table, max_len · d_model) four times (the values, the
+    gradient, Adam's two moments), and the activations the backward pass keeps, per layer
+    about 16 · T · d_model + 3 · T · d_ff + 4 · heads · T² numbers a sequence (projections,
+    norms, the feed-forward, the attention scores and weights), plus 3 · `logits` (the
+    logits of a sequence: T · vocab for a language model, the classes for a classifier).
+    -> bytes"""
+    params = vocab * d_model + max_len * d_model + layers * (4 * d_model ** 2 + 2 * d_model * d_ff)
+    per_sequence = (layers * (16 * length * d_model + 3 * length * d_ff + 4 * heads * length ** 2)
+                    + 3 * logits)
+    return 4 * (4 * params + batch * per_sequence)
+
+
+def memory_of_this_machine():
+    """The machine's physical memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(parser, estimate, options):
+    """Refuse settings whose estimated memory (bytes) exceeds the machine's, naming the
+    options that set it (a text such as "--max-len 1000000000 --batch-size 32") and the
+    estimate, before anything is allocated."""
+    available = memory_of_this_machine()
+    if available is not None and estimate > available:
+        need = estimate / 2 ** 30
+        parser.error(f"{options} need about {need:,.0f} GiB for one training step (an "
+                     f"estimate), more than this machine's {available / 2 ** 30:,.1f} GiB")
+
+
 def output_path(args, name):
     """args.out, or runs/<name>-<YYYYmmdd-HHMMSS>/ when not given; not created."""
     if args.out is not None:
@@ -59,11 +113,6 @@ def output_directory(args, name):
     out = output_path(args, name)
     out.mkdir(parents=True, exist_ok=True)
     return out
-
-
-def holds_a_run(out):
-    """Whether the folder `out` holds a training run (models.train.fit's checkpoint)."""
-    return (out / CHECKPOINT).exists()
 
 
 @contextlib.contextmanager

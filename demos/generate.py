@@ -4,6 +4,8 @@ and is measured against a character n-gram model on the same held-out text.
     python -m demos.generate                  # Python's own reference text, a few minutes
     python -m demos.generate --data FILE      # any UTF-8 text file
     python -m demos.generate --quick          # a tiny model for a few seconds (CI)
+    python -m demos.generate --out DIR --resume   # continue a stopped run, its own options
+    python -m demos.generate --model DIR --prompt "The with" --length 200 [--beam 4]
 
 The default corpus is the text of Python's help topics that ships with Python
 (pydoc_data.topics: 79 topics, joined in sorted order of their names with a newline
@@ -21,8 +23,8 @@ Saved in --out (default runs/generate-<timestamp>/): model.npz (ag.load reads th
 parameters back), tokenizer.txt (CharTokenizer.load), fit's last.npz, best.npz,
 history.json and hyperparameters.json, curves.png, health.png (gradient norms and update
 ratios by parameter group: models/health.py), samples.txt and result.json.
---resume --out DIR continues a run that Ctrl-C stopped, with the settings, --data and
---seed it was started with.
+--out DIR --resume continues a run that Ctrl-C stopped (or that was killed: from its last
+checkpoint), with the settings, --data and --seed it was started with.
 
 The default run trains 2,500 steps in 259 s (257 s of CPU time) on a shared 2-core machine
 at a load average of about 2, and reaches 1.71 bits per character, where the 4-gram has
@@ -49,7 +51,7 @@ import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
 from models import data, health, lm, text, train  # noqa: E402
 
-from . import common, ngram  # noqa: E402
+from . import common, ngram, runs  # noqa: E402
 from .common import flag  # noqa: E402
 from .translate import learning_rate  # noqa: E402
 
@@ -57,6 +59,8 @@ FULL = dict(steps=2500, d_model=96, heads=4, d_ff=384, layers=2, context=128, ba
             lr=3e-3, warmup=100, eval_every=250, ngram=4, sample_length=300)
 QUICK = dict(steps=120, d_model=32, heads=2, d_ff=64, layers=1, context=32, batch_size=16,
              lr=1e-2, warmup=10, eval_every=40, ngram=3, sample_length=80)
+OPTIONS = ("seed", "data", *FULL)  # what a run keeps in hyperparameters.json; --resume reads
+LARGE_VOCABULARY = 1_000  # distinct characters assumed by the memory estimate (ASCII: ~100)
 HELD_OUT_FRACTION = 0.1  # the last tenth of the text
 TEMPERATURES = (0.5, 0.8, 1.0)
 BEAM_SIZE = 4
@@ -90,49 +94,42 @@ def parse_args(argv=None):
     parser = common.argument_parser("generate", __doc__)
     parser.add_argument("--data", type=pathlib.Path, default=None, metavar="FILE",
                         help=f"a UTF-8 text file to learn (default: Python's {PYDOC_TOPICS})")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the interrupted run in --out with its settings, --data "
-                             "and --seed (read from its hyperparameters.json)")
+    runs.add_resume_option(parser)
     for name, value in FULL.items():
         parser.add_argument(flag(name), type=positive(type(value)), default=None,
                             metavar={int: "N", float: "RATE"}[type(value)],
                             help=f"{HELP[name]} (full run: {value}, --quick: {QUICK[name]})")
-    parser.set_defaults(seed=None)  # None: not given, so 0, or a resumed run's own
+    use = parser.add_argument_group("using a trained model")
+    use.add_argument("--model", type=pathlib.Path, metavar="DIR",
+                     help="the --out folder of a generate run: continue --prompt")
+    use.add_argument("--prompt", metavar="TEXT", help="the text to continue (with --model)")
+    use.add_argument("--length", type=positive(int), default=200, metavar="N",
+                     help="characters to add to the prompt (200)")
+    use.add_argument("--temperature", type=positive(float), default=0.8, metavar="T",
+                     help="sampling temperature: lower is safer, higher more varied (0.8)")
+    use.add_argument("--beam", type=positive(int), default=None, metavar="N",
+                     help="the most probable continuation by a beam search of N, instead of "
+                          "sampling")
     args = parser.parse_args(argv)
-    if args.resume and args.out is None:
-        parser.error("--resume needs --out DIR, the folder of the run to continue")
+    common.check_options(parser, args, rates=("lr", "temperature"))
+    if args.model is not None or args.prompt is not None:
+        if args.model is None or not args.prompt:
+            parser.error("--model DIR and --prompt TEXT (not empty) go together")
+        return args
     if args.resume:
-        take_run_settings(parser, args)
-    for name, value in dict(QUICK if args.quick else FULL, seed=0).items():
-        if getattr(args, name) is None:  # not given: the full run's or the quick run's
-            setattr(args, name, value)
+        if args.out is None:
+            parser.error("--resume needs --out DIR, the folder of the run to continue")
+        runs.take_run_options(parser, args, "generate", OPTIONS, paths=("data",))
+    else:
+        runs.check_new_run("generate", common.output_path(args, "generate"))
+    runs.fill_defaults(args, QUICK if args.quick else FULL)
     if args.d_model % args.heads:
         parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
+    common.check_memory(parser, common.transformer_bytes(
+        args.batch_size, args.context, args.d_model, args.d_ff, args.heads, args.layers,
+        LARGE_VOCABULARY, args.context, args.context * LARGE_VOCABULARY),
+        f"--context {args.context} --batch-size {args.batch_size} --d-model {args.d_model}")
     return args
-
-
-def take_run_settings(parser, args):
-    """For --resume: the settings, --seed and --data not given are the run's in --out (as
-    hyperparameters() wrote them to fit's hyperparameters.json); one given that differs from
-    the run's is an error."""
-    path = args.out / "hyperparameters.json"
-    if not path.is_file():
-        parser.error(f"--resume: {args.out} holds no run to continue (no {path.name})")
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))["hyperparameters"]
-        corpus, saved = saved["corpus"], {name: saved[name] for name in (*FULL, "seed")}
-    except (ValueError, KeyError, TypeError) as error:
-        parser.error(f"--resume: {path} is not a generate run's settings ({error!r})")
-    if args.data is None and corpus != PYDOC_TOPICS:
-        args.data = pathlib.Path(corpus)
-    if (PYDOC_TOPICS if args.data is None else str(args.data)) != corpus:
-        parser.error(f"--resume: the run in {args.out} learned {corpus}, not {args.data}")
-    for name, value in saved.items():
-        given = getattr(args, name)
-        if given is None:
-            setattr(args, name, value)
-        elif given != value:
-            parser.error(f"--resume: {flag(name)} {given} differs from the run's {value}")
 
 
 def read_corpus(path):
@@ -246,7 +243,7 @@ def build_model(args, vocab_size, rng):
 def hyperparameters(args, corpus_name):
     """The run's settings as JSON values: fit checks a resumed run against them."""
     return dict({name: getattr(args, name) for name in FULL}, corpus=corpus_name,
-                seed=args.seed)
+                seed=args.seed, options=runs.saved_options(args, OPTIONS))
 
 
 def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
@@ -292,20 +289,55 @@ def save_outputs(out, params, tokenizer, history, texts, result):
     except ImportError as error:  # matplotlib: in the demos extra, not a dependency
         print(f"curves.png: not drawn ({error})")
     else:
-        plots.training_curves(history, out / "curves.png")
+        plots.training_curves(history, out / "curves.png", bits=True, per="character")
         plots.training_health(history, out / "health.png")  # fit's health records
     (out / "samples.txt").write_text("".join(f"--- {label}\n{sample}\n\n"
                                              for label, sample in texts.items()))
     (out / "result.json").write_text(json.dumps(result, indent=1))
 
 
+def load_model(directory):
+    """(params, tokenizer) of the generate run in `directory`: model.npz is checked against
+    the sizes in hyperparameters.json and the characters of tokenizer.txt (ag.load names a
+    leaf whose shape differs, e.g. the embedding's rows against the tokenizer's size)."""
+    directory = pathlib.Path(directory)
+    options = runs.read_settings("generate", directory)["options"]
+    for name in ("model.npz", "tokenizer.txt"):
+        if not (directory / name).is_file():
+            raise ValueError(f"generate: {directory} holds no trained model (no {name}): the "
+                             f"run has not finished")
+    tokenizer = text.CharTokenizer.load(directory / "tokenizer.txt")
+    like = build_model(argparse.Namespace(**options), len(tokenizer), np.random.default_rng(0))
+    try:
+        return ag.load(directory / "model.npz", like=like), tokenizer
+    except ValueError as error:  # a MalformedFile: a shape, dtype or structure differs
+        raise ValueError(f"generate: {directory / 'model.npz'} is not the model that "
+                         f"hyperparameters.json and tokenizer.txt ({len(tokenizer)} characters) "
+                         f"describe, the files are not of one run ({error})") from None
+
+
+def use_model(args):
+    """--model DIR --prompt TEXT: print the prompt continued by --length characters, sampled
+    at --temperature (seeded by --seed), or by a beam search of --beam."""
+    with common.exit_on_bad_input("generate"):
+        params, tokenizer = load_model(args.model)
+        prompt = tokenizer.encode(args.prompt)
+    if args.beam is not None:
+        prompt = prompt[-(params.max_len - 1):]
+        n_new = min(args.length, params.max_len - len(prompt))
+        ids = lm.beam_search(params, prompt[None], n_new, beam_size=args.beam)[0]
+    else:
+        rng = np.random.default_rng(args.seed or 0)
+        ids = continue_text(params, prompt, args.length, args.temperature, rng)
+    print(tokenizer.decode(ids), flush=True)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.model is not None:
+        return use_model(args)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
     out = common.output_path(args, "generate")
-    if common.holds_a_run(out) and not args.resume:
-        sys.exit(f"generate: {out} holds a run: add --resume to continue it, or choose another "
-                 f"--out")
     with common.exit_on_bad_input("generate"):
         corpus_name, corpus = read_corpus(args.data)
         tokenizer = text.CharTokenizer.from_text(corpus)
@@ -327,8 +359,7 @@ def main(argv=None):
         params, history, seconds = train_model(args, params, train_ids, held_out_ids, out,
                                                corpus_name)
     except train.TrainingInterrupted as stop:
-        sys.exit(f"generate: stopped at epoch {stop.epoch}, step {stop.step}; the same command "
-                 f"with --resume --out {out} continues the run")
+        sys.exit(runs.interrupted("generate", stop, out))
     steps = max(seconds["steps"], 1)
     print(f"trained {seconds['steps']} steps in {seconds['wall']:.0f} s, "
           f"{1000 * seconds['wall'] / steps:.0f} ms a step (CPU {seconds['cpu']:.0f} s; "

@@ -65,6 +65,7 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=None, help="full: 1000, --quick: 200")
     parser.add_argument("--lr", type=float, default=None, help="the step size (2.0)")
     args = parser.parse_args(argv)
+    common.check_options(parser, args, rates=("lr",))
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name, None) is None:
             setattr(args, name, value)

@@ -2,7 +2,8 @@
 
     python -m demos.translate                 # the full run: >= 99% on numbers it never saw
     python -m demos.translate --quick         # a tiny model for a few seconds (CI)
-    python -m demos.translate --out DIR --resume     # continue a run stopped with Ctrl-C
+    python -m demos.translate --out DIR --resume     # continue a stopped run, its own options
+    python -m demos.translate --model DIR --number 4721 1000001   # (or numbers on stdin)
     python -m demos.translate --help          # the knobs: --epochs, --d-model, --layers, ...
 
 The task (demos/number_words.py): 4721 -> "four thousand seven hundred twenty one", for
@@ -32,8 +33,10 @@ import os
 if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import argparse  # noqa: E402
 import functools  # noqa: E402
 import math  # noqa: E402
+import pathlib  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
@@ -43,7 +46,7 @@ import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
 from models import health, plots, train, transformer  # noqa: E402
 
-from . import common  # noqa: E402
+from . import common, runs  # noqa: E402
 from .common import flag  # noqa: E402
 from . import number_words as nw  # noqa: E402
 
@@ -55,6 +58,8 @@ QUICK = dict(epochs=4, epoch_size=100, d_model=32, heads=4, d_ff=64, layers=1, n
              batch_size=64, lr=1e-2, warmup=50, label_smoothing=0.0, dropout=0.0, held_out=500)
 AT_LEAST_ONE = ("epochs", "epoch_size", "d_model", "heads", "d_ff", "layers", "batch_size",
                 "held_out")
+OPTIONS = ("seed", *FULL)  # what a run keeps in hyperparameters.json and --resume reads
+MAX_HELD_OUT = 100_000  # number_words.held_out_values draws at most this many
 HELD_OUT_SEED = 0  # fixed: every run is measured on the same held-out numbers
 VALIDATION_SEED = 1  # fixed: the validation numbers, drawn like training numbers
 VALIDATION_BATCHES = 4
@@ -65,26 +70,51 @@ BEAM_SIZE = 4
 
 def parse_args(argv=None):
     parser = common.argument_parser("translate", __doc__)
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run in --out (stopped by Ctrl-C), with its settings")
+    runs.add_resume_option(parser)
     for name, value in FULL.items():
         parser.add_argument(flag(name), type=type(value), default=None,
                             choices=("post", "pre") if name == "norm" else None,
                             help=f"full run: {value}, --quick: {QUICK[name]}")
+    use = parser.add_argument_group("using a trained model")
+    use.add_argument("--model", type=pathlib.Path, metavar="DIR",
+                     help="the --out folder of a translate run: write --number in words")
+    use.add_argument("--number", type=int, nargs="+", metavar="N",
+                     help="numbers to write in words (default: one a line on standard input)")
+    use.add_argument("--beam", type=int, default=1, metavar="N",
+                     help="beam search over N candidates (1: greedy decoding) (1)")
     args = parser.parse_args(argv)
-    if args.resume and args.out is None:
-        parser.error("--resume needs --out DIR, the directory of the run to continue")
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-        elif name in AT_LEAST_ONE and getattr(args, name) < 1:
-            parser.error(f"{flag(name)} must be at least 1, got {getattr(args, name)}")
+    common.check_options(parser, args, counts=(*AT_LEAST_ONE, "beam"), rates=("lr",),
+                         fractions=("label_smoothing", "dropout"), non_negative=("warmup",))
+    if args.model is not None or args.number is not None:
+        if args.model is None:
+            parser.error("--number needs --model DIR, the folder of a trained translate run")
+        return args
+    if args.resume:
+        if args.out is None:
+            parser.error("--resume needs --out DIR, the directory of the run to continue")
+        runs.take_run_options(parser, args, "translate", OPTIONS)
+    else:
+        runs.check_new_run("translate", common.output_path(args, "translate"))
+    runs.fill_defaults(args, QUICK if args.quick else FULL)
+    if args.held_out > MAX_HELD_OUT:
+        parser.error(f"--held-out must be at most {MAX_HELD_OUT:,} (numbers kept from "
+                     f"training), got {args.held_out:,}")
+    if args.d_model % args.heads:
+        parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
+    length, vocab = nw.MAX_WORDS + 2, len(nw.TARGET_VOCAB)
+    step_bytes = common.transformer_bytes(args.batch_size, length, args.d_model, args.d_ff,
+                                           args.heads, 2 * args.layers, vocab, length,
+                                           length * vocab)
+    common.check_memory(parser, step_bytes, f"--batch-size {args.batch_size} --d-model "
+                                            f"{args.d_model} --d-ff {args.d_ff} --layers "
+                                            f"{args.layers}")
     return args
 
 
 def settings(args):
-    """The settings that make a run what it is (fit keeps them in hyperparameters.json)."""
-    return {name: getattr(args, name) for name in ("seed", *FULL)}
+    """The settings that make a run what it is (fit keeps them in hyperparameters.json):
+    the options, which a --resume reads back."""
+    return {"options": runs.saved_options(args, OPTIONS)}
 
 
 def learning_rate(peak, warmup, steps):
@@ -220,8 +250,61 @@ def build_model(args, rng):
                             max_len=nw.MAX_WORDS + 2, norm=args.norm, dropout=args.dropout)
 
 
+def load_model(directory):
+    """(params, options) of the translate run in `directory`: model.npz checked against the
+    sizes in its hyperparameters.json (ag.load names a leaf whose shape differs)."""
+    options = runs.read_settings("translate", directory)["options"]
+    try:
+        like = build_model(argparse.Namespace(**options), np.random.default_rng(0))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"translate: {pathlib.Path(directory) / 'hyperparameters.json'}: "
+                         f"its options do not make a model ({error})") from None
+    model = pathlib.Path(directory) / "model.npz"
+    if not model.is_file():
+        raise ValueError(f"translate: {directory} holds no trained model (no model.npz): "
+                         f"the run has not finished")
+    try:
+        return ag.load(model, like=like), options
+    except ValueError as error:  # a MalformedFile: a shape, dtype or structure differs
+        raise ValueError(f"translate: {model} is not the model its hyperparameters.json "
+                         f"describes, the files are not of one run ({error})") from None
+
+
+def read_numbers(lines):
+    """The whole numbers in `lines` (standard input), one a line; blank lines skipped."""
+    numbers = []
+    for i, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                numbers.append(int(line.replace(",", "").replace("_", "")))
+            except ValueError:
+                raise ValueError(f"translate: line {i} of standard input, {line.strip()!r}, "
+                                 f"is not a whole number") from None
+    return numbers
+
+
+def print_translations(params, numbers, beam_size):
+    """A line per number: the number, a tab, its words as the model writes them."""
+    for value in numbers:
+        if not 0 <= value <= nw.LARGEST:
+            raise ValueError(f"translate: --number {value} is outside 0..{nw.LARGEST:,}, the "
+                             f"numbers the model learned")
+    for value, words in zip(numbers, translate(params, np.array(numbers), beam_size)):
+        print(f"{value}\t{' '.join(words)}", flush=True)
+
+
+def use_model(args):
+    """--model DIR: the words of --number (or of standard input's numbers)."""
+    with common.exit_on_bad_input("translate"):
+        params, _ = load_model(args.model)
+        numbers = args.number if args.number is not None else read_numbers(sys.stdin)
+        print_translations(params, numbers, args.beam)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.model is not None:
+        return use_model(args)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
     out = common.output_directory(args, "translate")
     held_out = nw.held_out_values(args.held_out, HELD_OUT_SEED)
@@ -233,11 +316,7 @@ def main(argv=None):
     try:
         params, history = train_model(params, args, held_out, out)
     except train.TrainingInterrupted as stop:
-        sys.exit(f"{stop}\nthat is: python -m demos.translate --out {out} --resume "
-                 f"(with this run's settings)")
-    except FileExistsError:
-        sys.exit(f"translate: {out} holds a run already: add --resume to continue it, or "
-                 f"choose another --out")
+        sys.exit(runs.interrupted("translate", stop, out))
     seconds, steps = time.perf_counter() - start, len(history["step_loss"])
     print(f"trained {steps} steps; this session took {seconds:.0f} s")
     ag.save(out / "model.npz", params)

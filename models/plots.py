@@ -17,7 +17,7 @@ import numpy as np
 
 try:
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FormatStrFormatter, MaxNLocator
+    from matplotlib.ticker import FormatStrFormatter, FuncFormatter, MaxNLocator
 except ImportError as error:  # matplotlib is in the `demos` extra, not a dependency
     raise ImportError("models.plots needs matplotlib: "
                       "pip install 'autograd-lite[demos]'") from error
@@ -32,32 +32,49 @@ def _save(fig, path):
     return fig
 
 
-def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=False):
-    """Left: the loss of every step, and each epoch's train and validation loss at the step
-    where the epoch ended, on a log scale with log_loss=True (a loss that falls by orders of
-    magnitude). Right (when there are any): the other per-epoch metrics."""
+def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=None, bits=False,
+                    per=None):
+    """fit's history over the optimizer steps, in two panels that share the step axis, each
+    epoch's end a light vertical line. Left: the loss of every step (light), its running
+    mean, and each epoch's train and validation loss; in nats, or in bits with bits=True
+    (the losses divided by ln 2), "per" naming the unit counted (e.g. "character"); on a log
+    scale when log_loss is True, or when None (the default) and the step losses span more
+    than a decade. Right (when there are any): the other per-epoch metrics."""
     epochs = history["epochs"]
     metrics = sorted({k for r in epochs for k in r} - {"epoch", "steps", "train_loss", "val_loss"})
+    scale = 1 / np.log(2) if bits else 1.0
+    step_loss = scale * np.asarray(history["step_loss"], dtype=np.float64)  # (steps,)
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    axes = fig.subplots(1, 2 if metrics else 1, squeeze=False)[0]
-    steps = np.arange(1, len(history["step_loss"]) + 1)
-    axes[0].plot(steps, history["step_loss"], color="0.7", linewidth=0.8, label="step")
+    axes = fig.subplots(1, 2 if metrics else 1, squeeze=False, sharex=True)[0]
+    steps = np.arange(1, len(step_loss) + 1)
     ends = [r["steps"] for r in epochs]
+    marker = "o-" if len(epochs) <= 20 else "-"  # a hundred markers only clutter
+    _epoch_lines(axes, ends)
+    axes[0].plot(steps, step_loss, color="0.75", linewidth=0.6, label="each step")
+    window = max(1, len(step_loss) // 25)
+    if window > 1:
+        axes[0].plot(steps[window - 1:], running_mean(step_loss, window), color="0.3",
+                     linewidth=1.2, label=f"mean of {window} steps")
     for name in ("train_loss", "val_loss"):
         if any(name in r for r in epochs):
-            axes[0].plot(ends, [r.get(name, np.nan) for r in epochs], "o-", label=name)
-    axes[0].set(xlabel="step", ylabel="loss", title="loss")
-    if log_loss:
+            axes[0].plot(ends, [scale * r.get(name, np.nan) for r in epochs], marker,
+                         label=f"{name.replace('_', ' ')} (epoch mean)")
+    unit = ("bits" if bits else "nats") + (f" per {per}" if per else "")
+    axes[0].set(xlabel="step", ylabel=f"cross-entropy ({unit})", title="training loss")
+    positive = step_loss[step_loss > 0]
+    if log_loss or (log_loss is None and len(positive) and positive.max() > 10 * positive.min()):
         axes[0].set_yscale("log")
         axes[0].yaxis.set_major_formatter(FormatStrFormatter("%g"))  # 0.01, not 10⁻²
-    axes[0].legend()
+        axes[0].yaxis.set_minor_formatter(FuncFormatter(_two_and_five))  # 0.2, 0.5, not 2×10⁻¹
+    axes[0].legend(fontsize="small")
     if metrics:
         for name in metrics:
-            axes[1].plot([r["epoch"] for r in epochs], [r.get(name, np.nan) for r in epochs],
-                         "o-", label=name)
-        axes[1].set(xlabel="epoch", title="metrics")
-        axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole
-        axes[1].legend()
+            axes[1].plot(ends, [r.get(name, np.nan) for r in epochs], marker,
+                         label=name.replace("_", " "))
+        axes[1].set(xlabel="step", ylabel=_metrics_label(metrics),
+                    title="measured after each epoch")
+        axes[1].legend(fontsize="small")
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
     return _save(fig, path)
 
 
@@ -115,6 +132,41 @@ def _group_color(k, n):
     return colormaps["viridis"](0.9 * k / max(n - 1, 1))
 
 
+def _two_and_five(value, _):
+    """A minor tick label on a log axis: 0.2 and 0.5 (each decade's 2 and 5), the others blank."""
+    leading = value / 10 ** np.floor(np.log10(value)) if value > 0 else 0
+    return f"{value:g}" if round(leading) in (2, 5) else ""
+
+
+def running_mean(values, window):
+    """The mean of each `window` consecutive values: (N,) -> (N - window + 1,)."""
+    sums = np.cumsum(np.concatenate([[0.0], values]))
+    return (sums[window:] - sums[:-window]) / window
+
+
+def _epoch_lines(axes, ends, most_labels=10):
+    """A light vertical line at the last step of each epoch (of every k-th when there are
+    more than most_labels epochs), on every panel; the first panel names them "epoch k"
+    (counting from 1) along its top."""
+    every = max(1, -(-len(ends) // most_labels))
+    shown = [(k + 1, end) for k, end in enumerate(ends) if (k + 1) % every == 0]
+    for ax in axes:
+        for number, end in shown:
+            ax.axvline(end, color="0.85", linewidth=0.8, zorder=0)
+            if ax is axes[0]:
+                ax.annotate(f"epoch {number}", (end, 1), xycoords=("data", "axes fraction"),
+                            xytext=(-2, -2), textcoords="offset points", rotation=90,
+                            ha="right", va="top", fontsize="x-small", color="0.5")
+
+
+def _metrics_label(names):
+    """The y label of the metrics panel: the kind the names share ("accuracy" for
+    train_accuracy and val_accuracy, "exact match" for held_out_exact_match), else "value"."""
+    kinds = {name.split("_", 1)[1] if name.startswith(("train_", "val_")) else name
+             for name in names}
+    return kinds.pop().replace("_", " ") if len(kinds) == 1 else "value"
+
+
 def confusion_counts(true_labels, predicted_labels, n_classes):
     """counts[i, j] = how many samples of true class i were predicted as j: -> (n, n) ints."""
     true_labels, predicted_labels = (np.asarray(a) for a in (true_labels, predicted_labels))
@@ -137,23 +189,33 @@ def _class_names(class_names, n_classes):
     return names
 
 
+def row_percentages(counts):
+    """Each row of counts as percentages of its sum (0 for an empty row).  (n, n) -> (n, n)"""
+    totals = counts.sum(axis=1, keepdims=True)  # (n, 1)
+    return 100.0 * counts / np.maximum(totals, 1)
+
+
 def confusion_matrix(true_labels, predicted_labels, path, class_names=None, figsize=(5, 5),
                      dpi=100):
-    """The confusion matrix as a heatmap with each cell's count written in it; rows are the
-    true classes, columns the predicted ones. Classes: len(class_names), else max label + 1."""
+    """The confusion matrix as a heatmap: each cell holds its count and its share of the
+    true class (row_percentages), which colours it; rows are the true classes, columns the
+    predicted ones. Classes: len(class_names), else max label + 1."""
     n = len(class_names) if class_names is not None else \
         int(max(np.max(true_labels, initial=0), np.max(predicted_labels, initial=0))) + 1
     counts = confusion_counts(true_labels, predicted_labels, n)
     names = _class_names(class_names, n)
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
     ax = fig.subplots()
-    image = ax.imshow(counts, cmap="Blues")
+    shares = row_percentages(counts)  # (n, n)
+    image = ax.imshow(shares, cmap="Blues", vmin=0, vmax=100)
     for (i, j), count in np.ndenumerate(counts):
-        ax.text(j, i, str(count), ha="center", va="center",
-                color="white" if count > counts.max() / 2 else "black")
+        ax.text(j, i, f"{count}\n{shares[i, j]:.0f}%", ha="center", va="center",
+                color="white" if shares[i, j] > 50 else "black")
     ax.set(xticks=range(n), yticks=range(n), xticklabels=names, yticklabels=names,
-           xlabel="predicted", ylabel="true", title="confusion matrix")
-    fig.colorbar(image, ax=ax, shrink=0.8)
+           xlabel="predicted class", ylabel="true class",
+           title=f"confusion matrix, {counts.sum():,} samples\n"
+                 f"each cell: count and % of its true class")
+    fig.colorbar(image, ax=ax, shrink=0.8, label="% of the true class")
     return _save(fig, path)
 
 
@@ -171,8 +233,10 @@ def probabilities_by_class(probabilities, true_labels, path, class_names=None, f
     for k, ax in enumerate(fig.subplots(1, n, sharey=True, squeeze=False)[0]):
         rows = probabilities[true_labels == k]  # (N_k, C)
         ax.bar(range(n), rows.mean(axis=0) if len(rows) else np.zeros(n))
-        ax.set(xticks=range(n), xticklabels=names, ylim=(0, 1), xlabel="predicted",
+        ax.set(xticks=range(n), xticklabels=names, ylim=(0, 1), xlabel="predicted class",
                title=f"true {names[k]} (n={len(rows)})")
+    fig.axes[0].set_ylabel("mean predicted probability")
+    fig.suptitle("what the model predicts for the samples of each true class")
     return _save(fig, path)
 
 
@@ -214,7 +278,7 @@ def attention(weights, path, query_tokens, key_tokens=None, figsize=(6, 6), dpi=
            xlabel=xlabel, ylabel=ylabel, title=title)
     ax.set_xticklabels(key_tokens, rotation=90)
     ax.set_yticklabels(query_tokens)
-    fig.colorbar(image, ax=ax, shrink=0.8)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight (each row sums to 1)")
     return _save(fig, path)
 
 
@@ -225,5 +289,5 @@ def position_encoding(path, max_len=50, d_model=32, figsize=(8, 4), dpi=100):
     ax = fig.subplots()
     image = ax.imshow(table, cmap="RdBu", vmin=-1, vmax=1, aspect="auto")
     ax.set(xlabel="dimension i", ylabel="position", title="position encoding")
-    fig.colorbar(image, ax=ax)
+    fig.colorbar(image, ax=ax, label="PE(position, i)")
     return _save(fig, path)

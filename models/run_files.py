@@ -12,7 +12,6 @@ then os.replace), so that a crash never loses the previous version:
 import json
 import math
 import os
-import tempfile
 from typing import Any, NamedTuple
 
 import autograd_lite as ag
@@ -98,16 +97,17 @@ def load_checkpoint(out_dir, start):
 
 
 def write_json(path, obj):
-    """Write obj as JSON to path atomically: into a fresh temporary file beside it, synced,
-    then moved over it (os.replace), so that readers see the old file or the new one."""
-    directory, name = os.path.split(os.fspath(path))
-    descriptor, temporary = tempfile.mkstemp(prefix=f"{name}.partial-", dir=directory or ".")
+    """Write obj as JSON to path atomically: into a temporary file beside it, synced, then
+    moved over it (os.replace), so that readers see the old file or the new one. The file
+    gets the umask's permissions, as the run's other files (tempfile.mkstemp's are 0600)."""
+    path = os.fspath(path)
+    temporary = f"{path}.partial-{os.getpid()}"
     try:
-        with os.fdopen(descriptor, "w") as fh:
+        with open(temporary, "w", encoding="utf-8") as fh:
             json.dump(obj, fh, indent=1)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(temporary, path)
-    except BaseException:
-        os.remove(temporary)
-        raise
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)

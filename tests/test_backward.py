@@ -274,3 +274,22 @@ def test_pow_with_exponent_zero_has_zero_derivative_at_zero():
     np.testing.assert_array_equal(third, [0.0, 0.0, 0.0])
     b = np.array([0.0, 2.0, 1.0])
     np.testing.assert_array_equal(ag.grad(lambda x: ag.sum(x ** b))(x), [0.0, 2.0, 1.0])
+
+
+def test_a_pullback_returning_more_cotangents_than_the_op_has_arguments_is_refused():
+    @ag.primitive
+    def double(x):
+        def double_pullback(g):
+            return 2.0 * g, g  # one cotangent too many
+        return 2.0 * x, double_pullback
+
+    @ag.primitive
+    def scale(x, factor=2.0):
+        def scale_pullback(g):
+            return factor * g, None  # one per parameter, the default one included: fine
+        return factor * x, scale_pullback
+    with pytest.raises(TypeError, match=r"^double: a pullback must return a tuple \(one entry "
+                                        r"per argument, 1 here\), got tuple of 2$"):
+        ag.gradient(lambda x: ag.sum(double(x)), np.ones(3))
+    (g,) = ag.gradient(lambda x: ag.sum(scale(x)), np.ones(3))
+    np.testing.assert_array_equal(g, [2.0, 2.0, 2.0])

@@ -52,8 +52,8 @@ def in_tmp_path(tmp_path, monkeypatch):
      r"classify: every review in \S*reviews.tsv has the label 'pos': a classifier needs at "
      r"least two classes"),
     ("reviews.jsonl", FIVE_REVIEWS, ["--labels", "binary"],
-     r"classify: baseline.fit_features: no word or word pair is in at least "
-     r"min_document_frequency=2 of the 3 training reviews"),
+     r"classify: --min-df 2: no word is in that many of the 3 training reviews, so the "
+     r"model would read nothing"),
     ("reviews.tsv", "good\tpos\nbad\tneg\n", [],
      r"classify: \S*reviews.tsv: 2 reviews leave 2 to train on and 0 to test on \(20% held "
      r"out\): give more reviews, or a held-out file with --test FILE"),
@@ -111,7 +111,8 @@ def test_an_out_folder_holding_a_run_is_refused_before_the_data_is_read(in_tmp_p
     out.mkdir()
     (out / "last.npz").write_text("")  # fit's checkpoint: a run was trained here
     assert refusal(in_tmp_path, "--data", "nowhere.csv", "--out", out) == \
-        f"classify: --out {out} holds a run already: choose another --out"
+        f"classify: --out {out} holds a classify run already: add --resume to continue it, " \
+        f"or choose another --out"
 
 
 def test_a_bug_keeps_its_traceback(in_tmp_path, monkeypatch):

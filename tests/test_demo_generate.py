@@ -147,12 +147,27 @@ def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
     assert result_of(outputs[1]) == (bits, 3, baseline)
     # the folder of a finished run: refused without --resume; with it, nothing left to train,
     # and the run's settings, text and seed are read from its folder
-    with pytest.raises(SystemExit, match="holds a run: add --resume to continue it"):
+    with pytest.raises(SystemExit, match="holds a generate run already: add --resume to continue"):
         generate.main(["--quick", "--data", str(path), "--out", str(tmp_path / "a")])
     generate.main(["--out", str(tmp_path / "a"), "--resume"])
     resumed = capsys.readouterr().out
     assert result_of(resumed) == (bits, 3, baseline)
     assert "trained 0 steps in" in resumed and "trained 120 steps in" in outputs[0]
+    # the trained model answers from the command line (finding 3): the text it learned goes on
+    # "the cat sat on the mat. the cat ...", by beam search and by sampling at a low temperature
+    for flags in (["--beam", "2"], ["--temperature", "0.2", "--seed", "5"]):
+        generate.main(["--model", str(tmp_path / "a"), "--prompt", "sat on the ", "--length",
+                       "16", *flags])
+        assert capsys.readouterr().out == "sat on the mat. the cat sat\n", flags
+    # its files are checked against each other (finding 5): a tokenizer cut short
+    tokenizer = tmp_path / "a" / "tokenizer.txt"
+    lines = tokenizer.read_text(encoding="utf-8").split("\n")
+    tokenizer.write_text("\n".join(lines[:5]), encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        generate.main(["--model", str(tmp_path / "a"), "--prompt", "the"])
+    assert stop.value.code.startswith(f"generate: {tmp_path / 'a' / 'model.npz'} is not the model "
+                                      f"that hyperparameters.json and tokenizer.txt (")
+    assert "'embed" in stop.value.code and "in the file, but" in stop.value.code
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -172,8 +187,10 @@ def test_bad_settings_are_refused_by_name(flags, message, capsys):
 def test_resume_takes_the_runs_settings_and_refuses_others(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
-    settings = dict(generate.QUICK, corpus=str(tmp_path / "tiny.txt"), seed=3)
-    (run / "hyperparameters.json").write_text(json.dumps({"fit": {}, "hyperparameters": settings}))
+    options = dict(generate.QUICK, data=str(tmp_path / "tiny.txt"), seed=3)
+    (run / "hyperparameters.json").write_text(json.dumps({"fit": {}, "hyperparameters": {
+        "options": options}}))
+    ag.save(run / "last.npz", {"w": np.zeros(2)})  # a checkpoint (its content is fit's concern)
     classify_run = tmp_path / "classify"
     classify_run.mkdir()
     classify_settings = classify_run / "hyperparameters.json"
@@ -184,16 +201,26 @@ def test_resume_takes_the_runs_settings_and_refuses_others(tmp_path, capsys):
     for flags, message in ((["--steps", "500"], "--resume: --steps 500 differs from the run's "
                                                 "120"),
                            (["--seed", "0"], "--resume: --seed 0 differs from the run's 3"),
-                           (["--data", "other.txt"], f"--resume: the run in {run} learned "
-                                                     f"{tmp_path / 'tiny.txt'}, not other.txt"),
-                           (["--out", str(tmp_path)], f"--resume: {tmp_path} holds no run to "
-                                                      f"continue (no hyperparameters.json)"),
-                           (["--out", str(classify_run)], f"--resume: {classify_settings} is "
-                                                          f"not a generate run's settings "
-                                                          f"(KeyError('corpus'))")):
+                           (["--data", "other.txt"], f"--resume: --data other.txt differs from "
+                                                     f"the run's {tmp_path / 'tiny.txt'}")):
         with pytest.raises(SystemExit):
             generate.parse_args(["--out", str(run), "--resume", *flags])
         assert message in capsys.readouterr().err
+    # a folder that holds no generate run ends with one line naming it
+    for folder, message in ((tmp_path, f"generate: {tmp_path} holds no generate run (no "
+                                       f"hyperparameters.json)"),
+                            (classify_run, f"generate: {classify_settings} is not the settings "
+                                           f"of a generate run (KeyError: 'options')"),
+                            (tmp_path / "tiny.txt", f"generate: {tmp_path / 'tiny.txt'} is not "
+                                                    f"there, not the folder of a generate run")):
+        with pytest.raises(SystemExit) as stop:
+            generate.parse_args(["--out", str(folder), "--resume"])
+        assert stop.value.code == message
+    (run / "last.npz").write_bytes(b"cut short")  # a corrupt checkpoint is named
+    with pytest.raises(SystemExit) as stop:
+        generate.parse_args(["--out", str(run), "--resume"])
+    assert stop.value.code == (f"generate: load: {run / 'last.npz'}: it is not an .npz file "
+                               f"written by ag.save (File is not a zip file)")
 
 
 def test_help_explains_each_option_and_shows_the_docstring(capsys):

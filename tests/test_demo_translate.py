@@ -1,6 +1,7 @@
 """demos.translate and its task, demos/number_words.py: the English of numbers against
 hand-written facts, the held-out split, and the demo run end to end with --quick."""
 import importlib
+import io
 import json
 import os
 import pathlib
@@ -204,7 +205,7 @@ def run_demo(capsys, *flags):
     return capsys.readouterr().out
 
 
-def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path, capsys):
+def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path, capsys, monkeypatch):
     out = run_demo(capsys, "--quick", "--out", str(tmp_path))
     last = out.strip().splitlines()[-1]
     found = re.fullmatch(r"held-out exact match: ([\d.]+)% \(500 values never seen in "
@@ -228,6 +229,31 @@ def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path, caps
     held_out = nw.held_out_values(500, translate.HELD_OUT_SEED)
     assert 100 * translate.exact_match(params, held_out) == pytest.approx(float(found.group(1)),
                                                                           abs=0.05)
+    # the trained model answers from the command line (finding 3): its words for the held-out
+    # numbers are right as often as the run measured; to_words (checked by hand above) judges
+    answers = run_demo(capsys, "--model", str(tmp_path), "--number", *map(str, held_out))
+    pairs = [line.split("\t") for line in answers.splitlines()]
+    assert [int(number) for number, _ in pairs] == held_out.tolist()
+    right = np.mean([words.split() == nw.to_words(int(n)) for n, words in pairs])
+    assert 100 * right == pytest.approx(float(found.group(1)), abs=0.05)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("4721\n\n1,000,000\n"))  # or one a line
+    answers = run_demo(capsys, "--model", str(tmp_path), "--beam", "4")
+    assert [line.split("\t")[0] for line in answers.splitlines()] == ["4721", "1000000"]
+    with pytest.raises(SystemExit) as stop:
+        run_demo(capsys, "--model", str(tmp_path), "--number", "1000000000")
+    assert stop.value.code == ("translate: --number 1000000000 is outside 0..999,999,999, the "
+                               "numbers the model learned")
+    # the run's files are checked against each other (finding 5)
+    settings = json.loads((tmp_path / "hyperparameters.json").read_text())
+    settings["hyperparameters"]["options"]["d_ff"] = 128
+    (tmp_path / "hyperparameters.json").write_text(json.dumps(settings))
+    with pytest.raises(SystemExit) as stop:
+        run_demo(capsys, "--model", str(tmp_path), "--number", "7")
+    assert stop.value.code == (
+        f"translate: {tmp_path / 'model.npz'} is not the model its hyperparameters.json "
+        f"describes, the files are not of one run (load: {tmp_path / 'model.npz'}: "
+        f"'encoder[0].ff.linear1.w' is (32, 64) float32 in the file, but (32, 128) float32 in "
+        f"`like`)")
 
 
 def test_an_untrained_model_writes_no_number_right():
@@ -250,11 +276,13 @@ def test_same_seed_same_bits_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_
             raise KeyboardInterrupt
         return real_batch(rng, size, held_out)
     monkeypatch.setattr(translate, "training_batch", interrupted_batch)
-    with pytest.raises(SystemExit, match=r"(?s)interrupted at epoch 1, after 2 batches.*"
-                                         r"python -m demos.translate --out .*c --resume"):
+    with pytest.raises(SystemExit, match=r"^translate: stopped at epoch 1, step 2 \(saved in "
+                                         r".*c/last.npz\); to continue: python -m "
+                                         r"demos.translate --out .*c --resume$"):
         run_demo(capsys, *TINY, "--out", str(tmp_path / "c"))
     monkeypatch.undo()
-    with pytest.raises(SystemExit, match=r"holds a run already: add --resume to continue it"):
+    with pytest.raises(SystemExit, match=r"^translate: --out .*c holds a translate run already: "
+                                         r"add --resume to continue it, or choose another --out$"):
         run_demo(capsys, *TINY, "--out", str(tmp_path / "c"))
     run_demo(capsys, *TINY, "--out", str(tmp_path / "c"), "--resume")
     first, second, resumed = (ag.load(tmp_path / name / "model.npz") for name in "abc")

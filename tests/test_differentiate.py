@@ -406,3 +406,28 @@ def test_has_aux_is_keyword_only():
     """A positional True is an argument to differentiate (no gradient: a bool is static)."""
     value, grads = ag.value_and_gradient(lambda x, flag: ag.sum(x), np.ones(2), True)
     assert value == 2.0 and grads[1] is None
+
+
+def test_misuses_of_the_api_say_what_to_write_instead():
+    def f(x):
+        return ag.sum(x * x)
+    with pytest.raises(TypeError, match=r"^gradient\(f\) was given no arguments to differentiate "
+                                        r"at: .* for the function x -> gradient, as "
+                                        r"jax\.grad\(f\)\(x\), write ag\.grad\(f\)\(x\)$"):
+        ag.gradient(f)(np.ones(2))
+    with pytest.raises(TypeError, match=r"^value_and_gradient\(f\) was given no arguments"):
+        ag.value_and_gradient(f)
+    for call, name in ((lambda: ag.gradient(np.ones(2), np.ones(2)), "gradient"),
+                       (lambda: ag.value_and_gradient("f", np.ones(2)), "value_and_gradient"),
+                       (lambda: ag.grad(3.0), "grad")):
+        with pytest.raises(TypeError, match=rf"^{name}: the first argument must be the function "
+                                            r"to differentiate, got (ndarray|str|float)$"):
+            call()
+    with pytest.raises(TypeError, match=r"^gradient: argument x is a list of 2 numbers, which is "
+                                        r"differentiated as 2 separate scalars; where f expects "
+                                        r"an array, pass np\.array\(x\) \(can't multiply "
+                                        r"sequence by non-int of type 'list'\)$"):
+        ag.gradient(f, [1.0, 2.0])
+    # the array it asks for: d/dx Σ x² = 2x
+    np.testing.assert_array_equal(ag.gradient(f, np.array([1.0, 2.0]))[0], [2.0, 4.0])
+    np.testing.assert_array_equal(ag.grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])

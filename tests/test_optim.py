@@ -303,3 +303,37 @@ def test_clip_with_a_numpy_max_norm_keeps_float32(rng):
     clipped = ag.optim.clip_by_global_norm(grads, np.float64(1.0))
     assert clipped[0].dtype == np.float32
     assert np.linalg.norm(clipped[0].astype(np.float64)) == pytest.approx(1.0, rel=1e-5)
+
+
+class Dense(NamedTuple):
+    w: np.ndarray
+    b: np.ndarray
+
+
+class Block(NamedTuple):
+    layers: list
+
+
+@pytest.mark.parametrize("name, optimizer", [
+    ("sgd", ag.optim.sgd(0.1)), ("sgd", ag.optim.sgd(0.1, momentum=0.9)),
+    ("adam", ag.optim.adam(1e-3)), ("adamw", ag.optim.adamw(1e-3))])
+def test_an_update_refuses_a_gradient_of_another_shape_or_dtype_naming_its_path(name, optimizer):
+    params = Block([Dense(np.ones((2, 2), np.float32), np.zeros(2, np.float32)),
+                    Dense(np.ones((3, 2), np.float32), np.zeros(2, np.float32))])
+    state = optimizer.init(params)
+    right = ag.tree_map(np.ones_like, params)
+    broadcast = right._replace(layers=[right.layers[0], Dense(np.ones(2, np.float32),
+                                                              np.ones(2, np.float32))])
+    with pytest.raises(ValueError, match=rf"^{name}\.update: the gradient of params\.layers\[1\]"
+                                         r"\.w is \(2,\) float32, but that parameter is "
+                                         r"\(3, 2\) float32"):
+        optimizer.update(params, broadcast, state)
+    promoted = right._replace(layers=[Dense(np.ones((2, 2)), right.layers[0].b),
+                                      right.layers[1]])
+    with pytest.raises(ValueError, match=r"params\.layers\[0\]\.w is \(2, 2\) float64, but "
+                                         r"that parameter is \(2, 2\) float32"):
+        optimizer.update(params, promoted, state)
+    # the right gradient updates: sgd moves w by -lr·g, Adam's first step by -lr·sign(g)
+    new, _ = optimizer.update(params, right, state)
+    assert new.layers[1].w.shape == (3, 2) and new.layers[1].w.dtype == np.float32
+    assert np.all(new.layers[1].w < 1)

@@ -51,22 +51,68 @@ def test_each_plot_writes_a_png_of_figsize_times_dpi_pixels(tmp_path, name):
 def test_training_curves_draw_every_step_and_each_epoch_at_its_last_step(tmp_path):
     loss_axes, metric_axes = plots.training_curves(HISTORY, tmp_path / "c.png").axes[:2]
     lines = {line.get_label(): line for line in loss_axes.get_lines()}
-    np.testing.assert_array_equal(lines["step"].get_xdata(), [1, 2, 3, 4, 5, 6])
-    np.testing.assert_array_equal(lines["step"].get_ydata(), HISTORY["step_loss"])
-    np.testing.assert_array_equal(lines["val_loss"].get_xdata(), [3, 6])
-    np.testing.assert_array_equal(lines["val_loss"].get_ydata(), [1.2, 0.9])
-    (accuracy,) = metric_axes.get_lines()
-    assert accuracy.get_label() == "accuracy"
+    np.testing.assert_array_equal(lines["each step"].get_xdata(), [1, 2, 3, 4, 5, 6])
+    np.testing.assert_array_equal(lines["each step"].get_ydata(), HISTORY["step_loss"])
+    np.testing.assert_array_equal(lines["val loss (epoch mean)"].get_xdata(), [3, 6])
+    np.testing.assert_array_equal(lines["val loss (epoch mean)"].get_ydata(), [1.2, 0.9])
+    (accuracy,) = [line for line in metric_axes.get_lines() if line.get_label() == "accuracy"]
+    # the metrics too at the step where their epoch ended: one x-axis for both panels
+    np.testing.assert_array_equal(accuracy.get_xdata(), [3, 6])
     np.testing.assert_array_equal(accuracy.get_ydata(), [0.5, 0.7])
+
+
+def test_training_curves_read_at_a_glance(tmp_path):
+    """Issue 22, finding 10: steps on both x-axes, units and titles on both panels, a running
+    mean over the steps, epochs as labelled vertical lines, no markers past 20 epochs."""
+    fig = plots.training_curves(HISTORY, tmp_path / "c.png")
+    loss_axes, metric_axes = fig.axes[:2]
+    assert [(ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) for ax in (loss_axes, metric_axes)] \
+        == [("step", "cross-entropy (nats)", "training loss"),
+            ("step", "accuracy", "measured after each epoch")]
+    for ax in (loss_axes, metric_axes):  # a light vertical line at the end of each epoch
+        assert [line.get_xdata()[0] for line in ax.get_lines()
+                if line.get_label().startswith("_")] == [3, 6]
+    assert [t.get_text() for t in loss_axes.texts] == ["epoch 1", "epoch 2"]
+    # 100 epochs of 10 steps: a running mean of 40 steps (numpy's convolution the reference),
+    # lines without markers, and at most 10 epoch lines (every tenth)
+    rng = np.random.default_rng(0)
+    step_loss = np.exp(-np.arange(1000) / 150) + 1e-3 * rng.random(1000)
+    history = {"epochs": [{"epoch": e, "steps": 10 * (e + 1), "train_loss": step_loss[10 * e],
+                           "val_accuracy": 0.5, "train_accuracy": 0.6} for e in range(100)],
+               "step_loss": step_loss.tolist()}
+    loss_axes, metric_axes = plots.training_curves(history, tmp_path / "d.png").axes[:2]
+    lines = {line.get_label(): line for line in loss_axes.get_lines()}
+    np.testing.assert_allclose(lines["mean of 40 steps"].get_ydata(),
+                               np.convolve(step_loss, np.ones(40) / 40, mode="valid"),
+                               rtol=1e-9)  # a difference of running sums: ~1e-12 off
+    np.testing.assert_array_equal(lines["mean of 40 steps"].get_xdata(), np.arange(40, 1001))
+    assert lines["train loss (epoch mean)"].get_marker() == "None"
+    assert [t.get_text() for t in loss_axes.texts] == [f"epoch {k}" for k in range(10, 101, 10)]
+    # spanning three decades, the loss is drawn on a log scale without being asked
+    assert loss_axes.get_yscale() == "log" and metric_axes.get_ylabel() == "accuracy"
+    assert metric_axes.get_yscale() == "linear"
+
+
+def test_training_curves_in_bits_per_character(tmp_path):
+    """generate reports bits per character: its curves show bits, loss / ln 2."""
+    loss_axes = plots.training_curves(HISTORY, tmp_path / "c.png", bits=True,
+                                      per="character").axes[0]
+    assert loss_axes.get_ylabel() == "cross-entropy (bits per character)"
+    lines = {line.get_label(): line for line in loss_axes.get_lines()}
+    np.testing.assert_allclose(lines["each step"].get_ydata(),
+                               np.array(HISTORY["step_loss"]) / 0.6931471805599453, rtol=1e-12)
+    np.testing.assert_allclose(lines["train loss (epoch mean)"].get_ydata(),
+                               np.array([1.0, 0.6]) / 0.6931471805599453, rtol=1e-12)
 
 
 def test_training_curves_on_a_log_scale_keep_the_data_and_count_whole_epochs(tmp_path):
     fig = plots.training_curves(HISTORY, tmp_path / "c.png", log_loss=True)
     loss_axes, metric_axes = fig.axes[:2]
     assert loss_axes.get_yscale() == "log" and metric_axes.get_yscale() == "linear"
-    step = next(line for line in loss_axes.get_lines() if line.get_label() == "step")
+    step = next(line for line in loss_axes.get_lines() if line.get_label() == "each step")
     np.testing.assert_array_equal(step.get_ydata(), HISTORY["step_loss"])
     assert all(tick == int(tick) for tick in metric_axes.get_xticks())
+    # within a decade (1.3 to 0.5), linear unless asked
     assert plots.training_curves(HISTORY, tmp_path / "d.png").axes[0].get_yscale() == "linear"
 
 
@@ -78,10 +124,18 @@ def test_confusion_counts_by_hand_and_written_in_the_cells(tmp_path):
     np.testing.assert_array_equal(plots.confusion_counts(true, predicted, 3), expected)
     fig = plots.confusion_matrix(np.array(true), np.array(predicted), tmp_path / "m.png",
                                  class_names=["neg", "neutral", "pos"])
-    cells = {(round(t.get_position()[1]), round(t.get_position()[0])): int(t.get_text())
+    cells = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text()
              for t in fig.axes[0].texts}
-    assert cells == {(i, j): expected[i, j] for i in range(3) for j in range(3)}
+    # each cell: its count and its share of the true class (the row), by hand
+    shares = [["50%", "50%", "0%"], ["0%", "100%", "0%"], ["33%", "0%", "67%"]]
+    assert cells == {(i, j): f"{expected[i, j]}\n{shares[i][j]}" for i in range(3)
+                     for j in range(3)}
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["neg", "neutral", "pos"]
+    assert fig.axes[0].get_title() == ("confusion matrix, 6 samples\neach cell: count and % of "
+                                       "its true class")
+    assert fig.axes[1].get_ylabel() == "% of the true class"  # the colour bar
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(),
+                               [[50, 50, 0], [0, 100, 0], [100 / 3, 0, 200 / 3]], rtol=1e-12)
 
 
 def test_probabilities_by_class_draws_the_mean_probability_per_true_class(tmp_path):
@@ -94,6 +148,8 @@ def test_probabilities_by_class_draws_the_mean_probability_per_true_class(tmp_pa
         expected = [sum(p[c] for p in rows) / len(rows) if rows else 0.0 for c in range(4)]
         np.testing.assert_allclose([bar.get_height() for bar in ax.patches], expected, rtol=1e-12)
         assert ax.get_title() == f"true {k} (n={len(rows)})"
+    assert fig.axes[0].get_ylabel() == "mean predicted probability"
+    assert fig.get_suptitle() == "what the model predicts for the samples of each true class"
 
 
 def test_position_encoding_draws_the_papers_sinusoids(tmp_path):
@@ -196,6 +252,7 @@ def test_attention_heatmap_labels_its_axes_and_draws_the_weights(tmp_path):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "0", "7"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["one", "<eos>"]
     np.testing.assert_array_equal(ax.images[0].get_array(), weights)
+    assert fig.axes[1].get_ylabel() == "attention weight (each row sums to 1)"  # the colour bar
 
 
 HEALTH = {"health": [{"step": s, "grad_norm": g, "clipped": g > 1.0, "nonfinite_fraction": 0.0,

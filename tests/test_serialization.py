@@ -325,3 +325,13 @@ def test_a_file_in_the_format_before_kinds_is_named(tmp_path):
     with pytest.raises(MalformedFile, match=r"an entry with no kind: .*written by "
                                             r"autograd_lite before entries had kinds"):
         ag.load(tmp_path / "old.npz")
+
+
+def test_save_into_a_missing_folder_names_the_users_path(tmp_path):
+    path = tmp_path / "no such folder" / "model.npz"
+    with pytest.raises(FileNotFoundError) as raised:
+        ag.save(path, {"w": np.ones(2)})
+    assert raised.value.filename == str(path)
+    assert str(raised.value) == f"[Errno 2] save: No such file or directory: '{path}'"
+    assert ".partial" not in str(raised.value)
+    assert os.listdir(tmp_path) == []

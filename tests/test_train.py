@@ -420,6 +420,19 @@ def test_fit_leaves_the_allocator_to_the_program(monkeypatch):
     assert calls == []
 
 
+def test_every_file_of_a_run_has_the_umasks_permissions(tmp_path):
+    """history.json and hyperparameters.json were 0600 (tempfile.mkstemp) beside 0644 files."""
+    previous = os.umask(0o027)
+    try:
+        run_regression(out_dir=tmp_path, epochs=2, val_batches=list(regression_batches()(0)))
+    finally:
+        os.umask(previous)
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["best.npz", "history.json", "hyperparameters.json", "last.npz"]
+    assert {name: oct((tmp_path / name).stat().st_mode & 0o777) for name in names} == \
+        {name: oct(0o666 & ~0o027) for name in names}
+
+
 class AllocatorSet(Exception):
     """Raised by a stand-in for keep_freed_memory: the program asked, before it trained."""
 

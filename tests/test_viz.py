@@ -268,7 +268,7 @@ def test_two_dtypes_over_one_memory_are_two_constants(rng):
 def test_recording_leaves_no_trace_on_the_normal_path(mlp_args):
     ag.viz.trace(mlp, *mlp_args)
     assert sys.getprofile() is None
-    assert tracer.Node.__slots__ == ("pullback", "parents", "op", "shape", "dtype")
+    assert tracer.Node.__slots__ == ("pullback", "parents", "op", "shape", "dtype", "n_args")
     code = ("import sys, numpy as np, autograd_lite as ag\n"
             "ag.gradient(lambda x: ag.sum(ag.tanh(x)), np.ones(3))\n"
             "assert 'autograd_lite.viz' not in sys.modules\n")
@@ -440,7 +440,8 @@ def legend_cells(svg_text):
                 fill = element.get("fill")
             if element.get("stroke") not in ("none", "transparent"):
                 border = element.get("stroke")
-        elif element.tag == SVG + "text" and element.text != "legend":
+        elif element.tag == SVG + "text" and element.text != "legend" and \
+                not element.text.startswith("saved N:"):  # the explanation below the cells
             cells[" ".join(element.text.split())] = (fill, border)  # dot writes a no-break space
             fill = border = None
     return cells
@@ -473,3 +474,37 @@ def test_the_legend_names_the_kinds_drawn_in_their_colours(depth, backward, mlp_
     assert sorted(cells) == sorted([LEGEND_NAMES[k] for k in kinds] + extra)
     for cls in kinds:
         assert {fill for fill, _ in drawn[cls]} == {cells[LEGEND_NAMES[cls]][0]}, cls
+
+
+def svg_box(svg_text, cls):
+    """(left, top, right, bottom) of the shapes and texts of the first group of class `cls`."""
+    group = next(g for g in ET.fromstring(svg_text).iter(SVG + "g")
+                 if cls in g.get("class", "").split())
+    xs, ys = [], []
+    for element in group.iter():
+        if element.tag == SVG + "text":
+            xs.append(float(element.get("x")))
+            ys.append(float(element.get("y")))
+        elif element.get("points") or element.get("d"):
+            numbers = [float(n) for n in re.findall(r"-?\d+\.?\d*",
+                                                    element.get("points") or element.get("d"))]
+            xs += numbers[0::2]
+            ys += numbers[1::2]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def test_the_legend_sits_below_the_output_and_the_backward_picture_explains_its_notes(
+        mlp_args, tmp_path):
+    """Issue 22, finding 10: the legend floated far to the right of the graph, and "saved 64 B"
+    and "+64 B residuals" were not explained on the picture."""
+    graph = ag.viz.trace(mlp, *mlp_args)
+    for backward in (False, True):
+        svg = graph.render(tmp_path / "g.svg", backward=backward).read_text()
+        legend, output = svg_box(svg, "legend"), svg_box(svg, "output")
+        assert legend[1] > output[3], (legend, output)  # svg y grows downwards
+        width = float(ET.fromstring(svg).get("width").rstrip("pt"))
+        assert legend[2] - legend[0] < width
+        explained = "saved N: the bytes of this value that the backward pass keeps" in svg
+        assert explained == backward
+        assert ("+N residuals: other arrays an op&#39;s pullback makes and keeps" in svg or
+                "+N residuals: other arrays an op's pullback makes and keeps" in svg) == backward

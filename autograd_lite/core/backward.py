@@ -45,10 +45,11 @@ def backward(output, seed, release):
                 at_leaves[node] = g
             continue
         grads = node.pullback(g) if g is not None else None
-        if grads is not None and (type(grads) is not tuple or len(grads) <= node.parents[-1][0]):
+        if grads is not None and (type(grads) is not tuple or len(grads) <= node.parents[-1][0]
+                                  or len(grads) > getattr(node, "n_args", len(grads))):
             got = f"tuple of {len(grads)}" if type(grads) is tuple else type(grads).__name__
             raise TypeError(f"{node.op}: a pullback must return a tuple (one entry per "
-                            f"argument), got {got}")
+                            f"argument, {getattr(node, 'n_args', 'all')} here), got {got}")
         for argnum, parent in node.parents:
             gp = grads[argnum] if grads is not None else None
             if callable(gp):  # a lazy cotangent: computed only for arguments that are traced

@@ -166,7 +166,14 @@ def differentiate(caller, f, args, argnums=None, has_aux=False):
     """(value, gradients), or ((value, aux), gradients) with has_aux: the one implementation
     behind gradient, value_and_gradient and grad. argnums as jax.grad (module docstring)."""
     positions, single = argnum_positions(caller, argnums, len(args))
-    out, input_nodes, trace = trace_call(caller, f, args, positions, named=argnums is not None)
+    try:
+        out, input_nodes, trace = trace_call(caller, f, args, positions,
+                                             named=argnums is not None)
+    except TypeError as error:
+        hint = _list_argument_hint(caller, f, args)
+        if hint is None:
+            raise
+        raise TypeError(f"{hint} ({error})") from error
     if has_aux:
         out, aux = _split_aux(caller, out)
     value, node = output_of(caller, out, trace)
@@ -183,24 +190,53 @@ def differentiate(caller, f, args, argnums=None, has_aux=False):
     return ((value, _untraced(aux, trace)) if has_aux else value), gradients
 
 
+def _check_call(caller, f, args):
+    """gradient(f, *args) computes now: f must be a function and args its arguments (the
+    curried form, JAX's jax.grad(f)(x), is ag.grad(f)(x))."""
+    if not callable(f):
+        raise TypeError(f"{caller}: the first argument must be the function to differentiate, "
+                        f"got {type(f).__name__}")
+    if not args:
+        raise TypeError(f"{caller}(f) was given no arguments to differentiate at: "
+                        f"{caller}(f, *args) computes the gradient at args now; for the "
+                        f"function x -> gradient, as jax.grad(f)(x), write ag.grad(f)(x)")
+
+
+def _list_argument_hint(caller, f, args):
+    """When f failed on a list (or tuple) of numbers: what was differentiated, and the fix."""
+    names = argument_names(f, len(args))
+    for name, arg in zip(names, args):
+        if isinstance(arg, (list, tuple)) and arg and \
+                all(isinstance(x, numbers.Number) for x in arg):
+            return (f"{caller}: argument {name} is a {type(arg).__name__} of {len(arg)} "
+                    f"numbers, which is differentiated as {len(arg)} separate scalars; where f "
+                    f"expects an array, pass np.array({name})")
+    return None
+
+
 def value_and_gradient(f, *args, argnums=None, has_aux=False):
     """(f(*args), gradients) for scalar f: one gradient tree per positional argument, or
     for those argnums chooses (an int: that argument's tree; a tuple: a tuple of trees).
 
     With has_aux=True, f returns (scalar, aux) and the result is ((value, aux), gradients):
     aux (metrics, say) is any tree, returned with its traced values as plain values."""
+    _check_call("value_and_gradient", f, args)
     return differentiate("value_and_gradient", f, args, argnums, has_aux)
 
 
 def gradient(f, *args, argnums=None, has_aux=False):
     """The gradient of scalar f at args: a tuple with one tree per argument, in its structure
     (argnums: as value_and_gradient). With has_aux=True: (gradients, aux)."""
+    _check_call("gradient", f, args)
     out, gradients = differentiate("gradient", f, args, argnums, has_aux)
     return (gradients, out[1]) if has_aux else gradients
 
 
 def gradient_function(caller, f, argnums, has_aux=False):
     """The function args -> gradients of f (as `gradient` with argnums), errors named by caller."""
+    if not callable(f):
+        raise TypeError(f"{caller}: the first argument must be the function to differentiate, "
+                        f"got {type(f).__name__}")
     check_argnums(caller, argnums)
 
     @functools.wraps(f)  # keeps f's name and signature: argument names in reports and pictures

@@ -63,9 +63,10 @@ class Node:
 
     parents: tuple of (argument index, Node) for the arguments traced at this level.
     shape, dtype: of the value the node produced; every cotangent must match them.
+    n_args: the op's positional arguments, set by `primitive` (a pullback returns as many).
     """
 
-    __slots__ = ("pullback", "parents", "op", "shape", "dtype")
+    __slots__ = ("pullback", "parents", "op", "shape", "dtype", "n_args")
 
     def __init__(self, pullback, parents, op, shape, dtype):
         self.pullback = pullback
@@ -203,6 +204,7 @@ def primitive(body=None, *, name=None):
         if type(out) is not np.ndarray and type(out) is not Box:
             out = np.asanyarray(out)  # an array subclass (core/weak.py's) stays as it is
         box = Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype))
+        box.node.n_args = max(len(args), len(parameters))
         if top.on_op is not None:
             top.on_op(op, args, kwargs, box)
         return box

@@ -97,7 +97,11 @@ def save(path, tree):
     path = os.fspath(path)
     temporary = f"{path}.partial-{os.getpid()}"
     try:
-        with open(temporary, "wb") as fh:
+        try:
+            fh = open(temporary, "wb")  # the umask's permissions, as any file the user writes
+        except OSError as error:  # name the user's path, not the temporary one
+            raise type(error)(error.errno, f"save: {error.strerror}", path) from None
+        with fh:
             np.savez(fh, **arrays)
             fh.flush()
             os.fsync(fh.fileno())

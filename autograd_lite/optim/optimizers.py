@@ -5,6 +5,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from .flat import joined, split_like, unflatten_each
+from .gradient_shapes import check_gradient_shapes
 from ..core.tree import is_differentiable, tree_leaves, tree_map
 
 
@@ -80,6 +81,7 @@ def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
         return SGDState(np.int64(0), _zeros_like_floats(params) if momentum else None)
 
     def update(params, grads, state):
+        check_gradient_shapes("sgd.update", params, grads)
         step = state.step + 1
         rate = _learning_rate(lr, step)
         directions = _with_weight_decay(grads, params, weight_decay, "sgd.update")
@@ -213,6 +215,7 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
         the arrays of params and state and returns them: the step then holds no second copy
         of the parameters and moments, and the caller must not keep using the old values.
         Other leaves (a Python float, say) get new values as without it."""
+        check_gradient_shapes(f"{name}.update", params, grads)
         step = state.step + 1
         rate = _learning_rate(lr, step)
         leaves = []  # (p, g, m, v, t) per leaf, in tree order

@@ -115,12 +115,19 @@ def _legend(view, backward):
     kinds += (["call"] if view.boxes else []) + (["output"] if view.graph.outputs else [])
     cells = [f'<TD BGCOLOR="{STYLE[k][0]}" COLOR="{STYLE[k][1]}" STYLE="rounded">'
              f'{_esc(STYLE[k][2])}</TD>' for k in kinds]
+    explained = ""
     if backward:
         cells.append(f'<TD COLOR="{KEPT}" BORDER="2" STYLE="rounded">saved for backward</TD>')
         cells.append(f'<TD BORDER="0"><FONT COLOR="{GRADIENT}">⇠ gradient (dashed)</FONT></TD>')
+        explained = (f'<TR><TD BORDER="0" COLSPAN="{len(cells) + 1}" ALIGN="LEFT">'
+                     f'<FONT COLOR="{KEPT}">saved N: the bytes of this value that the backward '
+                     f'pass keeps · +N residuals: other arrays an op\'s pullback makes and keeps '
+                     f'(a normalized x, a mask)</FONT></TD></TR>')
+    # at the bottom, below the outputs (rank=sink): a node of its own would float to the side
     return [f'  legend [shape=plaintext, class="legend", fontsize=9, label=<<TABLE BORDER="0" CELLBORDER="1" '
             f'CELLSPACING="4" CELLPADDING="3"><TR><TD BORDER="0"><B>legend</B></TD>'
-            f'{"".join(cells)}</TR></TABLE>>];']
+            f'{"".join(cells)}</TR>{explained}</TABLE>>];',
+            '  { rank=sink; legend; }']
 
 
 def _title(view, backward):
@@ -208,6 +215,8 @@ def to_dot(view, backward=False):
         lines.append(_node(out, "output", f"<B>{_esc(label)}</B>  {_small(_typed(items[source]), DARK)}"))
         lines.append(f"  {name(source)} -> {out};")
     lines += _legend(view, backward)
+    if view.graph.outputs:  # keeps the legend under the outputs, not beside the graph
+        lines.append(f"  out{len(view.graph.outputs) - 1} -> legend [style=invis];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

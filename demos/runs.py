@@ -1,0 +1,116 @@
+"""The life of a training demo's run, the same for translate, classify and generate: a new
+run in --out DIR; `--out DIR --resume` continues it with the options it was started with
+(read from its hyperparameters.json, where the demo keeps them under "options"), and an
+option given that contradicts them is refused by name; Ctrl-C ends with one line giving
+the command that resumes; `--model DIR` uses the trained model, after checking the run's
+files against each other.
+
+    runs.add_resume_option(parser)                   # --resume; --seed defaults to None
+    args = parser.parse_args(argv)
+    if args.resume:
+        runs.take_run_options(parser, args, "translate", OPTIONS)
+    runs.fill_defaults(args, QUICK if args.quick else FULL)
+    ...
+    except train.TrainingInterrupted as stop:
+        sys.exit(runs.interrupted("translate", stop, out))
+"""
+import json
+import pathlib
+import shlex
+import sys
+
+import autograd_lite as ag
+from models.run_files import CHECKPOINT, HYPERPARAMETERS
+
+from .common import flag, one_line_error
+
+
+def add_resume_option(parser):
+    """--resume on the parser of a training demo; --seed then defaults to None (not given),
+    so that a resume can tell it from the run's own (fill_defaults makes it 0)."""
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --out DIR (stopped by Ctrl-C or killed) with "
+                             "the options it was started with, read from its "
+                             f"{HYPERPARAMETERS}; an option given must agree with them")
+    parser.set_defaults(seed=None)
+
+
+def fill_defaults(args, defaults):
+    """Each option of `defaults` (and --seed, default 0) that is None takes its default."""
+    for name, value in dict(defaults, seed=0).items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+
+
+def read_settings(program, directory):
+    """The "hyperparameters" a run of `program` gave fit, from its hyperparameters.json; a
+    missing, unreadable or foreign file is a ValueError naming the file."""
+    path = pathlib.Path(directory) / HYPERPARAMETERS
+    if not pathlib.Path(directory).is_dir():
+        what = "a file" if pathlib.Path(directory).exists() else "not there"
+        raise ValueError(f"{program}: {directory} is {what}, not the folder of a {program} run")
+    if not path.is_file():
+        raise ValueError(f"{program}: {directory} holds no {program} run (no {HYPERPARAMETERS})")
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))["hyperparameters"]
+        if not isinstance(settings.get("options"), dict):
+            raise KeyError("options")
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{program}: {path} is not the settings of a {program} run "
+                         f"({type(error).__name__}: {error})") from None
+    return settings
+
+
+def take_run_options(parser, args, program, names, paths=()):
+    """For --resume: each option in `names` not given takes the run's value (from the
+    "options" of its hyperparameters.json); one given that differs is refused by its flag.
+    The run must have a checkpoint that loads (last.npz): else the program ends with one
+    line naming the file. The options in `paths` are
+    pathlib.Paths, saved and compared as text."""
+    try:
+        saved = read_settings(program, args.out)["options"]
+        check_checkpoint(args.out)
+    except ValueError as error:
+        sys.exit(one_line_error(program, error))
+    for name in names:
+        if name not in saved:
+            parser.error(f"--resume: {args.out / HYPERPARAMETERS} has no option {name!r}")
+        given, value = getattr(args, name), saved[name]
+        if given is None:
+            setattr(args, name, pathlib.Path(value) if name in paths and value is not None
+                    else value)
+        elif (str(given) if isinstance(given, pathlib.PurePath) else given) != value:
+            parser.error(f"--resume: {flag(name)} {given} differs from the run's {value} "
+                         f"(in {args.out / HYPERPARAMETERS})")
+
+
+def check_checkpoint(directory):
+    """last.npz in `directory` must be there and load (it decides where a resume starts)."""
+    path = pathlib.Path(directory) / CHECKPOINT
+    if not path.is_file():
+        raise ValueError(f"{directory} holds no checkpoint to continue ({CHECKPOINT}): the run "
+                         f"was stopped before its first one; start it again without --resume")
+    ag.load(path)  # a MalformedFile (a ValueError) names the file and what is wrong
+
+
+def saved_options(args, names):
+    """The options in `names` as JSON values (paths as text), for hyperparameters.json."""
+    return {name: str(value) if isinstance(value, pathlib.PurePath) else value
+            for name in names for value in [getattr(args, name)]}
+
+
+def interrupted(program, stop, out):
+    """The one line Ctrl-C ends a run with: where it stopped and the command that resumes."""
+    return (f"{program}: stopped at epoch {stop.epoch}, step {stop.step} (saved in "
+            f"{pathlib.Path(out) / CHECKPOINT}); to continue: python -m demos.{program} "
+            f"--out {shlex.quote(str(out))} --resume")
+
+
+def check_new_run(program, out):
+    """A new run may not overwrite a run in --out (nor write into a file): else the program
+    ends with one line saying so."""
+    if out.exists() and not out.is_dir():
+        sys.exit(f"{program}: --out {out} is a file, not a folder")
+    if (out / CHECKPOINT).exists():
+        sys.exit(f"{program}: --out {out} holds a {program} run already: add --resume to "
+                 f"continue it, or choose another --out")

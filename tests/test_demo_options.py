@@ -1,0 +1,88 @@
+"""Every option of the demos is checked before anything is read or written (issue 22,
+findings 6 and 7): each bad value below ends the program through its main(argv) with a last
+line naming the option or the file, no traceback, and no output folder left behind."""
+import json
+import os
+
+import pytest
+
+import autograd_lite as ag
+from demos import classify, generate, logistic_regression, translate
+
+DEMOS = {"translate": translate, "classify": classify, "generate": generate,
+         "logistic_regression": logistic_regression}
+
+
+def last_line(demo, argv, capsys):
+    """The line demos.<demo>.main(argv) ends with: its one-line exit message, or the last
+    line argparse writes on an option error."""
+    with pytest.raises(SystemExit) as stop:
+        DEMOS[demo].main([str(a) for a in argv])
+    if isinstance(stop.value.code, str):
+        assert "\n" not in stop.value.code
+        return stop.value.code
+    assert stop.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("demo, argv, message", [
+    # finding 6: options that failed silently
+    ("translate", ["--lr", "-1"], "python -m demos.translate: error: --lr must be a finite "
+                                  "number above 0, got -1.0"),
+    ("logistic_regression", ["--lr", "nan"], "python -m demos.logistic_regression: error: --lr "
+                                             "must be a finite number above 0, got nan"),
+    ("generate", ["--lr", "inf"], "python -m demos.generate: error: --lr must be a finite "
+                                  "number above 0, got inf"),
+    ("classify", ["--quick", "--min-df", "100000"], "classify: --min-df 100000: no word is in "
+                                                    "that many of the 4,800 training reviews, "
+                                                    "so the model would read nothing"),
+    ("translate", ["--dropout", "1.5"], "python -m demos.translate: error: --dropout must lie "
+                                        "in [0, 1), got 1.5"),
+    ("translate", ["--warmup", "-3"], "python -m demos.translate: error: --warmup must be at "
+                                      "least 0, got -3"),
+    # finding 7: what ended in a traceback
+    ("translate", ["--held-out", "2000000000"], "python -m demos.translate: error: --held-out "
+                                                "must be at most 100,000 (numbers kept from "
+                                                "training), got 2,000,000,000"),
+    ("translate", ["--resume", "--out", "empty"], "translate: empty holds no translate run (no "
+                                                  "hyperparameters.json)"),
+    ("translate", ["--quick", "--out", "a_file"], "translate: --out a_file is a file, not a "
+                                                  "folder"),
+    ("classify", ["--quick", "--out", "a_file"], "classify: --out a_file is a file, not a "
+                                                 "folder"),
+    ("generate", ["--quick", "--data", "empty", "--out", "g"], "generate: empty: Is a directory"),
+    ("classify", ["--quick", "--data", "empty", "--format", "csv", "--out", "c"],
+     "classify: empty: Is a directory"),
+    ("generate", ["--resume", "--out", "corrupt"], "generate: corrupt/hyperparameters.json is not "
+                                                   "the settings of a generate run "
+                                                   "(JSONDecodeError: Expecting property name "
+                                                   "enclosed in double quotes: line 1 column 2 "
+                                                   "(char 1))"),
+])
+def test_a_bad_option_ends_with_one_line_naming_it_and_leaves_no_folder(
+        demo, argv, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a_file").write_text("not a folder")
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "hyperparameters.json").write_text("{cut short")
+    before = sorted(os.walk(tmp_path))
+    assert last_line(demo, argv, capsys) == message
+    assert sorted(os.walk(tmp_path)) == before
+
+
+def test_a_step_that_would_not_fit_in_memory_is_refused_with_the_estimate(tmp_path, monkeypatch,
+                                                                           capsys):
+    """classify --max-len 1000000000 ran 20 s, then a 238 GiB MemoryError, leaving a folder."""
+    monkeypatch.chdir(tmp_path)
+    line = last_line("classify", ["--max-len", "1000000000"], capsys)
+    assert line.startswith("python -m demos.classify: error: --max-len 1000000000 --batch-size 32 "
+                           "--d-model 64 need about ")
+    # the position table alone, 10⁹ x 64 float32, is 238 GiB; the attention scores of a batch
+    # of 32 sequences of 10⁹ words, 4 heads, are 32 · 4 · 10¹⁸ numbers
+    estimate = float(line.split("need about ")[1].split(" GiB")[0].replace(",", ""))
+    assert estimate >= 4 * 32 * 4 * 1e18 / 2 ** 30
+    assert os.listdir(tmp_path) == []
+    # the default run's step is far below it: about 150 MiB
+    from demos import common
+    assert common.transformer_bytes(32, 200, 64, 256, 4, 1, 20_000, 200, 2) < 2 ** 28

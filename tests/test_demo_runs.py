@@ -1,0 +1,79 @@
+"""The run lifecycle of the three training demos (translate, classify, generate): a run
+stopped by Ctrl-C, or killed, resumes from `--out DIR --resume` alone (its options read from
+its hyperparameters.json) and ends with the bits of an uninterrupted run; a resume refuses
+an option that contradicts the run's; the trained model answers from the command line."""
+import json
+import signal
+
+import numpy as np
+import pytest
+from helpers.stopping import ctrl_c, run_until_killed, stopping_fit
+
+import autograd_lite as ag
+from demos import classify, generate, translate
+from models import train
+
+
+def assert_same_run(*folders):
+    """The folders hold the same trained model (bit for bit) and the same history."""
+    first = ag.load(folders[0] / "model.npz")
+    history = json.loads((folders[0] / "history.json").read_text())
+    for folder in folders[1:]:
+        for x, y in zip(ag.tree_leaves(first), ag.tree_leaves(ag.load(folder / "model.npz"))):
+            np.testing.assert_array_equal(x, y)
+        assert json.loads((folder / "history.json").read_text()) == history, folder
+
+
+def stop_resume_and_kill(demo, settings, tmp_path, monkeypatch):
+    """A run of `settings` in a/, the same stopped by Ctrl-C before batch 1 of epoch 1 in c/
+    and resumed by `--out c --resume`, and the same killed there in k/ and resumed so: -> the
+    Ctrl-C line. Each folder ends with the same model and history."""
+    a, c, k = tmp_path / "a", tmp_path / "c", tmp_path / "k"
+    demo.main([*settings, "--out", str(a)])
+    monkeypatch.setattr(train, "fit", stopping_fit(train.fit, 1, 1, ctrl_c))
+    with pytest.raises(SystemExit) as stop:
+        demo.main([*settings, "--out", str(c)])
+    monkeypatch.undo()
+    demo.main(["--out", str(c), "--resume"])
+    name = demo.__name__.rsplit(".", 1)[1]
+    assert run_until_killed(name, [*settings, "--out", k], 1, 1,
+                            tmp_path / "blocked") == -signal.SIGKILL
+    assert (k / "last.npz").is_file() and not (k / "model.npz").exists()
+    demo.main(["--out", str(k), "--resume"])
+    assert_same_run(a, c, k)
+    return stop.value.code
+
+
+def test_translate_resumes_bit_identically_after_ctrl_c_and_after_a_kill(tmp_path, monkeypatch,
+                                                                         capsys):
+    settings = ["--quick", "--epochs", "2", "--epoch-size", "3", "--held-out", "8", "--seed", "2"]
+    line = stop_resume_and_kill(translate, settings, tmp_path, monkeypatch)
+    c = tmp_path / "c"
+    assert line == (f"translate: stopped at epoch 1, step 1 (saved in {c / 'last.npz'}); to "
+                    f"continue: python -m demos.translate --out {c} --resume")
+    capsys.readouterr()
+    with pytest.raises(SystemExit):  # a resume refuses an option that contradicts the run's
+        translate.main(["--out", str(c), "--resume", "--epochs", "3"])
+    assert (f"--resume: --epochs 3 differs from the run's 2 (in {c / 'hyperparameters.json'})"
+            in capsys.readouterr().err)
+
+
+def test_classify_resumes_bit_identically_after_ctrl_c_and_after_a_kill(tmp_path, monkeypatch,
+                                                                        capsys):
+    settings = ["--quick", "--generated", "200", "--epochs", "2", "--d-model", "16", "--seed", "1"]
+    line = stop_resume_and_kill(classify, settings, tmp_path, monkeypatch)
+    assert line == (f"classify: stopped at epoch 1, step 1 (saved in {tmp_path / 'c' / 'last.npz'})"
+                    f"; to continue: python -m demos.classify --out {tmp_path / 'c'} --resume")
+    out = capsys.readouterr().out.splitlines()
+    finals = [row for row in out if row.startswith("test accuracy: transformer")]
+    assert len(finals) == 3 and len(set(finals)) == 1, finals  # a, c resumed, k resumed
+
+
+def test_generate_resumes_bit_identically_after_ctrl_c_and_after_a_kill(tmp_path, monkeypatch):
+    path = tmp_path / "tiny.txt"
+    path.write_text("the cat sat on the mat. " * 100, encoding="utf-8")
+    settings = ["--quick", "--data", str(path), "--steps", "8", "--eval-every", "4",
+                "--sample-length", "10", "--seed", "4"]
+    line = stop_resume_and_kill(generate, settings, tmp_path, monkeypatch)
+    assert line == (f"generate: stopped at epoch 1, step 1 (saved in {tmp_path / 'c' / 'last.npz'})"
+                    f"; to continue: python -m demos.generate --out {tmp_path / 'c'} --resume")
