@@ -20,6 +20,7 @@ import pathlib
 import pickle
 import signal
 import socket
+import sys
 import tempfile
 import time
 import traceback
@@ -109,7 +110,8 @@ def launch(worker, n, job, port=0, timeout=60.0):
 
 def _run(worker, rank, world, port, timeout, folder):
     """A worker process: join the group, run worker(rank, world, the job in folder), leave the
-    group. An exception is printed and its last line kept in folder/error-<rank>."""
+    group. An exception is printed, its last line kept in folder/error-<rank>, and the process
+    exits with status 1."""
     import torch
     import torch.distributed as dist
     os.environ["GLOO_SOCKET_IFNAME"] = loopback_interface()
@@ -127,7 +129,8 @@ def _run(worker, rank, world, port, timeout, folder):
         traceback.print_exc()
         last = traceback.format_exception_only(type(error), error)[-1].strip()
         (folder / f"error-{rank}").write_text(last)
-        raise SystemExit(1)
+        sys.stderr.flush()
+        os._exit(1)  # status 1 for certain, without the interpreter's (and torch's) teardown
 
 
 def _watch(processes, folder, start):
