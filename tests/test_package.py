@@ -1,5 +1,6 @@
 """The package itself: its version, and that pictures need no Python graphviz package."""
 import configparser
+import os
 import pathlib
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def test_without_installed_metadata_the_version_says_unknown():
 def test_no_extra_asks_for_the_graphviz_python_package():
     """The pictures call the `dot` program; nothing imports the `graphviz` package."""
     extras = setup_cfg()["options.extras_require"]
-    assert dict(extras) == {"demos": "\ntqdm\nmatplotlib",
+    assert dict(extras) == {"fast": "\nnumba>=0.68", "demos": "\ntqdm\nmatplotlib\nnumba>=0.68",
                             "test": "\npytest\nhypothesis\ntqdm\nmatplotlib"}
     sources = [*ROOT.glob("autograd_lite/**/*.py"), *ROOT.glob("models/**/*.py")]
     assert sources and not any("import graphviz" in path.read_text() for path in sources)
@@ -81,3 +82,14 @@ def test_the_engine_imports_point_one_way():
         level = parts[0].removesuffix(".py")
         reached = engine_imports(path) - {level}
         assert reached <= MAY_IMPORT[level], f"{'/'.join(parts)} imports {reached - MAY_IMPORT[level]}"
+
+
+def test_the_core_install_needs_numpy_alone_and_imports_numba_lazily():
+    """`import autograd_lite` loads no numba; the first kernel call does, when it is there."""
+    assert setup_cfg()["options"]["install_requires"].split() == ["numpy"]
+    script = ("import sys, autograd_lite as ag\n"
+              "print('numba' in sys.modules)\n"
+              "print(ag.kernels.backend(), 'numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, check=True, env={**os.environ, "AUTOGRAD_LITE_KERNELS": ""})
+    assert out.stdout.split() == ["False", "numba", "True"]

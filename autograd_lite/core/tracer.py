@@ -228,7 +228,7 @@ def _cast_weak_operands(values, parents):
     return False
 
 
-def primitive(body=None, *, name=None):
+def primitive(body=None, *, name=None, reference=None):
     """Make `body(*arrays) -> (out, pullback)` an op that gradients flow through.
 
     `pullback(cotangent)` returns one cotangent per positional argument (None
@@ -238,10 +238,18 @@ def primitive(body=None, *, name=None):
     traced values those are recorded, which is what makes higher order work.
     `name` (default: the body's name) labels the op in errors and pictures.
     Use as `@primitive` or `@primitive(name="...")`. The op exposes `op_name`,
-    `parameters` and `body` (see the recording hook in the module docstring).
+    `parameters`, `body` and `reference` (see the recording hook in the module docstring).
+
+    The seam of a fused op: `reference`, the same function composed of the library's ops.
+    When an operand belongs to an enclosing trace (grad of grad, hessian) the op runs the
+    reference, which the traces record; otherwise the body runs on plain arrays. Its pullback
+    may be handed a traced cotangent even then (jvp's double vjp): the body returns
+    `(out, kernel_pullback, composed_pullback)`, the second written with the library's ops
+    over the plain values it saved, and the engine picks by the cotangent (`seam_pullback`);
+    or `(out, pullback)` when the pullback is written with the library's ops alone.
     """
     if body is None:
-        return functools.partial(primitive, name=name)
+        return functools.partial(primitive, name=name, reference=reference)
     op_name = name or body.__name__
     parameters = _positional_parameters(body)
 
@@ -271,7 +279,14 @@ def primitive(body=None, *, name=None):
             if not top.active:
                 raise escaped_value_error(op_name, top)
             weak = _cast_weak_operands(values, parents)
-        out, pullback = body(*values, **kwargs)
+        if reference is None:
+            out, pullback = body(*values, **kwargs)
+        elif _holds_enclosing_boxes(values, kwargs):  # the seam: higher order records the reference
+            return reference(*args, **kwargs)
+        else:  # the seam: plain operands, the fused body
+            out, pullback, *composed = body(*values, **kwargs)
+            if composed:
+                pullback = seam_pullback(pullback, composed[0])
         if type(out) is not np.ndarray and type(out) is not Box:
             out = np.asarray(out)
         node_type = WeakNode if weak and out.dtype == np.float64 else Node
@@ -281,9 +296,27 @@ def primitive(body=None, *, name=None):
         return box
 
     op.body = body
+    op.reference = reference
     op.op_name = op_name
     op.parameters = parameters
     return op
+
+
+def _holds_enclosing_boxes(values, kwargs):
+    """Whether an operand, once this trace's boxes are opened, is still traced (by an
+    enclosing trace: grad of grad, jvp, hessian)."""
+    return any(type(v) is Box for v in values) or any(type(v) is Box for v in kwargs.values())
+
+
+def seam_pullback(kernel_pullback, composed_pullback):
+    """A fused op's pullback: the kernel's for a plain cotangent; for a traced one (a trace
+    opened around the backward pass, as jvp's double vjp, or one that differentiates what
+    the cotangent was made from) the composed one, written with the library's ops from the
+    plain values the forward saved, which that trace records."""
+    @functools.wraps(kernel_pullback)  # named as the op's pullback, in tracebacks too
+    def fused_pullback(g):
+        return kernel_pullback(g) if type(g) is not Box else composed_pullback(g)
+    return fused_pullback
 
 
 PRIMITIVE_CODE = primitive(lambda x: (x, None)).__code__  # one code object for every wrapper
