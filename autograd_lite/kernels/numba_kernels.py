@@ -4,7 +4,8 @@
 The interface is numpy_kernels.py's (the names in kernels.NAMES; one not written here is
 numpy's). Importing this module imports numba (an ImportError without it: kernels/__init__.py
 then stays with numpy). What a forward saves is this module's own business: layer norm
-keeps x and the per-row mean and 1/σ, as torch does, where numpy keeps x̂.
+keeps x̂ and 1/σ, as numpy's does (x is not kept: the pullback of an op must not hold on to
+an input it does not need).
 
 Exponentials. numba's loops call a scalar exp (the llvmlite wheels carry no SVML, so LLVM
 cannot vectorise it), several times slower than numpy's SIMD exp; so softmax and
@@ -31,13 +32,17 @@ from numba import prange
 _ROW_BLOCK = 32  # rows per partial sum of dscale and dbias (fixed: same bits for any threads)
 
 
-def _compiled(parallel=True):
-    """numba.njit with the disk cache, or without it where numba finds no writable folder."""
+def _compiled(parallel=True, reassociate=False):
+    """numba.njit with the disk cache, or without it where numba finds no writable folder.
+    reassociate: let LLVM reorder the sums of a row, so that it vectorises them (the order is
+    fixed at compile time: the same bits on every run and for any number of threads)."""
+    options = dict(parallel=parallel, fastmath={"reassoc"} if reassociate else False)
+
     def decorate(function):
         try:
-            return numba.njit(cache=True, parallel=parallel)(function)
+            return numba.njit(cache=True, **options)(function)
         except RuntimeError:  # "cannot cache function ...: no locator available"
-            return numba.njit(cache=False, parallel=parallel)(function)
+            return numba.njit(cache=False, **options)(function)
     return decorate
 
 
@@ -48,8 +53,8 @@ def _rows(a):
 
 # ---------------------------------------------------------------- layer norm
 
-@_compiled()
-def _layer_norm_rows(x, scale, bias, eps, out, mean, inv_std):
+@_compiled(reassociate=True)
+def _layer_norm_rows(x, scale, bias, eps, out, x_hat, inv_std):
     n, d = x.shape
     for i in prange(n):
         total = x.dtype.type(0)
@@ -61,67 +66,65 @@ def _layer_norm_rows(x, scale, bias, eps, out, mean, inv_std):
             c = x[i, j] - mu
             squares += c * c
         r = x.dtype.type(1) / np.sqrt(squares / x.dtype.type(d) + eps)
-        mean[i], inv_std[i] = mu, r
+        inv_std[i] = r
         for j in range(d):
-            out[i, j] = (x[i, j] - mu) * r * scale[j] + bias[j]
+            normalized = (x[i, j] - mu) * r
+            x_hat[i, j] = normalized
+            out[i, j] = normalized * scale[j] + bias[j]
 
 
 def layer_norm_forward(x, scale, bias, eps):
-    """out = scale ⊙ (x - μ)/√(σ² + eps) + bias per row: 3 passes over each row (sum,
-    squares, write). saved: (x rows, μ, 1/√(σ² + eps))."""
+    """out = scale ⊙ x̂ + bias, x̂ = (x - μ)/√(σ² + eps) per row: 3 passes over each row
+    (sum, squares, write). saved: (x̂ rows, 1/√(σ² + eps)); x itself is not kept."""
     rows = _rows(x)
-    out = np.empty_like(rows)
-    mean = np.empty(rows.shape[0], rows.dtype)
+    out, x_hat = np.empty_like(rows), np.empty_like(rows)
     inv_std = np.empty(rows.shape[0], rows.dtype)
-    _layer_norm_rows(rows, scale, bias, rows.dtype.type(eps), out, mean, inv_std)
-    return out.reshape(x.shape), (rows, mean, inv_std)
+    _layer_norm_rows(rows, scale, bias, rows.dtype.type(eps), out, x_hat, inv_std)
+    return out.reshape(x.shape), (x_hat, inv_std)
 
 
-@_compiled()
-def _layer_norm_backward_rows(g, x, mean, inv_std, scale, dx, partial_scale, partial_bias):
-    n, d = x.shape
+@_compiled(reassociate=True)
+def _layer_norm_backward_rows(g, x_hat, inv_std, scale, dx, partial_scale, partial_bias):
+    n, d = x_hat.shape
     for block in prange(partial_scale.shape[0]):
         for j in range(d):
             partial_scale[block, j] = 0
             partial_bias[block, j] = 0
         for i in range(block * _ROW_BLOCK, min(n, (block + 1) * _ROW_BLOCK)):
-            mu, r = mean[i], inv_std[i]
-            sum_g_hat = x.dtype.type(0)
-            sum_g_hat_x_hat = x.dtype.type(0)
+            sum_g_hat = x_hat.dtype.type(0)
+            sum_g_hat_x_hat = x_hat.dtype.type(0)
             for j in range(d):
-                x_hat = (x[i, j] - mu) * r
                 g_hat = g[i, j] * scale[j]
                 sum_g_hat += g_hat
-                sum_g_hat_x_hat += g_hat * x_hat
-                partial_scale[block, j] += g[i, j] * x_hat
+                sum_g_hat_x_hat += g_hat * x_hat[i, j]
+                partial_scale[block, j] += g[i, j] * x_hat[i, j]
                 partial_bias[block, j] += g[i, j]
-            a, b = sum_g_hat / x.dtype.type(d), sum_g_hat_x_hat / x.dtype.type(d)
+            a = sum_g_hat / x_hat.dtype.type(d)
+            b = sum_g_hat_x_hat / x_hat.dtype.type(d)
+            r = inv_std[i]
             for j in range(d):
-                x_hat = (x[i, j] - mu) * r
-                dx[i, j] = r * (g[i, j] * scale[j] - a - x_hat * b)
+                dx[i, j] = r * (g[i, j] * scale[j] - a - x_hat[i, j] * b)
 
 
 def layer_norm_backward(g, saved, scale):
     """(dx, dscale, dbias): dx = r ⊙ (ĝ - mean(ĝ) - x̂ ⊙ mean(ĝ ⊙ x̂)), ĝ = g ⊙ scale,
-    r = 1/√(σ² + eps), with x̂ recomputed in the pass; dscale = Σ_rows g ⊙ x̂ and
-    dbias = Σ_rows g summed per block of rows, then over blocks. 2 passes over each row."""
-    rows, mean, inv_std = saved
+    r = 1/√(σ² + eps); dscale = Σ_rows g ⊙ x̂ and dbias = Σ_rows g summed per fixed block of
+    rows, then over the blocks in order. 2 passes over each row."""
+    x_hat, inv_std = saved
     g_rows = _rows(g)
-    n, d = rows.shape
+    n, d = x_hat.shape
     blocks = max(1, -(-n // _ROW_BLOCK))
-    dx = np.empty_like(rows)
-    partial_scale = np.empty((blocks, d), rows.dtype)
-    partial_bias = np.empty((blocks, d), rows.dtype)
-    _layer_norm_backward_rows(g_rows, rows, mean, inv_std, scale, dx, partial_scale,
-                              partial_bias)
+    dx = np.empty_like(x_hat)
+    partial_scale = np.empty((blocks, d), x_hat.dtype)
+    partial_bias = np.empty((blocks, d), x_hat.dtype)
+    _layer_norm_backward_rows(g_rows, x_hat, inv_std, scale, dx, partial_scale, partial_bias)
     return dx.reshape(g.shape), partial_scale.sum(axis=0), partial_bias.sum(axis=0)
 
 
 def layer_norm_normalized(saved):
-    """(x̂ rows, 1/√(σ² + eps) (N, 1)) from what layer_norm_forward saved (numpy: only
-    higher order and a traced eps ask)."""
-    rows, mean, inv_std = saved
-    return (rows - mean[:, None]) * inv_std[:, None], inv_std[:, None]
+    """(x̂ rows, 1/√(σ² + eps) (N, 1)) from what layer_norm_forward saved."""
+    x_hat, inv_std = saved
+    return x_hat, inv_std[:, None]
 
 
 def layer_norm_eps_cotangent(g, saved, scale):
@@ -133,7 +136,7 @@ def layer_norm_eps_cotangent(g, saved, scale):
 # ---------------------------------------------------------------- softmax
 
 @_compiled()
-def _shift_rows(x, mask, use_mask, shifted, peak):
+def _shift_rows(x, mask, row_of, use_mask, shifted, peak):
     """shifted = x - max over the kept entries (-inf where masked); peak: that maximum
     (NaN when a kept entry is NaN, -inf when nothing finite is kept)."""
     n, d = x.shape
@@ -142,7 +145,7 @@ def _shift_rows(x, mask, use_mask, shifted, peak):
         m = minus_inf
         nan = False
         for j in range(d):
-            if not use_mask or mask[i, j]:
+            if not use_mask or mask[row_of[i], j]:
                 v = x[i, j]
                 if v != v:
                     nan = True
@@ -153,14 +156,14 @@ def _shift_rows(x, mask, use_mask, shifted, peak):
         peak[i] = m
         base = m if np.isfinite(m) else x.dtype.type(0)
         for j in range(d):
-            if not use_mask or mask[i, j]:
+            if not use_mask or mask[row_of[i], j]:
                 shifted[i, j] = x[i, j] - base
             else:
                 shifted[i, j] = minus_inf
 
 
-@_compiled()
-def _normalize_rows(e, peak, mask, use_mask):
+@_compiled(reassociate=True)
+def _normalize_rows(e, peak, mask, row_of, use_mask):
     """e / Σ e per row in place; a row with nothing kept: zeros; a row whose maximum is
     NaN or +inf, or whose kept entries are all -inf: NaN (torch's masked_fill(-inf))."""
     n, d = e.shape
@@ -168,7 +171,7 @@ def _normalize_rows(e, peak, mask, use_mask):
         kept_any = False
         if use_mask:
             for j in range(d):
-                if mask[i, j]:
+                if mask[row_of[i], j]:
                     kept_any = True
                     break
         else:
@@ -190,23 +193,29 @@ def _normalize_rows(e, peak, mask, use_mask):
 
 
 def _mask_rows(mask, shape):
-    """The mask as C-contiguous bool rows of the scores' shape (a dummy without a mask)."""
+    """(rows, row_of, use_mask): the mask (of the scores' rank) as its own distinct C-contiguous
+    bool rows (M, D) and, per row of the scores, the index of its mask row (N,): a causal
+    (1, 1, T, T) mask stays T rows, not B·H·T. Dummies without a mask."""
     if mask is None:
-        return np.ones((1, 1), np.bool_), False
-    return _rows(np.broadcast_to(mask, shape)), True
+        return np.ones((1, 1), np.bool_), np.zeros(1, np.intp), False
+    lead = mask.shape[:-1]
+    rows = _rows(np.broadcast_to(mask, lead + shape[-1:]))  # (M, D)
+    row_of = np.broadcast_to(np.arange(rows.shape[0]).reshape(lead), shape[:-1]).reshape(-1)
+    return rows, row_of, True
 
 
-@_compiled()
-def _normalize_exact_rows(e, mask, use_mask, exact):
+@_compiled(reassociate=True)
+def _normalize_exact_rows(e, mask, row_of, use_mask, exact):
     """e (= exp(x), unshifted) masked and divided by its row sum where that sum lies in
     [1, ∞): there exp(x) is as exact as exp(x - max) (numpy_kernels._sums_are_exact);
     exact[i] says which rows were done."""
     n, d = e.shape
     for i in prange(n):
+        if use_mask:
+            for j in range(d):
+                e[i, j] *= mask[row_of[i], j]  # masked: exactly 0 (inf: NaN, redone shifted)
         total = 0.0  # float64: the sum rounded once into e's dtype, as exact as numpy's
         for j in range(d):
-            if use_mask and not mask[i, j]:
-                e[i, j] = 0
             total += e[i, j]
         rounded = e.dtype.type(total)  # (a float64 sum may overflow only in e's dtype)
         exact[i] = rounded >= 1 and rounded < np.inf
@@ -221,49 +230,50 @@ def softmax_forward(x, mask):
     case, as in numpy_kernels); the other rows are redone shifted by their largest kept
     entry (a compiled shift, numpy's exp, a compiled normalisation). saved: (y, mask)."""
     rows = _rows(x)
-    mask_rows, use_mask = _mask_rows(mask, x.shape)
+    mask_rows, row_of, use_mask = _mask_rows(mask, x.shape)
     with np.errstate(over="ignore", invalid="ignore"):
         y = np.exp(rows)
     exact = np.empty(rows.shape[0], np.bool_)
-    _normalize_exact_rows(y, mask_rows, use_mask, exact)
+    _normalize_exact_rows(y, mask_rows, row_of, use_mask, exact)
     if not exact.all():
         redo = np.flatnonzero(~exact)
-        row_mask = mask_rows[redo] if use_mask else mask_rows
+        redo_row_of = row_of[redo] if use_mask else row_of
         shifted = np.empty((redo.size, rows.shape[1]), rows.dtype)
         peak = np.empty(redo.size, rows.dtype)
-        _shift_rows(rows[redo], row_mask, use_mask, shifted, peak)
+        _shift_rows(rows[redo], mask_rows, redo_row_of, use_mask, shifted, peak)
         with np.errstate(over="ignore", invalid="ignore"):
             np.exp(shifted, out=shifted)
-        _normalize_rows(shifted, peak, row_mask, use_mask)
+        _normalize_rows(shifted, peak, mask_rows, redo_row_of, use_mask)
         y[redo] = shifted
-    return y.reshape(x.shape), (y, mask_rows, use_mask)
+    return y.reshape(x.shape), (y, mask_rows, row_of, use_mask)
 
 
-@_compiled()
-def _softmax_backward_rows(g, y, mask, use_mask, dx):
+@_compiled(reassociate=True)
+def _softmax_backward_rows(g, y, mask, row_of, use_mask, dx):
     n, d = y.shape
     for i in prange(n):
         s = y.dtype.type(0)
         for j in range(d):
             s += g[i, j] * y[i, j]
         for j in range(d):
-            if use_mask and not mask[i, j]:
-                dx[i, j] = 0
-            else:
-                dx[i, j] = y[i, j] * (g[i, j] - s)
+            dx[i, j] = y[i, j] * (g[i, j] - s)  # 0 where y is (masked), but in a NaN row
+        if use_mask and s != s:
+            for j in range(d):
+                if not mask[row_of[i], j]:
+                    dx[i, j] = 0
 
 
 def softmax_backward(g, saved):
     """dx = y ⊙ (g - Σ g ⊙ y) per row, 0 at masked entries: 2 passes over each row."""
-    y, mask_rows, use_mask = saved
+    y, mask_rows, row_of, use_mask = saved
     dx = np.empty_like(y)
-    _softmax_backward_rows(_rows(g), y, mask_rows, use_mask, dx)
+    _softmax_backward_rows(_rows(g), y, mask_rows, row_of, use_mask, dx)
     return dx.reshape(g.shape)
 
 
 # ---------------------------------------------------------------- cross-entropy
 
-@_compiled()
+@_compiled(reassociate=True)
 def _cross_entropy_rows(logits, labels, e, peak, at_labels, mean_log_p, sums):
     """From e = exp(logits - peak) (numpy's exp): the row sums, log p at the labels and
     mean_c log p_c, log p = logits - peak - log Σ e."""

@@ -69,7 +69,8 @@ def workload_table(kind, models, threads):
 def environment_line(env, start_load, end_load):
     b = env["blas"]
     return (f"{env['cpu']}, {env['cores']} cores; Python {env['python']}, numpy {env['numpy']} "
-            f"with {b['name']} {b['version']} (core {b['core']}), torch {env['torch']}; load "
+            f"with {b['name']} {b['version']} (core {b['core']}), autograd_lite kernels "
+            f"{env.get('kernels', 'numpy')}, torch {env['torch']}; load "
             f"average {start_load:.2f} at the start, {end_load:.2f} at the end "
             f"({time.strftime('%Y-%m-%d')})")
 
