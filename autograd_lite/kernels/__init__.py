@@ -11,6 +11,21 @@ answers is chosen once, on the first call, and `backend()` says which:
 plain arrays only (the seam in core.tracer.primitive runs an op's reference under higher
 order), so nothing here knows about tracing; this package imports nothing from the engine.
 numba is imported lazily, on the first kernel call, never by `import autograd_lite`.
+
+Threads. The compiled kernels split rows over numba's threads (as many as cores; numba's
+default threading layer, here GNU OpenMP: TBB does not load); OpenBLAS keeps its own. Nothing
+here sets a thread count or a threading layer (importing the library changes nothing outside
+it). Measured on an AMD EPYC with 2 cores shared with other work (load average 11 to 16),
+paired numba / numpy blocks in one process (tests/benchmarks/bench_kernels.py --ops, 5
+rounds), layer norm (1024, 512) forward and backward, ms: OpenMP's default (threads spin at
+barriers) 82 against numpy's 133; OMP_WAIT_POLICY=PASSIVE 9.0 against 68;
+NUMBA_THREADING_LAYER=workqueue 11.2 against 92; NUMBA_NUM_THREADS=1 16 against 143 (5.8
+against 113 once the row sums were vectorised). Adam over 4M float32 entries: 9 to 15 against
+46 to 74 in every arrangement. On a machine shared this way, spinning threads lose: use one
+numba thread or passive waiting. Whole training steps at 2 threads took seconds on both sides
+at that load (every barrier, OpenBLAS's too, waits for a descheduled thread), so the
+arrangement for a quiet machine (2 threads, and the order of BLAS and kernel calls) is still
+to be measured there: tests/benchmarks/README.md says how.
 """
 import os
 

@@ -23,7 +23,7 @@ Caching. Kernels compile on first use and are cached on disk (`cache=True`: numb
 beside this file, or under the user's cache folder when the install is read-only); where no
 cache folder is writable they compile in memory each run (`_compiled`).
 
-Threads: see kernels/README.md for the arrangement measured with OpenBLAS on 2 cores.
+Threads: the arrangement measured with OpenBLAS on 2 cores is in kernels/__init__.py.
 """
 import numpy as np
 import numba
