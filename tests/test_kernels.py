@@ -166,10 +166,10 @@ def test_same_bits_for_any_number_of_threads(rng, backends):
 def test_a_kernel_compiles_without_a_writable_cache_folder():
     """A function numba can find no cache folder for (here: source without a file, as in a
     read-only install with no user cache) is compiled in memory instead."""
-    from autograd_lite.kernels.numba_kernels import _compiled
+    from autograd_lite.kernels.numba_compile import compiled
     namespace = {}
     exec("def twice(x):\n    return 2 * x\n", namespace)  # a file named "<string>"
     with pytest.raises(RuntimeError, match="cannot cache"):
         numba.njit(cache=True)(namespace["twice"])
-    compiled = _compiled(parallel=False)(namespace["twice"])
-    assert compiled(21) == 42
+    twice = compiled(parallel=False)(namespace["twice"])
+    assert twice(21) == 42
