@@ -5,7 +5,7 @@
 """
 import importlib.metadata as _metadata
 
-from . import optim
+from . import kernels, optim
 from .core.differentiate import grad, gradient, value_and_gradient, vjp
 from .core.remat import checkpoint
 from .ops import (abs, add, add_at, astype, broadcast_to, clip, concatenate, cos, cross_entropy,

@@ -10,7 +10,7 @@ import autograd_lite as ag
 from autograd_lite.core.tracer import Box
 from helpers.references import (DTYPES, RTOL, assert_close, check_first_order,
                                 check_second_order, compare_with_torch, is_float)
-from helpers.op_table import CASES
+from helpers.op_table import CASES, FUSED_CASES, FUSED_OPS
 
 
 def by_name(cases):
@@ -53,3 +53,72 @@ def test_second_order(case, rng):
 @by_name([c for c in CASES if c.theirs is not None])
 def test_matches_torch(case, dtype, rng, torch):
     compare_with_torch(torch, case.ours, case.theirs, *case.arguments(rng, dtype))
+
+
+# ---- fused ops: the kernel against its reference ----------------------------------------------
+
+def fused_and_reference(monkeypatch, compute):
+    """compute() with the kernels, then with each ag.<fused op> replaced by its reference."""
+    fused = compute()
+    with monkeypatch.context() as patch:
+        for name in FUSED_OPS:
+            patch.setattr(ag, name, getattr(ag, name).reference)
+        return fused, compute()
+
+
+def test_every_fused_op_has_a_reference_and_rows():
+    for name in FUSED_OPS:
+        assert callable(getattr(ag, name).reference), name
+        assert any(case.name.split()[0] == name for case in FUSED_CASES), name
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@by_name(FUSED_CASES)
+def test_fused_op_matches_its_reference(case, dtype, rng, monkeypatch):
+    """Values and first-order gradients: the kernels (and their pullbacks) against the reference."""
+    args = case.arguments(rng, dtype)
+    weights = rng.standard_normal(np.shape(case.ours(*args))).astype(dtype)
+
+    def value_and_gradients():
+        return ag.value_and_gradient(lambda *a: ag.sum(case.ours(*a) * weights), *args)
+    (fused, fused_grads), (reference, reference_grads) = fused_and_reference(
+        monkeypatch, value_and_gradients)
+    rtol = 10 * RTOL[np.dtype(dtype)]
+    assert_close(fused, reference, rtol, "value")
+    for got, want in zip(fused_grads, reference_grads):
+        assert (got is None) == (want is None)
+        if got is not None:
+            assert got.dtype == dtype
+            assert_close(got, want, rtol, "gradient")
+
+
+@by_name([c for c in FUSED_CASES if c.second_order])
+def test_fused_op_matches_its_reference_to_second_order(case, rng, monkeypatch):
+    """In float64: Hessian-vector products (the seam runs the reference: every operand is
+    traced twice), the derivative of a gradient in the cotangent's weights only (the kernel runs
+    forward, its cotangent is traced: the seam's pullback takes the reference's), and jvp (the
+    double vjp: the cotangent belongs to a later trace)."""
+    args = case.arguments(rng, np.float64)
+    floats = [i for i, a in enumerate(args) if is_float(a)]
+    directions = [rng.standard_normal(np.shape(a)) if is_float(a) else None for a in args]
+    weights = rng.standard_normal(np.shape(case.ours(*args)))
+
+    def hvp():
+        return ag.hvp(lambda *a: ag.sum(ag.tanh(case.ours(*a)) ** 2),
+                      tuple(args), tuple(directions))
+
+    def through_the_cotangent(w):
+        def weighted(*a):
+            return ag.sum(case.ours(*a) * ag.tanh(w))
+        grads = ag.gradient(weighted, *args)
+        return sum(ag.sum(grads[i] * directions[i]) for i in floats)
+
+    def jvp():
+        return ag.jvp(case.ours, tuple(args), tuple(directions))[1]
+
+    for compute in (hvp, lambda: ag.grad(through_the_cotangent)(weights), jvp):
+        fused, reference = fused_and_reference(monkeypatch, compute)
+        for got, want in zip(ag.tree_leaves(fused), ag.tree_leaves(reference)):
+            assert (got is None) == (want is None)
+            if got is not None:
+                assert_close(got, want, 1e-10, "second order")

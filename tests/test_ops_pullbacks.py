@@ -53,5 +53,6 @@ def test_the_table_covers_every_primitive():
 
 @pytest.mark.parametrize("name", CALLS)
 def test_the_pullback_is_named_after_the_op(name):
-    _, pullback = catalogue()[name].body(*CALLS[name])
+    _, pullback, *composed = catalogue()[name].body(*CALLS[name])  # a fused op: two
     assert pullback.__name__ == f"{name}_pullback"
+    assert [p.__name__ for p in composed] in ([], [f"{name}_composed_pullback"])

@@ -1,4 +1,4 @@
-"""Adam's chunked path (optimizers._adam_chunk over leaves joined in one buffer, optim/flat.py) against Adam
+"""Adam's one update path (kernels.adam_update over leaves joined in chunks, optim/flat.py) against Adam
 written out leaf by leaf as torch.optim.Adam documents it: the same bits, whatever the
 chunking, the dtypes, the leaves without a gradient and the weight decay; the arguments
 untouched; the joined buffers found again at the next update."""
@@ -16,7 +16,7 @@ class Tree(NamedTuple):
     big: np.ndarray  # larger than the chunk size the tests set
     small: list  # float32 leaves, one chunk or several
     wide: np.ndarray  # float64: a chunk of its own dtype
-    scalar: float  # a Python float leaf: the per-leaf path
+    scalar: float  # a Python float leaf: a 0-d chunk of its own dtype
     late: np.ndarray  # no gradient for the first two updates: its own count t
     n_heads: int
 
@@ -60,7 +60,7 @@ SETTINGS = {
 @pytest.mark.parametrize("name", list(SETTINGS))
 def test_chunked_adam_gives_the_bits_of_adam_written_out(name, chunk_size, monkeypatch, rng):
     make, settings, decoupled = SETTINGS[name]
-    monkeypatch.setattr(optim, "CHUNK_SIZE", chunk_size)
+    monkeypatch.setattr(flat, "CHUNK_SIZE", chunk_size)
     optimizer = make(**settings)
     params = make_tree(rng)
     state = optimizer.init(params)
@@ -152,7 +152,7 @@ def adam_runs(optimizer, rng, steps, in_place):
 @pytest.mark.parametrize("name", list(SETTINGS))
 def test_in_place_gives_the_bits_of_the_functional_update(name, chunk_size, monkeypatch):
     make, settings, _ = SETTINGS[name]
-    monkeypatch.setattr(optim, "CHUNK_SIZE", chunk_size)
+    monkeypatch.setattr(flat, "CHUNK_SIZE", chunk_size)
     functional = adam_runs(make(**settings), np.random.default_rng(3), 5, in_place=False)
     in_place = adam_runs(make(**settings), np.random.default_rng(3), 5, in_place=True)
     assert ag.tree_paths(functional) == ag.tree_paths(in_place)
@@ -163,7 +163,7 @@ def test_in_place_gives_the_bits_of_the_functional_update(name, chunk_size, monk
 
 @pytest.mark.parametrize("chunk_size", [7, 2**16])
 def test_in_place_writes_into_the_arrays_it_was_given(chunk_size, monkeypatch, rng):
-    monkeypatch.setattr(optim, "CHUNK_SIZE", chunk_size)
+    monkeypatch.setattr(flat, "CHUNK_SIZE", chunk_size)
     optimizer = ag.optim.adamw(lr=0.1)
     params = make_tree(rng)
     state = optimizer.init(params)

@@ -160,7 +160,7 @@ def _check_keyword_only(op_name, kwargs, top):
                             "make it a positional parameter of the primitive to differentiate it")
 
 
-def primitive(body=None, *, name=None):
+def primitive(body=None, *, name=None, reference=None):
     """Make `body(*arrays) -> (out, pullback)` an op that gradients flow through.
 
     `pullback(cotangent)` returns one cotangent per positional argument (None
@@ -170,10 +170,18 @@ def primitive(body=None, *, name=None):
     traced values those are recorded, which is what makes higher order work.
     `name` (default: the body's name) labels the op in errors and pictures.
     Use as `@primitive` or `@primitive(name="...")`. The op exposes `op_name`,
-    `parameters` and `body` (see the recording hook in `Trace`).
+    `parameters`, `body` and `reference` (see the recording hook in `Trace`).
+
+    The seam of a fused op: `reference`, the same function composed of the library's ops.
+    When an operand belongs to an enclosing trace (grad of grad, hessian) the op runs the
+    reference, which the traces record; otherwise the body runs on plain arrays. Its pullback
+    may be handed a traced cotangent even then (jvp's double vjp): the body returns
+    `(out, kernel_pullback, composed_pullback)`, the second written with the library's ops
+    over the plain values it saved, and the engine picks by the cotangent (`seam_pullback`);
+    or `(out, pullback)` when the pullback is written with the library's ops alone.
     """
     if body is None:
-        return functools.partial(primitive, name=name)
+        return functools.partial(primitive, name=name, reference=reference)
     op_name = name or body.__name__
     parameters = _positional_parameters(body)
 
@@ -200,7 +208,14 @@ def primitive(body=None, *, name=None):
                 values.append(a)
         if not top.active:
             raise escaped_value_error(op_name, top)
-        out, pullback = body(*values, **kwargs)
+        if reference is None:
+            out, pullback = body(*values, **kwargs)
+        elif _holds_enclosing_boxes(values, kwargs):  # the seam: higher order records the reference
+            return reference(*args, **kwargs)
+        else:  # the seam: plain operands, the fused body
+            out, pullback, *composed = body(*values, **kwargs)
+            if composed:
+                pullback = seam_pullback(pullback, composed[0])
         if type(out) is not np.ndarray and type(out) is not Box:
             out = np.asanyarray(out)  # an array subclass (core/weak.py's) stays as it is
         box = Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype))
@@ -210,9 +225,27 @@ def primitive(body=None, *, name=None):
         return box
 
     op.body = body
+    op.reference = reference
     op.op_name = op_name
     op.parameters = parameters
     return op
+
+
+def _holds_enclosing_boxes(values, kwargs):
+    """Whether an operand, once this trace's boxes are opened, is still traced (by an
+    enclosing trace: grad of grad, jvp, hessian)."""
+    return any(type(v) is Box for v in values) or any(type(v) is Box for v in kwargs.values())
+
+
+def seam_pullback(kernel_pullback, composed_pullback):
+    """A fused op's pullback: the kernel's for a plain cotangent; for a traced one (a trace
+    opened around the backward pass, as jvp's double vjp, or one that differentiates what
+    the cotangent was made from) the composed one, written with the library's ops from the
+    plain values the forward saved, which that trace records."""
+    @functools.wraps(kernel_pullback)  # named as the op's pullback, in tracebacks too
+    def fused_pullback(g):
+        return kernel_pullback(g) if type(g) is not Box else composed_pullback(g)
+    return fused_pullback
 
 
 # One code object for every wrapper: how tools that follow Python calls (the pictures' scope

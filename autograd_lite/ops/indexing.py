@@ -3,17 +3,22 @@
     getitem(x, index)          <->  add_at(values, index, shape)
     gather(table, indices)     <->  scatter_add(values, indices, n)
 
-`gather` is the embedding lookup: rows of `table` along axis 0. Its adjoint sums
-the cotangent rows that share an index; that is done by sorting the indices, copying the
-rows of indices met once and summing the runs of the others (`np.add.reduceat`), several
-times faster than `np.add.at`.
+`gather` is the embedding lookup: rows of `table` along axis 0; its adjoint sums the
+cotangent rows that share an index (kernels.segment_sum, several times faster than
+`np.add.at`). add_at, gather and scatter_add are linear, and sit behind the seam
+(`primitive(reference=...)`): under higher order the engine runs their references, written
+with a constant one-hot matrix and `matmul` (gather, scatter_add) or with scatter_add over
+flat positions (add_at), which the traces record.
 """
+import math
 import numbers
 
 import numpy as np
 
+from .. import kernels
 from ..core.tracer import is_traced, primitive
 from .checks import as_array
+from .matmul import matmul
 
 
 def _selects_each_element_once(index):
@@ -45,18 +50,23 @@ def getitem(x, index):
     return out, getitem_pullback
 
 
-@primitive
+def add_at_reference(values, index, shape):
+    """add_at composed of recorded ops: scatter_add of the values into the flat positions
+    that `index` selects (np.arange over `shape`, indexed as x would be)."""
+    positions = np.arange(math.prod(shape)).reshape(shape)[index]
+    flat = scatter_add(values.reshape(-1), positions.reshape(-1), math.prod(shape))
+    return flat.reshape(shape)
+
+
+@primitive(reference=add_at_reference)
 def add_at(values, index, shape):
     """zeros(shape) with `values` added at x[index] (numpy's np.add.at); getitem's adjoint."""
     values = as_array("add_at", values, "values")
-    if is_traced(values):  # differentiating a pullback: record this op on the enclosing trace
-        out = add_at(values, index, shape)
+    out = np.zeros(shape, dtype=values.dtype)
+    if _selects_each_element_once(index):
+        out[index] = values
     else:
-        out = np.zeros(shape, dtype=values.dtype)
-        if _selects_each_element_once(index):
-            out[index] = values
-        else:
-            np.add.at(out, index, values)
+        np.add.at(out, index, values)
 
     def add_at_pullback(g):
         return g[index], None, None
@@ -73,14 +83,35 @@ def _check_indices(op, indices, n):
                          f"{indices.min()} to {indices.max()}")
 
 
-@primitive
-def gather(table, indices):
-    """Rows of `table` at `indices`: out[i...] = table[indices[i...]], shape indices.shape + table.shape[1:]."""
+def _one_hot_rows(indices, n, dtype):
+    """(indices.size, n) with a 1 at (i, indices[i]): gather is this matrix times the table."""
+    flat = indices.reshape(-1)
+    onehot = np.zeros((flat.size, n), dtype=dtype)
+    onehot[np.arange(flat.size), flat] = 1
+    return onehot
+
+
+def gather_reference(table, indices):
+    """gather composed of recorded ops: onehot(indices) @ table, reshaped."""
     table = as_array("gather", table, "table")
+    _check_gather(table, indices)
+    rows = table.reshape(table.shape[0], math.prod(table.shape[1:]))  # (n, row)
+    picked = matmul(_one_hot_rows(indices, table.shape[0], table.dtype), rows)
+    return picked.reshape(indices.shape + table.shape[1:])
+
+
+def _check_gather(table, indices):
     if table.ndim < 1:
         raise ValueError(f"gather: table must have at least one axis, got {table.shape}")
     _check_indices("gather", indices, table.shape[0])
-    out = np.take(table, indices, axis=0)
+
+
+@primitive(reference=gather_reference)
+def gather(table, indices):
+    """Rows of `table` at `indices`: out[i...] = table[indices[i...]], shape indices.shape + table.shape[1:]."""
+    table = as_array("gather", table, "table")
+    _check_gather(table, indices)
+    out = kernels.gather_rows(table, indices)
     n = table.shape[0]
 
     def gather_pullback(g):
@@ -88,55 +119,29 @@ def gather(table, indices):
     return out, gather_pullback
 
 
-def _run_bounds(sorted_indices):
-    """(starts, ends): where each run of equal entries of a sorted 1-D array begins and ends."""
-    starts = np.empty(sorted_indices.size, dtype=bool)
-    starts[0] = True
-    np.not_equal(sorted_indices[1:], sorted_indices[:-1], out=starts[1:])
-    ends = np.empty_like(starts)
-    ends[-1] = True
-    ends[:-1] = starts[1:]
-    return starts, ends
-
-
-def segment_sum(values, indices, n):
-    """Σ of the rows of `values` (shape indices.shape + row) that share an index, into n rows.
-
-    Sort the flat indices (stably). An index met once has its row copied; the runs of an
-    index met more than once are summed with np.add.reduceat, over those rows only (in a
-    batch of text most tokens occur once, and that copy costs a fraction of the sum).
-    """
-    row_shape = values.shape[indices.ndim:]
-    out = np.zeros((n,) + row_shape, dtype=values.dtype)
-    flat = indices.reshape(-1)
-    if flat.size == 0:
-        return out
-    rows = values.reshape((flat.size,) + row_shape)
-    order = np.argsort(flat, kind="stable")
-    sorted_indices = flat[order]
-    starts, ends = _run_bounds(sorted_indices)
-    once = starts & ends
-    out[sorted_indices[once]] = rows[order[once]]
-    repeated = ~once
-    if repeated.any():
-        run_starts = np.flatnonzero(starts[repeated])
-        out[sorted_indices[repeated][run_starts]] = np.add.reduceat(rows[order[repeated]],
-                                                                    run_starts, axis=0)
-    return out
-
-
-@primitive
-def scatter_add(values, indices, n):
-    """out[k] = Σ_{i : indices[i] = k} values[i], for k < n; gather's adjoint."""
-    values = as_array("scatter_add", values, "values")
+def _check_scatter(values, indices, n):
     _check_indices("scatter_add", indices, n)
     if values.shape[:indices.ndim] != indices.shape:
         raise ValueError(f"scatter_add: values {values.shape} must start with the shape of "
                          f"indices {indices.shape}")
-    if is_traced(values):  # differentiating a pullback: record this op on the enclosing trace
-        out = scatter_add(values, indices, n)
-    else:
-        out = segment_sum(values, indices, n)
+
+
+def scatter_add_reference(values, indices, n):
+    """scatter_add composed of recorded ops: onehot(indices)ᵀ @ values, reshaped."""
+    values = as_array("scatter_add", values, "values")
+    _check_scatter(values, indices, n)
+    row_shape = values.shape[indices.ndim:]
+    rows = values.reshape(indices.size, math.prod(row_shape))  # (k, row)
+    summed = matmul(_one_hot_rows(indices, n, values.dtype).T, rows)  # (n, row)
+    return summed.reshape((n,) + row_shape)
+
+
+@primitive(reference=scatter_add_reference)
+def scatter_add(values, indices, n):
+    """out[k] = Σ_{i : indices[i] = k} values[i], for k < n; gather's adjoint."""
+    values = as_array("scatter_add", values, "values")
+    _check_scatter(values, indices, n)
+    out = kernels.segment_sum(values, indices, n)
 
     def scatter_add_pullback(g):
         return gather(g, indices), None, None

@@ -1,9 +1,10 @@
 """Fused neural-network primitives: layer_norm and cross_entropy; and dropout, a one-liner
 over `mul`. (The softmax family is in softmax.py.)
 
-Each fused rule costs one pass forward and one backward, instead of the handful
-of recorded ops their compositions would take. The gradient maths of each sits
-in a named helper with its equation, so that other rules can reuse it. Their float
+layer_norm and cross_entropy are fused ops behind the seam (`primitive(reference=...)`): on
+plain arrays their bodies call the kernels (autograd_lite/kernels), one pass or two forward
+and backward where their compositions would record a handful of ops; under higher order the
+engine runs the reference beside each, composed of the library's ops. Their float
 hyperparameters (eps, label_smoothing) are differentiable arguments like the others.
 float16 is computed in float32 (precision.py).
 """
@@ -11,74 +12,28 @@ import numbers
 
 import numpy as np
 
+from .. import kernels
 from ..core.tracer import is_traced, primal, primitive
-from .broadcasting import in_place, sum_rows, unbroadcast
+from .broadcasting import sum_rows, unbroadcast
 from .checks import as_array, check_same_float_dtype
 from .elementwise import mul
 from .precision import computed_in_float32
 from .reductions import mean_last, mean_of_products_last
-from .softmax import exp_and_sums, log_softmax
+from .softmax import log_softmax_reference
 from .weak import settles_weak_floats
 
 
 def layer_norm_backward(g, x_hat, inv_std, scale):
-    """The three-term layer norm derivative over the last axis (D entries):
+    """The three-term layer norm derivative over the last axis (D entries), for any values:
 
         ĝ = g ⊙ scale
         dx = inv_std ⊙ (ĝ - mean(ĝ) - x̂ ⊙ mean(ĝ ⊙ x̂))
-
-    computed in ĝ's own array when the operands are plain (the same operations, in order).
     """
     g_hat = g * scale
-    g_mean, projection = mean_last(g_hat), mean_of_products_last(g_hat, x_hat)
-    dx = in_place(np.subtract, g_hat, g_mean)
-    dx = in_place(np.subtract, dx, x_hat * projection)
-    return in_place(np.multiply, dx, inv_std)
+    return inv_std * (g_hat - mean_last(g_hat) - x_hat * mean_of_products_last(g_hat, x_hat))
 
 
-def _layer_norm_backward_plain(g, x_hat, inv_std, scale):
-    """(dx, dscale, dbias) of layer norm for plain float32/float64 arrays: layer_norm_backward's
-    dx and the parameters' Σ_rows g ⊙ x̂ and Σ_rows g, with every mean over the last axis a
-    matrix-vector product over rows (N, D) and g ⊙ x̂ made once for both of its uses:
-
-        mean(ĝ) = (g @ scale) / D,   mean(ĝ ⊙ x̂) = ((g ⊙ x̂) @ scale) / D
-    """
-    d = g.shape[-1]
-    g_rows, x_hat_rows = g.reshape(-1, d), x_hat.reshape(-1, d)  # (N, D)
-    g_x_hat = g_rows * x_hat_rows
-    d_scale, d_bias = sum_rows(g_x_hat), sum_rows(g_rows)  # (D,)
-    g_mean = (g_rows @ scale)[:, None] * (1.0 / d)  # (N, 1)
-    projection = (g_x_hat @ scale)[:, None] * (1.0 / d)  # (N, 1)
-    dx = g_rows * scale
-    dx -= g_mean
-    dx -= np.multiply(x_hat_rows, projection, out=g_x_hat)  # g ⊙ x̂ is no longer needed
-    dx *= inv_std.reshape(-1, 1)
-    return dx.reshape(g.shape), d_scale, d_bias
-
-
-def _is_plain_blas_float(*arrays):
-    """Plain float32 or float64 arrays of one dtype (what BLAS's products take)."""
-    return (all(type(a) is np.ndarray for a in arrays)
-            and arrays[0].dtype in (np.float32, np.float64)
-            and all(a.dtype == arrays[0].dtype for a in arrays))
-
-
-def _normalized(x, eps):
-    """(x̂, inv_std) over the last axis: x̂ = (x - μ) ⊙ inv_std, inv_std = 1 / √(σ² + eps),
-    σ² the biased variance; x̂ is made in the centered array when the operands are plain."""
-    centered = x - mean_last(x)
-    inv_std = 1 / np.sqrt(mean_of_products_last(centered, centered) + eps)
-    return in_place(np.multiply, centered, inv_std), inv_std
-
-
-@primitive
-@settles_weak_floats
-@computed_in_float32
-def layer_norm(x, scale, bias, eps=1e-5):
-    """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
-    (as torch.nn.functional.layer_norm). scale, bias: (D,) for x of shape (..., D); eps a
-    scalar, differentiable: ∂out/∂eps = -½ scale ⊙ x̂ / (σ² + eps). D = 0: the empty
-    result."""
+def _checked_layer_norm_operands(x, scale, bias, eps):
     x = as_array("layer_norm", x)
     scale = as_array("layer_norm", scale, "scale")
     bias = as_array("layer_norm", bias, "bias")
@@ -90,19 +45,46 @@ def layer_norm(x, scale, bias, eps=1e-5):
         raise ValueError(f"layer_norm: eps must be a scalar, got shape {np.shape(eps)}")
     for operand in (scale, bias, eps):
         check_same_float_dtype("layer_norm", x, operand)
-    x_hat, inv_std = _normalized(x, eps)
-    out = in_place(np.add, x_hat * scale, bias)
-    d_shape, eps_shape = scale.shape, np.shape(eps)  # scale and bias are broadcast over x
+    return x, scale, bias
 
-    def d_eps(g):  # lazy: called only when eps is traced
-        return lambda: unbroadcast(-0.5 * (g * scale) * x_hat * (inv_std * inv_std), eps_shape)
+
+def layer_norm_reference(x, scale, bias, eps=1e-5):
+    """layer_norm composed of the library's ops: scale ⊙ (x - μ) / √(σ² + eps) + bias."""
+    x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
+    centered = x - mean_last(x)
+    inv_std = 1 / np.sqrt(mean_of_products_last(centered, centered) + eps)
+    return centered * inv_std * scale + bias
+
+
+@primitive(reference=layer_norm_reference)
+@settles_weak_floats
+@computed_in_float32
+def layer_norm(x, scale, bias, eps=1e-5):
+    """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
+    (as torch.nn.functional.layer_norm). scale, bias: (D,) for x of shape (..., D); eps a
+    scalar, differentiable: ∂out/∂eps = -½ scale ⊙ x̂ / (σ² + eps). D = 0: the empty
+    result."""
+    x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
+    if x.size == 0:
+        def empty_pullback(g):
+            return (np.zeros_like(g), np.zeros_like(scale), np.zeros_like(bias),
+                    lambda: np.zeros(np.shape(eps), dtype=g.dtype))
+        return np.zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
+    out, saved = kernels.layer_norm_forward(x, scale, bias, eps)
+    x_shape, eps_shape = x.shape, np.shape(eps)  # the pullbacks keep no reference to x
 
     def layer_norm_pullback(g):
-        if _is_plain_blas_float(g, x_hat, inv_std, scale) and g.size:
-            return (*_layer_norm_backward_plain(g, x_hat, inv_std, scale), d_eps(g))
-        return (layer_norm_backward(g, x_hat, inv_std, scale),
-                sum_rows(g * x_hat).reshape(d_shape), sum_rows(g).reshape(d_shape), d_eps(g))
-    return out, layer_norm_pullback
+        dx, d_scale, d_bias = kernels.layer_norm_backward(g, saved, scale)
+        d_eps = lambda: kernels.layer_norm_eps_cotangent(g, saved, scale).reshape(eps_shape)
+        return dx, d_scale, d_bias, d_eps  # d_eps lazy: called only when eps is traced
+
+    def layer_norm_composed_pullback(g):
+        x_hat, inv_std = kernels.layer_norm_normalized(saved)
+        x_hat, inv_std = x_hat.reshape(x_shape), inv_std.reshape(x_shape[:-1] + (1,))
+        return (layer_norm_backward(g, x_hat, inv_std, scale), sum_rows(g * x_hat),
+                sum_rows(g), lambda: unbroadcast(-0.5 * (g * scale) * x_hat * (inv_std * inv_std),
+                                                 eps_shape))
+    return out, layer_norm_pullback, layer_norm_composed_pullback
 
 
 def _check_labels(logits, labels, ignore_index):
@@ -134,62 +116,34 @@ def _check_smoothing(logits, smoothing):
                          f"got {primal(smoothing)}")
 
 
-def softmax_minus_target(p, labels, smoothing):
-    """∂ loss / ∂ logits for one row: p - target, target = (1 - ε) onehot(label) + ε / C.
-
-    p: (N, C) probabilities, labels: (N,). A plain array p is overwritten (pass a fresh
-    one): no one-hot of the class axis is ever built (except under higher order).
-    """
-    rows = np.arange(len(labels))
-    n_classes = p.shape[-1]
-    if is_traced(p) or is_traced(smoothing):  # higher order: the target of traced ops
-        onehot = np.zeros(p.shape, dtype=p.dtype)
-        onehot[rows, labels] = 1
-        return p - (onehot * (1 - smoothing) + smoothing / n_classes)
-    if smoothing:
-        p -= smoothing / n_classes
-    p[rows, labels] -= 1 - smoothing
-    return p
+def _counted_labels(labels, ignore_index):
+    """(labels (N,) with ignored ones set to 0, counted (N,) bool or None, count)."""
+    flat_labels = labels.reshape(-1)
+    if ignore_index is None:
+        return flat_labels, None, flat_labels.size
+    counted = flat_labels != ignore_index
+    return np.where(counted, flat_labels, 0), counted, int(counted.sum())
 
 
-class _LogProbabilities:
-    """log p = log softmax(logits) of logits (N, C) and labels (N,), kept in the form that is
-    cheapest to use. For plain logits whose exp needs no shift (exp_and_sums): the
-    exponentials and their row sums, so that the backward pass divides (e / Σe) instead of
-    taking exp(log p) a second time, and the two per-row values the loss needs, from the
-    logits (log p_label = x_label - log Σe, mean_c log p_c = mean_c x_c - log Σe); the logits
-    themselves are not kept. Otherwise (traced logits, a row that needs the shift) the array
-    log_softmax(logits)."""
-
-    def __init__(self, logits, labels):
-        rows = np.arange(len(labels))
-        found = exp_and_sums(logits, -1) if type(logits) is np.ndarray and logits.size else None
-        if found is None:
-            self.log_p = log_softmax(logits, -1)
-            self.at_labels = self.log_p[rows, labels]
-            self._mean = None  # made on demand from log_p
-        else:
-            self.log_p = None
-            self.exps, self.sums = found
-            log_sums = np.log(self.sums[:, 0])
-            self.at_labels = logits[rows, labels] - log_sums
-            self._mean = mean_last(logits)[:, 0] - log_sums
-
-    def mean(self):
-        """mean_c log p[n, c] per row (N,)."""
-        return self.log_p.mean(axis=-1) if self._mean is None else self._mean
-
-    def smoothing_derivative(self):
-        """∂ row loss / ∂ε = log p_label - mean_c log p_c, the row loss being
-        (1 - ε)(-log p_label) + ε(-mean_c log p_c). -> (N,)"""
-        return self.at_labels - self.mean()
-
-    def probabilities(self):
-        """p = softmax(logits) (N, C), a fresh array."""
-        return np.exp(self.log_p) if self.log_p is not None else self.exps / self.sums
+def cross_entropy_reference(logits, labels, ignore_index=None, label_smoothing=0.0):
+    """cross_entropy composed of the library's ops: -Σ_c target_c log p_c per row, target
+    a constant one-hot times (1 - ε) plus ε / C, the counted rows' mean."""
+    logits = as_array("cross_entropy", logits, "logits")
+    labels = as_array("cross_entropy", labels, "labels")
+    _check_labels(logits, labels, ignore_index)
+    _check_smoothing(logits, label_smoothing)
+    n_classes = logits.shape[-1]
+    flat_labels, counted, n_counted = _counted_labels(labels, ignore_index)
+    log_p = log_softmax_reference(logits.reshape(-1, n_classes), -1)  # (N, C)
+    onehot = np.zeros(log_p.shape, dtype=log_p.dtype)
+    onehot[np.arange(len(flat_labels)), flat_labels] = 1
+    per_row = -((onehot * (1 - label_smoothing) + label_smoothing / n_classes) * log_p).sum(-1)
+    if counted is not None:
+        per_row = per_row * counted
+    return per_row.sum() * (1.0 / n_counted if n_counted else float("nan"))
 
 
-@primitive
+@primitive(reference=cross_entropy_reference)
 @settles_weak_floats
 @computed_in_float32
 def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
@@ -199,45 +153,48 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     logits: (..., C); labels: integers of shape logits.shape[:-1]. Positions whose
     label equals `ignore_index` (an int) are not counted; if none is counted the loss is
     NaN and its gradient zero (as in torch: an all-padding batch moves no parameter).
-    label_smoothing ε, a scalar in [0, 1], is differentiable (_LogProbabilities.smoothing_derivative).
+    label_smoothing ε, a scalar in [0, 1], is differentiable: the row loss is
+    (1 - ε)(-log p_label) + ε(-mean_c log p_c), so ∂/∂ε = log p_label - mean_c log p_c.
     """
     logits = as_array("cross_entropy", logits, "logits")
     labels = as_array("cross_entropy", labels, "labels")
     _check_labels(logits, labels, ignore_index)
     _check_smoothing(logits, label_smoothing)
     n_classes = logits.shape[-1]
-    flat_logits = logits.reshape(-1, n_classes)  # (N, C)
-    flat_labels = labels.reshape(-1)  # (N,)
-    counted = None if ignore_index is None else flat_labels != ignore_index
-    if counted is not None:
-        flat_labels = np.where(counted, flat_labels, 0)
-    n_counted = flat_labels.size if counted is None else int(counted.sum())
+    flat_labels, counted, n_counted = _counted_labels(labels, ignore_index)
     inv_count = 1.0 / n_counted if n_counted else float("nan")
-
-    log_p = _LogProbabilities(flat_logits, flat_labels)
-    per_row = -log_p.at_labels  # (N,)
-    if label_smoothing or is_traced(label_smoothing):  # traced: its derivative, even at 0
-        per_row = (1 - label_smoothing) * per_row - label_smoothing * log_p.mean()
+    at_labels, mean_log_p, saved = kernels.cross_entropy_forward(
+        logits.reshape(-1, n_classes), flat_labels)  # (N,), (N,)
+    per_row = -at_labels
+    if label_smoothing:
+        per_row = (1 - label_smoothing) * per_row - label_smoothing * mean_log_p
     if counted is not None:
         per_row = per_row * counted
-    loss = per_row.sum() * inv_count
-    logits_shape, smoothing_shape, dtype = logits.shape, np.shape(label_smoothing), flat_logits.dtype
+    loss = np.asarray(per_row.sum() * inv_count, dtype=logits.dtype)
+    logits_shape, smoothing_shape, dtype = logits.shape, np.shape(label_smoothing), logits.dtype
 
     def cross_entropy_pullback(g):
         if not n_counted:  # 0 · NaN would be NaN: nothing counted, nothing to move
             return (np.zeros(logits_shape, dtype=dtype), None, None,
                     lambda: np.zeros(smoothing_shape, dtype=dtype))
-        row_weight = g * inv_count if counted is None else (g * inv_count) * counted
+        row_weight = g * inv_count if counted is None else (g * inv_count) * counted  # (N,)
+        row_weight = np.broadcast_to(np.asarray(row_weight, dtype=dtype), flat_labels.shape)
 
         def d_smoothing():  # lazy: called only when label_smoothing is traced
-            return unbroadcast(row_weight * log_p.smoothing_derivative(), smoothing_shape)
-        d = softmax_minus_target(log_p.probabilities(), flat_labels, label_smoothing)  # fresh
-        if not is_traced(d) and not is_traced(row_weight):
-            d *= row_weight.reshape(-1, 1)  # in place: one (N, C) array in all
-        else:  # higher order: traced values
-            d = d * row_weight.reshape(-1, 1)
+            return unbroadcast(row_weight * (at_labels - mean_log_p), smoothing_shape)
+        d = kernels.cross_entropy_backward(saved, flat_labels, label_smoothing, row_weight)
         return d.reshape(logits_shape), None, None, d_smoothing
-    return loss, cross_entropy_pullback
+
+    def cross_entropy_composed_pullback(g):
+        if not n_counted:
+            return cross_entropy_pullback(np.zeros((), dtype))
+        row_weight = g * inv_count if counted is None else (g * inv_count) * counted
+        p = kernels.cross_entropy_probabilities(saved)  # (N, C), plain
+        p[np.arange(len(flat_labels)), flat_labels] -= 1 - label_smoothing
+        d = (p - label_smoothing / n_classes) * np.reshape(row_weight, (-1, 1))
+        d_smoothing = lambda: unbroadcast(row_weight * (at_labels - mean_log_p), smoothing_shape)
+        return d.reshape(logits_shape), None, None, d_smoothing
+    return loss, cross_entropy_pullback, cross_entropy_composed_pullback
 
 
 def dropout(x, rate, rng):
@@ -251,5 +208,4 @@ def dropout(x, rate, rng):
         return x
     if not 0 <= rate < 1:
         raise ValueError(f"dropout: rate must lie in [0, 1), got {rate}")
-    keep = rng.random(x.shape, dtype=np.float32) >= rate
-    return mul(x, keep * np.asarray(1 / (1 - rate), dtype=x.dtype))
+    return mul(x, kernels.dropout_mask(x.shape, rate, rng, x.dtype))

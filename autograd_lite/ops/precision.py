@@ -51,9 +51,13 @@ def computed_in_float32(body):
             return body(*args)
         if any(_is_float_array(a) and a.dtype != HALF for a in args):
             return body(*args)
-        out, pullback = body(*(_to_float32(a) for a in args))
-
-        def pullback_in_float32(g):
-            return tuple(_to_half(c) for c in pullback(g.astype(np.float32)))
-        return out.astype(HALF), pullback_in_float32
+        out, *pullbacks = body(*(_to_float32(a) for a in args))  # a fused op's may be two
+        return (out.astype(HALF), *map(_in_float32, pullbacks))
     return in_float32
+
+
+def _in_float32(pullback):
+    """A pullback of the float32 computation, taking and giving float16 cotangents."""
+    def pullback_in_float32(g):
+        return tuple(_to_half(c) for c in pullback(g.astype(np.float32)))
+    return pullback_in_float32

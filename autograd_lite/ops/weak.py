@@ -13,7 +13,8 @@ from ..core.weak import is_weak, strong_float_dtype, weak_float
 
 
 def settles_weak_floats(body):
-    """`body(*operands) -> (out, pullback)` with each weak operand cast to the dtype of its
+    """`body(*operands) -> (out, pullback)` (or a fused body's (out, pullback, composed
+    pullback)) with each weak operand cast to the dtype of its
     float array operands (if it has any) and its cotangent returned as a weak float64."""
     @functools.wraps(body)
     def settled_body(*args, **kwargs):
@@ -24,15 +25,20 @@ def settles_weak_floats(body):
         args = list(args)
         for i in weak:
             args[i] = args[i].astype(dtype)
-        out, pullback = body(*args, **kwargs)
-
-        def weak_operands_pullback(g):
-            cotangents = list(pullback(g))
-            for i in weak:
-                cotangents[i] = _as_weak_cotangent(cotangents[i])
-            return tuple(cotangents)
-        return out, weak_operands_pullback
+        out, *pullbacks = body(*args, **kwargs)  # (out, pullback) or a fused op's three
+        return (out, *(_weak_operands_pullback(pullback, weak) for pullback in pullbacks))
     return settled_body
+
+
+def _weak_operands_pullback(pullback, weak):
+    """pullback with the cotangents of the operands at positions `weak` as weak float64s."""
+    @functools.wraps(pullback)
+    def weak_operands_pullback(g):
+        cotangents = list(pullback(g))
+        for i in weak:
+            cotangents[i] = _as_weak_cotangent(cotangents[i])
+        return tuple(cotangents)
+    return weak_operands_pullback
 
 
 def _as_weak_cotangent(g):

@@ -1,7 +1,8 @@
 """Leaves in flat buffers, for optimizers that update many leaves with a few numpy calls:
 `joined` lays arrays back to back in one 1-D array (a view when they already lie so),
-`split_like` cuts one into views shaped like the leaves, and `unflatten_each` rebuilds
-several trees of one structure from their leaves in a single walk.
+`split_like` cuts one into views shaped like the leaves, `update_in_chunks` runs an
+optimizer's kernel over such chunks (the one update path of every optimizer), and
+`unflatten_each` rebuilds several trees of one structure from their leaves in a single walk.
 """
 import numpy as np
 
@@ -61,3 +62,51 @@ def unflatten_each(like, columns):
         raise ValueError(f"unflatten_each: the structure holds {len(tree_leaves(like))} leaves, "
                          f"the columns {[len(column) for column in columns]}")
     return trees
+
+
+CHUNK_SIZE = 2**16  # entries: a chunk's arrays stay in the cache; a larger leaf is a chunk alone
+
+
+def chunks(sizes, keys):
+    """Positions in runs of one key, each of at most CHUNK_SIZE entries (or one larger
+    leaf). sizes, keys: per position. -> [[position, ...], ...]"""
+    runs, key, size = [], None, 0
+    for i, (n, k) in enumerate(zip(sizes, keys)):
+        if not runs or k != key or size + n > CHUNK_SIZE:
+            runs.append([])
+            key, size = k, 0
+        runs[-1].append(i)
+        size += n
+    return runs
+
+
+def _write_back(new, originals):
+    """Copy a chunk's new 1-D array into its leaves, unless it is a view of them already."""
+    if not np.may_share_memory(new, originals[0]):
+        for original, value in zip(originals, split_like(new, originals)):
+            np.copyto(original, value)
+
+
+def update_in_chunks(kernel, columns, keys, in_place):
+    """Run `kernel(key, p, g, *buffers, *outputs)` over chunks of leaves joined into 1-D arrays.
+
+    columns: per leaf, the arrays [p, g, *buffers] (one shape); keys: per leaf, what a
+    chunk must share (the dtype, Adam's count t). The kernel writes the new p and buffers
+    into `outputs` (called as kernel(key, *arrays, *outputs)): fresh arrays, whose views become the new leaves (the next update finds
+    them joined), or with in_place the joined arrays themselves, copied back into the
+    leaves where they were not views of them. -> per leaf, the new [p, *buffers]."""
+    new = [None] * len(columns)
+    for chunk in chunks([column[0].size for column in columns], keys):
+        leaves = [[columns[i][k] for i in chunk] for k in range(len(columns[chunk[0]]))]
+        flat = [joined(arrays) for arrays in leaves]
+        updated = [flat[0]] + flat[2:]  # p and the buffers (not g)
+        outputs = updated if in_place else [np.empty_like(a) for a in updated]
+        kernel(keys[chunk[0]], *flat, *outputs)
+        originals = [leaves[0]] + leaves[2:]
+        for output, arrays in zip(outputs, originals):
+            if in_place:
+                _write_back(output, arrays)
+        parts = originals if in_place else [split_like(o, a) for o, a in zip(outputs, originals)]
+        for j, i in enumerate(chunk):
+            new[i] = [part[j] for part in parts]
+    return new

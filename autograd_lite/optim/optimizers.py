@@ -1,12 +1,16 @@
-"""SGD, Adam and AdamW as pure functions over parameter trees (see the package docstring)."""
-import math
+"""SGD, Adam and AdamW as pure functions over parameter trees (see the package docstring).
+
+Every update takes one path: the leaves that move are joined into 1-D chunks (flat.py) and
+a kernel (autograd_lite/kernels: numpy, or numba where installed) updates each chunk.
+"""
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from .flat import joined, split_like, unflatten_each
+from .. import kernels
+from .flat import unflatten_each, update_in_chunks
 from .gradient_shapes import check_gradient_shapes
-from ..core.tree import is_differentiable, tree_leaves, tree_map
+from ..core.tree import is_differentiable, tree_map
 
 
 class Optimizer(NamedTuple):
@@ -55,12 +59,32 @@ def _check_rate_and_decay(optimizer, lr, weight_decay):
     _check_setting(optimizer, "weight_decay", weight_decay, weight_decay >= 0, "a number >= 0")
 
 
-def _with_weight_decay(grads, params, weight_decay, caller):
-    """g + weight_decay·p for every leaf that moves (the L2 penalty's gradient)."""
-    if not weight_decay:
-        return grads
-    return tree_map(lambda g, p: g + weight_decay * p if _moves(p, g) else g, grads, params,
-                    caller=caller, names=("grads", "params"))
+def _leaves(optimizer, trees, names):
+    """Per leaf, the tuple of the trees' leaves there, in tree order (the trees checked to
+    share a structure)."""
+    leaves = []
+    tree_map(lambda *leaf: leaves.append(leaf), *trees, caller=f"{optimizer}.update",
+             names=names)
+    return leaves
+
+
+def _array(leaf):
+    return leaf if type(leaf) is np.ndarray else np.asarray(leaf)
+
+
+def _like(original, value):
+    """value (an array) as the kind of leaf `original` was: a number becomes a numpy scalar
+    (as numpy arithmetic on a Python float gives)."""
+    return value if isinstance(original, np.ndarray) else value.reshape(())[()]
+
+
+def _updated(leaves, moving, new, n_buffers):
+    """Per tree (p, then n_buffers buffers), its leaves: `new` for the moving leaves (p given
+    back the kind of leaf it was), as they were elsewhere. leaves: (p, g, buffers...)."""
+    rows = [[leaf[0], *leaf[2:2 + n_buffers]] for leaf in leaves]
+    for i, values in zip(moving, new):
+        rows[i] = [_like(leaves[i][0], values[0]), *values[1:]] + rows[i][len(values):]
+    return [list(tree) for tree in zip(*rows)] if rows else [[] for _ in range(1 + n_buffers)]
 
 
 def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
@@ -80,25 +104,23 @@ def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     def init(params):
         return SGDState(np.int64(0), _zeros_like_floats(params) if momentum else None)
 
-    def update(params, grads, state):
+    def update(params, grads, state, *, in_place=False):
+        """in_place=True writes the new p (and b) into the arrays given (as torch.optim)."""
         check_gradient_shapes("sgd.update", params, grads)
         step = state.step + 1
         rate = _learning_rate(lr, step)
-        directions = _with_weight_decay(grads, params, weight_decay, "sgd.update")
-        if not momentum:
-            return tree_map(lambda p, d: p - rate * d if _moves(p, d) else p, params, directions,
-                            caller="sgd.update", names=("params", "grads")), \
-                SGDState(step, None)
-        velocity = tree_map(lambda b, d: momentum * b + d if d is not None and b is not None else b,
-                            state.velocity, directions, caller="sgd.update",
-                            names=("state.velocity", "grads"))
+        velocity = state.velocity if momentum else tree_map(lambda p: None, params)
+        leaves = _leaves("sgd", (params, grads, velocity), ("params", "grads", "state.velocity"))
+        moving = [i for i, (p, g, b) in enumerate(leaves)
+                  if _moves(p, g) and (b is not None or not momentum)]
+        columns = [[_array(a) for a in leaves[i] if a is not None] for i in moving]
 
-        def move(p, d, b):
-            if not _moves(p, d):
-                return p
-            return p - rate * (d + momentum * b if nesterov else b)
-        return tree_map(move, params, directions, velocity, caller="sgd.update",
-                        names=("params", "grads", "state.velocity")), SGDState(step, velocity)
+        def kernel(key, p, g, *buffers_and_outputs):
+            b, out_p, out_b = buffers_and_outputs if momentum else (None, *buffers_and_outputs, None)
+            kernels.sgd_update(p, g, b, out_p, out_b, rate, momentum, nesterov, weight_decay)
+        new = update_in_chunks(kernel, columns, [c[0].dtype for c in columns], in_place)
+        p, b = unflatten_each(params, _updated(leaves, moving, new, 1))
+        return p, SGDState(step, b if momentum else None)
     return Optimizer(init, update)
 
 
@@ -108,93 +130,6 @@ class _AdamSettings(NamedTuple):
     eps: float
     weight_decay: float
     decoupled: bool  # AdamW: the weights decay themselves; Adam: weight_decay·p joins g
-
-
-def _adam_leaf(s, rate, p, g, m, v, t):
-    """One leaf's update, the reference that the chunked path (_adam_chunk) matches bit for bit:
-
-        g ← g + wd·p (Adam's L2 penalty),   m ← β1·m + (1 - β1)·g,   v ← β2·v + (1 - β2)·g²,
-        p ← p·(1 - lr·wd) (AdamW),   p ← p - lr/(1 - β1^t) · m / (√v / √(1 - β2^t) + eps)
-
-    t: the leaf's own count, this update included. A leaf without a gradient, or a static
-    one, keeps p, m, v and t. -> (p, m, v, t)"""
-    moves = _moves(p, g)
-    if moves and s.weight_decay and not s.decoupled:
-        g = g + s.weight_decay * p
-    if g is not None and t is not None:
-        t = t + 1
-    if g is not None and m is not None:
-        m = s.beta1 * m + (1 - s.beta1) * g
-    if g is not None and v is not None:
-        v = s.beta2 * v + (1 - s.beta2) * (g * g)
-    if not moves:
-        return p, m, v, t
-    if s.decoupled and s.weight_decay:
-        p = p * (1 - rate * s.weight_decay)
-    step_size = rate / (1 - s.beta1 ** int(t))
-    root_correction = math.sqrt(1 - s.beta2 ** int(t))
-    return p - step_size * m / (np.sqrt(v) / root_correction + s.eps), m, v, t
-
-
-def _adam_chunk(s, rate, t, p, g, m, v, in_place=False):
-    """_adam_leaf over 1-D arrays of one dtype that join leaves moving at the same new count t:
-    the same operations in the same order (the same bits), a dozen numpy calls for any number
-    of leaves, into fresh arrays (the inputs are left as they were), or with in_place into
-    p, m and v themselves. -> (p, m, v)"""
-    def into(a):  # the `out=` of an update of a: a itself in place, else a fresh array
-        return a if in_place else None
-    if s.weight_decay and not s.decoupled:
-        g = g + s.weight_decay * p
-    scratch = np.multiply(g, 1 - s.beta1)
-    m = np.multiply(m, s.beta1, out=into(m))
-    m += scratch  # β1·m + (1 - β1)·g
-    np.multiply(g, g, out=scratch)
-    scratch *= 1 - s.beta2
-    v = np.multiply(v, s.beta2, out=into(v))
-    v += scratch  # β2·v + (1 - β2)·g²
-    np.sqrt(v, out=scratch)
-    scratch /= math.sqrt(1 - s.beta2 ** int(t))
-    scratch += s.eps  # √v / √(1 - β2^t) + eps
-    step = np.multiply(m, rate / (1 - s.beta1 ** int(t)))
-    step /= scratch
-    if s.decoupled and s.weight_decay:
-        p = np.multiply(p, 1 - rate * s.weight_decay, out=into(p))
-    return np.subtract(p, step, out=p if in_place else step), m, v
-
-
-def _write_back(flat_arrays, leaves):
-    """After an in-place chunk update: copy each of the chunk's new 1-D arrays into its
-    leaves, unless it is already a view of them (joined found them back to back)."""
-    for new, originals in zip(flat_arrays, leaves):
-        if not np.may_share_memory(new, originals[0]):
-            for original, value in zip(originals, split_like(new, originals)):
-                np.copyto(original, value)
-
-
-def _fits_chunk(p, g, m, v, t):
-    """Whether a leaf takes the chunked path: a moving float array whose gradient and moments
-    are arrays of its shape and dtype (anything else, e.g. a Python float, takes _adam_leaf)."""
-    return (type(p) is np.ndarray and type(g) is np.ndarray and type(m) is np.ndarray
-            and type(v) is np.ndarray and t is not None and p.dtype.kind == "f"
-            and p.shape == g.shape == m.shape == v.shape
-            and p.dtype == g.dtype == m.dtype == v.dtype)
-
-
-CHUNK_SIZE = 2**16  # entries: a chunk's arrays stay in the cache; a larger leaf is a chunk alone
-
-
-def _chunks(leaves, positions):
-    """The leaves at `positions` in runs of one dtype and one new count t, each of at most
-    CHUNK_SIZE entries (or one larger leaf). -> [[position, ...], ...]"""
-    chunks, key, size = [], None, 0
-    for i in positions:
-        p, t = leaves[i][0], leaves[i][4]
-        if not chunks or (p.dtype, t) != key or size + p.size > CHUNK_SIZE:
-            chunks.append([])
-            key, size = (p.dtype, t), 0
-        chunks[-1].append(i)
-        size += p.size
-    return chunks
 
 
 def _adam(name, lr, betas, eps, weight_decay, decoupled):
@@ -209,40 +144,31 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
                          _zero_counts(params))
 
     def update(params, grads, state, *, in_place=False):
-        """Leaves that fit (_fits_chunk) are updated in chunks; the new p, m and v of a chunk
-        are views of one fresh array each, so that the next update finds them joined.
-        in_place=True (as torch.optim does) writes the new p, m and v of those leaves into
-        the arrays of params and state and returns them: the step then holds no second copy
-        of the parameters and moments, and the caller must not keep using the old values.
-        Other leaves (a Python float, say) get new values as without it."""
+        """Every moving leaf (a float leaf with a gradient) is updated in chunks; the new p,
+        m and v of a chunk are views of one fresh array each, so that the next update finds
+        them joined. in_place=True (as torch.optim does) writes the new p, m and v into the
+        arrays of params and state and returns them: the step then holds no second copy of
+        the parameters and moments, and the caller must not keep using the old values.
+        A leaf's count t (its bias correction) counts the updates it moved in."""
         check_gradient_shapes(f"{name}.update", params, grads)
         step = state.step + 1
         rate = _learning_rate(lr, step)
-        leaves = []  # (p, g, m, v, t) per leaf, in tree order
-        tree_map(lambda *leaf: leaves.append(leaf), params, grads, state.m, state.v,
-                 state.leaf_steps, caller=f"{name}.update",
-                 names=("params", "grads", "state.m", "state.v", "state.leaf_steps"))
-        new = [None] * len(leaves)  # (p, m, v, t) per leaf
-        in_chunks = []
-        for i, leaf in enumerate(leaves):
-            if _fits_chunk(*leaf):
-                in_chunks.append(i)
-                leaves[i] = leaf[:4] + (leaf[4] + 1,)  # the count this update brings
-            else:
-                new[i] = _adam_leaf(settings, rate, *leaf)
-        for chunk in _chunks(leaves, in_chunks):
-            p, g, m, v = ([leaves[i][k] for i in chunk] for k in range(4))
-            t = leaves[chunk[0]][4]
-            flat = _adam_chunk(settings, rate, t, joined(p), joined(g), joined(m), joined(v),
-                               in_place)
-            if in_place:
-                _write_back(flat, (p, m, v))
-                for i in chunk:
-                    new[i] = (*(leaves[i][k] for k in (0, 2, 3)), leaves[i][4])
-                continue
-            for i, *leaf in zip(chunk, *(split_like(a, p) for a in flat)):
-                new[i] = (*leaf, leaves[i][4])
-        p, m, v, t = unflatten_each(params, list(zip(*new)) if new else [[]] * 4)
+        leaves = _leaves(name, (params, grads, state.m, state.v, state.leaf_steps),
+                         ("params", "grads", "state.m", "state.v", "state.leaf_steps"))
+        moving = [i for i, (p, g, m, v, t) in enumerate(leaves)
+                  if _moves(p, g) and m is not None and v is not None and t is not None]
+        columns = [[_array(a) for a in leaves[i][:4]] for i in moving]
+        counts = [leaves[i][4] + 1 for i in moving]  # the count this update brings
+
+        def kernel(key, p, g, m, v, out_p, out_m, out_v):
+            kernels.adam_update(p, g, m, v, out_p, out_m, out_v, rate, *settings[:4],
+                                settings.decoupled, int(key[1]))
+        new = update_in_chunks(kernel, columns,
+                               [(c[0].dtype, t) for c, t in zip(columns, counts)], in_place)
+        t = [leaf[4] for leaf in leaves]
+        for i, count in zip(moving, counts):
+            t[i] = count
+        p, m, v, t = unflatten_each(params, _updated(leaves, moving, new, 2) + [t])
         return p, AdamState(step, m, v, t)
     return Optimizer(init, update)
 

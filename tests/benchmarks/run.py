@@ -9,7 +9,8 @@ and the LM against their PyTorch twins), bench_ops.py (per-op overhead) and
 bench_generation.py (per token, with and without the KV cache); then bench_rss.py (peak RSS
 of a w3 step, ours and PyTorch's, in fresh processes) at the first thread count. Prints the
 environment (CPU, numpy's BLAS and its core type, threads, the load average at the start and
-the end) and the tables in markdown; --write-readme puts them into README.md between the
+the end) and the tables in markdown; --write-readme puts them into tests/benchmarks/README.md
+(the root README's speed section links there) between the
 markers <!-- speed:start --> and <!-- speed:end -->. --quick (3 rounds) checks the
 machinery; figures for the README want the default rounds on a quiet machine.
 """
@@ -23,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import timing  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
-README = timing.ROOT / "README.md"
+README = timing.ROOT / "tests" / "benchmarks" / "README.md"  # the full tables; the root README links to them
 START, END = "<!-- speed:start -->", "<!-- speed:end -->"
 
 
@@ -69,7 +70,8 @@ def workload_table(kind, models, threads):
 def environment_line(env, start_load, end_load):
     b = env["blas"]
     return (f"{env['cpu']}, {env['cores']} cores; Python {env['python']}, numpy {env['numpy']} "
-            f"with {b['name']} {b['version']} (core {b['core']}), torch {env['torch']}; load "
+            f"with {b['name']} {b['version']} (core {b['core']}), autograd_lite kernels "
+            f"{env.get('kernels', 'numpy')}, torch {env['torch']}; load "
             f"average {start_load:.2f} at the start, {end_load:.2f} at the end "
             f"({time.strftime('%Y-%m-%d')})")
 
@@ -109,11 +111,11 @@ def section(results, threads, start_load, end_load):
 def write_readme(text):
     readme = README.read_text()
     if START not in readme or END not in readme:
-        raise SystemExit(f"run.py: README.md lacks the markers {START} and {END}")
+        raise SystemExit(f"run.py: {README.name} lacks the markers {START} and {END}")
     head, rest = readme.split(START, 1)
     _, tail = rest.split(END, 1)
     README.write_text(f"{head}{START}\n{text}\n{END}{tail}")
-    print(f"\nREADME.md: the speed figures replaced between {START} and {END}")
+    print(f"\n{README}: the speed figures replaced between {START} and {END}")
 
 
 def main():

@@ -95,6 +95,8 @@ def environment(torch=None):
     import numpy as np
     env = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
            "numpy": np.__version__, "blas": blas(), "load": load_average()}
+    if "autograd_lite" in sys.modules:  # which kernels the fused ops run (numba or numpy)
+        env["kernels"] = sys.modules["autograd_lite"].kernels.backend()
     if torch is not None:
         env["torch"] = torch.__version__
         env["torch_threads"] = torch.get_num_threads()
@@ -106,6 +108,8 @@ def describe_environment(env):
     text = (f"CPU: {env['cpu']} ({env['cores']} cores); Python {env['python']}, numpy "
             f"{env['numpy']} with {b['name']} {b['version']} (core {b['core']}, "
             f"{b['threads']} threads)")
+    if "kernels" in env:
+        text += f"; autograd_lite kernels: {env['kernels']}"
     if "torch" in env:
         text += f"; torch {env['torch']} ({env['torch_threads']} threads)"
     return text + f"; load average {env['load']:.2f}"

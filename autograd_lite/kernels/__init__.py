@@ -1,0 +1,86 @@
+"""The plain-array bodies of the fused ops, behind one interface, in two implementations:
+numpy (numpy_kernels.py, always there) and compiled with numba (numba_kernels.py, where
+numba imports: the `fast` extra). The ops call `kernels.<name>(...)`; which implementation
+answers is chosen once, on the first call, and `backend()` says which:
+
+    AUTOGRAD_LITE_KERNELS unset     numba if it imports, else numpy
+    AUTOGRAD_LITE_KERNELS=numpy     numpy
+    AUTOGRAD_LITE_KERNELS=numba     numba, or an error saying it does not import
+
+`select(name)` switches in-process (tests and paired benchmarks run both). A kernel sees
+plain arrays only (the seam in core.tracer.primitive runs an op's reference under higher
+order), so nothing here knows about tracing; this package imports nothing from the engine.
+numba is imported lazily, on the first kernel call, never by `import autograd_lite`.
+
+Threads. The compiled kernels split rows over numba's threads (as many as cores; numba's
+default threading layer, here GNU OpenMP: TBB does not load); OpenBLAS keeps its own. Nothing
+here sets a thread count or a threading layer (importing the library changes nothing outside
+it). Measured on an AMD EPYC with 2 cores shared with other work (load average 11 to 16),
+paired numba / numpy blocks in one process (tests/benchmarks/bench_kernels.py --ops, 5
+rounds), layer norm (1024, 512) forward and backward, ms: OpenMP's default (threads spin at
+barriers) 82 against numpy's 133; OMP_WAIT_POLICY=PASSIVE 9.0 against 68;
+NUMBA_THREADING_LAYER=workqueue 11.2 against 92; NUMBA_NUM_THREADS=1 16 against 143 (5.8
+against 113 once the row sums were vectorised). Adam over 4M float32 entries: 9 to 15 against
+46 to 74 in every arrangement. On a machine shared this way, spinning threads lose: use one
+numba thread or passive waiting. Whole training steps at 2 threads took seconds on both sides
+at that load (every barrier, OpenBLAS's too, waits for a descheduled thread), so the
+arrangement for a quiet machine (2 threads, and the order of BLAS and kernel calls) is still
+to be measured there: tests/benchmarks/README.md says how.
+"""
+import os
+
+from . import numpy_kernels
+
+NAMES = ("softmax_forward", "softmax_backward", "log_softmax_forward", "log_softmax_backward",
+         "layer_norm_forward", "layer_norm_backward", "layer_norm_normalized",
+         "layer_norm_eps_cotangent", "cross_entropy_forward", "cross_entropy_backward",
+         "cross_entropy_probabilities", "gather_rows", "segment_sum",
+         "adam_update", "sgd_update", "dropout_mask")
+BACKENDS = ("numba", "numpy")
+_chosen = None
+
+
+def _numba_module():
+    """numba_kernels, or None when numba does not import."""
+    try:
+        from . import numba_kernels
+    except ImportError:
+        return None
+    return numba_kernels
+
+
+def _wanted():
+    wanted = os.environ.get("AUTOGRAD_LITE_KERNELS", "").strip().lower()
+    if wanted and wanted not in BACKENDS:
+        raise ValueError(f"AUTOGRAD_LITE_KERNELS={wanted!r}: expected one of {BACKENDS} "
+                         "(or unset: numba where it imports)")
+    return wanted
+
+
+def select(name=None):
+    """Use the kernels of `name` ("numba" or "numpy"; None: as AUTOGRAD_LITE_KERNELS says)
+    from now on. -> the backend in use. A kernel numba does not implement is numpy's."""
+    global _chosen
+    name = name or _wanted()
+    if name not in ("", *BACKENDS):
+        raise ValueError(f"kernels.select: {name!r}, expected one of {BACKENDS}")
+    compiled = None if name == "numpy" else _numba_module()
+    if name == "numba" and compiled is None:
+        raise ImportError("kernels.select('numba'): numba does not import; install the "
+                          "`fast` extra (pip install autograd-lite[fast])")
+    for kernel in NAMES:
+        globals()[kernel] = getattr(compiled, kernel, None) or getattr(numpy_kernels, kernel)
+    _chosen = "numpy" if compiled is None else "numba"
+    return _chosen
+
+
+def backend():
+    """"numba" or "numpy": the kernels the fused ops use (choosing them on the first call)."""
+    return _chosen or select()
+
+
+def __getattr__(name):
+    if name in NAMES:  # the first kernel call: choose, then the attribute exists
+        select()
+        return globals()[name]
+    raise AttributeError(f"module 'autograd_lite.kernels' has no attribute '{name}'")

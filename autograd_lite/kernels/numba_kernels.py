@@ -1,0 +1,120 @@
+"""The plain-array bodies of the fused ops compiled with numba: rows split over the cores
+(`prange`), one or two passes over each row where numpy makes four to seven.
+
+The interface is numpy_kernels.py's (the names in kernels.NAMES; one not written here is
+numpy's). Importing this module imports numba (an ImportError without it: kernels/__init__.py
+then stays with numpy). What a forward saves is this module's own business: layer norm
+keeps x̂ and 1/σ, as numpy's does (x is not kept: the pullback of an op must not hold on to
+an input it does not need).
+
+Exponentials. numba's loops call a scalar exp (the llvmlite wheels carry no SVML, so LLVM
+cannot vectorise it), several times slower than numpy's SIMD exp; so softmax and
+cross-entropy take numpy's `np.exp` over the block, unshifted (exact where the row sums lie
+in [1, ∞), as numpy_kernels explains; the other rows are redone shifted), and mask, sum and
+scale in one compiled pass.
+
+Same bits. Every reduction runs inside one row, in order, in one thread; the sums over rows
+(layer norm's dscale and dbias) go through fixed blocks of rows whose partial sums are added
+in block order: the result does not depend on the number of threads. The optimizer kernels
+round every operation in the arrays' dtype in numpy_kernels' order, so they give numpy's
+bits exactly.
+
+Caching. Kernels compile on first use and are cached on disk (`cache=True`: numba writes
+beside this file, or under the user's cache folder when the install is read-only); where no
+cache folder is writable they compile in memory each run (`_compiled`).
+
+The kernels live by family: layer norm here, the softmax family in numba_softmax.py, the
+optimizer updates in numba_updates.py; numba_compile.py says how they are compiled.
+Threads: the arrangement measured with OpenBLAS on 2 cores is in kernels/__init__.py.
+"""
+import numpy as np
+from numba import prange
+
+from .numba_compile import as_rows, compiled
+from .numba_softmax import (cross_entropy_backward, cross_entropy_forward,  # noqa: F401
+                            cross_entropy_probabilities, softmax_backward, softmax_forward)
+from .numba_updates import adam_update, sgd_update  # noqa: F401
+
+_ROW_BLOCK = 32  # rows per partial sum of dscale and dbias (fixed: same bits for any threads)
+
+
+# ---------------------------------------------------------------- layer norm
+
+@compiled(reassociate=True)
+def _layer_norm_rows(x, scale, bias, eps, out, x_hat, inv_std):
+    n, d = x.shape
+    for i in prange(n):
+        total = x.dtype.type(0)
+        for j in range(d):
+            total += x[i, j]
+        mu = total / x.dtype.type(d)  # (a Python number would widen the row to float64)
+        squares = x.dtype.type(0)
+        for j in range(d):
+            c = x[i, j] - mu
+            squares += c * c
+        r = x.dtype.type(1) / np.sqrt(squares / x.dtype.type(d) + eps)
+        inv_std[i] = r
+        for j in range(d):
+            normalized = (x[i, j] - mu) * r
+            x_hat[i, j] = normalized
+            out[i, j] = normalized * scale[j] + bias[j]
+
+
+def layer_norm_forward(x, scale, bias, eps):
+    """out = scale ⊙ x̂ + bias, x̂ = (x - μ)/√(σ² + eps) per row: 3 passes over each row
+    (sum, squares, write). saved: (x̂ rows, 1/√(σ² + eps)); x itself is not kept."""
+    rows = as_rows(x)
+    out, x_hat = np.empty_like(rows), np.empty_like(rows)
+    inv_std = np.empty(rows.shape[0], rows.dtype)
+    _layer_norm_rows(rows, scale, bias, rows.dtype.type(eps), out, x_hat, inv_std)
+    return out.reshape(x.shape), (x_hat, inv_std)
+
+
+@compiled(reassociate=True)
+def _layer_norm_backward_rows(g, x_hat, inv_std, scale, dx, partial_scale, partial_bias):
+    n, d = x_hat.shape
+    for block in prange(partial_scale.shape[0]):
+        for j in range(d):
+            partial_scale[block, j] = 0
+            partial_bias[block, j] = 0
+        for i in range(block * _ROW_BLOCK, min(n, (block + 1) * _ROW_BLOCK)):
+            sum_g_hat = x_hat.dtype.type(0)
+            sum_g_hat_x_hat = x_hat.dtype.type(0)
+            for j in range(d):
+                g_hat = g[i, j] * scale[j]
+                sum_g_hat += g_hat
+                sum_g_hat_x_hat += g_hat * x_hat[i, j]
+                partial_scale[block, j] += g[i, j] * x_hat[i, j]
+                partial_bias[block, j] += g[i, j]
+            a = sum_g_hat / x_hat.dtype.type(d)
+            b = sum_g_hat_x_hat / x_hat.dtype.type(d)
+            r = inv_std[i]
+            for j in range(d):
+                dx[i, j] = r * (g[i, j] * scale[j] - a - x_hat[i, j] * b)
+
+
+def layer_norm_backward(g, saved, scale):
+    """(dx, dscale, dbias): dx = r ⊙ (ĝ - mean(ĝ) - x̂ ⊙ mean(ĝ ⊙ x̂)), ĝ = g ⊙ scale,
+    r = 1/√(σ² + eps); dscale = Σ_rows g ⊙ x̂ and dbias = Σ_rows g summed per fixed block of
+    rows, then over the blocks in order. 2 passes over each row."""
+    x_hat, inv_std = saved
+    g_rows = as_rows(g)
+    n, d = x_hat.shape
+    blocks = max(1, -(-n // _ROW_BLOCK))
+    dx = np.empty_like(x_hat)
+    partial_scale = np.empty((blocks, d), x_hat.dtype)
+    partial_bias = np.empty((blocks, d), x_hat.dtype)
+    _layer_norm_backward_rows(g_rows, x_hat, inv_std, scale, dx, partial_scale, partial_bias)
+    return dx.reshape(g.shape), partial_scale.sum(axis=0), partial_bias.sum(axis=0)
+
+
+def layer_norm_normalized(saved):
+    """(x̂ rows, 1/√(σ² + eps) (N, 1)) from what layer_norm_forward saved."""
+    x_hat, inv_std = saved
+    return x_hat, inv_std[:, None]
+
+
+def layer_norm_eps_cotangent(g, saved, scale):
+    """∂⟨g, out⟩/∂eps = Σ -½ g ⊙ scale ⊙ x̂ r² (only when eps is traced)."""
+    x_hat, inv_std = layer_norm_normalized(saved)
+    return np.asarray(np.sum(-0.5 * (as_rows(g) * scale) * x_hat * (inv_std * inv_std)))

@@ -1,0 +1,56 @@
+"""Adam, AdamW and SGD over flat chunks compiled with numba (see numba_kernels.py): one pass,
+each operation rounded in the arrays' dtype in numpy_kernels' order (the same bits)."""
+import math
+
+import numpy as np
+from numba import prange
+
+from .numba_compile import compiled
+
+
+# ---------------------------------------------------------------- optimizer updates
+
+@compiled()
+def _adam_entries(p, g, m, v, out_p, out_m, out_v, one_minus_beta1, beta1, one_minus_beta2,
+                  beta2, root_correction, eps, step_size, l2, shrink):
+    for k in prange(p.shape[0]):
+        gk = g[k] + l2 * p[k] if l2 != 0 else g[k]
+        mk = m[k] * beta1 + gk * one_minus_beta1
+        vk = v[k] * beta2 + (gk * gk) * one_minus_beta2
+        step = (mk * step_size) / (np.sqrt(vk) / root_correction + eps)
+        out_m[k], out_v[k] = mk, vk
+        out_p[k] = (p[k] * shrink if shrink != 1 else p[k]) - step
+
+
+def adam_update(p, g, m, v, out_p, out_m, out_v, rate, beta1, beta2, eps, weight_decay,
+                decoupled, t):
+    """numpy_kernels.adam_update in one compiled pass, each operation rounded in the arrays'
+    dtype in the same order (the same bits)."""
+    c = p.dtype.type
+    l2 = weight_decay if weight_decay and not decoupled else 0.0
+    shrink = 1 - rate * weight_decay if decoupled and weight_decay else 1.0
+    _adam_entries(p, g, m, v, out_p, out_m, out_v, c(1 - beta1), c(beta1), c(1 - beta2),
+                  c(beta2), c(math.sqrt(1 - beta2 ** t)), c(eps), c(rate / (1 - beta1 ** t)),
+                  c(l2), c(shrink))
+
+
+@compiled()
+def _sgd_entries(p, g, b, out_p, out_b, rate, momentum, nesterov, weight_decay, has_momentum):
+    for k in prange(p.shape[0]):
+        d = g[k] + weight_decay * p[k] if weight_decay != 0 else g[k]
+        if not has_momentum:
+            out_p[k] = p[k] - rate * d
+            continue
+        bk = b[k] * momentum + d
+        out_b[k] = bk
+        out_p[k] = p[k] - rate * (d + momentum * bk if nesterov else bk)
+
+
+def sgd_update(p, g, b, out_p, out_b, rate, momentum, nesterov, weight_decay):
+    """numpy_kernels.sgd_update in one compiled pass (the same bits)."""
+    c = p.dtype.type
+    has_momentum = b is not None
+    if not has_momentum:
+        b = out_b = p[:0]
+    _sgd_entries(p, g, b, out_p, out_b, c(rate), c(momentum), nesterov, c(weight_decay),
+                 has_momentum)

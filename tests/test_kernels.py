@@ -1,0 +1,175 @@
+"""The kernels (autograd_lite/kernels): choosing the backend, the compiled kernels against the
+numpy ones through the ops (values and gradients, float32 and float64, masks and rows that
+need the shift, non-contiguous inputs), the same bits for any number of threads, and the
+compile cache falling back where no folder is writable. (Each fused op's kernels against its
+composed reference, to second order, are in test_op_table.py.)"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from autograd_lite import kernels
+
+numba = pytest.importorskip("numba")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def backends():
+    """Calls f() with the numba kernels, then the numpy kernels; restores the choice."""
+    before = kernels.backend()
+
+    def run(f):
+        results = []
+        for name in ("numba", "numpy"):
+            kernels.select(name)
+            results.append(f())
+        return results
+    yield run
+    kernels.select(before)
+
+
+def run_python(script, **environment):
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, **environment})
+
+
+@pytest.mark.parametrize("setting, expected", [("numpy", "numpy"), ("", "numba"),
+                                                ("NumPy", "numpy"), ("numba", "numba")])
+def test_the_environment_variable_chooses_the_backend(setting, expected):
+    out = run_python("import autograd_lite as ag; print(ag.kernels.backend())",
+                     AUTOGRAD_LITE_KERNELS=setting)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == expected
+
+
+def test_an_unknown_backend_is_a_clear_error():
+    out = run_python("import autograd_lite as ag; ag.kernels.backend()",
+                     AUTOGRAD_LITE_KERNELS="cuda")
+    assert out.returncode != 0
+    assert "AUTOGRAD_LITE_KERNELS='cuda': expected one of ('numba', 'numpy')" in out.stderr
+    with pytest.raises(ValueError, match="kernels.select: 'torch'"):
+        kernels.select("torch")
+
+
+def scores(rng, shape, dtype, spread=3.0):
+    return (spread * rng.standard_normal(shape)).astype(dtype)
+
+
+def value_and_gradients(f, *args):
+    """f's value and its gradients in every float argument, with random weights on the output."""
+    weights = np.random.default_rng(7).standard_normal(np.shape(f(*args))).astype(args[0].dtype)
+    return ag.value_and_gradient(lambda *a: ag.sum(f(*a) * weights), *args)
+
+
+def assert_same_results(got, want, dtype):
+    tolerance = dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    for a, b in zip(ag.tree_leaves(got), ag.tree_leaves(want)):
+        assert a.dtype == b.dtype == dtype
+        np.testing.assert_allclose(a, b, **tolerance)
+
+
+CAUSAL = np.tril(np.ones((6, 6), dtype=bool))
+PADDING = np.array([True] * 4 + [False] * 2).reshape(1, 1, 1, 6)
+SOFTMAXES = {  # name: (scores shape, mask, axis, scale of the scores)
+    "rows": ((5, 7), None, -1, 3.0),
+    "causal": ((2, 3, 6, 6), CAUSAL, -1, 3.0),
+    "padding": ((2, 3, 6, 6), PADDING, -1, 3.0),
+    "fully masked rows": ((3, 6), np.array([[True] * 6, [False] * 6, [True, False] * 3]), -1, 3.0),
+    "beyond the no-shift bound": ((4, 6), CAUSAL[:4], -1, 300.0),
+    "axis 0": ((6, 4), None, 0, 3.0),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", SOFTMAXES)
+def test_softmax_kernels_agree(case, dtype, rng, backends):
+    shape, mask, axis, spread = SOFTMAXES[case]
+    x = scores(rng, shape, dtype, spread)
+    numba_result, numpy_result = backends(
+        lambda: value_and_gradients(lambda x: ag.softmax(x, axis, mask), x))
+    assert_same_results(numba_result, numpy_result, dtype)
+
+
+def test_softmax_rows_with_nan_or_inf_are_nan_in_both(backends):
+    x = np.array([[0.0, np.nan, 1.0], [np.inf, 0.0, 1.0], [-np.inf, -np.inf, 1.0]], np.float32)
+    mask = np.array([[True, True, True], [True, True, True], [True, True, False]])
+    numba_y, numpy_y = backends(lambda: ag.softmax(x, mask=mask))
+    np.testing.assert_array_equal(np.isnan(numba_y), np.isnan(numpy_y))
+    assert np.isnan(numba_y).all(axis=1).tolist() == [True, True, True]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7, 16), (2, 5, 33), (3, 1)])
+def test_layer_norm_kernels_agree(shape, dtype, rng, backends):
+    x = (rng.standard_normal(shape) * 4 + 2).astype(dtype)
+    scale, bias = (rng.standard_normal(shape[-1]).astype(dtype) for _ in range(2))
+    x_transposed = np.swapaxes(np.ascontiguousarray(np.swapaxes(x, 0, -1)), 0, -1)  # strided
+    for operand in (x, x_transposed):
+        numba_result, numpy_result = backends(
+            lambda: value_and_gradients(ag.layer_norm, operand, scale, bias))
+        assert_same_results(numba_result, numpy_result, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ignore_index, smoothing", [(None, 0.0), (2, 0.1), (None, 0.3)])
+def test_cross_entropy_kernels_agree(ignore_index, smoothing, dtype, rng, backends):
+    logits = scores(rng, (4, 6, 11), dtype)
+    labels = rng.integers(0, 11, (4, 6))
+    numba_result, numpy_result = backends(lambda: value_and_gradients(
+        lambda x: ag.cross_entropy(x, labels, ignore_index, smoothing), logits))
+    assert_same_results(numba_result, numpy_result, dtype)
+
+
+@pytest.mark.parametrize("make", [lambda: ag.optim.adam(1e-2, weight_decay=0.1),
+                                  lambda: ag.optim.adamw(1e-2),
+                                  lambda: ag.optim.sgd(0.1, momentum=0.9, nesterov=True)])
+def test_optimizer_kernels_give_the_same_bits(make, rng, backends):
+    params = {"w": rng.standard_normal((50, 30)).astype(np.float32),
+              "b": rng.standard_normal(30), "scalar": 0.5}
+    grads = ag.tree_map(lambda p: np.asarray(rng.standard_normal(np.shape(p)),
+                                             np.asarray(p).dtype), params)
+
+    def three_steps():
+        optimizer = make()
+        p, state = params, optimizer.init(params)
+        for _ in range(3):
+            p, state = optimizer.update(p, grads, state)
+        return p
+    numba_params, numpy_params = backends(three_steps)
+    for a, b in zip(ag.tree_leaves(numba_params), ag.tree_leaves(numpy_params)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_same_bits_for_any_number_of_threads(rng, backends):
+    """Sums over rows go through fixed blocks: 1 and 2 threads give the same bits."""
+    x = rng.standard_normal((301, 24)).astype(np.float32)
+    scale, bias = np.ones(24, np.float32), np.zeros(24, np.float32)
+    kernels.select("numba")
+    before = numba.get_num_threads()
+    results = []
+    try:
+        for threads in (1, numba.config.NUMBA_NUM_THREADS, 1):
+            numba.set_num_threads(threads)
+            results.append(value_and_gradients(
+                lambda x, s, b: ag.softmax(ag.layer_norm(x, s, b)), x, scale, bias))
+    finally:
+        numba.set_num_threads(before)
+    for other in results[1:]:
+        for a, b in zip(ag.tree_leaves(results[0]), ag.tree_leaves(other)):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_a_kernel_compiles_without_a_writable_cache_folder():
+    """A function numba can find no cache folder for (here: source without a file, as in a
+    read-only install with no user cache) is compiled in memory instead."""
+    from autograd_lite.kernels.numba_compile import compiled
+    namespace = {}
+    exec("def twice(x):\n    return 2 * x\n", namespace)  # a file named "<string>"
+    with pytest.raises(RuntimeError, match="cannot cache"):
+        numba.njit(cache=True)(namespace["twice"])
+    twice = compiled(parallel=False)(namespace["twice"])
+    assert twice(21) == 42
