@@ -3,7 +3,6 @@ so that, in the run that writes files (out_dir given), reaching batch `index` of
 `epoch` calls `action` first: raise KeyboardInterrupt (Ctrl-C), or block until the test
 kills the process. `run_until_killed` runs a demo in a child process stopped that way and
 SIGKILLs it once the child says it is blocked (after its epoch checkpoints are on disk)."""
-import os
 import pathlib
 import signal
 import subprocess
@@ -65,8 +64,9 @@ def run_until_killed(demo, argv, epoch, index, marker, timeout=300):
     `epoch`; SIGKILL it there. -> the child's return code (-SIGKILL)."""
     code = CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), marker=str(marker),
                         epoch=epoch, index=index, demo=demo, argv=[str(a) for a in argv])
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env,
+    # the parent's environment, BLAS threads included: a resumed run matches an uninterrupted
+    # one bit for bit at the same thread count (OpenBLAS splits a product by its threads)
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + timeout
     while not pathlib.Path(marker).exists():
