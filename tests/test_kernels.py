@@ -37,7 +37,7 @@ def run_python(script, **environment):
                           text=True, env={**os.environ, **environment})
 
 
-@pytest.mark.parametrize("setting, expected", [("numpy", "numpy"), ("", "numba"),
+@pytest.mark.parametrize("setting, expected", [("numpy", "numpy"), ("", "numpy"),
                                                 ("NumPy", "numpy"), ("numba", "numba")])
 def test_the_environment_variable_chooses_the_backend(setting, expected):
     out = run_python("import autograd_lite as ag; print(ag.kernels.backend())",

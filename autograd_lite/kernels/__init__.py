@@ -3,9 +3,15 @@ numpy (numpy_kernels.py, always there) and compiled with numba (numba_kernels.py
 numba imports: the `fast` extra). The ops call `kernels.<name>(...)`; which implementation
 answers is chosen once, on the first call, and `backend()` says which:
 
-    AUTOGRAD_LITE_KERNELS unset     numba if it imports, else numpy
+    AUTOGRAD_LITE_KERNELS unset     numpy
     AUTOGRAD_LITE_KERNELS=numpy     numpy
     AUTOGRAD_LITE_KERNELS=numba     numba, or an error saying it does not import
+
+numpy is the default while the compiled kernels lose: at 2 threads on an AMD EPYC (load
+average 2, tests/benchmarks/bench_models.py --rounds 3) a training step against PyTorch's took
+4.16 times as long with them on w2 and 9.87 times on the LM, against 1.24 and 1.33 with numpy's
+(per-call dispatch and thread start-up dominate at these row counts), and their first compile
+costs about 10 s a process.
 
 `select(name)` switches in-process (tests and paired benchmarks run both). A kernel sees
 plain arrays only (the seam in core.tracer.primitive runs an op's reference under higher
@@ -53,16 +59,17 @@ def _wanted():
     wanted = os.environ.get("AUTOGRAD_LITE_KERNELS", "").strip().lower()
     if wanted and wanted not in BACKENDS:
         raise ValueError(f"AUTOGRAD_LITE_KERNELS={wanted!r}: expected one of {BACKENDS} "
-                         "(or unset: numba where it imports)")
+                         "(or unset: numpy)")
     return wanted
 
 
 def select(name=None):
-    """Use the kernels of `name` ("numba" or "numpy"; None: as AUTOGRAD_LITE_KERNELS says)
-    from now on. -> the backend in use. A kernel numba does not implement is numpy's."""
+    """Use the kernels of `name` ("numba" or "numpy"; None: as AUTOGRAD_LITE_KERNELS says,
+    numpy when it is unset) from now on. -> the backend in use. A kernel numba does not
+    implement is numpy's."""
     global _chosen
-    name = name or _wanted()
-    if name not in ("", *BACKENDS):
+    name = name or _wanted() or "numpy"
+    if name not in BACKENDS:
         raise ValueError(f"kernels.select: {name!r}, expected one of {BACKENDS}")
     compiled = None if name == "numpy" else _numba_module()
     if name == "numba" and compiled is None:
