@@ -15,6 +15,7 @@ import os
 from typing import Any, NamedTuple
 
 import autograd_lite as ag
+from autograd_lite.io.atomic import write_atomically
 
 CHECKPOINT, BEST, HISTORY, HYPERPARAMETERS = ("last.npz", "best.npz", "history.json",
                                               "hyperparameters.json")
@@ -97,17 +98,7 @@ def load_checkpoint(out_dir, start):
 
 
 def write_json(path, obj):
-    """Write obj as JSON to path atomically: into a temporary file beside it, synced, then
-    moved over it (os.replace), so that readers see the old file or the new one. The file
-    gets the umask's permissions, as the run's other files (tempfile.mkstemp's are 0600)."""
-    path = os.fspath(path)
-    temporary = f"{path}.partial-{os.getpid()}"
-    try:
-        with open(temporary, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    """Write obj as JSON to path atomically (the old file or the new one survives a crash),
+    with the umask's permissions, as the run's other files."""
+    write_atomically(path, lambda fh: json.dump(obj, fh, indent=1), mode="w", caller="write_json",
+                     encoding="utf-8")

@@ -30,6 +30,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from .atomic import write_atomically
 from .matching import StoredFunction, matched, shown_path
 from .npz import MalformedFile, NpzArchive
 from ..core.tree import Hyper, is_namedtuple
@@ -94,21 +95,7 @@ def save(path, tree):
     arrays = {}
     structure = _describe(tree, arrays, "")
     arrays[_STRUCTURE_KEY] = np.array(json.dumps(structure))
-    path = os.fspath(path)
-    temporary = f"{path}.partial-{os.getpid()}"
-    try:
-        try:
-            fh = open(temporary, "wb")  # the umask's permissions, as any file the user writes
-        except OSError as error:  # name the user's path, not the temporary one
-            raise type(error)(error.errno, f"save: {error.strerror}", path) from None
-        with fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    write_atomically(path, lambda fh: np.savez(fh, **arrays))
 
 
 class _Field(NamedTuple):

@@ -125,15 +125,22 @@ def _counted_labels(labels, ignore_index):
     return np.where(counted, flat_labels, 0), counted, int(counted.sum())
 
 
-def cross_entropy_reference(logits, labels, ignore_index=None, label_smoothing=0.0):
-    """cross_entropy composed of the library's ops: -Σ_c target_c log p_c per row, target
-    a constant one-hot times (1 - ε) plus ε / C, the counted rows' mean."""
+def _checked_cross_entropy_operands(logits, labels, ignore_index, label_smoothing):
+    """(logits, flat labels (N,) with ignored ones 0, counted (N,) bool or None, count),
+    after the operands' checks."""
     logits = as_array("cross_entropy", logits, "logits")
     labels = as_array("cross_entropy", labels, "labels")
     _check_labels(logits, labels, ignore_index)
     _check_smoothing(logits, label_smoothing)
+    return (logits, *_counted_labels(labels, ignore_index))
+
+
+def cross_entropy_reference(logits, labels, ignore_index=None, label_smoothing=0.0):
+    """cross_entropy composed of the library's ops: -Σ_c target_c log p_c per row, target
+    a constant one-hot times (1 - ε) plus ε / C, the counted rows' mean."""
+    logits, flat_labels, counted, n_counted = _checked_cross_entropy_operands(
+        logits, labels, ignore_index, label_smoothing)
     n_classes = logits.shape[-1]
-    flat_labels, counted, n_counted = _counted_labels(labels, ignore_index)
     log_p = log_softmax_reference(logits.reshape(-1, n_classes), -1)  # (N, C)
     onehot = np.zeros(log_p.shape, dtype=log_p.dtype)
     onehot[np.arange(len(flat_labels)), flat_labels] = 1
@@ -156,12 +163,9 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     label_smoothing ε, a scalar in [0, 1], is differentiable: the row loss is
     (1 - ε)(-log p_label) + ε(-mean_c log p_c), so ∂/∂ε = log p_label - mean_c log p_c.
     """
-    logits = as_array("cross_entropy", logits, "logits")
-    labels = as_array("cross_entropy", labels, "labels")
-    _check_labels(logits, labels, ignore_index)
-    _check_smoothing(logits, label_smoothing)
+    logits, flat_labels, counted, n_counted = _checked_cross_entropy_operands(
+        logits, labels, ignore_index, label_smoothing)
     n_classes = logits.shape[-1]
-    flat_labels, counted, n_counted = _counted_labels(labels, ignore_index)
     inv_count = 1.0 / n_counted if n_counted else float("nan")
     at_labels, mean_log_p, saved = kernels.cross_entropy_forward(
         logits.reshape(-1, n_classes), flat_labels)  # (N,), (N,)
