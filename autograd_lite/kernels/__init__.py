@@ -9,9 +9,15 @@ answers is chosen once, on the first call, and `backend()` says which:
 
 numpy is the default while the compiled kernels lose: at 2 threads on an AMD EPYC (load
 average 2, tests/benchmarks/bench_models.py --rounds 3) a training step against PyTorch's took
-4.16 times as long with them on w2 and 9.87 times on the LM, against 1.24 and 1.33 with numpy's
-(per-call dispatch and thread start-up dominate at these row counts), and their first compile
-costs about 10 s a process.
+4.16 times as long with them on w2 and 9.87 times on the LM, against 1.24 and 1.33 with numpy's,
+and their first compile costs about 10 s a process. The profile says why (profile_step.py
+--only lm, 5 steps, load 0.5, ms a step, numpy kernels / numba: layer norm ×5, softmax ×2,
+linear ×13, whole step; PyTorch's step 17): numpy 2.6, 3.3, 8.4, 18.6; numba with numba's
+default OpenMP threads 39.8, 25.0, 62.3, 143.9 (its workers spin after each kernel and starve
+OpenBLAS's threads: the products, which run no numba code, slow down 7 times);
+OMP_WAIT_POLICY=PASSIVE 1.5, 3.4, 8.1, 29.3; NUMBA_THREADING_LAYER=workqueue 2.2, 3.6, 6.5,
+30.0; NUMBA_NUM_THREADS=1 0.9, 2.2, 6.2, 18.3. So the compiled kernels win op by op only when
+they do not share the cores with BLAS; a step is then level with numpy's, not ahead.
 
 `select(name)` switches in-process (tests and paired benchmarks run both). A kernel sees
 plain arrays only (the seam in core.tracer.primitive runs an op's reference under higher
