@@ -17,7 +17,11 @@ default OpenMP threads 39.8, 25.0, 62.3, 143.9 (its workers spin after each kern
 OpenBLAS's threads: the products, which run no numba code, slow down 7 times);
 OMP_WAIT_POLICY=PASSIVE 1.5, 3.4, 8.1, 29.3; NUMBA_THREADING_LAYER=workqueue 2.2, 3.6, 6.5,
 30.0; NUMBA_NUM_THREADS=1 0.9, 2.2, 6.2, 18.3. So the compiled kernels win op by op only when
-they do not share the cores with BLAS; a step is then level with numpy's, not ahead.
+they do not share the cores with BLAS. With NUMBA_NUM_THREADS=1 (bench_models.py --threads 2
+--rounds 3 --only w1,w2,lm, load 1, our training step in ms, numba / numpy): w1 8.97 / 9.76,
+w2 86.2 / 112.9, lm 18.3 / 25.3; the PyTorch twin in the same processes ran 12.6 / 9.9, 101 /
+86, 22.5 / 15.4, so the ratios against it (0.61, 0.85, 0.80 against 0.99, 1.22, 1.64) are not
+yet to be trusted: measure the twin alone before choosing this arrangement as the default.
 
 `select(name)` switches in-process (tests and paired benchmarks run both). A kernel sees
 plain arrays only (the seam in core.tracer.primitive runs an op's reference under higher
