@@ -46,10 +46,10 @@ def backward(output, seed, release):
             continue
         grads = node.pullback(g) if g is not None else None
         if grads is not None and (type(grads) is not tuple or len(grads) <= node.parents[-1][0]
-                                  or len(grads) > getattr(node, "n_args", len(grads))):
+                                  or len(grads) > node.n_args):
             got = f"tuple of {len(grads)}" if type(grads) is tuple else type(grads).__name__
             raise TypeError(f"{node.op}: a pullback must return a tuple (one entry per "
-                            f"argument, {getattr(node, 'n_args', 'all')} here), got {got}")
+                            f"argument, {node.n_args} here), got {got}")
         for argnum, parent in node.parents:
             gp = grads[argnum] if grads is not None else None
             if callable(gp):  # a lazy cotangent: computed only for arguments that are traced

@@ -63,17 +63,18 @@ class Node:
 
     parents: tuple of (argument index, Node) for the arguments traced at this level.
     shape, dtype: of the value the node produced; every cotangent must match them.
-    n_args: the op's positional arguments, set by `primitive` (a pullback returns as many).
+    n_args: the op's positional arguments (its pullback returns as many); 0 for an input.
     """
 
     __slots__ = ("pullback", "parents", "op", "shape", "dtype", "n_args")
 
-    def __init__(self, pullback, parents, op, shape, dtype):
+    def __init__(self, pullback, parents, op, shape, dtype, n_args=0):
         self.pullback = pullback
         self.parents = parents
         self.op = op
         self.shape = shape
         self.dtype = dtype
+        self.n_args = n_args
 
     def __repr__(self):
         return f"Node({self.op}, {self.shape}, {self.dtype})"
@@ -218,8 +219,8 @@ def primitive(body=None, *, name=None, reference=None):
                 pullback = seam_pullback(pullback, composed[0])
         if type(out) is not np.ndarray and type(out) is not Box:
             out = np.asanyarray(out)  # an array subclass (core/weak.py's) stays as it is
-        box = Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype))
-        box.node.n_args = max(len(args), len(parameters))
+        box = Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype,
+                                 max(len(args), len(parameters))))
         if top.on_op is not None:
             top.on_op(op, args, kwargs, box)
         return box
