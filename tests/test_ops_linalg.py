@@ -64,28 +64,60 @@ SECOND_ORDER_CASES = [
 ]
 
 
-@pytest.mark.parametrize("squared", [True, False])
+@pytest.mark.parametrize("squared", [None, "n * n", "n ** 2", "two calls"])
 @pytest.mark.parametrize("ord, axis, keepdims, shape, zero", SECOND_ORDER_CASES)
 def test_second_order_at_a_zero_norm_is_finite_and_exact_elsewhere(
         ord, axis, keepdims, shape, zero, squared, rng):
     """Issue 21: ∇⟨∇f, v⟩ for f = Σ w ⊙ ‖x‖ (or ‖x‖²) was NaN on every element of a zero
     vector (the traced sqrt's pullback divided 0 by 0). Central differences of the gradient
-    are the reference wherever the norm is nonzero; at the zero slice the result is finite."""
+    are the reference wherever the norm is nonzero. ‖x‖², however written, is smooth at 0:
+    there (and everywhere) the result is the analytic 2 w ⊙ v; ‖x‖ itself is not, and its
+    result at the zero slice is finite."""
     x = rng.standard_normal(shape)
     x[zero] = 0
     w = rng.standard_normal(np.shape(np.linalg.norm(x, ord, axis, keepdims)))
     v = rng.standard_normal(shape)
+    w_kept = w.reshape(np.linalg.norm(x, ord, axis, keepdims=True).shape)
+    square = {None: lambda x: ag.norm(x, ord, axis, keepdims),
+              "n * n": lambda x: (lambda n: n * n)(ag.norm(x, ord, axis, keepdims)),
+              "n ** 2": lambda x: ag.norm(x, ord, axis, keepdims) ** 2,
+              "two calls": lambda x: ag.norm(x, ord, axis, keepdims) * ag.norm(x, ord, axis,
+                                                                             keepdims)}[squared]
 
     def f(x):
-        n = ag.norm(x, ord, axis, keepdims)
-        return ag.sum(w * (n * n if squared else n))
+        return ag.sum(w * square(x))
 
     def gradient_along_v(x):
         return ag.sum(ag.grad(f)(x) * v)
     got = ag.grad(gradient_along_v)(x)
     assert np.all(np.isfinite(got))
+    if squared:
+        np.testing.assert_allclose(got, 2 * w_kept * v, rtol=1e-12)
     nonzero = np.ones(shape, bool)
     nonzero[zero] = False
     if nonzero.any():
         want = central_jacobian(gradient_along_v, x)
         np.testing.assert_allclose(got[nonzero], want[nonzero], rtol=1e-6, atol=1e-7)
+
+
+def test_the_issues_example_the_hessian_of_a_squared_norm_at_a_zero_row_is_2():
+    """Issue 21's case: Σ_rows ‖x_i‖² is Σ x², so the derivative of Σ ∇f is 2 everywhere."""
+    def f(x):
+        return ag.sum(ag.norm(x, axis=1) ** 2)
+    x = np.array([[0., 0, 0], [1, 2, 2]])
+    got, = ag.gradient(lambda x: ag.sum(ag.gradient(f, x)[0]), x)
+    np.testing.assert_array_equal(got, np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(ag.hessian(lambda x: ag.norm(x) ** 2)(np.zeros(3)),
+                                  2 * np.eye(3))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_squared_norm_keeps_the_values_and_dtype_of_n_times_n(dtype, rng):
+    """The rewrite changes derivatives only: the value is n · n's, bit for bit, in x's dtype,
+    and the first-order gradient is 2x."""
+    x = rng.standard_normal((3, 4)).astype(dtype)
+    n = np.linalg.norm(x, axis=1)
+    value, (g,) = ag.value_and_gradient(lambda x: ag.sum(ag.norm(x, axis=1) ** 2), x)
+    assert value.dtype == g.dtype == dtype
+    np.testing.assert_array_equal(value, np.sum(n * n))
+    np.testing.assert_array_equal(g, 2 * x)

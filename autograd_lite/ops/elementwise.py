@@ -5,6 +5,7 @@ pullback gives each operand's cotangent as a function of no arguments, which the
 engine calls only for an operand that is traced (never for a Python number or a
 constant array), and hands it to `unbroadcast`.
 """
+import functools
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ from ..core.tracer import primal, primitive
 from ..core.tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
 from .checks import as_array, as_operands
+from .linalg import square_of_norm
 from .selection import where
 from .weak import settles_weak_floats
 
@@ -43,9 +45,9 @@ def sub(a, b):
     return out, sub_pullback
 
 
-@primitive
+@primitive(name="mul")
 @settles_weak_floats
-def mul(a, b):
+def _multiply(a, b):
     """a * b"""
     a, b = as_operands("mul", a, b)
     out = broadcast_binary("mul", np.multiply, a, b)
@@ -85,9 +87,9 @@ def _log_base(a):
     return np.log(np.where(primal(a) > 0, a, 1))
 
 
-@primitive
+@primitive(name="pow")
 @settles_weak_floats
-def pow(a, b):
+def _power(a, b):
     """a ** b. The derivative in b uses log(a) and is taken as 0 where a <= 0."""
     a, b = as_operands("pow", a, b)
     out = broadcast_binary("pow", np.power, a, b)
@@ -96,6 +98,20 @@ def pow(a, b):
         return (lambda: unbroadcast(g * b * _power_below(a, b), a.shape),
                 lambda: unbroadcast(g * out * _log_base(a), b.shape))
     return out, pow_pullback
+
+
+@functools.wraps(_multiply)
+def mul(a, b):
+    """a * b; the square of a traced norm, n * n, is differentiated as Σ x² (linalg)."""
+    squared = square_of_norm(a, b)
+    return _multiply(a, b) if squared is None else squared
+
+
+@functools.wraps(_power)
+def pow(a, b):
+    """a ** b; the square of a traced norm, n ** 2, is differentiated as Σ x² (linalg)."""
+    squared = square_of_norm(a, a) if is_python_number(b) and b == 2 else None
+    return _power(a, b) if squared is None else squared
 
 
 @primitive

@@ -3,16 +3,17 @@ matrices, both √(Σ x²) over their axes.
 
     ‖x‖ = √(Σ x²),   d‖x‖/dx = x / ‖x‖   (0 where ‖x‖ = 0, as torch: x is 0 there)
 
-Second order is exact wherever ‖x‖ > 0 and finite where ‖x‖ = 0. There it is 0, the
-derivative of the first-order rule's 0: a composite that is smooth at 0, such as ‖x‖²
-(Hessian 2I), is not recovered, since the limit of g / ‖x‖ is not in any value the rule sees
-(torch gives NaN there).
+Second order is exact wherever ‖x‖ > 0 and finite where ‖x‖ = 0. There the rule's x · g/‖x‖
+is 0/0, and the limit of g/‖x‖ is in no value the rule sees (torch gives NaN); a composite
+that is smooth at 0 would need it. The one that matters, the square ‖x‖² (Hessian 2I), is
+recognised where it is written, `n * n` or `n ** 2` of a traced norm `n`, and differentiated
+as Σ x², whose derivative 2x is smooth (`square_of_norm`); any other composite gets 0 there.
 """
 import numbers
 
 import numpy as np
 
-from ..core.tracer import primal, primitive
+from ..core.tracer import Box, primal, primitive
 from .checks import as_array, normalize_axes
 from .reductions import keepdims_shape
 
@@ -66,4 +67,43 @@ def norm(x, ord=None, axis=None, keepdims=False):
     def norm_pullback(g):
         nonzero = np.where(primal(kept) > 0, kept, 1)  # where the norm is 0, so is x
         return x * (g.reshape(kept.shape) / nonzero), None, None, None
+    norm_pullback.squared_from = (x, axes, keepdims)  # for square_of_norm (kept already)
     return out, norm_pullback
+
+
+@primitive(name="squared_norm")
+def _squared_norm(x, norm_value, axes, keepdims):
+    """norm_value², the square of ‖x‖ over `axes` already computed (the same bits as n · n);
+    its derivative 2x, that of Σ x², smooth at x = 0."""
+    out = norm_value * norm_value
+
+    def squared_norm_pullback(g):
+        return 2 * x * g.reshape(keepdims_shape(x.shape, axes)), None, None, None
+    return out, squared_norm_pullback
+
+
+def _traced_norm(n):
+    """(x's node, x at n's level, axes, keepdims) when n is a traced norm(x), else None."""
+    squared_from = getattr(n.node.pullback, "squared_from", None) if type(n) is Box else None
+    if squared_from is None:
+        return None
+    (_, x_node), = n.node.parents  # norm's one traced argument: x at this level
+    return (x_node, *squared_from)
+
+
+def square_of_norm(a, b):
+    """a · b differentiated as Σ x² when a and b are the same traced norm of x (the same
+    call, or two calls on the same x and axes); None otherwise. The square of a norm is
+    smooth at x = 0, its second derivative 2I, which the norm's own rule (x · g/‖x‖, 0/0
+    there) cannot give. mul and pow ask before they multiply."""
+    norm_a = _traced_norm(a)
+    if norm_a is None or b is not a and not _same_norm(norm_a, _traced_norm(b)):
+        return None
+    x_node, x_value, axes, keepdims = norm_a
+    return _squared_norm(Box(x_value, a.trace, x_node), a.value, axes, keepdims)
+
+
+def _same_norm(one, other):
+    """Two _traced_norm results: the same x (its node) and the same axes and keepdims."""
+    return (other is not None and one[0] is other[0]
+            and (one[2], one[3]) == (other[2], other[3]))
