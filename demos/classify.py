@@ -326,6 +326,7 @@ def read_reviews(args):
 def main(argv=None):
     """Train and test: -> Run. With --model and --predict: print the predictions, -> None."""
     args = parse_args(argv)
+    common.say_if_compiling()
     ag.memory.keep_freed_memory()
     if args.predict is not None:
         with common.exit_on_bad_input("classify"):

@@ -20,6 +20,7 @@ import os
 import pathlib
 import sys
 
+import autograd_lite as ag
 
 
 def argument_parser(name, doc):
@@ -98,6 +99,14 @@ def check_memory(parser, estimate, options):
         need = estimate / 2 ** 30
         parser.error(f"{options} need about {need:,.0f} GiB for one training step (an "
                      f"estimate), more than this machine's {available / 2 ** 30:,.1f} GiB")
+
+
+def say_if_compiling():
+    """Print one line when the compiled kernels (the `fast` extra) will compile during the first
+    steps: the first run after installing takes a few seconds longer, once."""
+    notice = ag.kernels.compiling_notice()
+    if notice:
+        print(notice, flush=True)
 
 
 def output_path(args, name):

@@ -303,6 +303,7 @@ def use_model(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    common.say_if_compiling()
     if args.model is not None:
         return use_model(args)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster

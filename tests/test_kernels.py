@@ -1,9 +1,10 @@
 """The kernels (autograd_lite/kernels): choosing the backend, the compiled kernels against the
 numpy ones through the ops (values and gradients, float32 and float64, masks and rows that
-need the shift, non-contiguous inputs), the same bits for any number of threads, and the
+need the shift, non-contiguous inputs), no thread pool started, and the
 compile cache falling back where no folder is writable. (Each fused op's kernels against its
 composed reference, to second order, are in test_op_table.py.)"""
 import os
+import re
 import subprocess
 import sys
 
@@ -144,23 +145,24 @@ def test_optimizer_kernels_give_the_same_bits(make, rng, backends):
         np.testing.assert_array_equal(a, b)
 
 
-def test_same_bits_for_any_number_of_threads(rng, backends):
-    """Sums over rows go through fixed blocks: 1 and 2 threads give the same bits."""
-    x = rng.standard_normal((301, 24)).astype(np.float32)
-    scale, bias = np.ones(24, np.float32), np.zeros(24, np.float32)
-    kernels.select("numba")
-    before = numba.get_num_threads()
-    results = []
-    try:
-        for threads in (1, numba.config.NUMBA_NUM_THREADS, 1):
-            numba.set_num_threads(threads)
-            results.append(value_and_gradients(
-                lambda x, s, b: ag.softmax(ag.layer_norm(x, s, b)), x, scale, bias))
-    finally:
-        numba.set_num_threads(before)
-    for other in results[1:]:
-        for a, b in zip(ag.tree_leaves(results[0]), ag.tree_leaves(other)):
-            np.testing.assert_array_equal(a, b)
+def test_the_compiled_kernels_start_no_thread_pool():
+    """The kernels are serial (kernels/__init__.py: numba's pool starves OpenBLAS's threads on
+    2 cores): after a training step of every fused op in a fresh process, numba's parallel
+    runtime was never started, and the process's threads are OpenBLAS's and its own."""
+    out = run_python(
+        "import os, numpy as np, autograd_lite as ag\n"
+        "import numba.np.ufunc.parallel as parallel\n"
+        "ag.kernels.select('numba')\n"
+        "x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)\n"
+        "s, b, labels = np.ones(32, np.float32), np.zeros(32, np.float32), np.arange(64) % 32\n"
+        "loss = lambda x: ag.cross_entropy(ag.softmax(ag.layer_norm(x, s, b)) * x, labels)\n"
+        "g, = ag.gradient(loss, x)\n"
+        "adam = ag.optim.adam(1e-3); p = {'x': x}\n"
+        "p, _ = adam.update(p, {'x': g}, adam.init(p))\n"
+        "print(ag.kernels.backend(), parallel._is_initialized)\n",
+        AUTOGRAD_LITE_KERNELS="numba")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["numba", "False"]
 
 
 def test_a_kernel_compiles_without_a_writable_cache_folder():
@@ -171,5 +173,25 @@ def test_a_kernel_compiles_without_a_writable_cache_folder():
     exec("def twice(x):\n    return 2 * x\n", namespace)  # a file named "<string>"
     with pytest.raises(RuntimeError, match="cannot cache"):
         numba.njit(cache=True)(namespace["twice"])
-    twice = compiled(parallel=False)(namespace["twice"])
+    twice = compiled()(namespace["twice"])
     assert twice(21) == 42
+
+
+def test_the_compiling_notice_counts_the_kernels_numba_has_not_cached(tmp_path):
+    """The demos' one line before the first steps: every kernel is uncached in an empty cache
+    folder; a layer norm forward compiles (and caches) exactly one; numpy's kernels: no line."""
+    script = ("import re, numpy as np, autograd_lite as ag\n"
+              "from autograd_lite.kernels.numba_compile import uncached\n"
+              "print(ag.kernels.compiling_notice())\n"
+              "before = uncached(); x = np.ones((2, 3), np.float32)\n"
+              "ag.layer_norm(x, x[0], x[0]); print(before - uncached())\n")
+    out = run_python(script, AUTOGRAD_LITE_KERNELS="numba", NUMBA_CACHE_DIR=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    notice, compiled = out.stdout.splitlines()
+    counts = re.fullmatch(r"compiling (\d+) of the (\d+) numba kernels during the first steps "
+                          r"\(a few seconds, once: numba caches them on disk\)", notice)
+    assert counts and counts[1] == counts[2] and int(counts[1]) >= 10
+    assert compiled == "1"
+    out = run_python("import autograd_lite as ag; print(ag.kernels.compiling_notice())",
+                     AUTOGRAD_LITE_KERNELS="numpy")
+    assert out.stdout.strip() == "None"

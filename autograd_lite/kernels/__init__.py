@@ -96,6 +96,19 @@ def backend():
     return _chosen or select()
 
 
+def compiling_notice():
+    """A line to print before the first step when the compiled kernels will compile in it (the
+    first run after installing, or after the cache was cleared), else None."""
+    if backend() != "numba":
+        return None
+    from .numba_compile import KERNELS, uncached
+    missing = uncached()
+    if not missing:
+        return None
+    return (f"compiling {missing} of the {len(KERNELS)} numba kernels during the first steps "
+            "(a few seconds, once: numba caches them on disk)")
+
+
 def __getattr__(name):
     if name in NAMES:  # the first kernel call: choose, then the attribute exists
         select()

@@ -1,22 +1,40 @@
 """How the numba kernels are compiled: on first use, cached on disk (`cache=True`: numba
 writes beside the source, or under the user's cache folder when the install is read-only),
 or in memory each run where no cache folder is writable; and the row layout they take."""
+import os
+
 import numba
 import numpy as np
 
+KERNELS = []  # every compiled kernel (its numba dispatcher), for `uncached`
 
-def compiled(parallel=True, reassociate=False):
+
+def compiled(reassociate=False):
     """numba.njit with the disk cache, or without it where numba finds no writable folder.
-    reassociate: let LLVM reorder the sums of a row, so that it vectorises them (the order is
-    fixed at compile time: the same bits on every run and for any number of threads)."""
-    options = dict(parallel=parallel, fastmath={"reassoc"} if reassociate else False)
+    Serial: the kernels run in the calling thread (no numba thread pool; kernels/__init__.py
+    has the measurements). reassociate: let LLVM reorder the sums of a row, so that it
+    vectorises them (the order is fixed at compile time: the same bits on every run)."""
+    options = dict(fastmath={"reassoc"} if reassociate else False)
 
     def decorate(function):
         try:
-            return numba.njit(cache=True, **options)(function)
+            kernel = numba.njit(cache=True, **options)(function)
         except RuntimeError:  # "cannot cache function ...: no locator available"
-            return numba.njit(cache=False, **options)(function)
+            kernel = numba.njit(cache=False, **options)(function)
+        KERNELS.append(kernel)
+        return kernel
     return decorate
+
+
+def uncached():
+    """The number of kernels with no index in numba's disk cache: each compiles on its first
+    call (about half a second). Read from numba's cache layout; a kernel compiled in memory
+    (no writable folder) or a numba laid out otherwise counts as uncached."""
+    def has_index(kernel):
+        cache_file = getattr(getattr(kernel, "_cache", None), "_cache_file", None)
+        index = getattr(cache_file, "_index_path", None)
+        return index is not None and os.path.exists(index)
+    return sum(not has_index(kernel) for kernel in KERNELS)
 
 
 def as_rows(a):

@@ -1,5 +1,5 @@
-"""The plain-array bodies of the fused ops compiled with numba: rows split over the cores
-(`prange`), one or two passes over each row where numpy makes four to seven.
+"""The plain-array bodies of the fused ops compiled with numba: rows one after another in the calling thread (serial: kernels/__init__.py says why), one or two
+passes over each row where numpy makes four to seven.
 
 The interface is numpy_kernels.py's (the names in kernels.NAMES; one not written here is
 numpy's). Importing this module imports numba (an ImportError without it: kernels/__init__.py
@@ -28,7 +28,6 @@ optimizer updates in numba_updates.py; numba_compile.py says how they are compil
 Threads: the arrangement measured with OpenBLAS on 2 cores is in kernels/__init__.py.
 """
 import numpy as np
-from numba import prange
 
 from .numba_compile import as_rows, compiled
 from .numba_softmax import (cross_entropy_backward, cross_entropy_forward,  # noqa: F401
@@ -43,7 +42,7 @@ _ROW_BLOCK = 32  # rows per partial sum of dscale and dbias (fixed: same bits fo
 @compiled(reassociate=True)
 def _layer_norm_rows(x, scale, bias, eps, out, x_hat, inv_std):
     n, d = x.shape
-    for i in prange(n):
+    for i in range(n):
         total = x.dtype.type(0)
         for j in range(d):
             total += x[i, j]
@@ -73,7 +72,7 @@ def layer_norm_forward(x, scale, bias, eps):
 @compiled(reassociate=True)
 def _layer_norm_backward_rows(g, x_hat, inv_std, scale, dx, partial_scale, partial_bias):
     n, d = x_hat.shape
-    for block in prange(partial_scale.shape[0]):
+    for block in range(partial_scale.shape[0]):
         for j in range(d):
             partial_scale[block, j] = 0
             partial_bias[block, j] = 0

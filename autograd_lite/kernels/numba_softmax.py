@@ -2,7 +2,6 @@
 backward, and cross-entropy over log-softmax rows. numpy's SIMD exp runs over the block
 (numba's scalar exp is not vectorised); one compiled pass per row masks, sums and scales."""
 import numpy as np
-from numba import prange
 
 from .numba_compile import as_rows, compiled
 
@@ -15,7 +14,7 @@ def _shift_rows(x, mask, row_of, use_mask, shifted, peak):
     (NaN when a kept entry is NaN, -inf when nothing finite is kept)."""
     n, d = x.shape
     minus_inf = x.dtype.type(-np.inf)
-    for i in prange(n):
+    for i in range(n):
         m = minus_inf
         nan = False
         for j in range(d):
@@ -41,7 +40,7 @@ def _normalize_rows(e, peak, mask, row_of, use_mask):
     """e / Σ e per row in place; a row with nothing kept: zeros; a row whose maximum is
     NaN or +inf, or whose kept entries are all -inf: NaN (torch's masked_fill(-inf))."""
     n, d = e.shape
-    for i in prange(n):
+    for i in range(n):
         kept_any = False
         if use_mask:
             for j in range(d):
@@ -84,7 +83,7 @@ def _normalize_exact_rows(e, mask, row_of, use_mask, exact):
     [1, ∞): there exp(x) is as exact as exp(x - max) (numpy_kernels._sums_are_exact);
     exact[i] says which rows were done."""
     n, d = e.shape
-    for i in prange(n):
+    for i in range(n):
         if use_mask:
             for j in range(d):
                 e[i, j] *= mask[row_of[i], j]  # masked: exactly 0 (inf: NaN, redone shifted)
@@ -125,7 +124,7 @@ def softmax_forward(x, mask):
 @compiled(reassociate=True)
 def _softmax_backward_rows(g, y, mask, row_of, use_mask, dx):
     n, d = y.shape
-    for i in prange(n):
+    for i in range(n):
         s = y.dtype.type(0)
         for j in range(d):
             s += g[i, j] * y[i, j]
@@ -152,7 +151,7 @@ def _cross_entropy_rows(logits, labels, e, peak, at_labels, mean_log_p, sums):
     """From e = exp(logits - peak) (numpy's exp): the row sums, log p at the labels and
     mean_c log p_c, log p = logits - peak - log Σ e."""
     n, c = logits.shape
-    for i in prange(n):
+    for i in range(n):
         total = 0.0  # float64 sums, rounded once
         logit_total = 0.0
         for j in range(c):
@@ -167,7 +166,7 @@ def _cross_entropy_rows(logits, labels, e, peak, at_labels, mean_log_p, sums):
 @compiled()
 def _row_maxima(x, peak):
     n, c = x.shape
-    for i in prange(n):
+    for i in range(n):
         m = x[i, 0]
         for j in range(1, c):
             if x[i, j] > m or x[i, j] != x[i, j]:
@@ -180,7 +179,7 @@ def _row_maxima(x, peak):
 @compiled()
 def _shift_by(x, peak, out):
     n, c = x.shape
-    for i in prange(n):
+    for i in range(n):
         for j in range(c):
             out[i, j] = x[i, j] - peak[i]
 
@@ -219,7 +218,7 @@ def _cross_entropy_backward_rows(e, sums, labels, smoothing, row_weight, d):
     n, c = e.shape
     one = e.dtype.type(1)
     spread = smoothing / e.dtype.type(c)
-    for i in prange(n):
+    for i in range(n):
         total, w = sums[i], row_weight[i]
         for j in range(c):
             d[i, j] = (e[i, j] / total - spread) * w

@@ -3,7 +3,6 @@ each operation rounded in the arrays' dtype in numpy_kernels' order (the same bi
 import math
 
 import numpy as np
-from numba import prange
 
 from .numba_compile import compiled
 
@@ -13,7 +12,7 @@ from .numba_compile import compiled
 @compiled()
 def _adam_entries(p, g, m, v, out_p, out_m, out_v, one_minus_beta1, beta1, one_minus_beta2,
                   beta2, root_correction, eps, step_size, l2, shrink):
-    for k in prange(p.shape[0]):
+    for k in range(p.shape[0]):
         gk = g[k] + l2 * p[k] if l2 != 0 else g[k]
         mk = m[k] * beta1 + gk * one_minus_beta1
         vk = v[k] * beta2 + (gk * gk) * one_minus_beta2
@@ -36,7 +35,7 @@ def adam_update(p, g, m, v, out_p, out_m, out_v, rate, beta1, beta2, eps, weight
 
 @compiled()
 def _sgd_entries(p, g, b, out_p, out_b, rate, momentum, nesterov, weight_decay, has_momentum):
-    for k in prange(p.shape[0]):
+    for k in range(p.shape[0]):
         d = g[k] + weight_decay * p[k] if weight_decay != 0 else g[k]
         if not has_momentum:
             out_p[k] = p[k] - rate * d
