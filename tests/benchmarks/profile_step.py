@@ -1,6 +1,7 @@
 """Where a training step's time goes, op by op: the "before" profile for optimizing. A script:
 
     python3 tests/benchmarks/profile_step.py [--threads 2] [--only w1,w2] [--steps 5] [--cprofile]
+        [--torch-profile]
 
 For each workload of workloads.py:
 
@@ -19,6 +20,8 @@ For each workload of workloads.py:
    op), times the step's op count: the share of tracing in the step.
 4. With --cprofile, the functions with the most time of their own (numpy calls included)
    over the steps, from cProfile.
+5. With --torch-profile, the PyTorch twin's step by op, from torch.profiler (each aten op's
+   time of its own, forward and backward together, per step): the other side of 2.
 
 Hooked and cProfiled steps run a little slower than plain ones; the plain times of part 1
 are the step, and the percentages are of it.
@@ -199,6 +202,23 @@ def cprofile_table(workload, steps, top=20):
     return text.getvalue()
 
 
+def torch_profile_table(twin, torch, steps, top):
+    """torch.profiler's aten ops of the twin's step (its time of its own, per step), as text."""
+    twin.step()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        for _ in range(steps):
+            twin.step()
+    events = sorted(profiler.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total_us = sum(e.self_cpu_time_total for e in events)
+    lines = [f"  {'aten op':48s} {'count':>5s} {'ms':>8s} {'%':>6s}"]
+    for e in events[:top]:
+        lines.append(f"  {e.key[:48]:48s} {e.count // steps:5d} "
+                     f"{e.self_cpu_time_total / 1e3 / steps:8.2f} "
+                     f"{100 * e.self_cpu_time_total / total_us:5.1f}%")
+    lines.append(f"  {'(all ops, as profiled)':48s} {'':5s} {total_us / 1e3 / steps:8.2f}")
+    return "\n".join(lines)
+
+
 # ---- the report -----------------------------------------------------------------------------
 
 def by_name(ops):
@@ -269,6 +289,9 @@ def report(key, steps, args, torch):
     print(op_table(by_name(timer.ops), steps, ours["step"], args.top))
     if args.cprofile:
         print(cprofile_table(workload, steps))
+    if args.torch_profile:
+        print("  PyTorch's step by aten op (torch.profiler; time of its own per step):")
+        print(torch_profile_table(workload.twin(torch, workload.params), torch, steps, args.top))
 
 
 def main():
@@ -278,6 +301,8 @@ def main():
     parser.add_argument("--steps", type=int, default=5, help="steps measured, per part")
     parser.add_argument("--top", type=int, default=14, help="rows of each op table")
     parser.add_argument("--cprofile", action="store_true")
+    parser.add_argument("--torch-profile", action="store_true",
+                        help="also the twin's step by aten op, from torch.profiler")
     args = parser.parse_args()
     ag.memory.keep_freed_memory()
     import torch
