@@ -318,5 +318,5 @@ BY_NAME = {case.name: case for case in CASES}
 # rows call them as ag.<name> when they run, so that a test can put the references in their
 # place and compare.
 FUSED_OPS = ("softmax", "log_softmax", "layer_norm", "cross_entropy", "gather", "scatter_add",
-             "add_at")
+             "add_at", "relu", "gelu")
 FUSED_CASES = [case for case in CASES if case.name.split()[0] in FUSED_OPS]
