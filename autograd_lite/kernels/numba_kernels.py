@@ -32,13 +32,19 @@ Threads: the arrangement measured with OpenBLAS on 2 cores is in kernels/__init_
 import numpy as np
 from numba import prange
 
-from .numba_activations import (dropout_mask, gelu_backward, gelu_forward,  # noqa: F401
-                                relu_backward, relu_forward)
+from .numba_activations import (dropout_mask, gelu_backward, gelu_forward, relu_backward,
+                                relu_forward)
 from .numba_compile import as_rows, compiled
-from .numba_indexing import segment_sum  # noqa: F401
+from .numba_indexing import segment_sum
 from .numba_softmax import (cross_entropy_backward, cross_entropy_forward,  # noqa: F401
                             cross_entropy_probabilities, softmax_backward, softmax_forward)
 from .numba_updates import adam_update, sgd_update  # noqa: F401
+
+__all__ = ["layer_norm_forward", "layer_norm_backward", "layer_norm_normalized",  # the kernels
+           "layer_norm_eps_cotangent", "softmax_forward", "softmax_backward",
+           "cross_entropy_forward", "cross_entropy_backward", "cross_entropy_probabilities",
+           "adam_update", "sgd_update", "segment_sum", "dropout_mask", "relu_forward",
+           "relu_backward", "gelu_forward", "gelu_backward"]
 
 _ROW_BLOCK = 32  # rows per partial sum of dscale and dbias (fixed: same bits for any threads)
 
