@@ -224,12 +224,13 @@ def relu(x):
     under higher order the seam runs relu_reference."""
     x = as_array("relu", x)
     out, saved = kernels.relu_forward(x)
+    shape, dtype = out.shape, out.dtype  # (the composed pullback keeps these, not out)
 
     def relu_pullback(g):
         return (kernels.relu_backward(g, saved),)
 
     def relu_composed_pullback(g):  # a traced g: times the plain derivative, 1 or 0
-        return (g * kernels.relu_backward(np.ones_like(out), saved),)
+        return (g * kernels.relu_backward(np.ones(shape, dtype), saved),)
     return out, relu_pullback, relu_composed_pullback
 
 
@@ -253,12 +254,13 @@ def gelu(x):
     gelu_reference."""
     x = as_array("gelu", x)
     out, saved = kernels.gelu_forward(x)
+    shape, dtype = out.shape, out.dtype  # (the composed pullback keeps these, not out)
 
     def gelu_pullback(g):
         return (kernels.gelu_backward(g, saved),)
 
     def gelu_composed_pullback(g):  # a traced g: times the plain derivative
-        return (g * kernels.gelu_backward(np.ones_like(out), saved),)
+        return (g * kernels.gelu_backward(np.ones(shape, dtype), saved),)
     return out, gelu_pullback, gelu_composed_pullback
 
 
