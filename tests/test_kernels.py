@@ -13,6 +13,7 @@ import pytest
 
 import autograd_lite as ag
 from autograd_lite import kernels
+from helpers.references import central_jacobian, compare_with_torch
 
 numba = pytest.importorskip("numba")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -195,3 +196,182 @@ def test_the_compiling_notice_counts_the_kernels_numba_has_not_cached(tmp_path):
     out = run_python("import autograd_lite as ag; print(ag.kernels.compiling_notice())",
                      AUTOGRAD_LITE_KERNELS="numpy")
     assert out.stdout.strip() == "None"
+
+
+# ---- embedding, dropout and activation kernels ------------------------------------------------
+
+def test_the_numba_module_lists_kernels_of_the_interface():
+    from autograd_lite.kernels import numba_kernels
+    assert set(numba_kernels.__all__) <= set(kernels.NAMES)
+    assert all(callable(getattr(numba_kernels, name)) for name in numba_kernels.__all__)
+
+
+def rows_in_order(values, ids, n):
+    """The embedding adjoint written out: row i added into out[ids[i]] in the order of i,
+    each addition rounded in the values' dtype (the first row of an index copied)."""
+    flat = ids.reshape(-1)
+    rows = values.reshape((flat.size,) + values.shape[ids.ndim:])
+    out, seen = np.zeros((n,) + rows.shape[1:], values.dtype), set()
+    for row, k in zip(rows, flat):
+        out[k] = out[k] + row if k in seen else row
+        seen.add(k)
+    return out
+
+
+EMBEDDINGS = {  # name: (table shape, indices)
+    "repeated": ((9, 4), np.array([[2, 7, 2, 2], [0, 7, 2, 8]])),
+    "long runs": ((5, 3), np.random.default_rng(1).integers(0, 3, (40, 50))),
+    "each once": ((6, 2, 3), np.array([5, 1, 0, 3])),
+    "vector table": ((7,), np.array([[6, 6, 1], [0, 6, 6]])),
+    "int32 scalar index": ((4, 5), np.array(3, np.int32)),
+    "empty": ((5, 3), np.zeros((0, 4), np.int64)),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", EMBEDDINGS)
+def test_gather_and_scatter_add_kernels_agree(case, dtype, rng, backends):
+    """Values and gradients through the ops (gather's pullback is scatter_add's kernel and
+    the other way round), with the sums checked against rows added in order."""
+    shape, ids = EMBEDDINGS[case]
+    table = rng.standard_normal(shape).astype(dtype)
+    numba_result, numpy_result = backends(lambda: value_and_gradients(
+        lambda t: ag.gather(t, ids), table))
+    assert_same_results(numba_result, numpy_result, dtype)
+    values = rng.standard_normal(ids.shape + shape[1:]).astype(dtype)
+    numba_result, numpy_result = backends(lambda: value_and_gradients(
+        lambda v: ag.scatter_add(v, ids, shape[0]), values))
+    assert_same_results(numba_result, numpy_result, dtype)
+    numba_out, numpy_out = backends(lambda: ag.scatter_add(values, ids, shape[0]))
+    np.testing.assert_array_equal(numba_out, rows_in_order(values, ids, shape[0]))
+    assert_same_results(numba_out, numpy_out, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scatter_add_of_strided_values_sums_them_in_order(dtype, rng, backends):
+    """Values that are a transposed view (a cotangent can be one), and -0.0 copied as it is."""
+    ids = np.array([3, 0, 3, 3, 1, 0])
+    values = np.ascontiguousarray(rng.standard_normal((5, 6)).astype(dtype).T)[:, ::2]
+    values = np.swapaxes(np.swapaxes(values, 0, 1).copy(), 0, 1)  # (6, 3), not C-contiguous
+    values[4] = -0.0
+    assert not values.flags.c_contiguous
+    numba_out, numpy_out = backends(lambda: ag.scatter_add(values, ids, 5))
+    np.testing.assert_array_equal(numba_out, rows_in_order(values, ids, 5))
+    assert np.signbit(numba_out[1]).all() and np.signbit(numpy_out[1]).all()
+    assert_same_results(numba_out, numpy_out, dtype)
+
+
+def test_segment_sum_gives_the_same_bits_every_run(rng):
+    from autograd_lite.kernels import numba_kernels
+    ids = rng.integers(0, 4, (64, 200))  # runs of thousands
+    values = rng.standard_normal((64, 200, 16)).astype(np.float32)
+    first = numba_kernels.segment_sum(values, ids, 4)
+    np.testing.assert_array_equal(first, numba_kernels.segment_sum(values, ids, 4))
+    np.testing.assert_array_equal(first, rows_in_order(values, ids, 4))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rate", [0.1, 0.7, ag.Hyper(0.7), np.float64(0.3)])
+@pytest.mark.parametrize("shape", [(33, 17), (2, 3, 4), (0, 3), ()])
+def test_dropout_masks_have_the_same_bits_for_one_seed(shape, rate, dtype, backends):
+    """The same draws from the generator under both backends, compared with the rate in the
+    dtype numpy compares in (float32 for a Python float: 0.7 rounds down there)."""
+    x = np.ones(shape, dtype)
+    numba_out, numpy_out = backends(lambda: ag.dropout(x, rate, np.random.default_rng(4)))
+    assert numba_out.dtype == numpy_out.dtype == dtype
+    np.testing.assert_array_equal(numba_out, numpy_out)
+    draws = np.random.default_rng(4).random(shape, dtype=np.float32)
+    np.testing.assert_array_equal(numba_out != 0, draws >= rate)
+    np.testing.assert_array_equal(numba_out[numba_out != 0], dtype(1 / (1 - rate)))
+
+
+class FixedDraws:
+    """A generator whose draws are all `value` (float32): the draws at the rate itself."""
+
+    def __init__(self, value):
+        self.value = np.float32(value)
+
+    def random(self, shape, dtype):
+        assert dtype == np.float32
+        return np.full(shape, self.value, np.float32)
+
+
+@pytest.mark.parametrize("rate, kept", [(0.7, True), (ag.Hyper(0.7), False),
+                                        (np.float64(0.7), False), (np.float32(0.7), True)])
+def test_dropout_compares_draws_with_the_rate_in_numpys_dtype(rate, kept, backends):
+    """A draw equal to float32(0.7) lies below 0.7: kept where numpy compares in float32 (a
+    Python float, weak), dropped where it compares in float64 (a float subclass, float64)."""
+    x = np.ones(5, np.float32)
+    numba_out, numpy_out = backends(lambda: ag.dropout(x, rate, FixedDraws(0.7)))
+    np.testing.assert_array_equal(numba_out, numpy_out)
+    assert (numba_out != 0).all() if kept else (numba_out == 0).all()
+
+
+SPECIALS = [-np.inf, -1e30, -3.0, -1.0, -0.0, 0.0, 1e-30, 0.5, 3.0, 1e30, np.inf, np.nan]
+
+
+def activation_inputs(rng, dtype):
+    """Normal numbers and the special values, C-contiguous and as a strided view."""
+    x = (3 * rng.standard_normal((8, 2 * len(SPECIALS)))).astype(dtype)
+    x[1, :len(SPECIALS)] = SPECIALS
+    x[3, len(SPECIALS):] = np.negative(SPECIALS)
+    return {"contiguous": x, "strided": x.T[::2], "0-d": x[0, 0].copy().reshape(())}
+
+
+def assert_same_numbers(a, b):
+    """The same values, NaN where NaN, the same signs (of zeros too) outside NaN."""
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(a, b)
+    numbers = ~np.isnan(a)
+    np.testing.assert_array_equal(np.signbit(a[numbers]), np.signbit(b[numbers]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["relu", "gelu"])
+def test_activation_kernels_give_numpys_bits(name, dtype, rng, backends):
+    op = getattr(ag, name)
+    for layout, x in activation_inputs(rng, dtype).items():
+        w = rng.standard_normal(x.shape).astype(dtype)
+        with np.errstate(all="ignore"):
+            numba_result, numpy_result = backends(
+                lambda: (op(x), ag.grad(lambda x: ag.sum(op(x) * w))(x)))
+        for got, want in zip(numba_result, numpy_result):
+            assert_same_numbers(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["relu", "gelu"])
+def test_activation_kernels_against_torch(name, dtype, rng, torch):
+    """relu and gelu under the numba kernels against torch, values and gradients (off
+    relu's kink)."""
+    theirs = {"relu": torch.relu,
+              "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}[name]
+    x = (3 * rng.standard_normal((5, 7))).astype(dtype)
+    x[np.abs(x) < 0.1] = 0.5
+    before = kernels.backend()
+    kernels.select("numba")
+    try:
+        compare_with_torch(torch, getattr(ag, name), theirs, x)
+        compare_with_torch(torch, getattr(ag, name), theirs, x.T)  # a transposed view
+    finally:
+        kernels.select(before)
+
+
+@pytest.mark.parametrize("name", ["relu", "gelu"])
+def test_activation_gradients_against_central_differences(name, rng, backends):
+    """First order of each backend's kernels, and the traced cotangent's path (the
+    derivative of a gradient in its weights), against central differences in float64."""
+    op = getattr(ag, name)
+    x = rng.standard_normal((3, 4))
+    x[np.abs(x) < 0.1] = 0.5  # off relu's kink
+    w = rng.standard_normal((3, 4))
+    loss = lambda x: np.sum(np.asarray(op(x)) * w)  # noqa: E731
+    through_weights = lambda w: np.sum(ag.grad(lambda x: ag.sum(op(x) * w))(x))  # noqa: E731
+
+    def gradients():
+        return (ag.grad(lambda x: ag.sum(op(x) * w))(x),
+                ag.grad(lambda w: ag.sum(ag.grad(lambda x: ag.sum(op(x) * w))(x)))(w))
+    for by_x, by_w in backends(gradients):
+        np.testing.assert_allclose(by_x, central_jacobian(loss, x), rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(by_w, central_jacobian(through_weights, w), rtol=1e-7,
+                                   atol=1e-9)

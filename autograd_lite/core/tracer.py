@@ -133,6 +133,18 @@ def is_traced(x):
     return type(x) is Box
 
 
+def plain(*values):
+    """Whether every value is a plain numpy array (exactly np.ndarray) or a Python int or
+    float: nothing any trace records, so numpy may work on it directly (write into it, sum
+    it with einsum, hand it to BLAS). The one test of the kind outside the seam
+    (`primitive`): the helpers that have a faster numpy path for plain values ask it."""
+    for v in values:
+        t = type(v)
+        if t is not np.ndarray and t is not float and t is not int:
+            return False
+    return True
+
+
 def _positional_parameters(body):
     """(name, default) for each parameter that may be passed by position."""
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)

@@ -24,15 +24,26 @@ beside this file, or under the user's cache folder when the install is read-only
 cache folder is writable they compile in memory each run (`_compiled`).
 
 The kernels live by family: layer norm here, the softmax family in numba_softmax.py, the
-optimizer updates in numba_updates.py; numba_compile.py says how they are compiled.
+optimizer updates in numba_updates.py, relu, gelu and the dropout mask in
+numba_activations.py, the embedding's segment sum in numba_indexing.py (its gather is
+numpy's: numba_indexing.py has the numbers); numba_compile.py says how they are compiled.
 Threads: the arrangement measured with OpenBLAS on 2 cores is in kernels/__init__.py.
 """
 import numpy as np
 
+from .numba_activations import (dropout_mask, gelu_backward, gelu_forward, relu_backward,
+                                relu_forward)
 from .numba_compile import as_rows, compiled
+from .numba_indexing import segment_sum
 from .numba_softmax import (cross_entropy_backward, cross_entropy_forward,  # noqa: F401
                             cross_entropy_probabilities, softmax_backward, softmax_forward)
 from .numba_updates import adam_update, sgd_update  # noqa: F401
+
+__all__ = ["layer_norm_forward", "layer_norm_backward", "layer_norm_normalized",  # the kernels
+           "layer_norm_eps_cotangent", "softmax_forward", "softmax_backward",
+           "cross_entropy_forward", "cross_entropy_backward", "cross_entropy_probabilities",
+           "adam_update", "sgd_update", "segment_sum", "dropout_mask", "relu_forward",
+           "relu_backward", "gelu_forward", "gelu_backward"]
 
 _ROW_BLOCK = 32  # rows per partial sum of dscale and dbias (fixed: same bits for any threads)
 

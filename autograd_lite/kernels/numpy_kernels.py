@@ -282,6 +282,35 @@ def sgd_update(p, g, b, out_p, out_b, rate, momentum, nesterov, weight_decay):
     np.subtract(p, rate * direction, out=out_p)
 
 
+# ---------------------------------------------------------------- activations
+
+def relu_forward(x):
+    """max(x, 0) (np.maximum: NaN stays NaN, -0.0 stays -0.0) and saved, x > 0; 2 passes."""
+    return np.maximum(x, 0), x > 0
+
+
+def relu_backward(g, saved):
+    """g where x > 0, else g · 0 (as g * mask); 1 pass."""
+    return g * saved
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def gelu_forward(x):
+    """x/2 · (1 + tanh(u)), u = √(2/π) (x + 0.044715 x³) (the Python constants take x's
+    dtype); saved: (x, tanh(u)); 9 passes."""
+    t = np.tanh(_GELU_C * (x + 0.044715 * x * x * x))
+    return 0.5 * x * (1 + t), (x, t)
+
+
+def gelu_backward(g, saved):
+    """g · ((1 + t)/2 + x/2 · (1 - t²) · √(2/π) (1 + 3 · 0.044715 x²)); 14 passes."""
+    x, t = saved
+    du = _GELU_C * (1 + 3 * 0.044715 * x * x)
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du)
+
+
 # ---------------------------------------------------------------- dropout
 
 def dropout_mask(shape, rate, rng, dtype):

@@ -6,7 +6,7 @@ the axes that broadcasting added or stretched.
 """
 import numpy as np
 
-from ..core.tracer import primitive
+from ..core.tracer import plain, primitive
 from .checks import as_array, check_same_float_dtype
 from .precision import wide_sum
 
@@ -27,8 +27,9 @@ def sum_rows(g):
     """Σ over every axis but the last: (..., n) -> (n,), the cotangent of a bias or a scale
     broadcast over rows. A plain float32 or float64 g is summed as one matrix-vector product
     (BLAS: 2-8x faster than np.sum over a few thousand rows); float16 and traced values go
-    through unbroadcast."""
-    if type(g) is np.ndarray and g.dtype in _BLAS_FLOATS and g.ndim > 1 and g.size:
+    through unbroadcast, whose sum a trace records (`plain`: the product with np.ones is
+    for numpy's own arrays)."""
+    if plain(g) and g.dtype in _BLAS_FLOATS and g.ndim > 1 and g.size:
         rows = g.reshape(-1, g.shape[-1])
         return np.ones(rows.shape[0], dtype=g.dtype) @ rows
     return unbroadcast(g, g.shape[-1:])
@@ -64,8 +65,9 @@ def in_place(ufunc, fresh, other):
     """ufunc(fresh, other), written into `fresh` when it and `other` are plain arrays or numbers:
     `fresh` must be an array the caller has just made (nothing else holds it) and the result
     must have its shape and dtype. Values of an enclosing trace (higher order) get the
-    recorded op instead."""
-    if type(fresh) is np.ndarray and type(other) in (np.ndarray, float, int):
+    recorded op instead (`plain`: numpy cannot write into a traced value, and a trace must
+    record the op)."""
+    if plain(fresh, other):
         return ufunc(fresh, other, out=fresh)
     return ufunc(fresh, other)
 

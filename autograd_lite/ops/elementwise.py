@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from .. import kernels
 from ..core.tracer import primal, primitive
 from ..core.tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
@@ -209,39 +210,58 @@ def sigmoid(x):
     return y, sigmoid_pullback
 
 
-@primitive
+def relu_reference(x):
+    """relu composed of the library's ops (what higher order records): x selected where it
+    is positive, else 0."""
+    x = as_array("relu", x)
+    return where(primal(x) > 0, x, 0)
+
+
+@primitive(reference=relu_reference)
 def relu(x):
     """max(x, 0); the derivative at 0 is 0 (as in PyTorch). Not x times its mask: -inf · 0
-    would be NaN and -1 · 0 would be -0. Traced x (a gradient of a gradient): the same
-    values by selection, which the trace differentiates (np.where is ~10x slower than
-    np.maximum on plain arrays, where nothing needs recording)."""
+    would be NaN and -1 · 0 would be -0. A fused op (kernels.relu_forward/relu_backward);
+    under higher order the seam runs relu_reference."""
     x = as_array("relu", x)
-    positive = primal(x) > 0
-    out = np.maximum(x, 0) if primal(x) is x else where(positive, x, 0)
+    out, saved = kernels.relu_forward(x)
+    shape, dtype = out.shape, out.dtype  # (the composed pullback keeps these, not out)
 
     def relu_pullback(g):
-        return (g * positive,)
-    return out, relu_pullback
+        return (kernels.relu_backward(g, saved),)
+
+    def relu_composed_pullback(g):  # a traced g: times the plain derivative, 1 or 0
+        return (g * kernels.relu_backward(np.ones(shape, dtype), saved),)
+    return out, relu_pullback, relu_composed_pullback
 
 
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
-@primitive
+def gelu_reference(x):
+    """gelu composed of the library's ops: x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³)))."""
+    x = as_array("gelu", x)
+    return 0.5 * x * (1 + tanh(_GELU_C * (x + 0.044715 * x * x * x)))
+
+
+@primitive(reference=gelu_reference)
 def gelu(x):
     """GELU, tanh form (GPT-2; torch's gelu(approximate="tanh")):
 
         gelu(x) = x/2 · (1 + tanh(u)),  u = √(2/π) (x + 0.044715 x³)
         gelu'(x) = (1 + t)/2 + x/2 · (1 - t²) · √(2/π) (1 + 3 · 0.044715 x²),  t = tanh(u)
-    """
+
+    A fused op (kernels.gelu_forward/gelu_backward); under higher order the seam runs
+    gelu_reference."""
     x = as_array("gelu", x)
-    t = np.tanh(_GELU_C * (x + 0.044715 * x * x * x))
-    out = 0.5 * x * (1 + t)
+    out, saved = kernels.gelu_forward(x)
+    shape, dtype = out.shape, out.dtype  # (the composed pullback keeps these, not out)
 
     def gelu_pullback(g):
-        du = _GELU_C * (1 + 3 * 0.044715 * x * x)
-        return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du),)
-    return out, gelu_pullback
+        return (kernels.gelu_backward(g, saved),)
+
+    def gelu_composed_pullback(g):  # a traced g: times the plain derivative
+        return (g * kernels.gelu_backward(np.ones(shape, dtype), saved),)
+    return out, gelu_pullback, gelu_composed_pullback
 
 
 @primitive

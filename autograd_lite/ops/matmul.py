@@ -10,7 +10,7 @@ import string
 
 import numpy as np
 
-from ..core.tracer import primitive
+from ..core.tracer import plain, primitive
 from .broadcasting import in_place, sum_rows, unbroadcast
 from .checks import as_array, as_operands, check_same_float_dtype
 from .einsum import einsum
@@ -46,8 +46,9 @@ def _check_matmul(a, b):
 def _blas_ready(x):
     """x, copied if its matrices have neither contiguous rows nor contiguous columns: numpy's
     matmul hands a matrix to BLAS only when one of its two strides is the item size
-    (a transposed or head-split view qualifies; a strided slice does not)."""
-    if type(x) is np.ndarray and x.itemsize not in x.strides[-2:]:
+    (a transposed or head-split view qualifies; a strided slice does not). Only a plain x
+    (`plain`) has strides: a traced one goes to the recorded matmul as it is."""
+    if plain(x) and x.itemsize not in x.strides[-2:]:
         return np.ascontiguousarray(x)
     return x
 

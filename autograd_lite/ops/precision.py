@@ -11,12 +11,15 @@ import functools
 
 import numpy as np
 
+from ..core.tracer import plain
+
 HALF = np.dtype(np.float16)
 
 
 def wide_sum(x, axis, keepdims):
-    """x.sum(axis, keepdims=keepdims), a float16 x summed in float32 and rounded back."""
-    if type(x) is np.ndarray and x.dtype == HALF:
+    """x.sum(axis, keepdims=keepdims), a float16 x summed in float32 and rounded back. A
+    traced float16 x (`plain` is False) sums through the recorded op, in float16."""
+    if plain(x) and x.dtype == HALF:
         return x.sum(axis=axis, keepdims=keepdims, dtype=np.float32).astype(HALF)
     return x.sum(axis=axis, keepdims=keepdims)
 

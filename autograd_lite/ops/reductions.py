@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..core.tracer import primal, primitive
+from ..core.tracer import plain, primal, primitive
 from .broadcasting import broadcast_to
 from .checks import as_array, normalize_axes
 from .precision import wide_sum
@@ -119,11 +119,12 @@ def product_of_others(x, axes, kept):
     """p_i = Π_{j ≠ i} x_j over each slice of x along `axes`: ∂ prod / ∂x_i. `kept`: the
     products, keepdims. Where no slice holds a zero it is kept / x (with the library's ops,
     so that it is differentiable in turn); otherwise the products are formed without
-    division, as torch does."""
+    division, as torch does: with cumulative products on a plain x (`plain`), with the
+    library's ops on a traced one (numpy's cumprod records nothing; O(n²), higher order only)."""
     if not (primal(x) == 0).any():
         return kept / x
     moved, undo = _axes_last(x, axes)
-    if type(moved) is np.ndarray:
+    if plain(moved):
         return undo(_exclusive_products(moved))
     return undo(_exclusive_products_traced(moved))
 
@@ -174,9 +175,10 @@ def cumsum(x, axis=None):
 
 
 def sum_last(x):
-    """Σ over the last axis, keepdims. On plain arrays np.einsum does it ~4x faster than
-    x.sum(-1) for short rows (attention scores, layer norm); traced values use the op."""
-    if type(x) is np.ndarray:
+    """Σ over the last axis, keepdims. On plain arrays (`plain`) np.einsum does it ~4x faster
+    than x.sum(-1) for short rows (attention scores, layer norm); traced values use the op,
+    which the trace records (np.einsum would refuse them)."""
+    if plain(x):
         return np.einsum("...i->...", x)[..., None]
     return x.sum(axis=-1, keepdims=True)
 
@@ -192,9 +194,9 @@ def mean_last(x):
 
 
 def mean_of_products_last(a, b):
-    """mean_last(a ⊙ b) for a and b of one shape; on plain arrays np.einsum sums the products
-    without making the array a ⊙ b."""
-    if type(a) is np.ndarray and type(b) is np.ndarray:
+    """mean_last(a ⊙ b) for a and b of one shape; on plain arrays (`plain`) np.einsum sums the
+    products without making the array a ⊙ b; traced ones go through the recorded ops."""
+    if plain(a, b):
         return np.einsum("...i,...i->...", a, b)[..., None] * (
             1.0 / a.shape[-1] if a.shape[-1] else np.nan)
     return mean_last(a * b)

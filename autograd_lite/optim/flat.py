@@ -6,6 +6,7 @@ optimizer's kernel over such chunks (the one update path of every optimizer), an
 """
 import numpy as np
 
+from ..core.tracer import plain
 from ..core.tree import children, rebuild, tree_leaves
 
 
@@ -15,12 +16,14 @@ def _address(a):
 
 def joined(arrays):
     """The arrays back to back in one 1-D array: a view when they already lie so in one
-    buffer (as the leaves of a chunk that the optimizer returned do), else a fresh copy."""
+    buffer (as the leaves of a chunk that the optimizer returned do), else a fresh copy. The
+    buffer must be a plain numpy array (`plain`; not None, bytes or a memory map) to be
+    sliced."""
     first = arrays[0]
     if len(arrays) == 1:
         return first.reshape(-1)
     base = first.base
-    if type(base) is np.ndarray and base.ndim == 1 and base.flags.c_contiguous:
+    if plain(base) and base.ndim == 1 and base.flags.c_contiguous:
         end = _address(first)
         for a in arrays:
             if a.base is not base or not a.flags.c_contiguous or _address(a) != end:

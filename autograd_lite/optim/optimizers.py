@@ -68,10 +68,6 @@ def _leaves(optimizer, trees, names):
     return leaves
 
 
-def _array(leaf):
-    return leaf if type(leaf) is np.ndarray else np.asarray(leaf)
-
-
 def _like(original, value):
     """value (an array) as the kind of leaf `original` was: a number becomes a numpy scalar
     (as numpy arithmetic on a Python float gives)."""
@@ -113,7 +109,8 @@ def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
         leaves = _leaves("sgd", (params, grads, velocity), ("params", "grads", "state.velocity"))
         moving = [i for i, (p, g, b) in enumerate(leaves)
                   if _moves(p, g) and (b is not None or not momentum)]
-        columns = [[_array(a) for a in leaves[i] if a is not None] for i in moving]
+        columns = [[np.asarray(a) for a in leaves[i] if a is not None]  # a number: 0-d
+                   for i in moving]
 
         def kernel(key, p, g, *buffers_and_outputs):
             b, out_p, out_b = buffers_and_outputs if momentum else (None, *buffers_and_outputs, None)
@@ -157,7 +154,7 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
                          ("params", "grads", "state.m", "state.v", "state.leaf_steps"))
         moving = [i for i, (p, g, m, v, t) in enumerate(leaves)
                   if _moves(p, g) and m is not None and v is not None and t is not None]
-        columns = [[_array(a) for a in leaves[i][:4]] for i in moving]
+        columns = [[np.asarray(a) for a in leaves[i][:4]] for i in moving]
         counts = [leaves[i][4] + 1 for i in moving]  # the count this update brings
 
         def kernel(key, p, g, m, v, out_p, out_m, out_v):

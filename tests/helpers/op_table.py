@@ -122,8 +122,8 @@ CASES = [
     Case("tanh", ag.tanh, lambda t: t.tanh(), ANY),
     Case("sigmoid", ag.sigmoid, lambda t: t.sigmoid(), ANY),
     Case("sigmoid far from 0", lambda x: ag.sigmoid(30 * x), lambda t: (30 * t).sigmoid(), ANY),
-    Case("relu", ag.relu, lambda t: t.relu(), (off_kinks(2, 3, 4),)),
-    Case("gelu", ag.gelu, torch_gelu, ANY),
+    Case("relu", lambda x: ag.relu(x), lambda t: t.relu(), (off_kinks(2, 3, 4),)),
+    Case("gelu", lambda x: ag.gelu(x), torch_gelu, ANY),  # (fused: called as ag.<name>)
     Case("abs", ag.abs, lambda t: t.abs(), (off_kinks(2, 3, 4),)),
     Case("add", ag.add, lambda a, b: a + b, (normal(2, 1, 4), normal(3, 1))),
     Case("add 0-d", ag.add, lambda a, b: a + b, (normal(), normal(3))),
@@ -318,5 +318,5 @@ BY_NAME = {case.name: case for case in CASES}
 # rows call them as ag.<name> when they run, so that a test can put the references in their
 # place and compare.
 FUSED_OPS = ("softmax", "log_softmax", "layer_norm", "cross_entropy", "gather", "scatter_add",
-             "add_at")
+             "add_at", "relu", "gelu")
 FUSED_CASES = [case for case in CASES if case.name.split()[0] in FUSED_OPS]
