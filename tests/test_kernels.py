@@ -39,7 +39,7 @@ def run_python(script, **environment):
                           text=True, env={**os.environ, **environment})
 
 
-@pytest.mark.parametrize("setting, expected", [("numpy", "numpy"), ("", "numpy"),
+@pytest.mark.parametrize("setting, expected", [("numpy", "numpy"), ("", "numba"),
                                                 ("NumPy", "numpy"), ("numba", "numba")])
 def test_the_environment_variable_chooses_the_backend(setting, expected):
     out = run_python("import autograd_lite as ag; print(ag.kernels.backend())",

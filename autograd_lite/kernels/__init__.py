@@ -1,47 +1,41 @@
 """The plain-array bodies of the fused ops, behind one interface, in two implementations:
-numpy (numpy_kernels.py, always there) and compiled with numba (numba_kernels.py, where
-numba imports: the `fast` extra). The ops call `kernels.<name>(...)`; which implementation
-answers is chosen once, on the first call, and `backend()` says which:
+numpy (numpy_kernels.py, always there) and compiled with numba (numba_kernels.py and the
+files it imports, where numba imports: the `fast` extra). The ops call `kernels.<name>(...)`;
+which implementation answers is chosen once, on the first call, and `backend()` says which:
 
-    AUTOGRAD_LITE_KERNELS unset     numpy
+    AUTOGRAD_LITE_KERNELS unset     numba where it imports, else numpy
     AUTOGRAD_LITE_KERNELS=numpy     numpy
     AUTOGRAD_LITE_KERNELS=numba     numba, or an error saying it does not import
-
-numpy is the default while the compiled kernels lose: at 2 threads on an AMD EPYC (load
-average 2, tests/benchmarks/bench_models.py --rounds 3) a training step against PyTorch's took
-4.16 times as long with them on w2 and 9.87 times on the LM, against 1.24 and 1.33 with numpy's,
-and their first compile costs about 10 s a process. The profile says why (profile_step.py
---only lm, 5 steps, load 0.5, ms a step, numpy kernels / numba: layer norm ×5, softmax ×2,
-linear ×13, whole step; PyTorch's step 17): numpy 2.6, 3.3, 8.4, 18.6; numba with numba's
-default OpenMP threads 39.8, 25.0, 62.3, 143.9 (its workers spin after each kernel and starve
-OpenBLAS's threads: the products, which run no numba code, slow down 7 times);
-OMP_WAIT_POLICY=PASSIVE 1.5, 3.4, 8.1, 29.3; NUMBA_THREADING_LAYER=workqueue 2.2, 3.6, 6.5,
-30.0; NUMBA_NUM_THREADS=1 0.9, 2.2, 6.2, 18.3. So the compiled kernels win op by op only when
-they do not share the cores with BLAS. With NUMBA_NUM_THREADS=1 (bench_models.py --threads 2
---rounds 3 --only w1,w2,lm, load 1, our training step in ms, numba / numpy): w1 8.97 / 9.76,
-w2 86.2 / 112.9, lm 18.3 / 25.3; the PyTorch twin in the same processes ran 12.6 / 9.9, 101 /
-86, 22.5 / 15.4, so the ratios against it (0.61, 0.85, 0.80 against 0.99, 1.22, 1.64) are not
-yet to be trusted: measure the twin alone before choosing this arrangement as the default.
 
 `select(name)` switches in-process (tests and paired benchmarks run both). A kernel sees
 plain arrays only (the seam in core.tracer.primitive runs an op's reference under higher
 order), so nothing here knows about tracing; this package imports nothing from the engine.
 numba is imported lazily, on the first kernel call, never by `import autograd_lite`.
 
-Threads. The compiled kernels split rows over numba's threads (as many as cores; numba's
-default threading layer, here GNU OpenMP: TBB does not load); OpenBLAS keeps its own. Nothing
-here sets a thread count or a threading layer (importing the library changes nothing outside
-it). Measured on an AMD EPYC with 2 cores shared with other work (load average 11 to 16),
-paired numba / numpy blocks in one process (tests/benchmarks/bench_kernels.py --ops, 5
-rounds), layer norm (1024, 512) forward and backward, ms: OpenMP's default (threads spin at
-barriers) 82 against numpy's 133; OMP_WAIT_POLICY=PASSIVE 9.0 against 68;
-NUMBA_THREADING_LAYER=workqueue 11.2 against 92; NUMBA_NUM_THREADS=1 16 against 143 (5.8
-against 113 once the row sums were vectorised). Adam over 4M float32 entries: 9 to 15 against
-46 to 74 in every arrangement. On a machine shared this way, spinning threads lose: use one
-numba thread or passive waiting. Whole training steps at 2 threads took seconds on both sides
-at that load (every barrier, OpenBLAS's too, waits for a descheduled thread), so the
-arrangement for a quiet machine (2 threads, and the order of BLAS and kernel calls) is still
-to be measured there: tests/benchmarks/README.md says how.
+Threads: the compiled kernels are serial. Kernels and OpenBLAS share the cores, and the
+arrangement that wins on 2 cores is OpenBLAS with both threads for the products and every
+kernel in the calling thread (measured on an AMD EPYC, tests/benchmarks/profile_step.py
+--only lm, 5 steps, load 0.5, ms a step: layer norm x5, softmax x2, linear x13, the whole
+step; PyTorch's step 17):
+
+    numpy kernels                                      2.6   3.3   8.4   18.6
+    numba, prange, its default OpenMP threads          39.8  25.0  62.3  143.9
+    numba, prange, OMP_WAIT_POLICY=PASSIVE             1.5   3.4   8.1   29.3
+    numba, prange, NUMBA_THREADING_LAYER=workqueue     2.2   3.6   6.5   30.0
+    numba, prange, NUMBA_NUM_THREADS=1                 0.9   2.2   6.2   18.3
+
+numba's OpenMP workers spin after each kernel and starve OpenBLAS's threads (the products,
+which run no numba code, slowed down 7 times); passive waiting and the workqueue layer pay a
+wake-up on every kernel, which at these row counts costs more than the second core saves.
+So the kernels are compiled without `parallel` (numba_compile.py): no thread pool is ever
+started, nothing here sets a thread count or a threading layer (importing the library
+changes nothing outside it), and the first compile is cheaper. Whole steps, paired in one
+process (tests/benchmarks/bench_kernels.py --rounds 3), numba / numpy, training and
+inference: at 1 thread, load 2.2-2.7: w1 0.87, 0.96; w2 0.87, 0.91; w3 1.02, 0.97; lm 0.97,
+0.94. {TWO_THREADS}
+
+Start-up (tests/benchmarks/bench_startup.py: a fresh process imports the library and runs
+one LM step and one forward): {STARTUP}
 """
 import os
 
@@ -70,17 +64,17 @@ def _wanted():
     wanted = os.environ.get("AUTOGRAD_LITE_KERNELS", "").strip().lower()
     if wanted and wanted not in BACKENDS:
         raise ValueError(f"AUTOGRAD_LITE_KERNELS={wanted!r}: expected one of {BACKENDS} "
-                         "(or unset: numpy)")
+                         "(or unset: numba where it imports, else numpy)")
     return wanted
 
 
 def select(name=None):
     """Use the kernels of `name` ("numba" or "numpy"; None: as AUTOGRAD_LITE_KERNELS says,
-    numpy when it is unset) from now on. -> the backend in use. A kernel numba does not
-    implement is numpy's."""
+    and when it is unset numba's where numba imports, else numpy's) from now on. -> the
+    backend in use. A kernel numba does not implement is numpy's."""
     global _chosen
-    name = name or _wanted() or "numpy"
-    if name not in BACKENDS:
+    name = name or _wanted()
+    if name and name not in BACKENDS:
         raise ValueError(f"kernels.select: {name!r}, expected one of {BACKENDS}")
     compiled = None if name == "numpy" else _numba_module()
     if name == "numba" and compiled is None:
