@@ -65,9 +65,6 @@ def relu_backward(g, saved):
 
 # ---------------------------------------------------------------- gelu
 
-_GELU_C = numpy_kernels._GELU_C
-
-
 @compiled()
 def _gelu_arguments(x, u, c, a):
     for i in range(x.shape[0]):
@@ -89,7 +86,7 @@ def gelu_forward(x):
     c = x.dtype.type
     flat = _flat(x)
     t = np.empty_like(flat)
-    _gelu_arguments(flat, t, c(_GELU_C), c(0.044715))
+    _gelu_arguments(flat, t, c(numpy_kernels.GELU_C), c(numpy_kernels.GELU_CUBIC))
     np.tanh(t, out=t)
     out = np.empty_like(flat)
     _gelu_entries(flat, t, out, c(0.5), c(1))
@@ -111,7 +108,8 @@ def gelu_backward(g, saved):
         return numpy_kernels.gelu_backward(g, (x.reshape(g.shape), t.reshape(g.shape)))
     c = g.dtype.type
     dx = np.empty(g.size, g.dtype)
-    _gelu_backward_entries(_flat(g), x, t, dx, c(_GELU_C), c(3 * 0.044715), c(0.5), c(1))
+    _gelu_backward_entries(_flat(g), x, t, dx, c(numpy_kernels.GELU_C),
+                           c(3 * numpy_kernels.GELU_CUBIC), c(0.5), c(1))
     return dx.reshape(g.shape)
 
 

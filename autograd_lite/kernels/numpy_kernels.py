@@ -294,20 +294,21 @@ def relu_backward(g, saved):
     return g * saved
 
 
-_GELU_C = math.sqrt(2.0 / math.pi)
+GELU_C = math.sqrt(2.0 / math.pi)  # gelu's tanh form: u = GELU_C (x + GELU_CUBIC x³)
+GELU_CUBIC = 0.044715
 
 
 def gelu_forward(x):
     """x/2 · (1 + tanh(u)), u = √(2/π) (x + 0.044715 x³) (the Python constants take x's
     dtype); saved: (x, tanh(u)); 9 passes."""
-    t = np.tanh(_GELU_C * (x + 0.044715 * x * x * x))
+    t = np.tanh(GELU_C * (x + GELU_CUBIC * x * x * x))
     return 0.5 * x * (1 + t), (x, t)
 
 
 def gelu_backward(g, saved):
     """g · ((1 + t)/2 + x/2 · (1 - t²) · √(2/π) (1 + 3 · 0.044715 x²)); 14 passes."""
     x, t = saved
-    du = _GELU_C * (1 + 3 * 0.044715 * x * x)
+    du = GELU_C * (1 + 3 * GELU_CUBIC * x * x)
     return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du)
 
 

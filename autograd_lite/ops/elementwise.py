@@ -234,13 +234,11 @@ def relu(x):
     return out, relu_pullback, relu_composed_pullback
 
 
-_GELU_C = math.sqrt(2.0 / math.pi)
-
-
 def gelu_reference(x):
     """gelu composed of the library's ops: x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³)))."""
     x = as_array("gelu", x)
-    return 0.5 * x * (1 + tanh(_GELU_C * (x + 0.044715 * x * x * x)))
+    c, cubic = kernels.numpy_kernels.GELU_C, kernels.numpy_kernels.GELU_CUBIC
+    return 0.5 * x * (1 + tanh(c * (x + cubic * x * x * x)))
 
 
 @primitive(reference=gelu_reference)
