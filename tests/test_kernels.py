@@ -104,6 +104,44 @@ def test_softmax_rows_with_nan_or_inf_are_nan_in_both(backends):
     assert np.isnan(numba_y).all(axis=1).tolist() == [True, True, True]
 
 
+def test_masked_inf_and_nan_change_nothing_in_either_backend(backends):
+    """exp32 turns a masked inf into inf · 0 = NaN: the row is redone shifted, not NaN."""
+    x = np.array([[1.0, np.inf, 2.0, np.nan], [0.5, -1.0, np.inf, 3.0]], np.float32)
+    mask = np.array([[True, False, True, False], [True, True, False, True]])
+    kept = np.where(mask, x, -np.inf).astype(np.float64)
+    want = np.exp(kept - kept.max(axis=1, keepdims=True))
+    want /= want.sum(axis=1, keepdims=True)
+    for y in backends(lambda: ag.softmax(x, mask=mask)):
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=0)
+        assert (y[~mask] == 0).all()
+
+
+def float32_samples(step=997):
+    """Every step-th float32 bit pattern (all signs, exponents, subnormals, infs and NaNs)."""
+    return np.arange(0, 2**32, step, dtype=np.uint64).astype(np.uint32).view(np.float32)
+
+
+def test_exp32_is_within_3_ulp_of_numpys_exp_over_the_float32_range():
+    from autograd_lite.kernels.numba_exp import exp_float32
+    x = float32_samples()
+    got = exp_float32(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.exp(x)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    numbers = ~np.isnan(want)
+    ulps = np.abs(got[numbers].view(np.int32).astype(np.int64)
+                  - want[numbers].view(np.int32).astype(np.int64))
+    assert ulps.max() <= 3
+    special = np.array([-np.inf, np.inf, np.nan, 0.0, -0.0, 88.72283, 88.7229, -87.4, -103.0,
+                        -104.5, 1e-45], np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert exp_float32(special).tolist()[:2] == [0.0, np.inf]
+        np.testing.assert_allclose(exp_float32(special)[3:], np.exp(special)[3:], rtol=4e-7,
+                                   atol=0)
+    assert np.isnan(exp_float32(special)[2])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(7, 16), (2, 5, 33), (3, 1)])
 def test_layer_norm_kernels_agree(shape, dtype, rng, backends):

@@ -9,12 +9,15 @@ import numpy as np
 KERNELS = []  # every compiled kernel (its numba dispatcher), for `uncached`
 
 
-def compiled(reassociate=False):
+def compiled(reassociate=False, contract=False):
     """numba.njit with the disk cache, or without it where numba finds no writable folder.
     Serial: the kernels run in the calling thread (no numba thread pool; kernels/__init__.py
     has the measurements). reassociate: let LLVM reorder the sums of a row, so that it
-    vectorises them (the order is fixed at compile time: the same bits on every run)."""
-    options = dict(fastmath={"reassoc"} if reassociate else False)
+    vectorises them (the order is fixed at compile time: the same bits on every run).
+    contract: let it fuse a multiply and an add into one FMA (numba_exp.py's polynomial)."""
+    flags = {name for name, wanted in (("reassoc", reassociate), ("contract", contract))
+             if wanted}
+    options = dict(fastmath=flags or False)
 
     def decorate(function):
         try:

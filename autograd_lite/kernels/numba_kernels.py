@@ -8,10 +8,13 @@ keeps x̂ and 1/σ, as numpy's does (x is not kept: the pullback of an op must n
 an input it does not need).
 
 Exponentials. numba's loops call a scalar exp (the llvmlite wheels carry no SVML, so LLVM
-cannot vectorise it), several times slower than numpy's SIMD exp; so softmax and
-cross-entropy take numpy's `np.exp` over the block, unshifted (exact where the row sums lie
-in [1, ∞), as numpy_kernels explains; the other rows are redone shifted), and mask, sum and
-scale in one compiled pass.
+cannot vectorise it), several times slower than numpy's SIMD exp; in float32, softmax and
+cross-entropy use numba_exp.exp32 instead, an exp written as arithmetic that LLVM vectorises
+(within 3 ulp; 2.3 times as fast as np.exp), and in float64 numpy's `np.exp` over the block.
+Both take it unshifted (exact where the row sums lie in [1, ∞), as numpy_kernels explains;
+the other rows are redone shifted), and mask, sum and scale in one compiled pass (softmax in
+float32: the exp in that pass too; at the LM's attention scores, (16, 4, 64, 64) causal,
+0.33 ms against 0.96 with np.exp over the block).
 
 Same bits. Every reduction runs inside one row, in order, in one thread; the sums over rows
 (layer norm's dscale and dbias) go through fixed blocks of rows whose partial sums are added
