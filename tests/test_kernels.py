@@ -164,10 +164,13 @@ def test_cross_entropy_kernels_agree(ignore_index, smoothing, dtype, rng, backen
     assert_same_results(numba_result, numpy_result, dtype)
 
 
+@pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("make", [lambda: ag.optim.adam(1e-2, weight_decay=0.1),
                                   lambda: ag.optim.adamw(1e-2),
-                                  lambda: ag.optim.sgd(0.1, momentum=0.9, nesterov=True)])
-def test_optimizer_kernels_give_the_same_bits(make, rng, backends):
+                                  lambda: ag.optim.sgd(0.1, momentum=0.9, nesterov=True),
+                                  lambda: ag.optim.sgd(0.1, weight_decay=0.01)])
+def test_optimizer_kernels_give_the_same_bits(make, in_place, rng, backends):
+    """numba's update loops (a separate one for in_place: numba_updates.py) round as numpy's."""
     params = {"w": rng.standard_normal((50, 30)).astype(np.float32),
               "b": rng.standard_normal(30), "scalar": 0.5}
     grads = ag.tree_map(lambda p: np.asarray(rng.standard_normal(np.shape(p)),
@@ -175,9 +178,10 @@ def test_optimizer_kernels_give_the_same_bits(make, rng, backends):
 
     def three_steps():
         optimizer = make()
-        p, state = params, optimizer.init(params)
+        p = ag.tree_map(np.copy, params)  # in_place writes into them
+        state = optimizer.init(p)
         for _ in range(3):
-            p, state = optimizer.update(p, grads, state)
+            p, state = optimizer.update(p, grads, state, in_place=in_place)
         return p
     numba_params, numpy_params = backends(three_steps)
     for a, b in zip(ag.tree_leaves(numba_params), ag.tree_leaves(numpy_params)):

@@ -14,10 +14,16 @@ def compiled(reassociate=False, contract=False):
     Serial: the kernels run in the calling thread (no numba thread pool; kernels/__init__.py
     has the measurements). reassociate: let LLVM reorder the sums of a row, so that it
     vectorises them (the order is fixed at compile time: the same bits on every run).
-    contract: let it fuse a multiply and an add into one FMA (numba_exp.py's polynomial)."""
+    contract: let it fuse a multiply and an add into one FMA (numba_exp.py's polynomial).
+
+    Division and the like follow numpy's rules (error_model="numpy": x / 0 is ±inf or NaN, as
+    in the numpy kernels). numba's default, Python's rules, tests every divisor for zero to
+    raise ZeroDivisionError, and that branch keeps LLVM from vectorising the loop: Adam's
+    update over 3 million float32 entries took 11.6 ms with it and 2.3 ms without (AMD EPYC,
+    one thread; the same bits, since SIMD division and square root round as the scalar ones)."""
     flags = {name for name, wanted in (("reassoc", reassociate), ("contract", contract))
              if wanted}
-    options = dict(fastmath=flags or False)
+    options = dict(fastmath=flags or False, error_model="numpy")
 
     def decorate(function):
         try:
