@@ -85,13 +85,71 @@ def cross_attention(p, x, memory, memory_mask=None, rate=0.0, rng=None):
 
 
 def _multihead_attention(p, x_q, x_kv, mask, rate, rng):
-    """multihead_attention's body, private so that pictures name the scope by its caller."""
+    """multihead_attention's body, private so that pictures name the scope by its caller:
+    one fused op (fused_multihead_attention) where it applies, else the composition."""
     check_activations(p, x_q, x_kv)
+    if _fusable(p, x_q, x_kv, mask, rate, rng):
+        return fused_multihead_attention(x_q, x_kv, *p.wq, *p.wk, *p.wv, *p.wo, p.n_heads, mask)
+    return _composed_multihead_attention(p, x_q, x_kv, mask, rate, rng)  # (B, T_q, D)
+
+
+def _composed_multihead_attention(p, x_q, x_kv, mask, rate, rng):
+    """Multi-head attention as the paper writes it, one op at a time."""
     q = split_heads(dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
     k = split_heads(dense(p.wk, x_kv), p.n_heads)  # (B, H, T_k, d_head)
     v = split_heads(dense(p.wv, x_kv), p.n_heads)  # (B, H, T_k, d_head)
     heads, _ = scaled_dot_product_attention(q, k, v, mask, rate, rng)  # (B, H, T_q, d_head)
     return dense(p.wo, merge_heads(heads))  # (B, T_q, D)
+
+
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _fusable(p, x_q, x_kv, mask, rate, rng):
+    """Whether fused_multihead_attention computes this call: no dropout on the weights, one
+    float32 or float64 dtype throughout, a bool mask that fits the scores (anything else
+    goes the composed way, whose ops check it and say what is wrong)."""
+    if not (rate == 0 or rng is None):
+        return False
+    dtype = x_q.dtype
+    if dtype not in _FUSED_DTYPES or any(a.dtype != dtype for a in (x_kv, *p.wq, *p.wk, *p.wv,
+                                                                      *p.wo)):
+        return False
+    if mask is None:
+        return True
+    scores = (x_q.shape[0], p.n_heads, x_q.shape[1], x_kv.shape[1])
+    return (type(mask) is np.ndarray and mask.dtype == np.bool_ and mask.ndim == 4
+            and np.broadcast_shapes(mask.shape, scores) == scores)
+
+
+def _multihead_attention_reference(x_q, x_kv, wq, bq, wk, bk, wv, bv, wo, bo, n_heads,
+                                   mask=None):
+    """fused_multihead_attention composed of the library's ops (what higher order and
+    pictures record)."""
+    p = MultiHeadAttention(Dense(wq, bq), Dense(wk, bk), Dense(wv, bv), Dense(wo, bo), n_heads)
+    return _composed_multihead_attention(p, x_q, x_kv, mask, 0.0, None)
+
+
+@ag.primitive(name="multihead_attention", reference=_multihead_attention_reference,
+              pictured_as_reference=True)
+def fused_multihead_attention(x_q, x_kv, wq, bq, wk, bk, wv, bv, wo, bo, n_heads, mask=None):
+    """Multi-head attention without dropout as one op (ag.kernels.multihead_attention_forward:
+    the projections that share an input in one product, the heads as views, the softmax
+    kernel): x_q (B, T_q, D), x_kv (B, T_k, D), mask bool (B|1, 1|H, T_q|1, T_k) or None
+    -> (B, T_q, D). On a few thousand rows the composition's dozen ops, three products per
+    projection and copies of the heads cost more than the arithmetic. Pictures and captures
+    show the composition (pictured_as_reference), as does any trace of higher order."""
+    weights = (wq, bq, wk, bk, wv, bv, wo, bo)
+    out, saved = ag.kernels.multihead_attention_forward(x_q, x_kv, weights, n_heads, mask)
+
+    def multihead_attention_pullback(g):
+        return (*ag.kernels.multihead_attention_backward(g, saved), None, None)
+
+    def multihead_attention_composed_pullback(g):  # a traced cotangent: the reference's vjp
+        _, pullback = ag.vjp(lambda *a: _multihead_attention_reference(*a, n_heads, mask),
+                             x_q, x_kv, *weights)
+        return (*pullback(g), None, None)
+    return out, multihead_attention_pullback, multihead_attention_composed_pullback
 
 
 def padding_mask(ids, pad):

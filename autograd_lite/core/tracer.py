@@ -33,15 +33,19 @@ class Trace:
         keyword-only arguments left;
       box: the `Box` returned, whose `node` is the recorded `Node`.
     The usual path pays two attribute tests per traced op (has the trace ended; has it a hook).
+    picturing: the trace records a call for a picture or a capture (`viz` sets it), so the ops
+    made with `primitive(..., pictured_as_reference=True)` run their reference on it: the
+    picture shows the model's own ops rather than one fused box.
     """
 
-    __slots__ = ("level", "on_op", "caller", "active")
+    __slots__ = ("level", "on_op", "caller", "active", "picturing")
 
-    def __init__(self, on_op=None, caller="gradient"):
+    def __init__(self, on_op=None, caller="gradient", picturing=False):
         self.level = next(_trace_levels)
         self.on_op = on_op
         self.caller = caller
         self.active = True
+        self.picturing = picturing
 
 
 def end_trace(trace):
@@ -173,7 +177,10 @@ def _check_keyword_only(op_name, kwargs, top):
                             "make it a positional parameter of the primitive to differentiate it")
 
 
-def primitive(body=None, *, name=None, reference=None):
+PICTURED_REFERENCES = set()  # code objects of the references run in pictures (viz/scopes.py)
+
+
+def primitive(body=None, *, name=None, reference=None, pictured_as_reference=False):
     """Make `body(*arrays) -> (out, pullback)` an op that gradients flow through.
 
     `pullback(cotangent)` returns one cotangent per positional argument (None
@@ -192,9 +199,19 @@ def primitive(body=None, *, name=None, reference=None):
     `(out, kernel_pullback, composed_pullback)`, the second written with the library's ops
     over the plain values it saved, and the engine picks by the cotangent (`seam_pullback`);
     or `(out, pullback)` when the pullback is written with the library's ops alone.
+
+    pictured_as_reference: on a trace that records a picture or a capture (`Trace.picturing`)
+    the op runs its reference too, so that the picture shows the ops it is made of, in the
+    scopes of the functions the reference calls (a fused op that stands for a piece of model
+    code, such as a multi-head attention sublayer).
     """
     if body is None:
-        return functools.partial(primitive, name=name, reference=reference)
+        return functools.partial(primitive, name=name, reference=reference,
+                                 pictured_as_reference=pictured_as_reference)
+    if pictured_as_reference:
+        if reference is None:
+            raise TypeError("primitive: pictured_as_reference needs a reference")
+        PICTURED_REFERENCES.add(reference.__code__)
     op_name = name or body.__name__
     parameters = _positional_parameters(body)
 
@@ -223,8 +240,8 @@ def primitive(body=None, *, name=None, reference=None):
             raise escaped_value_error(op_name, top)
         if reference is None:
             out, pullback = body(*values, **kwargs)
-        elif _holds_enclosing_boxes(values, kwargs):  # the seam: higher order records the reference
-            return reference(*args, **kwargs)
+        elif _holds_enclosing_boxes(values, kwargs) or (pictured_as_reference and top.picturing):
+            return reference(*args, **kwargs)  # the seam: higher order records the reference
         else:  # the seam: plain operands, the fused body
             out, pullback, *composed = body(*values, **kwargs)
             if composed:

@@ -113,3 +113,6 @@ def __getattr__(name):
         select()
         return globals()[name]
     raise AttributeError(f"module 'autograd_lite.kernels' has no attribute '{name}'")
+
+
+from .multihead import multihead_attention_backward, multihead_attention_forward  # noqa: E402,F401

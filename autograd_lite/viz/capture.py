@@ -77,7 +77,7 @@ def capture(f, *args, op="softmax", scope=None):
     _check_names(op, scope)
     scopes = ScopeTracker()
     catch = Catch(op, scope, scopes)
-    trace = Trace(on_op=scopes.unobserved(catch.on_op), caller="viz.capture")
+    trace = Trace(on_op=scopes.unobserved(catch.on_op), caller="viz.capture", picturing=True)
     boxed = [tree_map(lambda leaf: box_input(leaf, trace) if is_differentiable(leaf) else leaf,
                       arg) for arg in args]
     try:

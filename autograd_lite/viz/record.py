@@ -158,7 +158,7 @@ def record(f, args, values=False):
     """
     scopes = ScopeTracker()
     recorder = Recorder(scopes, values)
-    trace = Trace(on_op=scopes.unobserved(recorder.on_op))
+    trace = Trace(on_op=scopes.unobserved(recorder.on_op), picturing=True)
     boxed = []
     for name, arg in zip(argument_names(f, len(args)), args):
         paths = iter(tree_paths(arg, root=name))  # in the order tree_map visits the leaves

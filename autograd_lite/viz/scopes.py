@@ -13,7 +13,10 @@ The rule: a call of a function opens a scope (a cluster, a level of `depth=`) un
   the standard library generates (`is_generated`: a dataclass's `__init__` and the like);
   the composite ops of this package (`ag.var`, `ag.split`) are the exception and open a
   scope named after them;
-- it runs inside a primitive (its body, and what the body calls, are the op).
+- it runs inside a primitive (its body, and what the body calls, are the op), unless it runs
+  inside the reference of a primitive made with `pictured_as_reference=True`, which a
+  picture's trace runs in place of the fused body: the functions that reference calls open
+  their scopes as they would without the fused op.
 
 The ops of a function that opens no scope belong to its caller's scope. The traced
 function itself always opens the outermost scope. So factoring model code into a helper
@@ -31,7 +34,7 @@ import types
 import numpy as np
 
 from .. import ops as _ops
-from ..core.tracer import PRIMITIVE_CODE
+from ..core.tracer import PICTURED_REFERENCES, PRIMITIVE_CODE
 from .saved import owner
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -139,6 +142,14 @@ class Scope:
 _PRIMITIVE = object()  # a stack entry: a primitive application is running
 
 
+class _Reference:
+    """A stack entry: a pictured reference is running; the primitive depth to return to."""
+    __slots__ = ("depth",)
+
+    def __init__(self, depth):
+        self.depth = depth
+
+
 class ScopeTracker:
     """The profile hook's state while the recorded call runs.
 
@@ -189,6 +200,10 @@ class ScopeTracker:
             self.primitive_depth += 1
             self.stack.append(_PRIMITIVE)
             return
+        if code in PICTURED_REFERENCES and self.primitive_depth:
+            self.stack.append(_Reference(self.primitive_depth))
+            self.primitive_depth = 0  # what the reference calls is model code again
+            return
         composite, user_level = self.kind(code)
         if user_level:
             self.user_frames.append(frame)
@@ -222,6 +237,8 @@ class ScopeTracker:
             self.user_frames.pop()
         if entry is _PRIMITIVE:
             self.primitive_depth -= 1
+        elif type(entry) is _Reference:
+            self.primitive_depth = entry.depth
         elif entry is not None:
             if type(value) is np.ndarray:  # a constant's name, if an op uses it unbound
                 self.keep.append(value)

@@ -3,7 +3,9 @@
     svg_groups(svg_text, cls)       (title, text) of each SVG group of a class ('op', 'call',
                                     'scope', 'param', ...), as Graphviz writes them
     engine_node_count(f, *args)     primitive applications as the engine itself records them:
-                                    the nodes reachable from the output of one traced call
+                                    the nodes reachable from the output of one call traced
+                                    as a picture traces it (fused model ops as their
+                                    references: tracer.Trace(picturing=True))
     mlp(p, x), mlp_arguments(rng)   x (5, 3) -> dense (3, 4) -> tanh -> dense (4, 2):
                                     matmul, add, tanh, matmul, add
 """
@@ -29,7 +31,7 @@ def svg_groups(svg_text, cls):
 
 def engine_node_count(f, *args):
     """Every float array of the arguments (trees too) is an input node of one trace."""
-    trace = tracer.Trace()
+    trace = tracer.Trace(picturing=True)
 
     def box(leaf):
         if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f":

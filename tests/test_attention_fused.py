@@ -1,0 +1,160 @@
+"""models.attention.fused_multihead_attention, the one-op multi-head attention that
+multihead_attention and cross_attention run without dropout: values and every gradient
+against torch's nn.MultiheadAttention (self- and cross-attention, each mask kind), second
+order and jvp (the reference under enclosing traces) against finite differences, which
+calls take it, and that pictures and captures still show the composition."""
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from autograd_lite.core import tracer
+from helpers.references import DTYPES, assert_close
+from helpers.torch_models import assert_gradients_match, torch_attention
+from models import attention
+from models.attention import MultiHeadAttention, causal_mask, multihead_attention, padding_mask
+from models.layers import Dense
+
+RTOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-4}
+
+
+def random_attention(rng, d_model=8, n_heads=2, dtype=np.float64):
+    def dense():
+        return Dense((rng.standard_normal((d_model, d_model)) / 3).astype(dtype),
+                     rng.standard_normal(d_model).astype(dtype))
+    return MultiHeadAttention(dense(), dense(), dense(), dense(), n_heads)
+
+
+def masks(kind, batch, t_q, t_k):
+    """(our mask: True = attend, torch's key_padding_mask, torch's attn_mask: True = masked)."""
+    if kind == "none":
+        return None, None, None
+    if kind == "causal":
+        keep = causal_mask(t_q)[0, 0]  # (T, T)
+        return causal_mask(t_q), None, ~keep
+    ids = np.ones((batch, t_k), dtype=int)
+    ids[0, 3:] = ids[2, 2:] = 0  # padding at the end of two rows
+    return padding_mask(ids, 0), ids == 0, None
+
+
+def fused_calls(f, *args):
+    """The names of the ops one gradient trace of f(*args) records (a hook, no picture)."""
+    names = []
+    trace = tracer.Trace(on_op=lambda op, a, k, box: names.append(op.op_name))
+    def box(leaf):
+        if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f":
+            return tracer.Box(leaf, trace, tracer.Node(None, (), "input", leaf.shape, leaf.dtype))
+        return leaf
+    boxed = [ag.tree_map(box, a) for a in args]
+    f(*boxed)
+    tracer.end_trace(trace)
+    return names
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "padding"])
+@pytest.mark.parametrize("kind", ["self", "cross"])
+def test_fused_attention_matches_torch(kind, mask_kind, dtype, torch, rng):
+    p = random_attention(rng, dtype=dtype)
+    t_k = 5 if kind == "cross" and mask_kind != "causal" else 4
+    x_q = rng.standard_normal((3, 4, 8)).astype(dtype)
+    x_kv = x_q if kind == "self" else rng.standard_normal((3, t_k, 8)).astype(dtype)
+    mask, key_padding, attn_mask = masks(mask_kind, 3, 4, x_kv.shape[1])
+    weight = rng.standard_normal((3, 4, 8)).astype(dtype)
+    assert "multihead_attention" in fused_calls(multihead_attention, p, x_q, x_kv, mask)
+
+    if kind == "self":
+        out = multihead_attention(p, x_q, x_q, mask)
+        dp, dx = ag.gradient(lambda p, x: ag.sum(multihead_attention(p, x, x, mask) * weight),
+                             p, x_q)
+    else:
+        out = multihead_attention(p, x_q, x_kv, mask)
+        dp, dx, dkv = ag.gradient(
+            lambda p, a, b: ag.sum(multihead_attention(p, a, b, mask) * weight), p, x_q, x_kv)
+    assert all(g.dtype == dtype for g in (out, dx, *ag.tree_leaves(dp)) if g is not None)
+
+    m = torch_attention(torch, p)
+    tq = torch.from_numpy(x_q).requires_grad_(True)
+    tkv = tq if kind == "self" else torch.from_numpy(x_kv).requires_grad_(True)
+    want, _ = m(tq, tkv, tkv,
+                key_padding_mask=None if key_padding is None else torch.from_numpy(key_padding),
+                attn_mask=None if attn_mask is None else torch.from_numpy(attn_mask))
+    (want * torch.from_numpy(weight)).sum().backward()
+    rtol = RTOL[np.dtype(dtype)]
+    assert_close(out, want.detach().numpy(), rtol, "output")
+    assert_close(dx, tq.grad.numpy(), rtol, "d x_q")
+    if kind == "cross":
+        assert_close(dkv, tkv.grad.numpy(), rtol, "d x_kv")
+    from models.torch_bridge import attention_to_torch  # dp in torch's layout
+    assert_gradients_match({name: t.numpy() for name, t in attention_to_torch("", dp).items()},
+                           {name: t.grad.numpy() for name, t in m.named_parameters()}, rtol)
+
+
+def self_attention_loss(rng):
+    """(loss(x), x, v): a float64 causal self-attention with a non-linear readout."""
+    p = random_attention(rng)
+    x, v = rng.standard_normal((2, 4, 8)), rng.standard_normal((2, 4, 8))
+
+    def loss(x):
+        return ag.sum(ag.tanh(multihead_attention(p, x, x, causal_mask(4))))
+    return loss, x, v
+
+
+def test_second_order_runs_the_reference_and_matches_finite_differences(rng):
+    loss, x, v = self_attention_loss(rng)
+    gradient_of = ag.grad(loss)
+    hvp = ag.gradient(lambda x: ag.sum(gradient_of(x) * v), x)[0]  # H v
+    h = 1e-5
+    central = (gradient_of(x + h * v) - gradient_of(x - h * v)) / (2 * h)
+    np.testing.assert_allclose(hvp, central, rtol=1e-6, atol=1e-8)
+
+
+def test_jvp_through_the_fused_op_matches_finite_differences(rng):
+    loss, x, v = self_attention_loss(rng)
+    value, tangent = ag.jvp(loss, (x,), (v,))
+    h = 1e-6
+    np.testing.assert_allclose(value, loss(x), rtol=1e-15)
+    np.testing.assert_allclose(tangent, (loss(x + h * v) - loss(x - h * v)) / (2 * h), rtol=1e-7)
+
+
+def test_dropout_on_the_weights_takes_the_composed_path_with_the_same_draws(rng):
+    p = random_attention(rng, dtype=np.float32)
+    x = rng.standard_normal((2, 4, 8)).astype(np.float32)
+    names = fused_calls(lambda p, x: multihead_attention(p, x, x, None, 0.5,
+                                                         np.random.default_rng(3)), p, x)
+    assert "multihead_attention" not in names and "softmax" in names
+    got = multihead_attention(p, x, x, None, 0.5, np.random.default_rng(3))
+    want = attention._composed_multihead_attention(p, x, x, None, 0.5, np.random.default_rng(3))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_float16_and_unusual_masks_take_the_composed_path(rng):
+    p16 = random_attention(rng, dtype=np.float16)
+    x16 = rng.standard_normal((2, 4, 8)).astype(np.float16)
+    assert "multihead_attention" not in fused_calls(multihead_attention, p16, x16, x16)
+    p = random_attention(rng, dtype=np.float32)
+    x = rng.standard_normal((2, 4, 8)).astype(np.float32)
+    two_d_mask = np.tril(np.ones((4, 4), bool))  # broadcasts, but not of the scores' rank
+    assert "multihead_attention" not in fused_calls(multihead_attention, p, x, x, two_d_mask)
+    np.testing.assert_allclose(multihead_attention(p, x, x, two_d_mask),
+                               multihead_attention(p, x, x, causal_mask(4)), rtol=1e-6)
+    with pytest.raises(TypeError, match="softmax: mask must be a bool array"):
+        multihead_attention(p, x, x, np.ones((1, 1, 4, 4)))
+
+
+def test_pictures_and_captures_show_the_composition(rng):
+    p = random_attention(rng, dtype=np.float32)
+    x = rng.standard_normal((2, 4, 8)).astype(np.float32)
+    graph = ag.viz.trace(lambda p, x: multihead_attention(p, x, x, causal_mask(4)), p, x)
+    labels = sorted({op.label for op in graph.ops})
+    assert labels == ["linear", "matmul", "mul", "reshape", "softmax", "swapaxes", "transpose"]
+    def names(scope):
+        return [] if scope is None else names(scope.parent) + [scope.name]
+    assert {"/".join(names(op.scope)) for op in graph.ops if op.label == "softmax"} == {
+        "lambda/multihead_attention/scaled_dot_product_attention"}
+    (weights,) = ag.viz.capture(multihead_attention, p, x, x, causal_mask(4), op="softmax")
+    q = (x @ p.wq.w + p.wq.b).reshape(2, 4, 2, 4).transpose(0, 2, 1, 3)
+    k = (x @ p.wk.w + p.wk.b).reshape(2, 4, 2, 4).transpose(0, 2, 1, 3)
+    scores = np.where(causal_mask(4), q @ k.transpose(0, 1, 3, 2) / 2.0, -np.inf)
+    want = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(weights, want / want.sum(-1, keepdims=True), rtol=2e-5,
+                               atol=1e-7)
