@@ -127,12 +127,48 @@ def _exp_normalize_exact_rows32(x, mask, row_of, use_mask, e, exact):
                 e[i, j] *= inverse
 
 
+@compiled(reassociate=True, contract=True)
+def _shifted_rows32(x, mask, row_of, use_mask, y):
+    """Masked softmax of float32 rows, exp32 shifted by each row's largest kept entry: the
+    rows the unshifted pass could not do. A row with nothing kept is zeros; a kept NaN or
+    +inf, or kept entries all -inf, make x - max NaN somewhere, so the sum and the row NaN."""
+    n, d = x.shape
+    minus_inf, zero = np.float32(-np.inf), np.float32(0)
+    for i in range(n):
+        r = row_of[i]
+        peak, kept = minus_inf, d
+        if use_mask:
+            kept = 0
+            for j in range(d):
+                v = x[i, j] if mask[r, j] else minus_inf
+                peak = max(peak, v)
+                kept += mask[r, j]
+        else:
+            for j in range(d):
+                peak = max(peak, x[i, j])
+        total = zero
+        if use_mask:
+            for j in range(d):
+                e = exp32(x[i, j] - peak)
+                e = e if mask[r, j] else zero
+                y[i, j] = e
+                total += e
+        else:
+            for j in range(d):
+                e = exp32(x[i, j] - peak)
+                y[i, j] = e
+                total += e
+        scale = np.float32(1) / total if kept else zero
+        for j in range(d):
+            y[i, j] *= scale
+
+
 def softmax_forward(x, mask):
     """Masked softmax along the last axis: exp unshifted (exp32 in float32, numpy's over the
     block in float64), then one compiled pass masks, sums and divides each row whose sum
     shows the unshifted exp exact (the common case, as in numpy_kernels); the other rows are
-    redone shifted by their largest kept entry (a compiled shift, numpy's exp, a compiled
-    normalisation). saved: (y, mask)."""
+    redone shifted by their largest kept entry (in float32 one compiled kernel; in float64 a
+    compiled shift, numpy's exp, a compiled normalisation). saved: (y, mask)."""
     rows = as_rows(x)
     mask_rows, row_of, use_mask = _mask_rows(mask, x.shape)
     exact = np.empty(rows.shape[0], np.bool_)
@@ -143,7 +179,13 @@ def softmax_forward(x, mask):
         with np.errstate(over="ignore", invalid="ignore"):
             y = np.exp(rows)
         _normalize_exact_rows(y, mask_rows, row_of, use_mask, exact)
-    if not exact.all():
+    if not exact.all() and rows.dtype == np.float32:
+        redo = np.flatnonzero(~exact)
+        shifted = np.empty((redo.size, rows.shape[1]), rows.dtype)
+        _shifted_rows32(rows[redo], mask_rows, row_of[redo] if use_mask else row_of, use_mask,
+                        shifted)
+        y[redo] = shifted
+    elif not exact.all():
         redo = np.flatnonzero(~exact)
         redo_row_of = row_of[redo] if use_mask else row_of
         shifted = np.empty((redo.size, rows.shape[1]), rows.dtype)
