@@ -14,7 +14,7 @@ import numpy as np
 
 import autograd_lite as ag
 
-from .layers import Dense, dense, dense_init
+from .layers import Dense, dense, dense_init, one_fused_dtype
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, rate=0.0, rng=None):
@@ -102,18 +102,12 @@ def _composed_multihead_attention(p, x_q, x_kv, mask, rate, rng):
     return dense(p.wo, merge_heads(heads))  # (B, T_q, D)
 
 
-_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
 def _fusable(p, x_q, x_kv, mask, rate, rng):
     """Whether fused_multihead_attention computes this call: no dropout on the weights, one
     float32 or float64 dtype throughout, a bool mask that fits the scores (anything else
     goes the composed way, whose ops check it and say what is wrong)."""
-    if not (rate == 0 or rng is None):
-        return False
-    dtype = x_q.dtype
-    if dtype not in _FUSED_DTYPES or any(a.dtype != dtype for a in (x_kv, *p.wq, *p.wk, *p.wv,
-                                                                      *p.wo)):
+    if not (rate == 0 or rng is None) or not one_fused_dtype(x_q, x_kv, *p.wq, *p.wk, *p.wv,
+                                                             *p.wo):
         return False
     if mask is None:
         return True

@@ -118,9 +118,51 @@ def feed_forward_init(rng, d_model, d_ff, dtype=np.float32):
 
 
 def feed_forward(p, x, rate=0.0, rng=None, activation=ag.relu):
-    """Position-wise FFN (§3.3): W2 · dropout(relu(W1 x + b1)) + b2.  (B, T, D) -> (B, T, D)"""
+    """Position-wise FFN (§3.3): W2 · dropout(relu(W1 x + b1)) + b2.  (B, T, D) -> (B, T, D)
+
+    With relu and no dropout, one fused op (fused_feed_forward); otherwise op by op."""
+    if activation is ag.relu and (rate == 0 or rng is None) and one_fused_dtype(x, *p.linear1,
+                                                                               *p.linear2):
+        return fused_feed_forward(x, *p.linear1, *p.linear2)  # (B, T, D)
+    return _composed_feed_forward(p, x, rate, rng, activation)  # (B, T, D)
+
+
+def _composed_feed_forward(p, x, rate, rng, activation):
     h = activation(dense(p.linear1, x))  # (B, T, d_ff)
     return dense(p.linear2, ag.dropout(h, rate, rng))  # (B, T, D)
+
+
+FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def one_fused_dtype(*arrays):
+    """Whether the arrays (plain or traced) share one dtype, float32 or float64: what the
+    fused sublayer ops compute in (anything else goes op by op, whose ops check it)."""
+    dtype = arrays[0].dtype
+    return dtype in FUSED_DTYPES and all(a.dtype == dtype for a in arrays[1:])
+
+
+def _feed_forward_reference(x, w1, b1, w2, b2):
+    """fused_feed_forward composed of the library's ops (what higher order and pictures
+    record)."""
+    p = FeedForward(Dense(w1, b1), Dense(w2, b2))
+    return _composed_feed_forward(p, x, 0.0, None, ag.relu)
+
+
+@ag.primitive(name="feed_forward", reference=_feed_forward_reference,
+              pictured_as_reference=True)
+def fused_feed_forward(x, w1, b1, w2, b2):
+    """max(x W1 + b1, 0) W2 + b2 as one op (ag.kernels.feed_forward_forward: bias and relu
+    in one pass after the first product, and relu's mask with b1's sum in one pass
+    backward). x (B, T, D) -> (B, T, D). Pictures show the composition."""
+    out, saved = ag.kernels.feed_forward_forward(x, w1, b1, w2, b2)
+
+    def feed_forward_pullback(g):
+        return ag.kernels.feed_forward_backward(g, saved)
+
+    def feed_forward_composed_pullback(g):  # a traced cotangent: the reference's vjp
+        return ag.vjp(_feed_forward_reference, x, w1, b1, w2, b2)[1](g)
+    return out, feed_forward_pullback, feed_forward_composed_pullback
 
 
 def check_tokens(caller, ids, vocab, max_len, name="ids", start=0):

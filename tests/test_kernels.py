@@ -417,3 +417,30 @@ def test_activation_gradients_against_central_differences(name, rng, backends):
         np.testing.assert_allclose(by_x, central_jacobian(loss, x), rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(by_w, central_jacobian(through_weights, w), rtol=1e-7,
                                    atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bias_and_relu_kernels_give_numpys_bits(dtype, rng, backends):
+    """The feed-forward's bias + relu forward and its backward (relu's mask, the bias's sum)
+    in one compiled pass each: numpy's bits, but the sum (BLAS in numpy: float rounding)."""
+    z = rng.standard_normal((33, 17)).astype(dtype)
+    z[0, :3] = [np.nan, -0.0, 0.0]
+    b = rng.standard_normal(17).astype(dtype)
+    b[:3] = 0
+    g = rng.standard_normal((33, 17)).astype(dtype)
+    g[1, 0] = np.inf
+
+    def run():
+        h = kernels.bias_relu_forward(z.copy(), b)
+        d_z, d_b = kernels.bias_relu_backward(g.copy(), h)
+        return h, d_z, d_b, kernels.add_bias(z.copy(), b)
+    (h, d_z, d_b, plus), (h_np, d_z_np, d_b_np, plus_np) = backends(run)
+    assert_same_numbers(h, h_np)
+    assert_same_numbers(d_z, d_z_np)
+    assert_same_numbers(plus, plus_np)
+    np.testing.assert_array_equal(plus_np, z + b)
+    np.testing.assert_array_equal(h_np, np.maximum(z + b, 0))
+    np.testing.assert_array_equal(d_z_np, g * (np.maximum(z + b, 0) > 0))
+    assert d_b.dtype == d_b_np.dtype == dtype
+    np.testing.assert_allclose(d_b, d_z_np.astype(np.float64).sum(axis=0),
+                               rtol=1e-5 if dtype == np.float32 else 1e-12)

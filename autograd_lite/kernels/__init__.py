@@ -50,7 +50,7 @@ NAMES = ("softmax_forward", "softmax_backward", "log_softmax_forward", "log_soft
          "layer_norm_eps_cotangent", "cross_entropy_forward", "cross_entropy_backward",
          "cross_entropy_probabilities", "gather_rows", "segment_sum",
          "adam_update", "sgd_update", "dropout_mask", "relu_forward", "relu_backward",
-         "gelu_forward", "gelu_backward")
+         "gelu_forward", "gelu_backward", "add_bias", "bias_relu_forward", "bias_relu_backward")
 BACKENDS = ("numba", "numpy")
 _chosen = None
 
@@ -115,4 +115,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'autograd_lite.kernels' has no attribute '{name}'")
 
 
-from .multihead import multihead_attention_backward, multihead_attention_forward  # noqa: E402,F401
+from .sublayers import (feed_forward_backward, feed_forward_forward,  # noqa: E402,F401
+                        multihead_attention_backward, multihead_attention_forward)

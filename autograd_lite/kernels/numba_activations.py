@@ -26,6 +26,62 @@ def _flat(a):
     return np.ascontiguousarray(a).reshape(-1)
 
 
+# ---------------------------------------------------------------- bias, and bias + relu
+
+@compiled()
+def _add_bias_rows(h, b):
+    for i in range(h.shape[0]):
+        for j in range(h.shape[1]):
+            h[i, j] += b[j]
+
+
+def add_bias(h, b):
+    """numpy_kernels.add_bias in one compiled pass (the same bits)."""
+    if h.dtype not in _FLOATS or h.ndim != 2 or not h.flags.c_contiguous:
+        return numpy_kernels.add_bias(h, b)
+    _add_bias_rows(h, b)
+    return h
+
+
+@compiled()
+def _bias_relu_rows(h, b):
+    zero = h.dtype.type(0)
+    for i in range(h.shape[0]):
+        for j in range(h.shape[1]):
+            v = h[i, j] + b[j]
+            h[i, j] = v if v > 0 or v != v else zero  # np.maximum(v, 0), as _relu_entries
+
+
+def bias_relu_forward(h, b):
+    """numpy_kernels.bias_relu_forward in one pass (the same bits)."""
+    if h.dtype not in _FLOATS or h.ndim != 2 or not h.flags.c_contiguous:
+        return numpy_kernels.bias_relu_forward(h, b)
+    _bias_relu_rows(h, b)
+    return h
+
+
+@compiled()
+def _relu_backward_rows(g, h, sums):
+    zero = g.dtype.type(0)
+    for j in range(g.shape[1]):
+        sums[j] = 0
+    for i in range(g.shape[0]):
+        for j in range(g.shape[1]):
+            v = g[i, j] if h[i, j] > 0 else g[i, j] * zero
+            g[i, j] = v
+            sums[j] += v
+
+
+def bias_relu_backward(g, h):
+    """numpy_kernels.bias_relu_backward in one pass: dz as numpy's bits; db summed down the
+    rows in order (numpy's is a BLAS product: within float rounding of it)."""
+    if g.dtype not in _FLOATS or g.ndim != 2 or not g.flags.c_contiguous:
+        return numpy_kernels.bias_relu_backward(g, h)
+    sums = np.empty(g.shape[1], g.dtype)
+    _relu_backward_rows(g, h, sums)
+    return g, sums
+
+
 # ---------------------------------------------------------------- relu
 
 @compiled()

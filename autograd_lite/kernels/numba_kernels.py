@@ -34,7 +34,8 @@ Threads: the arrangement measured with OpenBLAS on 2 cores is in kernels/__init_
 """
 import numpy as np
 
-from .numba_activations import (dropout_mask, gelu_backward, gelu_forward, relu_backward,
+from .numba_activations import (add_bias, bias_relu_backward, bias_relu_forward,  # noqa: F401
+                                dropout_mask, gelu_backward, gelu_forward, relu_backward,
                                 relu_forward)
 from .numba_compile import as_rows, compiled
 from .numba_indexing import segment_sum
@@ -46,7 +47,8 @@ __all__ = ["layer_norm_forward", "layer_norm_backward", "layer_norm_normalized",
            "layer_norm_eps_cotangent", "softmax_forward", "softmax_backward",
            "cross_entropy_forward", "cross_entropy_backward", "cross_entropy_probabilities",
            "adam_update", "sgd_update", "segment_sum", "dropout_mask", "relu_forward",
-           "relu_backward", "gelu_forward", "gelu_backward"]
+           "relu_backward", "gelu_forward", "gelu_backward", "add_bias", "bias_relu_forward",
+           "bias_relu_backward"]
 
 _ROW_BLOCK = 32  # rows per partial sum of dscale and dbias (fixed: same bits for any threads)
 

@@ -294,6 +294,26 @@ def relu_backward(g, saved):
     return g * saved
 
 
+def add_bias(h, b):
+    """h += b along the rows of h (N, n), in place (h: an array its caller just made). -> h"""
+    h += b
+    return h
+
+
+def bias_relu_forward(h, b):
+    """h ← max(h + b, 0) in place: a feed-forward layer's bias and relu after its product
+    (h (N, n), fresh). -> h"""
+    h += b
+    return np.maximum(h, 0, out=h)
+
+
+def bias_relu_backward(g, h):
+    """For h = max(z, 0), z = x W + b: (dz, db) = (g ⊙ [h > 0], Σ_rows dz); dz is written
+    into g (N, n), fresh. [h > 0] is [z > 0] (a NaN z gives a NaN h, not above 0)."""
+    g *= h > 0
+    return g, np.ones(g.shape[0], g.dtype) @ g
+
+
 GELU_C = math.sqrt(2.0 / math.pi)  # gelu's tanh form: u = GELU_C (x + GELU_CUBIC x³)
 GELU_CUBIC = 0.044715
 

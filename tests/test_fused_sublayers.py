@@ -1,8 +1,10 @@
-"""models.attention.fused_multihead_attention, the one-op multi-head attention that
-multihead_attention and cross_attention run without dropout: values and every gradient
-against torch's nn.MultiheadAttention (self- and cross-attention, each mask kind), second
-order and jvp (the reference under enclosing traces) against finite differences, which
-calls take it, and that pictures and captures still show the composition."""
+"""The fused sublayer ops that the blocks run without dropout:
+models.attention.fused_multihead_attention (multihead_attention and cross_attention) and
+models.layers.fused_feed_forward (feed_forward with relu). Values and every gradient against
+torch (nn.MultiheadAttention for self- and cross-attention with each mask kind; F.linear and
+relu), second order and jvp (the references under enclosing traces) against finite
+differences, which calls take them, and that pictures and captures still show the
+composition."""
 import numpy as np
 import pytest
 
@@ -12,7 +14,7 @@ from helpers.references import DTYPES, assert_close
 from helpers.torch_models import assert_gradients_match, torch_attention
 from models import attention
 from models.attention import MultiHeadAttention, causal_mask, multihead_attention, padding_mask
-from models.layers import Dense
+from models.layers import Dense, FeedForward, feed_forward
 
 RTOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-4}
 
@@ -158,3 +160,73 @@ def test_pictures_and_captures_show_the_composition(rng):
     want = np.exp(scores - scores.max(-1, keepdims=True))
     np.testing.assert_allclose(weights, want / want.sum(-1, keepdims=True), rtol=2e-5,
                                atol=1e-7)
+
+
+def random_feed_forward(rng, d_model=6, d_ff=10, dtype=np.float64):
+    return FeedForward(Dense((rng.standard_normal((d_model, d_ff)) / 2).astype(dtype),
+                             rng.standard_normal(d_ff).astype(dtype)),
+                       Dense((rng.standard_normal((d_ff, d_model)) / 2).astype(dtype),
+                             rng.standard_normal(d_model).astype(dtype)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_feed_forward_matches_torch(dtype, torch, rng):
+    p = random_feed_forward(rng, dtype=dtype)
+    x = rng.standard_normal((3, 5, 6)).astype(dtype)
+    weight = rng.standard_normal((3, 5, 6)).astype(dtype)
+    assert "feed_forward" in fused_calls(feed_forward, p, x)
+    out = feed_forward(p, x)
+    dp, dx = ag.gradient(lambda p, x: ag.sum(feed_forward(p, x) * weight), p, x)
+
+    F = torch.nn.functional
+    tx = torch.from_numpy(x).requires_grad_(True)
+    tw = [torch.from_numpy(a).requires_grad_(True) for a in (*p.linear1, *p.linear2)]
+    want = F.linear(torch.relu(F.linear(tx, tw[0].T, tw[1])), tw[2].T, tw[3])
+    (want * torch.from_numpy(weight)).sum().backward()
+    rtol = RTOL[np.dtype(dtype)]
+    assert out.dtype == dx.dtype == dtype
+    assert_close(out, want.detach().numpy(), rtol, "output")
+    assert_close(dx, tx.grad.numpy(), rtol, "d x")
+    for got, t, name in zip(ag.tree_leaves(dp), tw, ("w1", "b1", "w2", "b2")):
+        assert got.dtype == dtype
+        assert_close(got, t.grad.numpy(), rtol, name)
+
+
+def feed_forward_loss(rng):
+    p = random_feed_forward(rng)
+    x, v = rng.standard_normal((2, 3, 6)), rng.standard_normal((2, 3, 6))
+    return (lambda x: ag.sum(ag.tanh(feed_forward(p, x)))), x, v
+
+
+def test_fused_feed_forward_second_order_and_jvp_match_finite_differences(rng):
+    loss, x, v = feed_forward_loss(rng)
+    gradient_of = ag.grad(loss)
+    hvp = ag.gradient(lambda x: ag.sum(gradient_of(x) * v), x)[0]
+    h = 1e-5
+    np.testing.assert_allclose(hvp, (gradient_of(x + h * v) - gradient_of(x - h * v)) / (2 * h),
+                               rtol=1e-6, atol=1e-8)
+    _, tangent = ag.jvp(loss, (x,), (v,))
+    np.testing.assert_allclose(tangent, (loss(x + 1e-6 * v) - loss(x - 1e-6 * v)) / 2e-6,
+                               rtol=1e-7)
+
+
+def test_gelu_dropout_and_float16_feed_forwards_go_op_by_op(rng):
+    p = random_feed_forward(rng, dtype=np.float32)
+    x = rng.standard_normal((2, 3, 6)).astype(np.float32)
+    assert "feed_forward" not in fused_calls(lambda p, x: feed_forward(p, x, activation=ag.gelu),
+                                             p, x)
+    assert "feed_forward" not in fused_calls(
+        lambda p, x: feed_forward(p, x, 0.5, np.random.default_rng(1)), p, x)
+    np.testing.assert_array_equal(
+        feed_forward(p, x, 0.5, np.random.default_rng(1)),
+        ag.linear(ag.dropout(ag.relu(ag.linear(x, *p.linear1)), 0.5, np.random.default_rng(1)),
+                  *p.linear2))
+    p16 = random_feed_forward(rng, dtype=np.float16)
+    assert "feed_forward" not in fused_calls(feed_forward, p16, x.astype(np.float16))
+
+
+def test_feed_forward_pictures_show_the_composition(rng):
+    p = random_feed_forward(rng, dtype=np.float32)
+    x = rng.standard_normal((2, 3, 6)).astype(np.float32)
+    graph = ag.viz.trace(lambda p, x: feed_forward(p, x), p, x)
+    assert [op.label for op in graph.ops] == ["linear", "relu", "linear"]

@@ -1,8 +1,10 @@
-"""Multi-head attention on plain arrays, forward and backward, for the fused op of
-models/attention.py: the projections packed into one product where they share an input,
-the heads as views, the scores' softmax by the kernels in use (numba's or numpy's), and
-the output projection. Written once for both backends (it calls `kernels.softmax_forward`
-and `softmax_backward`, and BLAS through numpy's @).
+"""The two sublayers of a Transformer block on plain arrays, forward and backward, for the
+fused ops of models/ (attention.fused_multihead_attention, layers.fused_feed_forward).
+Written once for both backends: BLAS through numpy's @, and the kernels in use (numba's or
+numpy's) for the softmax, the biases and the relu.
+
+Multi-head attention: the projections packed into one product where they share an input,
+the heads as views, the scores' softmax, and the output projection:
 
     q = x_q W_q + b_q,  k = x_kv W_k + b_k,  v = x_kv W_v + b_v        (N, D), split into H heads
     P = softmax(q kᵀ / √d_head, mask),  o = P v,  out = merge(o) W_o + b_o
@@ -11,6 +13,10 @@ With x_q and x_kv one array (self-attention) the three projections are one produ
 [W_q W_k W_v] (D, 3D) and their backward one product each way; otherwise (cross-attention)
 W_k and W_v are packed. Shapes: x_q (B, T_q, D), x_kv (B, T_k, D), weights (D, D), biases
 (D,), mask bool, broadcastable to (B, H, T_q, T_k) and of that rank, or None.
+
+The feed-forward network: out = max(x W1 + b1, 0) W2 + b2, the bias and relu one pass
+after the first product, and in the backward pass relu's mask and b1's sum one pass.
+x (B, T, D), W1 (D, d_ff), W2 (d_ff, D).
 """
 import math
 
@@ -38,9 +44,7 @@ def _packed_rows(parts, batch, length, n_heads):
 
 def _project(x_rows, w, b):
     """x W + b, the bias added in place."""
-    y = x_rows @ w
-    y += b
-    return y
+    return kernels.add_bias(x_rows @ w, b)
 
 
 def _column_sums(rows):
@@ -103,3 +107,20 @@ def multihead_attention_backward(g, saved):
     return ((d_q_rows @ wq.T).reshape(x_q.shape), (d_kv_rows @ packed_w.T).reshape(x_kv.shape),
             x_q.reshape(-1, d).T @ d_q_rows, _column_sums(d_q_rows), d_wkv[:, :d], d_bkv[:d],
             d_wkv[:, d:], d_bkv[d:], d_wo, d_bo)
+
+
+def feed_forward_forward(x, w1, b1, w2, b2):
+    """-> (out (B, T, D), saved)."""
+    x_rows = x.reshape(-1, x.shape[-1])
+    hidden = kernels.bias_relu_forward(x_rows @ w1, b1)  # (N, d_ff)
+    out = _project(hidden, w2, b2).reshape(x.shape[:-1] + w2.shape[1:])
+    return out, (x_rows, w1, w2, hidden, x.shape)
+
+
+def feed_forward_backward(g, saved):
+    """-> the cotangents of (x, w1, b1, w2, b2)."""
+    x_rows, w1, w2, hidden, x_shape = saved
+    g_rows = g.reshape(-1, g.shape[-1])
+    d_w2, d_b2 = hidden.T @ g_rows, _column_sums(g_rows)
+    d_z, d_b1 = kernels.bias_relu_backward(g_rows @ w2.T, hidden)  # (N, d_ff), (d_ff,)
+    return (d_z @ w1.T).reshape(x_shape), x_rows.T @ d_z, d_b1, d_w2, d_b2
