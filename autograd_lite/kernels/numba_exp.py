@@ -6,18 +6,18 @@ inlined into a loop (compiled with contract=True, so that the polynomial runs as
     exp(x) = 2^k · exp(r),  k = round(x / ln 2),  r = x - k ln 2 ∈ [-ln2/2, ln2/2]
 
 r is computed in two steps with ln 2 split into a high part of 15 significant bits (k·hi is
-exact) and a low part; exp(r) is the degree-7 Taylor-like polynomial of Cephes' expf
-(coefficients from Moshier's Cephes library), and 2^k is assembled from exponent bits as
+exact) and a low part; exp(r) is 1 + r + r²·p(r), p of degree 5 with the coefficients of
+Cephes' expf (Moshier's Cephes library), and 2^k is assembled from exponent bits as
 2^k1 · 2^k2 with k1 + k2 = k, so that results in the subnormal range and up to FLT_MAX are
 rounded once. Within 3 ulp of numpy's exp over the whole float32 range (tests/test_kernels.py
 samples every 61st bit pattern), with exp(-inf) = 0, exp(inf) = inf, exp(NaN) = NaN.
 
 Measured at (262144,) float32 on an AMD EPYC, one thread: 0.16 ms against np.exp's 0.36 ms.
 """
+import numba
 import numpy as np
 
 from .numba_compile import compiled
-import numba
 
 _LOG2_E = np.float32(1.4426950408889634)
 _LN2_HIGH = np.float32(0.693145751953125)  # 15 significant bits: k · _LN2_HIGH is exact
