@@ -10,6 +10,9 @@ which implementation answers is chosen once, on the first call, and `backend()` 
 `select(name)` switches in-process (tests and paired benchmarks run both). A kernel sees
 plain arrays only (the seam in core.tracer.primitive runs an op's reference under higher
 order), so nothing here knows about tracing; this package imports nothing from the engine.
+Above the per-backend kernels, sublayers.py writes the bodies of the models' two fused
+sublayer ops (multi-head attention, the relu feed-forward network) once, over BLAS and
+whichever kernels are in use.
 numba is imported lazily, on the first kernel call, never by `import autograd_lite`.
 
 Threads: the compiled kernels are serial. Kernels and OpenBLAS share the cores, and the

@@ -35,9 +35,14 @@ def _add_bias_rows(h, b):
             h[i, j] += b[j]
 
 
+def _row_kernel_takes(a):
+    """Whether the row kernels below take `a`: a C-contiguous float32 or float64 matrix."""
+    return a.dtype in _FLOATS and a.ndim == 2 and a.flags.c_contiguous
+
+
 def add_bias(h, b):
     """numpy_kernels.add_bias in one compiled pass (the same bits)."""
-    if h.dtype not in _FLOATS or h.ndim != 2 or not h.flags.c_contiguous:
+    if not _row_kernel_takes(h):
         return numpy_kernels.add_bias(h, b)
     _add_bias_rows(h, b)
     return h
@@ -54,7 +59,7 @@ def _bias_relu_rows(h, b):
 
 def bias_relu_forward(h, b):
     """numpy_kernels.bias_relu_forward in one pass (the same bits)."""
-    if h.dtype not in _FLOATS or h.ndim != 2 or not h.flags.c_contiguous:
+    if not _row_kernel_takes(h):
         return numpy_kernels.bias_relu_forward(h, b)
     _bias_relu_rows(h, b)
     return h
@@ -75,7 +80,7 @@ def _relu_backward_rows(g, h, sums):
 def bias_relu_backward(g, h):
     """numpy_kernels.bias_relu_backward in one pass: dz as numpy's bits; db summed down the
     rows in order (numpy's is a BLAS product: within float rounding of it)."""
-    if g.dtype not in _FLOATS or g.ndim != 2 or not g.flags.c_contiguous:
+    if not _row_kernel_takes(g) or not _row_kernel_takes(h):
         return numpy_kernels.bias_relu_backward(g, h)
     sums = np.empty(g.shape[1], g.dtype)
     _relu_backward_rows(g, h, sums)

@@ -27,9 +27,12 @@ beside this file, or under the user's cache folder when the install is read-only
 cache folder is writable they compile in memory each run (`_compiled`).
 
 The kernels live by family: layer norm here, the softmax family in numba_softmax.py, the
-optimizer updates in numba_updates.py, relu, gelu and the dropout mask in
-numba_activations.py, the embedding's segment sum in numba_indexing.py (its gather is
-numpy's: numba_indexing.py has the numbers); numba_compile.py says how they are compiled.
+optimizer updates in numba_updates.py, relu, gelu, the biases (with relu: the feed-forward
+layer's) and the dropout mask in numba_activations.py, the embedding's segment sum in
+numba_indexing.py (its gather is numpy's: numba_indexing.py has the numbers), float32's
+vectorised exp in numba_exp.py; numba_compile.py says how they are compiled (numpy's error
+model, without which no loop that divides is vectorised). The Transformer sublayers
+(sublayers.py) are written once over these kernels and BLAS, for both backends.
 Threads: the arrangement measured with OpenBLAS on 2 cores is in kernels/__init__.py.
 """
 import numpy as np
