@@ -32,17 +32,13 @@ which run no numba code, slowed down 7 times); passive waiting and the workqueue
 wake-up on every kernel, which at these row counts costs more than the second core saves.
 So the kernels are compiled without `parallel` (numba_compile.py): no thread pool is ever
 started, nothing here sets a thread count or a threading layer (importing the library
-changes nothing outside it), and the first compile is cheaper. Whole steps, paired in one
-process (tests/benchmarks/bench_kernels.py --rounds 3), numba / numpy, training and
-inference: at 1 thread, load 2.2-2.7: w1 0.87, 0.96; w2 0.87, 0.91; w3 1.02, 0.97; lm 0.97,
-0.94; at 2 threads (one run, load 1.2-1.8): w1 0.72, 0.86; w2 0.84, 0.92; w3 0.99, 0.84;
-lm 0.91, 0.90. Against PyTorch, tests/benchmarks/README.md.
+changes nothing outside it), and the first compile is cheaper. Whole steps against PyTorch, both backends:
+README.md and tests/benchmarks/README.md. 
 
 Start-up (tests/benchmarks/bench_startup.py --repeats 3: a fresh process imports the library
-and runs one LM step and one forward; medians, load 0.5): numpy's kernels 0.42 s; numba's
-with an empty cache 4.91 s (+4.48: every kernel compiles, once; the demos say so in one line,
-`compiling_notice`), with numba's cache 1.29 s (+0.87), +0.81 where scipy is not installed
-(numba imports it, if present, to look for BLAS; the `fast` extra does not install it).
+and runs one LM step and one forward; medians, load 0.6): numpy's kernels 0.49 s; numba's
+with an empty cache 7.76 s (+7.26: every kernel compiles, once; the demos say so in one line,
+`compiling_notice`), with numba's cache 1.56 s (+1.06).
 """
 import os
 
