@@ -294,6 +294,12 @@ def relu_backward(g, saved):
     return g * saved
 
 
+def column_sums(rows):
+    """Σ over the rows of a matrix (N, n) -> (n,), as one BLAS product with a ones vector (the
+    bias's cotangent; several times faster than rows.sum(axis=0) over a few thousand rows)."""
+    return np.ones(rows.shape[0], rows.dtype) @ rows
+
+
 def add_bias(h, b):
     """h += b along the rows of h (N, n), in place (h: an array its caller just made). -> h"""
     h += b
@@ -311,7 +317,7 @@ def bias_relu_backward(g, h):
     """For h = max(z, 0), z = x W + b: (dz, db) = (g ⊙ [h > 0], Σ_rows dz); dz is written
     into g (N, n), fresh. [h > 0] is [z > 0] (a NaN z gives a NaN h, not above 0)."""
     g *= h > 0
-    return g, np.ones(g.shape[0], g.dtype) @ g
+    return g, column_sums(g)
 
 
 GELU_C = math.sqrt(2.0 / math.pi)  # gelu's tanh form: u = GELU_C (x + GELU_CUBIC x³)

@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from .. import kernels
+from .numpy_kernels import column_sums
 
 
 def _heads(y, batch, length, parts, n_heads):
@@ -45,11 +46,6 @@ def _packed_rows(parts, batch, length, n_heads):
 def _project(x_rows, w, b):
     """x W + b, the bias added in place."""
     return kernels.add_bias(x_rows @ w, b)
-
-
-def _column_sums(rows):
-    """Σ over rows (N, n) -> (n,), as one matrix-vector product."""
-    return np.ones(rows.shape[0], rows.dtype) @ rows
 
 
 def multihead_attention_forward(x_q, x_kv, weights, n_heads, mask):
@@ -87,7 +83,7 @@ def multihead_attention_backward(g, saved):
      merged) = saved
     batch, t_q, d = x_q.shape
     g_rows = g.reshape(-1, d)
-    d_wo, d_bo = merged.T @ g_rows, _column_sums(g_rows)
+    d_wo, d_bo = merged.T @ g_rows, column_sums(g_rows)
     d_heads = (g_rows @ wo.T).reshape(batch, t_q, n_heads, -1).transpose(0, 2, 1, 3)
     d_v = np.swapaxes(weights_, -1, -2) @ d_heads  # (B, H, T_k, d_head)
     d_weights = d_heads @ np.swapaxes(v, -1, -2)  # (B, H, T_q, T_k)
@@ -97,15 +93,15 @@ def multihead_attention_backward(g, saved):
     d_k = np.swapaxes(d_scores, -1, -2) @ scaled_q
     if x_q is x_kv:
         d_rows = _packed_rows((d_q, d_k, d_v), batch, t_q, n_heads)  # (N, 3D)
-        d_w, d_b = x_q.reshape(-1, d).T @ d_rows, _column_sums(d_rows)
+        d_w, d_b = x_q.reshape(-1, d).T @ d_rows, column_sums(d_rows)
         d_x = (d_rows @ packed_w.T).reshape(x_q.shape)
         return (d_x, None, d_w[:, :d], d_b[:d], d_w[:, d:2 * d], d_b[d:2 * d], d_w[:, 2 * d:],
                 d_b[2 * d:], d_wo, d_bo)
     d_q_rows = _packed_rows((d_q,), batch, t_q, n_heads)  # (B·T_q, D)
     d_kv_rows = _packed_rows((d_k, d_v), batch, x_kv.shape[1], n_heads)  # (B·T_k, 2D)
-    d_wkv, d_bkv = x_kv.reshape(-1, d).T @ d_kv_rows, _column_sums(d_kv_rows)
+    d_wkv, d_bkv = x_kv.reshape(-1, d).T @ d_kv_rows, column_sums(d_kv_rows)
     return ((d_q_rows @ wq.T).reshape(x_q.shape), (d_kv_rows @ packed_w.T).reshape(x_kv.shape),
-            x_q.reshape(-1, d).T @ d_q_rows, _column_sums(d_q_rows), d_wkv[:, :d], d_bkv[:d],
+            x_q.reshape(-1, d).T @ d_q_rows, column_sums(d_q_rows), d_wkv[:, :d], d_bkv[:d],
             d_wkv[:, d:], d_bkv[d:], d_wo, d_bo)
 
 
@@ -121,6 +117,6 @@ def feed_forward_backward(g, saved):
     """-> the cotangents of (x, w1, b1, w2, b2)."""
     x_rows, w1, w2, hidden, x_shape = saved
     g_rows = g.reshape(-1, g.shape[-1])
-    d_w2, d_b2 = hidden.T @ g_rows, _column_sums(g_rows)
+    d_w2, d_b2 = hidden.T @ g_rows, column_sums(g_rows)
     d_z, d_b1 = kernels.bias_relu_backward(g_rows @ w2.T, hidden)  # (N, d_ff), (d_ff,)
     return (d_z @ w1.T).reshape(x_shape), x_rows.T @ d_z, d_b1, d_w2, d_b2
