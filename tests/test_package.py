@@ -36,10 +36,11 @@ def test_without_installed_metadata_the_version_says_unknown():
     assert out.stdout.strip() == "0+unknown"
 
 
-def test_no_extra_asks_for_the_graphviz_python_package():
-    """The pictures call the `dot` program; nothing imports the `graphviz` package."""
+def test_the_extras_and_no_graphviz_python_package():
+    """The `demos` extra includes `fast` (the demos' timings are the compiled kernels'); the
+    pictures call the `dot` program, and nothing imports the `graphviz` package."""
     extras = setup_cfg()["options.extras_require"]
-    assert dict(extras) == {"fast": "\nnumba>=0.68", "demos": "\ntqdm\nmatplotlib",
+    assert dict(extras) == {"fast": "\nnumba>=0.68", "demos": "\ntqdm\nmatplotlib\nnumba>=0.68",
                             "test": "\npytest\nhypothesis\nselenium\ntqdm\nmatplotlib\njupytext"
                                     "\nnbclient\nipykernel",
                             "tour": "\njupyter\njupytext\nmatplotlib"}
