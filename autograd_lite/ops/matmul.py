@@ -10,8 +10,9 @@ import string
 
 import numpy as np
 
+from .. import kernels
 from ..core.tracer import plain, primitive
-from .broadcasting import in_place, sum_rows, unbroadcast
+from .broadcasting import sum_rows, unbroadcast
 from .checks import as_array, as_operands, check_same_float_dtype
 from .einsum import einsum
 from .elementwise import mul
@@ -122,27 +123,28 @@ def _times_transpose(g, w):
     return g * w.T if w.shape[1] == 1 else g @ w.T
 
 
-@primitive
+def linear_composed(x, w, b):
+    """The reference of `linear`: matmul, then add (the same values, two recorded ops)."""
+    return matmul(x, w) + b
+
+
+@primitive(reference=linear_composed)
 def linear(x, w, b):
     """x W + b over the last axis of x (torch.nn.functional.linear, with W stored as (d_in,
-    d_out)), one op where `linear_composed` records two.  x: (..., d_in) -> (..., d_out)
+    d_out)), one op where `linear_composed` records two; the bias is added in place by the
+    kernel (one pass where numpy's broadcast add makes two).  x: (..., d_in) -> (..., d_out)
 
         dx = g Wᵀ,   dW = Σ_rows xᵀ g,   db = Σ_rows g
     """
     x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
     _check_linear(x, w, b)
     out_shape, x_shape, b_shape = x.shape[:-1] + w.shape[1:], x.shape, b.shape
-    out = in_place(np.add, _rows(x) @ w, b)  # (N, d_out)
+    out = kernels.add_bias(_rows(x) @ w, b)  # (N, d_out)
 
-    def linear_pullback(g):
+    def linear_pullback(g):  # the library's ops: a traced cotangent (jvp) is recorded
         return (lambda: _times_transpose(_rows(g), w).reshape(x_shape),
                 lambda: _rows(x).T @ _rows(g), lambda: sum_rows(g).reshape(b_shape))
     return out.reshape(out_shape), linear_pullback
-
-
-def linear_composed(x, w, b):
-    """The reference of `linear`: matmul, then add (the same values, two recorded ops)."""
-    return matmul(x, w) + b
 
 
 def _dot_subscripts(a_ndim, b_ndim):

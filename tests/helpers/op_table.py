@@ -288,7 +288,8 @@ CASES = [
          lambda q, k: q @ k.transpose(1, 2).transpose(-1, -2),
          (normal(2, 3, 5, 4), normal(2, 5, 3, 4))),
     Case("a @ w", lambda a, w: a @ w, None, (normal(2, 3, 4), normal(4, 5))),
-    *[Case(f"linear {x} to {n}", ag.linear, lambda x, w, b: torch.nn.functional.linear(x, w.T, b),
+    *[Case(f"linear {x} to {n}", lambda x, w, b: ag.linear(x, w, b),
+           lambda x, w, b: torch.nn.functional.linear(x, w.T, b),
            (normal(*x), normal(x[-1], n), normal(n)))
       for x, n in [((4,), 3), ((5, 4), 3), ((2, 3, 4), 3), ((2, 3, 4), 1)]],
     Case("np.matmul", np.matmul, None, (normal(2, 3, 4), normal(4, 5))),
@@ -318,5 +319,5 @@ BY_NAME = {case.name: case for case in CASES}
 # rows call them as ag.<name> when they run, so that a test can put the references in their
 # place and compare.
 FUSED_OPS = ("softmax", "log_softmax", "layer_norm", "cross_entropy", "gather", "scatter_add",
-             "add_at", "relu", "gelu")
+             "add_at", "relu", "gelu", "linear")
 FUSED_CASES = [case for case in CASES if case.name.split()[0] in FUSED_OPS]
