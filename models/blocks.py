@@ -24,7 +24,7 @@ import autograd_lite as ag
 from .attention import (MultiHeadAttention, attention_over, cached_self_attention,
                         cross_attention, multihead_attention, multihead_attention_init)
 from .layers import (FeedForward, LayerNorm, feed_forward, feed_forward_init, layer_norm,
-                     layer_norm_init)
+                     layer_norm_init, residual_layer_norm)
 
 NORM_ORDERS = ("post", "pre")
 
@@ -45,7 +45,7 @@ def residual_with_aux(norm_params, x, sublayer, norm, rate=0.0, rng=None):
     check_norm_order(norm)
     if norm == "post":
         out, aux = sublayer(x)  # (B, T, D)
-        return layer_norm(norm_params, x + ag.dropout(out, rate, rng)), aux  # (B, T, D)
+        return residual_layer_norm(norm_params, x, ag.dropout(out, rate, rng)), aux  # (B, T, D)
     out, aux = sublayer(layer_norm(norm_params, x))  # (B, T, D)
     return x + ag.dropout(out, rate, rng), aux  # (B, T, D)
 

@@ -52,6 +52,46 @@ def layer_norm(p, x, eps=1e-5):
     return ag.layer_norm(x, p.scale, p.bias, eps)
 
 
+@ag.viz.transparent  # pictures show the sum and the layer_norm scope, as written out
+def residual_layer_norm(p, x, y, eps=1e-5):
+    """layer_norm(p, x + y): a post-LN block's residual sum and its norm. One fused op
+    (fused_residual_layer_norm) where x and y have one shape and one float32 or float64
+    dtype with p; otherwise the sum, then the norm.  x, y: (..., D) -> (..., D)"""
+    if _residual_fusable(p, x, y):
+        return fused_residual_layer_norm(x, y, p.scale, p.bias, eps)
+    return layer_norm(p, x + y, eps)
+
+
+def _residual_fusable(p, x, y):
+    d = x.shape[-1] if x.ndim else None
+    return (x.shape == y.shape and x.size > 0 and p.scale.shape == (d,)
+            and p.bias.shape == (d,) and one_fused_dtype(x, y, p.scale, p.bias))
+
+
+def _residual_layer_norm_reference(x, y, scale, bias, eps=1e-5):
+    """fused_residual_layer_norm composed of the library's ops (what higher order and
+    pictures record)."""
+    return layer_norm(LayerNorm(scale, bias), x + y, eps)
+
+
+@ag.primitive(name="residual_layer_norm", reference=_residual_layer_norm_reference,
+              pictured_as_reference=True)
+def fused_residual_layer_norm(x, y, scale, bias, eps=1e-5):
+    """layer_norm(x + y) as one op (ag.kernels.residual_layer_norm_forward: the sum read in
+    the norm's first pass, not written out first); x and y get the same cotangent, the
+    norm's. eps is a constant here (cotangent None; ag.layer_norm differentiates it)."""
+    out, saved = ag.kernels.residual_layer_norm_forward(x, y, scale, bias, eps)
+
+    def residual_layer_norm_pullback(g):
+        dx, d_scale, d_bias = ag.kernels.layer_norm_backward(g, saved, scale)
+        return dx, dx, d_scale, d_bias, None
+
+    def residual_layer_norm_composed_pullback(g):  # a traced cotangent: the reference's vjp
+        reference = functools.partial(_residual_layer_norm_reference, eps=eps)
+        return (*ag.vjp(reference, x, y, scale, bias)[1](g), None)
+    return out, residual_layer_norm_pullback, residual_layer_norm_composed_pullback
+
+
 class Embedding(NamedTuple):
     table: np.ndarray  # (V, D)
 

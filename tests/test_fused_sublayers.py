@@ -1,8 +1,9 @@
 """The fused sublayer ops that the blocks run without dropout:
-models.attention.fused_multihead_attention (multihead_attention and cross_attention) and
-models.layers.fused_feed_forward (feed_forward with relu). Values and every gradient against
-torch (nn.MultiheadAttention for self- and cross-attention with each mask kind; F.linear and
-relu), second order and jvp (the references under enclosing traces) against finite
+models.attention.fused_multihead_attention (multihead_attention and cross_attention),
+models.layers.fused_feed_forward (feed_forward with relu), and the post-LN blocks' residual
+sum with its norm (models.layers.fused_residual_layer_norm, with or without dropout). Values
+and every gradient against torch (nn.MultiheadAttention for self- and cross-attention with
+each mask kind; F.linear and relu; F.layer_norm of the sum), second order and jvp (the references under enclosing traces) against finite
 differences, which calls take them, and that pictures and captures still show the
 composition."""
 import numpy as np
@@ -232,12 +233,88 @@ def test_feed_forward_pictures_show_the_composition(rng):
     assert [op.label for op in graph.ops] == ["linear", "relu", "linear"]
 
 
-@pytest.mark.parametrize("sublayer", ["self-attention", "cross-attention", "feed-forward"])
+def random_layer_norm(rng, d=8, dtype=np.float64):
+    return layers.LayerNorm(rng.standard_normal(d).astype(dtype),
+                            rng.standard_normal(d).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_residual_layer_norm_matches_torch(dtype, torch, rng):
+    p = random_layer_norm(rng, dtype=dtype)
+    x, y = (rng.standard_normal((3, 5, 8)).astype(dtype) for _ in range(2))
+    weight = rng.standard_normal((3, 5, 8)).astype(dtype)
+    assert "residual_layer_norm" in fused_calls(layers.residual_layer_norm, p, x, y)
+    out = layers.residual_layer_norm(p, x, y)
+    dp, dx, dy = ag.gradient(lambda p, x, y: ag.sum(layers.residual_layer_norm(p, x, y) * weight),
+                             p, x, y)
+
+    tx, ty, ts, tb = (torch.from_numpy(a).requires_grad_(True) for a in (x, y, *p))
+    want = torch.nn.functional.layer_norm(tx + ty, (8,), ts, tb, eps=1e-5)
+    (want * torch.from_numpy(weight)).sum().backward()
+    rtol = RTOL[np.dtype(dtype)]
+    assert out.dtype == dx.dtype == dy.dtype == dp.scale.dtype == dtype
+    assert_close(out, want.detach().numpy(), rtol, "output")
+    for got, t, name in ((dx, tx, "d x"), (dy, ty, "d y"), (dp.scale, ts, "d scale"),
+                         (dp.bias, tb, "d bias")):
+        assert_close(got, t.grad.numpy(), rtol, name)
+
+
+def test_fused_residual_layer_norm_second_order_and_jvp_match_finite_differences(rng):
+    p = random_layer_norm(rng)
+    y, v = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 3, 8))
+    loss = lambda x: ag.sum(ag.tanh(layers.residual_layer_norm(p, x, y)) * y)
+    x = rng.standard_normal((2, 3, 8))
+    gradient_of = ag.grad(loss)
+    hvp = ag.gradient(lambda x: ag.sum(gradient_of(x) * v), x)[0]
+    h = 1e-5
+    np.testing.assert_allclose(hvp, (gradient_of(x + h * v) - gradient_of(x - h * v)) / (2 * h),
+                               rtol=1e-6, atol=1e-8)
+    _, tangent = ag.jvp(loss, (x,), (v,))
+    np.testing.assert_allclose(tangent, (loss(x + 1e-6 * v) - loss(x - 1e-6 * v)) / 2e-6,
+                               rtol=1e-7)
+
+
+def test_residual_layer_norm_goes_op_by_op_where_it_cannot_fuse(rng):
+    """A y that broadcasts, or float16: the sum, then the norm (whose ops check the shapes)."""
+    p = random_layer_norm(rng, dtype=np.float32)
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    row = rng.standard_normal((1, 1, 8)).astype(np.float32)
+    assert "residual_layer_norm" not in fused_calls(layers.residual_layer_norm, p, x, row)
+    np.testing.assert_array_equal(layers.residual_layer_norm(p, x, row),
+                                  ag.layer_norm(x + row, *p))
+    p16 = random_layer_norm(rng, dtype=np.float16)
+    names = fused_calls(layers.residual_layer_norm, p16, x.astype(np.float16),
+                        x.astype(np.float16))
+    assert "residual_layer_norm" not in names and "layer_norm" in names
+    with pytest.raises(ValueError, match="layer_norm: scale"):
+        layers.residual_layer_norm(random_layer_norm(rng, d=5, dtype=np.float32), x, x)
+
+
+def test_post_ln_blocks_fuse_the_residual_norm_and_pictures_show_the_sum(rng):
+    from models import blocks
+    p = blocks.encoder_block_init(rng, 8, 2, 12)
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    names = fused_calls(lambda p, x: blocks.encoder_block(p, x, norm="post"), p, x)
+    assert names.count("residual_layer_norm") == 2 and "layer_norm" not in names
+    dropped = fused_calls(lambda p, x: blocks.encoder_block(
+        p, x, norm="post", rate=0.1, rng=np.random.default_rng(0)), p, x)
+    assert dropped.count("residual_layer_norm") == 2
+    graph = ag.viz.trace(lambda p, x: blocks.encoder_block(p, x, norm="post"), p, x)
+    labels = [op.label for op in graph.ops]
+    assert labels.count("layer_norm") == 2 and "residual_layer_norm" not in labels
+    assert labels[labels.index("layer_norm") - 1] == "add"
+
+
+@pytest.mark.parametrize("sublayer", ["self-attention", "cross-attention", "feed-forward",
+                                      "residual layer norm"])
 def test_each_fused_op_agrees_with_its_reference_to_first_order(sublayer, rng):
     """The fused body's value and pullback against the reference's (what pictures and higher
     order run), in float64 at the same point."""
     x = rng.standard_normal((2, 4, 8))
-    if sublayer == "feed-forward":
+    if sublayer == "residual layer norm":
+        op, reference = layers.fused_residual_layer_norm, layers._residual_layer_norm_reference
+        args = (x, rng.standard_normal((2, 4, 8)), *random_layer_norm(rng))
+    elif sublayer == "feed-forward":
         p = random_feed_forward(rng, d_model=8)
         op, args = layers.fused_feed_forward, (x, *p.linear1, *p.linear2)
         reference = layers._feed_forward_reference

@@ -155,6 +155,30 @@ def test_layer_norm_kernels_agree(shape, dtype, rng, backends):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7, 16), (2, 5, 33), (3, 1)])
+def test_the_residual_layer_norm_kernel_is_the_layer_norm_of_the_sum(shape, dtype, rng, backends):
+    """Each backend's residual_layer_norm_forward(x, y) against its layer_norm_forward(x + y):
+    the same bits (the sum rounded as numpy's), saved values included; and the two backends
+    agree."""
+    x, y = ((rng.standard_normal(shape) * 4 + 2).astype(dtype) for _ in range(2))
+    scale, bias = (rng.standard_normal(shape[-1]).astype(dtype) for _ in range(2))
+    y_transposed = np.swapaxes(np.ascontiguousarray(np.swapaxes(y, 0, -1)), 0, -1)  # strided
+
+    def both():
+        return [(kernels.residual_layer_norm_forward(x, other, scale, bias, 1e-5),
+                 kernels.layer_norm_forward(x + other, scale, bias, 1e-5))
+                for other in (y, y_transposed)]
+    for results in backends(both):
+        for (out, saved), (want_out, want_saved) in results:
+            assert out.dtype == dtype and out.shape == shape
+            for got, want in zip(ag.tree_leaves((out, saved)), ag.tree_leaves((want_out,
+                                                                               want_saved))):
+                np.testing.assert_array_equal(got, want)
+    numba_result, numpy_result = backends(lambda: both()[0][0][0])
+    assert_same_results(numba_result, numpy_result, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("ignore_index, smoothing", [(None, 0.0), (2, 0.1), (None, 0.3)])
 def test_cross_entropy_kernels_agree(ignore_index, smoothing, dtype, rng, backends):
     logits = scores(rng, (4, 6, 11), dtype)

@@ -46,8 +46,8 @@ from . import numpy_kernels
 
 NAMES = ("softmax_forward", "softmax_backward", "log_softmax_forward", "log_softmax_backward",
          "layer_norm_forward", "layer_norm_backward", "layer_norm_normalized",
-         "layer_norm_eps_cotangent", "cross_entropy_forward", "cross_entropy_backward",
-         "cross_entropy_probabilities", "gather_rows", "segment_sum",
+         "layer_norm_eps_cotangent", "residual_layer_norm_forward", "cross_entropy_forward",
+         "cross_entropy_backward", "cross_entropy_probabilities", "gather_rows", "segment_sum",
          "adam_update", "sgd_update", "dropout_mask", "relu_forward", "relu_backward",
          "gelu_forward", "gelu_backward", "add_bias", "bias_relu_forward", "bias_relu_backward")
 BACKENDS = ("numba", "numpy")

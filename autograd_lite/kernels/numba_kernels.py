@@ -47,11 +47,11 @@ from .numba_softmax import (cross_entropy_backward, cross_entropy_forward,  # no
 from .numba_updates import adam_update, sgd_update  # noqa: F401
 
 __all__ = ["layer_norm_forward", "layer_norm_backward", "layer_norm_normalized",  # the kernels
-           "layer_norm_eps_cotangent", "softmax_forward", "softmax_backward",
-           "cross_entropy_forward", "cross_entropy_backward", "cross_entropy_probabilities",
-           "adam_update", "sgd_update", "segment_sum", "dropout_mask", "relu_forward",
-           "relu_backward", "gelu_forward", "gelu_backward", "add_bias", "bias_relu_forward",
-           "bias_relu_backward"]
+           "layer_norm_eps_cotangent", "residual_layer_norm_forward", "softmax_forward",
+           "softmax_backward", "cross_entropy_forward", "cross_entropy_backward",
+           "cross_entropy_probabilities", "adam_update", "sgd_update", "segment_sum",
+           "dropout_mask", "relu_forward", "relu_backward", "gelu_forward", "gelu_backward",
+           "add_bias", "bias_relu_forward", "bias_relu_backward"]
 
 _ROW_BLOCK = 32  # rows per partial sum of dscale and dbias (fixed: same bits for any threads)
 
@@ -85,6 +85,41 @@ def layer_norm_forward(x, scale, bias, eps):
     out, x_hat = np.empty_like(rows), np.empty_like(rows)
     inv_std = np.empty(rows.shape[0], rows.dtype)
     _layer_norm_rows(rows, scale, bias, rows.dtype.type(eps), out, x_hat, inv_std)
+    return out.reshape(x.shape), (x_hat, inv_std)
+
+
+@compiled(reassociate=True)
+def _residual_layer_norm_rows(x, y, scale, bias, eps, out, x_hat, inv_std):
+    """_layer_norm_rows of x + y: the first pass writes the sum into x_hat and totals it, the
+    next two read it there (rounded as numpy's x + y, so the same values as the composition)."""
+    n, d = x.shape
+    for i in range(n):
+        total = x.dtype.type(0)
+        for j in range(d):
+            s = x[i, j] + y[i, j]
+            x_hat[i, j] = s
+            total += s
+        mu = total / x.dtype.type(d)
+        squares = x.dtype.type(0)
+        for j in range(d):
+            c = x_hat[i, j] - mu
+            squares += c * c
+        r = x.dtype.type(1) / np.sqrt(squares / x.dtype.type(d) + eps)
+        inv_std[i] = r
+        for j in range(d):
+            normalized = (x_hat[i, j] - mu) * r
+            x_hat[i, j] = normalized
+            out[i, j] = normalized * scale[j] + bias[j]
+
+
+def residual_layer_norm_forward(x, y, scale, bias, eps):
+    """layer_norm_forward of x + y (one shape), the sum taken in the first pass over each row
+    instead of an array of its own. saved: as layer_norm_forward's."""
+    rows, y_rows = as_rows(x), as_rows(y)
+    out, x_hat = np.empty_like(rows), np.empty_like(rows)
+    inv_std = np.empty(rows.shape[0], rows.dtype)
+    _residual_layer_norm_rows(rows, y_rows, scale, bias, rows.dtype.type(eps), out, x_hat,
+                              inv_std)
     return out.reshape(x.shape), (x_hat, inv_std)
 
 

@@ -125,6 +125,12 @@ def layer_norm_forward(x, scale, bias, eps):
     return out, (x_hat, inv_std)
 
 
+def residual_layer_norm_forward(x, y, scale, bias, eps):
+    """layer_norm_forward of x + y, the post-LN block's residual sum (x and y of one shape):
+    here the sum, then the norm; numba's kernel reads both in its first pass."""
+    return layer_norm_forward(x + y, scale, bias, eps)
+
+
 def layer_norm_backward(g, saved, scale):
     """(dx, dscale, dbias) for rows (..., D):
 
