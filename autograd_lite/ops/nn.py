@@ -79,12 +79,18 @@ def layer_norm(x, scale, bias, eps=1e-5):
         return dx, d_scale, d_bias, d_eps  # d_eps lazy: called only when eps is traced
 
     def layer_norm_composed_pullback(g):
-        x_hat, inv_std = kernels.layer_norm_normalized(saved)
-        x_hat, inv_std = x_hat.reshape(x_shape), inv_std.reshape(x_shape[:-1] + (1,))
-        return (layer_norm_backward(g, x_hat, inv_std, scale), sum_rows(g * x_hat),
-                sum_rows(g), lambda: unbroadcast(-0.5 * (g * scale) * x_hat * (inv_std * inv_std),
-                                                 eps_shape))
+        return layer_norm_composed_cotangents(g, saved, scale, x_shape, eps_shape)
     return out, layer_norm_pullback, layer_norm_composed_pullback
+
+
+def layer_norm_composed_cotangents(g, saved, scale, x_shape, eps_shape=()):
+    """The cotangents (dx, dscale, dbias, d_eps lazily) of layer_norm for a cotangent g that
+    an enclosing trace records (jvp's double vjp), written with the library's ops over what
+    the kernel's forward saved (x̂ and 1/σ: x itself is not kept)."""
+    x_hat, inv_std = kernels.layer_norm_normalized(saved)
+    x_hat, inv_std = x_hat.reshape(x_shape), inv_std.reshape(x_shape[:-1] + (1,))
+    return (layer_norm_backward(g, x_hat, inv_std, scale), sum_rows(g * x_hat), sum_rows(g),
+            lambda: unbroadcast(-0.5 * (g * scale) * x_hat * (inv_std * inv_std), eps_shape))
 
 
 def _check_labels(logits, labels, ignore_index):
