@@ -80,17 +80,19 @@ def _residual_layer_norm_reference(x, y, scale, bias, eps=1e-5):
 def fused_residual_layer_norm(x, y, scale, bias, eps=1e-5):
     """layer_norm(x + y) as one op (ag.kernels.residual_layer_norm_forward: the sum read in
     the norm's first pass, not written out first); x and y get the same cotangent, the
-    norm's. eps is a constant here (cotangent None; ag.layer_norm differentiates it)."""
+    norm's, and eps ag.layer_norm's (computed only where eps is traced)."""
     out, saved = ag.kernels.residual_layer_norm_forward(x, y, scale, bias, eps)
-    shape = x.shape  # the pullbacks keep x̂ and 1/σ, not x and y (two activations a block)
+    shape, eps_shape = x.shape, np.shape(eps)  # the pullbacks keep x̂ and 1/σ, not x and y
 
     def residual_layer_norm_pullback(g):
         dx, d_scale, d_bias = ag.kernels.layer_norm_backward(g, saved, scale)
-        return dx, dx, d_scale, d_bias, None
+        d_eps = lambda: ag.kernels.layer_norm_eps_cotangent(g, saved, scale).reshape(eps_shape)
+        return dx, dx, d_scale, d_bias, d_eps
 
     def residual_layer_norm_composed_pullback(g):  # a traced cotangent: layer norm's rule
-        dx, d_scale, d_bias, _ = layer_norm_composed_cotangents(g, saved, scale, shape)
-        return dx, dx, d_scale, d_bias, None
+        dx, d_scale, d_bias, d_eps = layer_norm_composed_cotangents(g, saved, scale, shape,
+                                                                    eps_shape)
+        return dx, dx, d_scale, d_bias, d_eps
     return out, residual_layer_norm_pullback, residual_layer_norm_composed_pullback
 
 

@@ -274,6 +274,20 @@ def test_fused_residual_layer_norm_second_order_and_jvp_match_finite_differences
                                rtol=1e-7)
 
 
+def test_the_fused_residual_layer_norm_differentiates_eps(rng):
+    """eps traced by the gradient itself (the fused body runs) and under jvp, against central
+    differences of the op in eps."""
+    p = random_layer_norm(rng)
+    x, y, w = (rng.standard_normal((2, 3, 8)) for _ in range(3))
+    loss = lambda eps: ag.sum(layers.residual_layer_norm(p, x, y, eps) * w)
+    h, eps = 1e-7, 0.3
+    central = (loss(eps + h) - loss(eps - h)) / (2 * h)
+    assert "residual_layer_norm" in fused_calls(lambda p, x: layers.residual_layer_norm(p, x, y),
+                                                p, x)
+    np.testing.assert_allclose(ag.grad(loss)(eps), central, rtol=1e-6)
+    np.testing.assert_allclose(ag.jvp(loss, (eps,), (1.0,))[1], central, rtol=1e-6)
+
+
 def test_residual_layer_norm_goes_op_by_op_where_it_cannot_fuse(rng):
     """A y that broadcasts, or float16: the sum, then the norm (whose ops check the shapes)."""
     p = random_layer_norm(rng, dtype=np.float32)
