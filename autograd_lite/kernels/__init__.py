@@ -36,9 +36,12 @@ changes nothing outside it), and the first compile is cheaper. Whole steps again
 README.md and tests/benchmarks/README.md. 
 
 Start-up (tests/benchmarks/bench_startup.py --repeats 3: a fresh process imports the library
-and runs one LM step and one forward; medians, load 0.6): numpy's kernels 0.49 s; numba's
-with an empty cache 7.76 s (+7.26: every kernel compiles, once; the demos say so in one line,
-`compiling_notice`), with numba's cache 1.56 s (+1.06).
+and runs one LM step and one forward; medians, load 0.7 - 0.8): numpy's kernels 0.38 s;
+numba's with an empty cache +6.1 s (every kernel compiles, once; the demos say so in one
+line, `compiling_notice`); with numba's cache +0.93 s on the extras' install and +1.35 s
+where scipy is installed. Most of the warm cost is numba's: its import (0.4 s) and its first
+cached load, which imports its implementation registries (0.37 s; 0.62 s with scipy, which
+numba imports to look for BLAS); each of our cached kernels then loads in 4 - 6 ms.
 """
 import os
 
