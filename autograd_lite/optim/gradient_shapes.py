@@ -16,11 +16,12 @@ def check_gradient_shapes(caller, params, grads):
     p_leaves, g_leaves = tree_leaves(params), tree_leaves(grads)
     if len(p_leaves) != len(g_leaves):
         return
-    for path, p, g in zip(tree_paths(params), p_leaves, g_leaves):
+    for position, (p, g) in enumerate(zip(p_leaves, g_leaves)):
         if g is None or not isinstance(p, np.ndarray) or p.dtype.kind != "f":
             continue
         g_shape, g_dtype = np.shape(g), getattr(g, "dtype", type(g).__name__)
         if g_shape != p.shape or g_dtype != p.dtype:
+            path = tree_paths(params)[position]  # walked only to name a wrong leaf
             raise ValueError(f"{caller}: the gradient of params.{path} is {g_shape} {g_dtype}, "
                              f"but that parameter is {p.shape} {p.dtype}: a gradient must "
                              f"have its parameter's shape and dtype")
