@@ -35,6 +35,7 @@ model, without which no loop that divides is vectorised). The Transformer sublay
 (sublayers.py) are written once over these kernels and BLAS, for both backends.
 Threads: the arrangement measured with OpenBLAS on 2 cores is in kernels/__init__.py.
 """
+import numba
 import numpy as np
 
 from .numba_activations import (add_bias, bias_relu_backward, bias_relu_forward,  # noqa: F401
@@ -58,24 +59,31 @@ _ROW_BLOCK = 32  # rows per partial sum of dscale and dbias (fixed: same bits fo
 
 # ---------------------------------------------------------------- layer norm
 
+@numba.njit(inline="always")  # compiled into each kernel below, under its flags
+def _normalize_row(i, source, total, scale, bias, eps, out, x_hat, inv_std):
+    """Row i of layer norm from its entries in `source` (x, or x_hat holding x + y) and their
+    sum: the squares pass, 1/√(σ² + eps) into inv_std, x̂ and out written in the last pass."""
+    d = source.shape[1]
+    mu = total / source.dtype.type(d)  # (a Python number would widen the row to float64)
+    squares = source.dtype.type(0)
+    for j in range(d):
+        c = source[i, j] - mu
+        squares += c * c
+    r = source.dtype.type(1) / np.sqrt(squares / source.dtype.type(d) + eps)
+    inv_std[i] = r
+    for j in range(d):
+        normalized = (source[i, j] - mu) * r
+        x_hat[i, j] = normalized
+        out[i, j] = normalized * scale[j] + bias[j]
+
+
 @compiled(reassociate=True)
 def _layer_norm_rows(x, scale, bias, eps, out, x_hat, inv_std):
-    n, d = x.shape
-    for i in range(n):
+    for i in range(x.shape[0]):
         total = x.dtype.type(0)
-        for j in range(d):
+        for j in range(x.shape[1]):
             total += x[i, j]
-        mu = total / x.dtype.type(d)  # (a Python number would widen the row to float64)
-        squares = x.dtype.type(0)
-        for j in range(d):
-            c = x[i, j] - mu
-            squares += c * c
-        r = x.dtype.type(1) / np.sqrt(squares / x.dtype.type(d) + eps)
-        inv_std[i] = r
-        for j in range(d):
-            normalized = (x[i, j] - mu) * r
-            x_hat[i, j] = normalized
-            out[i, j] = normalized * scale[j] + bias[j]
+        _normalize_row(i, x, total, scale, bias, eps, out, x_hat, inv_std)
 
 
 def layer_norm_forward(x, scale, bias, eps):
@@ -92,24 +100,13 @@ def layer_norm_forward(x, scale, bias, eps):
 def _residual_layer_norm_rows(x, y, scale, bias, eps, out, x_hat, inv_std):
     """_layer_norm_rows of x + y: the first pass writes the sum into x_hat and totals it, the
     next two read it there (rounded as numpy's x + y, so the same values as the composition)."""
-    n, d = x.shape
-    for i in range(n):
+    for i in range(x.shape[0]):
         total = x.dtype.type(0)
-        for j in range(d):
+        for j in range(x.shape[1]):
             s = x[i, j] + y[i, j]
             x_hat[i, j] = s
             total += s
-        mu = total / x.dtype.type(d)
-        squares = x.dtype.type(0)
-        for j in range(d):
-            c = x_hat[i, j] - mu
-            squares += c * c
-        r = x.dtype.type(1) / np.sqrt(squares / x.dtype.type(d) + eps)
-        inv_std[i] = r
-        for j in range(d):
-            normalized = (x_hat[i, j] - mu) * r
-            x_hat[i, j] = normalized
-            out[i, j] = normalized * scale[j] + bias[j]
+        _normalize_row(i, x_hat, total, scale, bias, eps, out, x_hat, inv_std)
 
 
 def residual_layer_norm_forward(x, y, scale, bias, eps):
