@@ -16,8 +16,9 @@ over the queries), and the per-head products write straight into the packed layo
 projections read (`np.matmul(..., out=view)`: no copy of the heads either way). Against
 writing the scale and the copies out, at w2's shape (B 32, 32 tokens, D 128, 4 heads; AMD
 EPYC, 2 threads, 21 alternating rounds) forward and backward took 0.956 of the time for
-self-attention and 0.962 for cross-attention, and 0.894 at the LM's (B 16, 64 tokens, D 64). Shapes: x_q (B, T_q, D), x_kv (B, T_k, D), weights (D, D), biases
-(D,), mask bool, broadcastable to (B, H, T_q, T_k) and of that rank, or None.
+self-attention and 0.962 for cross-attention, and 0.894 at the LM's (B 16, 64 tokens, D 64).
+Shapes: x_q (B, T_q, D), x_kv (B, T_k, D), weights (D, D), biases (D,), mask bool,
+broadcastable to (B, H, T_q, T_k) and of that rank, or None.
 
 The feed-forward network: out = max(x W1 + b1, 0) W2 + b2, the bias and relu one pass
 after the first product, and in the backward pass relu's mask and b1's sum one pass.
