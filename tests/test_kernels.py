@@ -76,10 +76,15 @@ def assert_same_results(got, want, dtype):
 
 CAUSAL = np.tril(np.ones((6, 6), dtype=bool))
 PADDING = np.array([True] * 4 + [False] * 2).reshape(1, 1, 1, 6)
+PER_HEAD = np.random.default_rng(3).random((2, 3, 1, 6)) < 0.6  # broadcast along the queries
+PER_HEAD[1, 2] = False  # a head whose rows have nothing kept
+PER_BATCH = np.random.default_rng(4).random((2, 1, 6, 6)) < 0.6  # broadcast along the heads
 SOFTMAXES = {  # name: (scores shape, mask, axis, scale of the scores)
     "rows": ((5, 7), None, -1, 3.0),
     "causal": ((2, 3, 6, 6), CAUSAL, -1, 3.0),
     "padding": ((2, 3, 6, 6), PADDING, -1, 3.0),
+    "a mask per batch and head": ((2, 3, 6, 6), PER_HEAD, -1, 3.0),
+    "a mask per batch and query": ((2, 3, 6, 6), PER_BATCH, -1, 30.0),
     "fully masked rows": ((3, 6), np.array([[True] * 6, [False] * 6, [True, False] * 3]), -1, 3.0),
     "beyond the no-shift bound": ((4, 6), CAUSAL[:4], -1, 300.0),
     "axis 0": ((6, 4), None, 0, 3.0),

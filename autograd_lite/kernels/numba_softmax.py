@@ -3,6 +3,7 @@ backward, and cross-entropy over log-softmax rows. In float32 the exponentials a
 numba_exp.exp32's, inside the pass that masks and sums each row; in float64 numpy's SIMD exp
 runs over the block (numba's scalar exp is not vectorised) and one compiled pass per row
 masks, sums and scales."""
+import numba
 import numpy as np
 
 from .numba_compile import as_rows, compiled
@@ -11,195 +12,209 @@ from .numba_exp import exp32, exp_float32
 
 # ---------------------------------------------------------------- softmax
 
-@compiled()
-def _shift_rows(x, mask, row_of, use_mask, shifted, peak):
-    """shifted = x - max over the kept entries (-inf where masked); peak: that maximum
-    (NaN when a kept entry is NaN, -inf when nothing finite is kept)."""
-    n, d = x.shape
-    minus_inf = x.dtype.type(-np.inf)
-    for i in range(n):
-        m = minus_inf
-        nan = False
-        for j in range(d):
-            if not use_mask or mask[row_of[i], j]:
-                v = x[i, j]
-                if v != v:
-                    nan = True
-                elif v > m:
-                    m = v
-        if nan:
-            m = x.dtype.type(np.nan)
-        peak[i] = m
-        base = m if np.isfinite(m) else x.dtype.type(0)
-        for j in range(d):
-            if not use_mask or mask[row_of[i], j]:
-                shifted[i, j] = x[i, j] - base
-            else:
-                shifted[i, j] = minus_inf
+_NO_MASK = (np.ones((1, 1), np.bool_), np.zeros((2, 0), np.intp), False)  # never written
 
 
-@compiled(reassociate=True)
-def _normalize_rows(e, peak, mask, row_of, use_mask):
-    """e / Σ e per row in place; a row with nothing kept: zeros; a row whose maximum is
-    NaN or +inf, or whose kept entries are all -inf: NaN (torch's masked_fill(-inf))."""
-    n, d = e.shape
-    for i in range(n):
-        kept_any = False
-        if use_mask:
-            for j in range(d):
-                if mask[row_of[i], j]:
-                    kept_any = True
-                    break
-        else:
-            kept_any = d > 0
-        m = peak[i]
-        if not kept_any:
-            for j in range(d):
-                e[i, j] = 0
-        elif m != m or m == np.inf or m == -np.inf:
-            for j in range(d):
-                e[i, j] = np.nan
-        else:
-            total = 0.0  # float64: the sum rounded once into e's dtype, as exact as numpy's
-            for j in range(d):
-                total += e[i, j]
-            rounded = e.dtype.type(total)
-            for j in range(d):
-                e[i, j] /= rounded
-
-
-def _mask_rows(mask, shape):
-    """(rows, row_of, use_mask): the mask (of the scores' rank) as its own distinct C-contiguous
-    bool rows (M, D) and, per row of the scores, the index of its mask row (N,): a causal
-    (1, 1, T, T) mask stays T rows, not B·H·T. Dummies without a mask."""
+def _mask_layout(mask, shape):
+    """(rows, layout, use_mask) for the scores' shape: the mask (of the scores' rank) as its
+    own distinct C-contiguous bool rows (M, D), a causal (1, 1, T, T) mask T rows, not B·H·T;
+    and layout (2, rank - 1), the scores' leading sizes over the mask rows' stride along each
+    (0 where the mask broadcasts), from which a kernel finds the mask row of each row of the
+    scores (`_next_mask_row` row after row, `_mask_row` for one) instead of reading an index
+    array of B·H·T rows built for each call. Dummies without a mask."""
     if mask is None:
-        return np.ones((1, 1), np.bool_), np.zeros(1, np.intp), False
-    lead = mask.shape[:-1]
-    rows = as_rows(np.broadcast_to(mask, lead + shape[-1:]))  # (M, D)
-    row_of = np.broadcast_to(np.arange(rows.shape[0]).reshape(lead), shape[:-1]).reshape(-1)
-    return rows, row_of, True
+        return _NO_MASK
+    if mask.shape[-1] != shape[-1]:
+        mask = np.broadcast_to(mask, mask.shape[:-1] + shape[-1:])
+    strides, stride = [], 1
+    for size in reversed(mask.shape[:-1]):
+        strides.append(stride if size != 1 else 0)
+        stride *= size
+    layout = np.array([shape[:-1], strides[::-1]], np.intp).reshape(2, len(strides))
+    return as_rows(mask), layout, True
+
+
+@numba.njit(inline="always")
+def _mask_row(i, layout):
+    """The mask row of the scores' row i: its index along each leading axis, times that
+    axis's stride in the mask's rows (_mask_layout)."""
+    r = 0
+    for axis in range(layout.shape[1] - 1, -1, -1):
+        size = layout[0, axis]
+        r += (i % size) * layout[1, axis]
+        i //= size
+    return r
+
+
+@numba.njit(inline="always")
+def _next_mask_row(index, r, layout):
+    """The mask row of the scores' next row, from r, that of this one: `index` (this row's
+    index along each leading axis) advanced like an odometer, r by the strides it moves."""
+    for axis in range(layout.shape[1] - 1, -1, -1):
+        index[axis] += 1
+        r += layout[1, axis]
+        if index[axis] < layout[0, axis]:
+            return r
+        r -= layout[1, axis] * layout[0, axis]
+        index[axis] = 0
+    return r
+
+
+@numba.njit(inline="always")
+def _shifted_row(x, i, mask, r, use_mask, y):
+    """y[i] = the masked softmax of x[i], shifted by its largest kept entry, the exp numpy's
+    (libm's, one element at a time: only for the rows the unshifted pass cannot do). A row
+    with nothing kept: zeros; a kept NaN or +inf, or kept entries all -inf: NaN (torch's
+    masked_fill(-inf))."""
+    d = x.shape[1]
+    minus_inf = x.dtype.type(-np.inf)
+    peak, nan, kept_any = minus_inf, False, not use_mask and d > 0
+    for j in range(d):
+        if not use_mask or mask[r, j]:
+            kept_any = True
+            v = x[i, j]
+            if v != v:
+                nan = True
+            elif v > peak:
+                peak = v
+    if not kept_any:
+        for j in range(d):
+            y[i, j] = 0
+        return
+    if nan or peak == np.inf or peak == -np.inf:
+        for j in range(d):
+            y[i, j] = np.nan
+        return
+    total = 0.0
+    for j in range(d):
+        e = np.exp(x[i, j] - peak) if not use_mask or mask[r, j] else x.dtype.type(0)
+        y[i, j] = e
+        total += e
+    rounded = y.dtype.type(total)
+    for j in range(d):
+        y[i, j] /= rounded
 
 
 @compiled(reassociate=True)
-def _normalize_exact_rows(e, mask, row_of, use_mask, exact):
-    """e (= exp(x), unshifted) masked and divided by its row sum where that sum lies in
-    [1, ∞): there exp(x) is as exact as exp(x - max) (numpy_kernels._sums_are_exact);
-    exact[i] says which rows were done."""
-    n, d = e.shape
+def _softmax_rows64(x, mask, layout, use_mask, y):
+    """y (= exp(x) from numpy's SIMD exp, unshifted) masked and divided by its row sum where
+    that sum lies in [1, ∞): there exp(x) is as exact as exp(x - max)
+    (numpy_kernels._sums_are_exact); then the other rows redone shifted (_shifted_row)."""
+    n, d = y.shape
+    redo = np.empty(n, np.intp)
+    n_redo = 0
+    index, r = np.zeros(layout.shape[1], np.intp), 0  # row i's index along each leading axis
     for i in range(n):
         if use_mask:
             for j in range(d):
-                e[i, j] *= mask[row_of[i], j]  # masked: exactly 0 (inf: NaN, redone shifted)
-        total = 0.0  # float64: the sum rounded once into e's dtype, as exact as numpy's
+                y[i, j] *= mask[r, j]  # masked: exactly 0 (inf: NaN, redone shifted)
+            r = _next_mask_row(index, r, layout)
+        total = 0.0  # float64: the sum rounded once into y's dtype, as exact as numpy's
         for j in range(d):
-            total += e[i, j]
-        rounded = e.dtype.type(total)  # (a float64 sum may overflow only in e's dtype)
-        exact[i] = rounded >= 1 and rounded < np.inf
-        if exact[i]:
+            total += y[i, j]
+        rounded = y.dtype.type(total)  # (a float64 sum may overflow only in y's dtype)
+        if rounded >= 1 and rounded < np.inf:
             for j in range(d):
-                e[i, j] /= rounded
+                y[i, j] /= rounded
+        else:
+            redo[n_redo] = i
+            n_redo += 1
+    for k in range(n_redo):
+        i = redo[k]
+        _shifted_row(x, i, mask, _mask_row(i, layout) if use_mask else 0, use_mask, y)
+
+
+@numba.njit(inline="always")
+def _shifted_row32(x, i, mask, r, use_mask, y):
+    """y[i] = the masked softmax of the float32 row x[i], exp32 shifted by its largest kept
+    entry: the rows the unshifted pass could not do. A row with nothing kept is zeros; a kept
+    NaN or +inf, or kept entries all -inf, make x - max NaN somewhere, so the sum and the
+    row NaN."""
+    d = x.shape[1]
+    minus_inf, zero = np.float32(-np.inf), np.float32(0)
+    peak, kept = minus_inf, d
+    if use_mask:
+        kept = 0
+        for j in range(d):
+            v = x[i, j] if mask[r, j] else minus_inf
+            peak = max(peak, v)
+            kept += mask[r, j]
+    else:
+        for j in range(d):
+            peak = max(peak, x[i, j])
+    total = zero
+    if use_mask:
+        for j in range(d):
+            e = exp32(x[i, j] - peak)
+            e = e if mask[r, j] else zero
+            y[i, j] = e
+            total += e
+    else:
+        for j in range(d):
+            e = exp32(x[i, j] - peak)
+            y[i, j] = e
+            total += e
+    scale = np.float32(1) / total if kept else zero
+    for j in range(d):
+        y[i, j] *= scale
 
 
 @compiled(reassociate=True, contract=True)
-def _exp_normalize_exact_rows32(x, mask, row_of, use_mask, e, exact):
-    """_normalize_exact_rows for float32 with the exponentials taken in the same pass:
-    e = exp32(x) (0 where masked: exp32(x) · 0, so a masked inf still shows as NaN and its
-    row is redone), then scaled by 1 / its row sum where that lies in [1, ∞). The sum is
-    float32, reordered so that it vectorises (about 1e-7 relative for the attention's rows)."""
+def _softmax_rows32(x, mask, layout, use_mask, y):
+    """Masked softmax of float32 rows in one call: y = exp32(x) unshifted (0 where masked:
+    exp32(x) · 0, so a masked inf still shows as NaN and its row is redone), scaled by
+    1 / its row sum where that lies in [1, ∞); then every other row redone shifted in place
+    (_shifted_row32). The sum is float32, reordered so that it vectorises (about 1e-7
+    relative for the attention's rows)."""
     n, d = x.shape
+    redo = np.empty(n, np.intp)
+    n_redo = 0
+    index, r = np.zeros(layout.shape[1], np.intp), 0  # row i's index along each leading axis
     for i in range(n):
         total = np.float32(0)
         if use_mask:
-            r = row_of[i]
             for j in range(d):
                 v = exp32(x[i, j]) * mask[r, j]
-                e[i, j] = v
+                y[i, j] = v
                 total += v
+            r = _next_mask_row(index, r, layout)
         else:
             for j in range(d):
                 v = exp32(x[i, j])
-                e[i, j] = v
+                y[i, j] = v
                 total += v
-        exact[i] = total >= 1 and total < np.inf
-        if exact[i]:
+        if total >= 1 and total < np.inf:
             inverse = np.float32(1) / total
             for j in range(d):
-                e[i, j] *= inverse
-
-
-@compiled(reassociate=True, contract=True)
-def _shifted_rows32(x, mask, row_of, use_mask, y):
-    """Masked softmax of float32 rows, exp32 shifted by each row's largest kept entry: the
-    rows the unshifted pass could not do. A row with nothing kept is zeros; a kept NaN or
-    +inf, or kept entries all -inf, make x - max NaN somewhere, so the sum and the row NaN."""
-    n, d = x.shape
-    minus_inf, zero = np.float32(-np.inf), np.float32(0)
-    for i in range(n):
-        r = row_of[i]
-        peak, kept = minus_inf, d
-        if use_mask:
-            kept = 0
-            for j in range(d):
-                v = x[i, j] if mask[r, j] else minus_inf
-                peak = max(peak, v)
-                kept += mask[r, j]
+                y[i, j] *= inverse
         else:
-            for j in range(d):
-                peak = max(peak, x[i, j])
-        total = zero
-        if use_mask:
-            for j in range(d):
-                e = exp32(x[i, j] - peak)
-                e = e if mask[r, j] else zero
-                y[i, j] = e
-                total += e
-        else:
-            for j in range(d):
-                e = exp32(x[i, j] - peak)
-                y[i, j] = e
-                total += e
-        scale = np.float32(1) / total if kept else zero
-        for j in range(d):
-            y[i, j] *= scale
+            redo[n_redo] = i
+            n_redo += 1
+    for k in range(n_redo):
+        i = redo[k]
+        _shifted_row32(x, i, mask, _mask_row(i, layout) if use_mask else 0, use_mask, y)
 
 
 def softmax_forward(x, mask):
-    """Masked softmax along the last axis: exp unshifted (exp32 in float32, numpy's over the
-    block in float64), then one compiled pass masks, sums and divides each row whose sum
-    shows the unshifted exp exact (the common case, as in numpy_kernels); the other rows are
-    redone shifted by their largest kept entry (in float32 one compiled kernel; in float64 a
-    compiled shift, numpy's exp, a compiled normalisation). saved: (y, mask)."""
+    """Masked softmax along the last axis in one compiled call: exp unshifted (exp32 in
+    float32, inside the pass; in float64 numpy's over the block, before it), and each row
+    whose sum shows the unshifted exp exact (the common case, as in numpy_kernels) masked,
+    summed and divided in that pass; the other rows redone there, shifted by their largest
+    kept entry. saved: (y, mask rows, layout, use_mask)."""
     rows = as_rows(x)
-    mask_rows, row_of, use_mask = _mask_rows(mask, x.shape)
-    exact = np.empty(rows.shape[0], np.bool_)
+    mask_rows, layout, use_mask = _mask_layout(mask, x.shape)
     if rows.dtype == np.float32:
         y = np.empty_like(rows)
-        _exp_normalize_exact_rows32(rows, mask_rows, row_of, use_mask, y, exact)
+        _softmax_rows32(rows, mask_rows, layout, use_mask, y)
     else:
         with np.errstate(over="ignore", invalid="ignore"):
             y = np.exp(rows)
-        _normalize_exact_rows(y, mask_rows, row_of, use_mask, exact)
-    if not exact.all() and rows.dtype == np.float32:
-        redo = np.flatnonzero(~exact)
-        shifted = np.empty((redo.size, rows.shape[1]), rows.dtype)
-        _shifted_rows32(rows[redo], mask_rows, row_of[redo] if use_mask else row_of, use_mask,
-                        shifted)
-        y[redo] = shifted
-    elif not exact.all():
-        redo = np.flatnonzero(~exact)
-        redo_row_of = row_of[redo] if use_mask else row_of
-        shifted = np.empty((redo.size, rows.shape[1]), rows.dtype)
-        peak = np.empty(redo.size, rows.dtype)
-        _shift_rows(rows[redo], mask_rows, redo_row_of, use_mask, shifted, peak)
-        with np.errstate(over="ignore", invalid="ignore"):
-            np.exp(shifted, out=shifted)
-        _normalize_rows(shifted, peak, mask_rows, redo_row_of, use_mask)
-        y[redo] = shifted
-    return y.reshape(x.shape), (y, mask_rows, row_of, use_mask)
+        _softmax_rows64(rows, mask_rows, layout, use_mask, y)
+    return y.reshape(x.shape), (y, mask_rows, layout, use_mask)
 
 
 @compiled(reassociate=True)
-def _softmax_backward_rows(g, y, mask, row_of, use_mask, dx):
+def _softmax_backward_rows(g, y, mask, layout, use_mask, dx):
     n, d = y.shape
     for i in range(n):
         s = y.dtype.type(0)
@@ -208,16 +223,17 @@ def _softmax_backward_rows(g, y, mask, row_of, use_mask, dx):
         for j in range(d):
             dx[i, j] = y[i, j] * (g[i, j] - s)  # 0 where y is (masked), but in a NaN row
         if use_mask and s != s:
+            r = _mask_row(i, layout)
             for j in range(d):
-                if not mask[row_of[i], j]:
+                if not mask[r, j]:
                     dx[i, j] = 0
 
 
 def softmax_backward(g, saved):
     """dx = y ⊙ (g - Σ g ⊙ y) per row, 0 at masked entries: 2 passes over each row."""
-    y, mask_rows, row_of, use_mask = saved
+    y, mask_rows, layout, use_mask = saved
     dx = np.empty_like(y)
-    _softmax_backward_rows(as_rows(g), y, mask_rows, row_of, use_mask, dx)
+    _softmax_backward_rows(as_rows(g), y, mask_rows, layout, use_mask, dx)
     return dx.reshape(g.shape)
 
 
