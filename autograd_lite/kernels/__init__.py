@@ -32,16 +32,17 @@ which run no numba code, slowed down 7 times); passive waiting and the workqueue
 wake-up on every kernel, which at these row counts costs more than the second core saves.
 So the kernels are compiled without `parallel` (numba_compile.py): no thread pool is ever
 started, nothing here sets a thread count or a threading layer (importing the library
-changes nothing outside it), and the first compile is cheaper. Whole steps against PyTorch, both backends:
-README.md and tests/benchmarks/README.md. 
+changes nothing outside it), and the first compile is cheaper. Whole steps against
+PyTorch, both backends: README.md and tests/benchmarks/README.md.
 
 Start-up (tests/benchmarks/bench_startup.py --repeats 3: a fresh process imports the library
-and runs one LM step and one forward; medians, load 0.7 - 0.8): numpy's kernels 0.38 s;
-numba's with an empty cache +6.1 s (every kernel compiles, once; the demos say so in one
-line, `compiling_notice`); with numba's cache +0.93 s on the extras' install and +1.35 s
-where scipy is installed. Most of the warm cost is numba's: its import (0.4 s) and its first
-cached load, which imports its implementation registries (0.37 s; 0.62 s with scipy, which
-numba imports to look for BLAS); each of our cached kernels then loads in 4 - 6 ms.
+and runs one LM step and one forward; medians, load 1.0): numpy's kernels 0.41 s; numba's
+with an empty cache +7.6 s (every kernel compiles, once; the demos say so in one line,
+`compiling_notice`); with numba's cache +0.68 s on the extras' install and +1.10 s where
+scipy is installed (an earlier series at load 0.7 - 0.8: +0.93 and +1.35). Most of the warm
+cost is numba's: its import (0.2 - 0.4 s) and its first cached load, which imports its
+implementation registries (0.37 s; about 0.3 s more with scipy, which numba imports to look
+for BLAS); each of our cached kernels then loads in 4 - 6 ms.
 """
 import os
 
