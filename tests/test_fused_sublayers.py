@@ -1,10 +1,12 @@
 """The fused sublayer ops that the blocks run without dropout:
-models.attention.fused_multihead_attention (multihead_attention and cross_attention),
+models.attention.fused_multihead_attention (multihead_attention and cross_attention), the
+decoding ops (fused_heads_projection for keys_and_values, fused_attention_over),
 models.layers.fused_feed_forward (feed_forward with relu), and the post-LN blocks' residual
 sum with its norm (models.layers.fused_residual_layer_norm, with or without dropout). Values
 and every gradient against torch (nn.MultiheadAttention for self- and cross-attention with
-each mask kind; F.linear and relu; F.layer_norm of the sum), second order and jvp (the references under enclosing traces) against finite
-differences, which calls take them, and that pictures and captures still show the
+each mask kind; F.linear and relu; F.layer_norm of the sum); second order and jvp (the
+references under enclosing traces) against finite differences; the decoding ops against
+their references; which calls take them; and that pictures and captures still show the
 composition."""
 import numpy as np
 import pytest
@@ -356,3 +358,70 @@ def test_each_fused_op_agrees_with_its_reference_to_first_order(sublayer, rng):
     np.testing.assert_allclose(value, want_value, rtol=1e-13)
     for got, want in zip(grads, want_grads):
         np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-13)
+
+
+# ---- the decoding ops: keys and values split into heads, attention over them -----------------
+
+def cached_attention_case(rng, dtype=np.float64):
+    """(p, x_q (2, 3, 8), keys and values (2, 2, 5, 4) from a memory, a padding mask)."""
+    p = random_attention(rng, dtype=dtype)
+    memory = rng.standard_normal((2, 5, 8)).astype(dtype)
+    keys, values = attention.keys_and_values(p, memory)
+    mask = padding_mask(np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), 0)
+    return p, rng.standard_normal((2, 3, 8)).astype(dtype), (keys, values), mask
+
+
+@pytest.mark.parametrize("op, mask_kind", [
+    ("attention_over", "padding"), ("attention_over", "causal"), ("attention_over", "none"),
+    ("heads_projection", "")])
+def test_the_decoding_ops_agree_with_their_references_to_first_order(op, mask_kind, rng):
+    """The fused body's value and every gradient against its reference's, in float64."""
+    p, x, (keys, values), mask = cached_attention_case(rng)
+    if op == "heads_projection":
+        fused, reference = attention.fused_heads_projection, attention._heads_projection_reference
+        floats, rest = (x, *p.wk), (p.n_heads,)
+    else:
+        mask = {"padding": mask, "causal": causal_mask(3, 2), "none": None}[mask_kind]
+        fused, reference = attention.fused_attention_over, attention._attention_over_reference
+        floats, rest = (x, keys, values, *p.wq, *p.wo), (mask,)
+    g = rng.standard_normal(fused(*floats, *rest).shape)
+
+    def loss(f):
+        return lambda *a: ag.sum(f(*a, *rest) * g)
+    value, grads = ag.value_and_gradient(loss(fused), *floats)
+    want_value, want_grads = ag.value_and_gradient(loss(reference), *floats)
+    np.testing.assert_allclose(value, want_value, rtol=1e-13)
+    assert len(grads) == len(floats)
+    for got, want in zip(grads, want_grads):
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-13)
+
+
+def test_attention_over_cached_keys_equals_attention_over_the_memory(rng):
+    """attention_over(keys_and_values(memory)) is cross_attention(memory), in float32 (the
+    fused decoding ops) and float64."""
+    for dtype, rtol in ((np.float32, 2e-5), (np.float64, 1e-12)):
+        p, x, kv, mask = cached_attention_case(rng, dtype)
+        memory = rng.standard_normal((2, 5, 8)).astype(dtype)
+        kv = attention.keys_and_values(p, memory)
+        got = attention.attention_over(p, x, kv, mask)
+        assert got.dtype == dtype
+        assert_close(got, attention.cross_attention(p, x, memory, mask), rtol)
+
+
+def test_the_decoding_ops_second_order_and_jvp_match_finite_differences(rng):
+    p, x, (keys, values), mask = cached_attention_case(rng)
+
+    def loss(x):  # x's own keys and values: both decoding ops see the traced x
+        return ag.sum(ag.tanh(attention.attention_over(p, x, attention.keys_and_values(p, x))))
+    assert_hvp_and_jvp_match_central_differences(loss, x, rng.standard_normal(x.shape))
+
+
+def test_decoding_runs_the_fused_ops_and_pictures_show_the_composition(rng):
+    p, x, (keys, values), mask = cached_attention_case(rng, np.float32)
+    names = fused_calls(lambda x, k, v: attention.attention_over(p, x, (k, v), mask), x, keys,
+                        values)
+    assert names == ["attention_over"]
+    assert fused_calls(lambda x: attention.keys_and_values(p, x), x) == ["heads_projection"] * 2
+    graph = ag.viz.trace(lambda x: attention.attention_over(p, x, (keys, values), mask), x)
+    assert "attention_over" not in {op.label for op in graph.ops}
+    assert {"matmul", "softmax", "linear"} <= {op.label for op in graph.ops}

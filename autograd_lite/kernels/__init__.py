@@ -118,5 +118,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'autograd_lite.kernels' has no attribute '{name}'")
 
 
-from .sublayers import (feed_forward_backward, feed_forward_forward,  # noqa: E402,F401
-                        multihead_attention_backward, multihead_attention_forward)
+from .sublayers import (attention_over_backward, attention_over_forward,  # noqa: E402,F401
+                        feed_forward_backward, feed_forward_forward, heads_projection_backward,
+                        heads_projection_forward, multihead_attention_backward,
+                        multihead_attention_forward)

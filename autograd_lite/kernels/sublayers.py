@@ -23,6 +23,11 @@ broadcastable to (B, H, T_q, T_k) and of that rank, or None.
 The feed-forward network: out = max(x W1 + b1, 0) W2 + b2, the bias and relu one pass
 after the first product, and in the backward pass relu's mask and b1's sum one pass.
 x (B, T, D), W1 (D, d_ff), W2 (d_ff, D).
+
+Decoding's two ops (models.attention.fused_heads_projection and fused_attention_over): a
+projection split into heads, x W + b -> (B, H, T, d_head) as a view of the product's rows;
+and attention over keys and values already in heads (a cache, or the memory's), the query's
+projection, the scores' softmax and the output projection as above.
 """
 import math
 
@@ -133,3 +138,63 @@ def feed_forward_backward(g, saved):
     d_w2, d_b2 = hidden.T @ g_rows, column_sums(g_rows)
     d_z, d_b1 = kernels.bias_relu_backward(g_rows @ w2.T, hidden)  # (N, d_ff), (d_ff,)
     return (d_z @ w1.T).reshape(x_shape), x_rows.T @ d_z, d_b1, d_w2, d_b2
+
+
+def heads_projection_forward(x, w, b, n_heads):
+    """x W + b split into heads: x (B, T, D) -> ((B, H, T, d_head), a view of the (B·T, D)
+    product; saved)."""
+    batch, length, d = x.shape
+    x_rows = x.reshape(-1, d)
+    (heads,) = _heads(_project(x_rows, w, b), batch, length, 1, n_heads)
+    return heads, (x_rows, w, x.shape)
+
+
+def _merged_rows(heads):
+    """(B, H, T, d_head) -> its rows (B·T, H·d_head), a fresh C-contiguous array."""
+    batch, n_heads, length, d_head = heads.shape
+    rows = np.empty((batch * length, n_heads * d_head), heads.dtype)
+    _heads(rows, batch, length, 1, n_heads)[0][...] = heads
+    return rows
+
+
+def heads_projection_backward(g, saved):
+    """-> the cotangents of (x, w, b) from g (B, H, T, d_head)."""
+    x_rows, w, x_shape = saved
+    g_rows = _merged_rows(g)
+    return (g_rows @ w.T).reshape(x_shape), x_rows.T @ g_rows, column_sums(g_rows)
+
+
+def attention_over_forward(x_q, k, v, wq, bq, wo, bo, mask):
+    """Multi-head attention of x_q (B, T_q, D) over keys and values already split into heads,
+    k and v (B, H, T_k, d_head): q = x_q W_q + b_q (1/√d_head folded in), P = softmax(q kᵀ,
+    mask), out = merge(P v) W_o + b_o. -> (out (B, T_q, D), saved)"""
+    batch, t_q, d = x_q.shape
+    n_heads, d_head = k.shape[1], k.shape[3]
+    scale = wq.dtype.type(1 / math.sqrt(d_head))
+    x_rows = x_q.reshape(-1, d)
+    (q,) = _heads(_project(x_rows, wq * scale, bq * scale), batch, t_q, 1, n_heads)
+    scores = q @ np.swapaxes(k, -1, -2)  # (B, H, T_q, T_k), already scaled
+    probabilities, softmax_saved = kernels.softmax_forward(scores, mask)
+    probabilities = probabilities.reshape(scores.shape)
+    merged, (heads,) = _packed_buffer(1, batch, t_q, n_heads, d_head, x_q.dtype)
+    np.matmul(probabilities, v, out=heads)  # (B, H, T_q, d_head), written as (B·T_q, D)
+    out = _project(merged, wo, bo).reshape(batch, t_q, d)
+    return out, (x_rows, wq, wo, scale, q, k, v, probabilities, softmax_saved, merged)
+
+
+def attention_over_backward(g, saved):
+    """-> the cotangents of (x_q, k, v, wq, bq, wo, bo)."""
+    x_rows, wq, wo, scale, q, k, v, probabilities, softmax_saved, merged = saved
+    batch, n_heads, t_q, d_head = q.shape
+    g_rows = g.reshape(-1, g.shape[-1])
+    d_wo, d_bo = merged.T @ g_rows, column_sums(g_rows)
+    d_heads = _heads(g_rows @ wo.T, batch, t_q, 1, n_heads)[0]  # (B, H, T_q, d_head)
+    d_scores = kernels.softmax_backward(d_heads @ np.swapaxes(v, -1, -2), softmax_saved)
+    d_scores = d_scores.reshape(probabilities.shape)  # (B, H, T_q, T_k)
+    d_q_rows, (d_q,) = _packed_buffer(1, batch, t_q, n_heads, d_head, g.dtype)
+    np.matmul(d_scores, k, out=d_q)  # the cotangent of the scaled query
+    d_k = np.swapaxes(d_scores, -1, -2) @ q
+    d_v = np.swapaxes(probabilities, -1, -2) @ d_heads
+    d_x = (d_q_rows @ (wq * scale).T).reshape(g.shape[:-1] + (wq.shape[0],))
+    return (d_x, d_k, d_v, (x_rows.T @ d_q_rows) * scale, column_sums(d_q_rows) * scale,
+            d_wo, d_bo)
