@@ -60,6 +60,33 @@ def _query_scale(weights, n_heads):
     return weights[0].dtype.type(1 / math.sqrt(weights[0].shape[1] // n_heads))
 
 
+def _attend(q, k, v, mask):
+    """The attention core: P = softmax(q kᵀ, mask) (q already scaled by 1/√d_head) and P v,
+    written into the rows the output projection reads. q (B, H, T_q, d_head), k and v
+    (B, H, T_k, d_head). -> (merged (B·T_q, D), P (B, H, T_q, T_k), the softmax's saved)"""
+    batch, n_heads, t_q, d_head = q.shape
+    scores = q @ np.swapaxes(k, -1, -2)  # (B, H, T_q, T_k)
+    probabilities, softmax_saved = kernels.softmax_forward(scores, mask)
+    probabilities = probabilities.reshape(scores.shape)
+    merged, (heads,) = _packed_buffer(1, batch, t_q, n_heads, d_head, q.dtype)
+    np.matmul(probabilities, v, out=heads)  # (B, H, T_q, d_head), written as (B·T_q, D)
+    return merged, probabilities, softmax_saved
+
+
+def _attend_backward(g_rows, wo, merged, q, k, v, probabilities, softmax_saved, d_q, d_k, d_v):
+    """The output projection's and the core's backward: from g_rows (B·T_q, D), the
+    cotangents of q, k and v written into d_q, d_k, d_v (arrays or views of q's, k's and v's
+    shape). -> (d_wo, d_bo)"""
+    batch, n_heads, t_q, _ = q.shape
+    d_heads = _heads(g_rows @ wo.T, batch, t_q, 1, n_heads)[0]  # (B, H, T_q, d_head)
+    d_scores = kernels.softmax_backward(d_heads @ np.swapaxes(v, -1, -2), softmax_saved)
+    d_scores = d_scores.reshape(probabilities.shape)  # (B, H, T_q, T_k)
+    np.matmul(d_scores, k, out=d_q)  # the cotangent of the scaled query
+    np.matmul(np.swapaxes(d_scores, -1, -2), q, out=d_k)
+    np.matmul(np.swapaxes(probabilities, -1, -2), d_heads, out=d_v)
+    return merged.T @ g_rows, column_sums(g_rows)
+
+
 def multihead_attention_forward(x_q, x_kv, weights, n_heads, mask):
     """-> (out (B, T_q, D), saved). weights: (wq, bq, wk, bk, wv, bv, wo, bo). The scores'
     1/√d_head is folded into the query's projection (q' = x_q (W_q/√d) + b_q/√d), one
@@ -78,11 +105,7 @@ def multihead_attention_forward(x_q, x_kv, weights, n_heads, mask):
         (q,) = _heads(_project(q_rows, packed_w[:, :d], bq * scale), batch, t_q, 1, n_heads)
         k, v = _heads(_project(x_kv.reshape(-1, d), packed_w[:, d:], np.concatenate([bk, bv])),
                       batch, t_k, 2, n_heads)
-    scores = q @ np.swapaxes(k, -1, -2)  # (B, H, T_q, T_k), already scaled
-    probabilities, softmax_saved = kernels.softmax_forward(scores, mask)
-    probabilities = probabilities.reshape(scores.shape)
-    merged, (heads,) = _packed_buffer(1, batch, t_q, n_heads, q.shape[-1], x_q.dtype)
-    np.matmul(probabilities, v, out=heads)  # (B, H, T_q, d_head), written as (B·T_q, D)
+    merged, probabilities, softmax_saved = _attend(q, k, v, mask)
     out = _project(merged, wo, bo).reshape(batch, t_q, d)
     saved = (x_q, x_kv, wo, packed_w, scale, n_heads, q, k, v, probabilities, softmax_saved,
              merged)
@@ -97,20 +120,14 @@ def multihead_attention_backward(g, saved):
      merged) = saved
     batch, t_q, d = x_q.shape
     t_k, d_head = x_kv.shape[1], q.shape[-1]
-    g_rows = g.reshape(-1, d)
-    d_wo, d_bo = merged.T @ g_rows, column_sums(g_rows)
-    d_heads = _heads(g_rows @ wo.T, batch, t_q, 1, n_heads)[0]  # (B, H, T_q, d_head)
-    d_scores = kernels.softmax_backward(d_heads @ np.swapaxes(v, -1, -2), softmax_saved)
-    d_scores = d_scores.reshape(probabilities.shape)  # (B, H, T_q, T_k)
     self_attention = x_q is x_kv
     if self_attention:
         d_rows, (d_q, d_k, d_v) = _packed_buffer(3, batch, t_q, n_heads, d_head, g.dtype)
     else:
         d_q_rows, (d_q,) = _packed_buffer(1, batch, t_q, n_heads, d_head, g.dtype)
         d_kv_rows, (d_k, d_v) = _packed_buffer(2, batch, t_k, n_heads, d_head, g.dtype)
-    np.matmul(d_scores, k, out=d_q)  # the cotangent of q'
-    np.matmul(np.swapaxes(d_scores, -1, -2), q, out=d_k)
-    np.matmul(np.swapaxes(probabilities, -1, -2), d_heads, out=d_v)
+    d_wo, d_bo = _attend_backward(g.reshape(-1, d), wo, merged, q, k, v, probabilities,
+                                  softmax_saved, d_q, d_k, d_v)
     if self_attention:
         d_w, d_b = x_q.reshape(-1, d).T @ d_rows, column_sums(d_rows)
         d_x = (d_rows @ packed_w.T).reshape(x_q.shape)
@@ -173,11 +190,7 @@ def attention_over_forward(x_q, k, v, wq, bq, wo, bo, mask):
     scale = wq.dtype.type(1 / math.sqrt(d_head))
     x_rows = x_q.reshape(-1, d)
     (q,) = _heads(_project(x_rows, wq * scale, bq * scale), batch, t_q, 1, n_heads)
-    scores = q @ np.swapaxes(k, -1, -2)  # (B, H, T_q, T_k), already scaled
-    probabilities, softmax_saved = kernels.softmax_forward(scores, mask)
-    probabilities = probabilities.reshape(scores.shape)
-    merged, (heads,) = _packed_buffer(1, batch, t_q, n_heads, d_head, x_q.dtype)
-    np.matmul(probabilities, v, out=heads)  # (B, H, T_q, d_head), written as (B·T_q, D)
+    merged, probabilities, softmax_saved = _attend(q, k, v, mask)
     out = _project(merged, wo, bo).reshape(batch, t_q, d)
     return out, (x_rows, wq, wo, scale, q, k, v, probabilities, softmax_saved, merged)
 
@@ -186,15 +199,10 @@ def attention_over_backward(g, saved):
     """-> the cotangents of (x_q, k, v, wq, bq, wo, bo)."""
     x_rows, wq, wo, scale, q, k, v, probabilities, softmax_saved, merged = saved
     batch, n_heads, t_q, d_head = q.shape
-    g_rows = g.reshape(-1, g.shape[-1])
-    d_wo, d_bo = merged.T @ g_rows, column_sums(g_rows)
-    d_heads = _heads(g_rows @ wo.T, batch, t_q, 1, n_heads)[0]  # (B, H, T_q, d_head)
-    d_scores = kernels.softmax_backward(d_heads @ np.swapaxes(v, -1, -2), softmax_saved)
-    d_scores = d_scores.reshape(probabilities.shape)  # (B, H, T_q, T_k)
     d_q_rows, (d_q,) = _packed_buffer(1, batch, t_q, n_heads, d_head, g.dtype)
-    np.matmul(d_scores, k, out=d_q)  # the cotangent of the scaled query
-    d_k = np.swapaxes(d_scores, -1, -2) @ q
-    d_v = np.swapaxes(probabilities, -1, -2) @ d_heads
+    d_k, d_v = np.empty(k.shape, g.dtype), np.empty(v.shape, g.dtype)
+    d_wo, d_bo = _attend_backward(g.reshape(-1, g.shape[-1]), wo, merged, q, k, v,
+                                  probabilities, softmax_saved, d_q, d_k, d_v)
     d_x = (d_q_rows @ (wq * scale).T).reshape(g.shape[:-1] + (wq.shape[0],))
     return (d_x, d_k, d_v, (x_rows.T @ d_q_rows) * scale, column_sums(d_q_rows) * scale,
             d_wo, d_bo)

@@ -9,8 +9,8 @@ Cases, float32, each checked against the twin before it is timed:
                         is_causal=True); multihead_attention against in-projection,
                         scaled_dot_product_attention, out-projection
     cross-attention     padding mask over a memory of T rows
-    attention core      scores, softmax, product with V on the projections' heads (ours: the
-                        kernels sublayers.py calls) against scaled_dot_product_attention
+    attention core      scores, softmax, product with V on the projections' heads (ours:
+                        kernels/sublayers.py's _attend) against scaled_dot_product_attention
     projection          the packed (D, 3D) product and its bias against F.linear
     feed-forward        feed_forward against F.linear, relu, F.linear
     residual norm       residual_layer_norm against F.layer_norm(x + y)
@@ -57,17 +57,6 @@ def twin_weights(torch, p, pf, norm):
             "n.weight": t(norm.scale), "n.bias": t(norm.bias)}
 
 
-def attention_core(q, k, v, mask, n_heads):
-    """The core of kernels.sublayers.multihead_attention_forward: softmax(q kᵀ, mask) v,
-    written into the merged (B·T, D) layout."""
-    scores = q @ np.swapaxes(k, -1, -2)
-    probabilities, _ = ag.kernels.softmax_forward(scores, mask)
-    merged, (heads,) = sublayers._packed_buffer(1, q.shape[0], q.shape[2], n_heads, q.shape[3],
-                                                q.dtype)
-    np.matmul(probabilities.reshape(scores.shape), v, out=heads)
-    return merged
-
-
 def cases(torch, key, rng):
     """{name: (ours, twin's)}, each pair checked to agree."""
     F = torch.nn.functional
@@ -106,10 +95,10 @@ def cases(torch, key, rng):
             lambda: attention.cross_attention(p, x, memory, padding),
             lambda: twins.attention(torch, w, "a.", n_heads, tx, tmemory, mask=t_padding)),
         "attention core, padding": (
-            lambda: attention_core(q, k, v, padding, n_heads),
+            lambda: sublayers._attend(q, k, v, padding)[0],
             lambda: F.scaled_dot_product_attention(tq_unscaled, tk, tv, attn_mask=t_padding)),
         "attention core, causal": (
-            lambda: attention_core(q, k, v, causal, n_heads),
+            lambda: sublayers._attend(q, k, v, causal)[0],
             lambda: F.scaled_dot_product_attention(tq_unscaled, tk, tv, is_causal=True)),
         "projection (D, 3D)": (
             lambda: sublayers._project(x.reshape(-1, d_model), packed_w, packed_b),
