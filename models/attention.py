@@ -4,9 +4,9 @@ cross_attention, so that a picture and ag.viz.capture(..., scope="cross_attentio
 from self-attention. For decoding one token at a time, keys_and_values computes keys and
 values once, attention_over attends to them, and cached_self_attention appends new rows to
 a cache (keys_and_values and attention_over run one fused op each on plain arrays:
-fused_heads_projection, fused_attention_over). Activations (B, T, D); per-head arrays (B, H, T, d_head) with D = H · d_head. Masks
-broadcast to the scores (B, H, T_q, T_k): a padding mask is (B, 1, 1, T_k), a causal mask
-(1, 1, T_q, T_k).
+fused_heads_projection, fused_attention_over). Activations (B, T, D); per-head arrays
+(B, H, T, d_head) with D = H · d_head. Masks broadcast to the scores (B, H, T_q, T_k): a
+padding mask is (B, 1, 1, T_k), a causal mask (1, 1, T_q, T_k).
 """
 import math
 from typing import NamedTuple
@@ -168,10 +168,10 @@ def causal_mask(length, offset=0):
 def keys_and_values(p, x_kv):
     """The per-head keys and values of x_kv (B, T_k, D), computed once for attention_over
     (the memory's, in decoding). -> (keys, values), each (B, H, T_k, d_head)"""
-    return heads_of(p.wk, x_kv, p.n_heads), heads_of(p.wv, x_kv, p.n_heads)
+    return _projected_heads(p.wk, x_kv, p.n_heads), _projected_heads(p.wv, x_kv, p.n_heads)
 
 
-def heads_of(p, x, n_heads):
+def _projected_heads(p, x, n_heads):
     """dense(p, x) split into heads: (B, T, D) -> (B, H, T, d_head); one fused op
     (fused_heads_projection) where the dtypes allow."""
     if one_fused_dtype(x, *p):
