@@ -35,14 +35,13 @@ started, nothing here sets a thread count or a threading layer (importing the li
 changes nothing outside it), and the first compile is cheaper. Whole steps against
 PyTorch, both backends: README.md and tests/benchmarks/README.md.
 
-Start-up (tests/benchmarks/bench_startup.py --repeats 3: a fresh process imports the library
-and runs one LM step and one forward; medians, load 1.0): numpy's kernels 0.41 s; numba's
-with an empty cache +7.6 s (every kernel compiles, once; the demos say so in one line,
-`compiling_notice`); with numba's cache +0.68 s on the extras' install and +1.10 s where
-scipy is installed (an earlier series at load 0.7 - 0.8: +0.93 and +1.35). Most of the warm
-cost is numba's: its import (0.2 - 0.4 s) and its first cached load, which imports its
-implementation registries (0.37 s; about 0.3 s more with scipy, which numba imports to look
-for BLAS); each of our cached kernels then loads in 4 - 6 ms.
+Start-up (tests/benchmarks/bench_startup.py: a fresh process imports the library and runs
+one LM step and one forward; medians): numpy's kernels 0.41 s; numba's with an empty cache
++7 - 8 s (every kernel compiles, once; the demos say so in one line, `compiling_notice`); with
+numba's cache +0.7 - 0.9 s on the extras' install and +0.8 - 1.3 s where scipy is installed.
+All but about 0.1 s of the warm cost is numba's own floor, which the script measures too (a
+one-line cached numba function's first call: +0.8 - 0.9 s, and +1.0 - 1.2 s with scipy,
+which numba imports to look for BLAS); each of our cached kernels then loads in 4 - 6 ms.
 """
 import os
 
