@@ -1,7 +1,7 @@
 """Where a training step's time goes, op by op: the "before" profile for optimizing. A script:
 
     python3 tests/benchmarks/profile_step.py [--threads 2] [--only w1,w2] [--steps 5] [--cprofile]
-        [--torch-profile]
+        [--torch-profile] [--inference]
 
 For each workload of workloads.py:
 
@@ -22,6 +22,11 @@ For each workload of workloads.py:
    over the steps, from cProfile.
 5. With --torch-profile, the PyTorch twin's step by op, from torch.profiler (each aten op's
    time of its own, forward and backward together, per step): the other side of 2.
+
+With --inference, the inference forward instead: ours on plain arrays against the twin's
+under torch.no_grad() (medians), ours by op (the forward intervals of hooked steps: the same
+fused bodies and kernels as a plain forward, plus the loss's op), and, with --torch-profile,
+the twin's inference forward by aten op.
 
 Hooked and cProfiled steps run a little slower than plain ones; the plain times of part 1
 are the step, and the percentages are of it.
@@ -205,12 +210,24 @@ def cprofile_table(workload, steps, top=20):
     return text.getvalue()
 
 
-def torch_profile_table(twin, torch, steps, top):
-    """torch.profiler's aten ops of the twin's step (its time of its own, per step), as text."""
-    twin.step()
+def inference_parts(workload, twin, steps):
+    """(ours, PyTorch's): median ms of an inference forward, ours on plain arrays and the
+    twin's under torch.no_grad()."""
+    ours = lambda: workload.forward(workload.params)  # noqa: E731
+    times = []
+    for run in (ours, twin.infer):
+        run()  # warm-up
+        times.append(median_ms([timing.seconds_of(run) for _ in range(steps)]))
+    return tuple(times)
+
+
+def torch_profile_table(run, torch, steps, top):
+    """torch.profiler's aten ops of run() (the twin's step or inference forward; each op's time
+    of its own, per call), as text."""
+    run()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
         for _ in range(steps):
-            twin.step()
+            run()
     events = sorted(profiler.key_averages(), key=lambda e: -e.self_cpu_time_total)
     total_us = sum(e.self_cpu_time_total for e in events)
     lines = [f"  {'aten op':48s} {'count':>5s} {'ms':>8s} {'%':>6s}"]
@@ -294,7 +311,88 @@ def report(key, steps, args, torch):
         print(cprofile_table(workload, steps))
     if args.torch_profile:
         print("  PyTorch's step by aten op (torch.profiler; time of its own per step):")
-        print(torch_profile_table(workload.twin(torch, workload.params), torch, steps, args.top))
+        print(torch_profile_table(workload.twin(torch, workload.params).step, torch, steps,
+                                  args.top))
+
+
+def forward_table(ops, steps, forward_ms, top):
+    """Ranked lines of the forward pass: per forward, count, ms, % of the plain forward."""
+    ranked = sorted(ops.items(), key=lambda kv: -kv[1].forward)
+    lines = [f"  {'op':22s} {'count':>5s} {'ms':>8s} {'% forward':>10s}"]
+    for key, s in ranked[:top]:
+        ms = 1e3 * s.forward / steps
+        lines.append(f"  {key:22s} {s.count // steps:5d} {ms:8.2f} {100 * ms / forward_ms:9.1f}%")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def timed_kernels():
+    """Inside the block, every kernel the fused ops call (kernels.NAMES) and the attention
+    core (sublayers._attend: two batched products and the softmax kernel) add their seconds
+    and calls to the {name: [seconds, calls]} yielded."""
+    from autograd_lite import kernels
+    from autograd_lite.kernels import sublayers
+    kernels.backend()  # choose, so that the names exist
+    totals = collections.defaultdict(lambda: [0.0, 0])
+    originals = {name: getattr(kernels, name) for name in kernels.NAMES}
+    originals_attend = sublayers._attend
+
+    def timed(name, kernel):
+        def timed_kernel(*args, **kwargs):
+            start = time.perf_counter()
+            result = kernel(*args, **kwargs)
+            totals[name][0] += time.perf_counter() - start
+            totals[name][1] += 1
+            return result
+        return timed_kernel
+    for name, kernel in originals.items():
+        setattr(kernels, name, timed(name, kernel))
+    sublayers._attend = timed("attention core (products and softmax)", originals_attend)
+    try:
+        yield totals
+    finally:
+        for name, kernel in originals.items():
+            setattr(kernels, name, kernel)
+        sublayers._attend = originals_attend
+
+
+def kernel_table(workload, steps, forward_ms):
+    """Lines: the kernels inside plain forwards, ms and calls per forward, % of the forward;
+    what is left is BLAS's products outside the attention core, and the Python around them."""
+    with timed_kernels() as totals:
+        for _ in range(steps):
+            workload.forward(workload.params)
+    lines = [f"  {'kernel':40s} {'calls':>5s} {'ms':>8s} {'% forward':>10s}"]
+    outside = 0.0
+    for name, (seconds, calls) in sorted(totals.items(), key=lambda kv: -kv[1][0]):
+        ms = 1e3 * seconds / steps
+        outside += 0 if name == "softmax_forward" else ms  # the core's softmax is inside it
+        lines.append(f"  {name:40s} {calls // steps:5d} {ms:8.2f} {100 * ms / forward_ms:9.1f}%")
+    rest = forward_ms - outside
+    lines.append(f"  {'(the rest: products, Python)':40s} {'':5s} {rest:8.2f} "
+                 f"{100 * rest / forward_ms:9.1f}%")
+    return "\n".join(lines)
+
+
+def report_inference(key, steps, args, torch):
+    workload = workloads.build(key)
+    twin = workload.twin(torch, workload.params)
+    ours, theirs = inference_parts(workload, twin, steps)
+    timer = profiled_ops(workload, steps)
+    print(f"\n{key}: {workload.title}; inference")
+    print(f"  plain forward, median ms: ours {ours:.2f}, PyTorch {theirs:.2f} "
+          f"(ours / PyTorch {ours / theirs:.2f})")
+    print(f"  ours by op (forward intervals of hooked steps; cross_entropy is the loss's, not "
+          f"inference's; % of the plain forward, {ours:.2f} ms):")
+    print(forward_table(timer.ops, steps, ours, args.top))
+    print("  by op:")
+    print(forward_table(by_name(timer.ops), steps, ours, args.top))
+    print("  inside them, by kernel (plain forwards):")
+    print(kernel_table(workload, steps, ours))
+    if args.torch_profile:
+        print("  PyTorch's inference forward by aten op (torch.profiler; time of its own per "
+              "forward):")
+        print(torch_profile_table(twin.infer, torch, steps, args.top))
 
 
 def main():
@@ -306,13 +404,15 @@ def main():
     parser.add_argument("--cprofile", action="store_true")
     parser.add_argument("--torch-profile", action="store_true",
                         help="also the twin's step by aten op, from torch.profiler")
+    parser.add_argument("--inference", action="store_true",
+                        help="profile the inference forward instead of the training step")
     args = parser.parse_args()
     ag.memory.keep_freed_memory()
     import torch
     timing.torch_threads(torch, THREADS)
     print(timing.describe_environment(timing.environment(torch)))
     for key in args.only.split(","):
-        report(key, args.steps, args, torch)
+        (report_inference if args.inference else report)(key, args.steps, args, torch)
     print(f"\nload average at the end: {timing.load_average():.2f}")
 
 
