@@ -15,7 +15,7 @@ import numpy as np
 
 import autograd_lite as ag
 
-from .layers import Dense, dense, dense_init, one_fused_dtype
+from .layers import Dense, dense, dense_init, one_fused_dtype, reference_pullback
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, rate=0.0, rng=None):
@@ -144,12 +144,8 @@ def fused_multihead_attention(x_q, x_kv, wq, bq, wk, bk, wv, bv, wo, bo, n_heads
 
     def multihead_attention_pullback(g):
         return (*ag.kernels.multihead_attention_backward(g, saved), None, None)
-
-    def multihead_attention_composed_pullback(g):  # a traced cotangent: the reference's vjp
-        _, pullback = ag.vjp(lambda *a: _multihead_attention_reference(*a, n_heads, mask),
-                             x_q, x_kv, *weights)
-        return (*pullback(g), None, None)
-    return out, multihead_attention_pullback, multihead_attention_composed_pullback
+    return out, multihead_attention_pullback, reference_pullback(
+        _multihead_attention_reference, (x_q, x_kv, *weights), (n_heads, mask))
 
 
 def padding_mask(ids, pad):
@@ -194,11 +190,8 @@ def fused_heads_projection(x, w, b, n_heads):
 
     def heads_projection_pullback(g):
         return (*ag.kernels.heads_projection_backward(g, saved), None)
-
-    def heads_projection_composed_pullback(g):  # a traced cotangent: the reference's vjp
-        _, pullback = ag.vjp(lambda *a: _heads_projection_reference(*a, n_heads), x, w, b)
-        return (*pullback(g), None)
-    return out, heads_projection_pullback, heads_projection_composed_pullback
+    return out, heads_projection_pullback, reference_pullback(_heads_projection_reference,
+                                                              (x, w, b), (n_heads,))
 
 
 def attention_over(p, x_q, kv, mask=None):
@@ -239,12 +232,8 @@ def fused_attention_over(x_q, keys, values, wq, bq, wo, bo, mask=None):
 
     def attention_over_pullback(g):
         return (*ag.kernels.attention_over_backward(g, saved), None)
-
-    def attention_over_composed_pullback(g):  # a traced cotangent: the reference's vjp
-        _, pullback = ag.vjp(lambda *a: _attention_over_reference(*a, mask), x_q, keys, values,
-                             wq, bq, wo, bo)
-        return (*pullback(g), None)
-    return out, attention_over_pullback, attention_over_composed_pullback
+    return out, attention_over_pullback, reference_pullback(
+        _attention_over_reference, (x_q, keys, values, wq, bq, wo, bo), (mask,))
 
 
 def cached_self_attention(p, x, cache):

@@ -186,6 +186,16 @@ def one_fused_dtype(*arrays):
     return dtype in FUSED_DTYPES and all(a.dtype == dtype for a in arrays[1:])
 
 
+def reference_pullback(reference, arrays, fixed=()):
+    """A fused op's composed pullback (for a traced cotangent): the vjp of its reference at
+    the plain arrays its body was given, the trailing arguments that are not arrays (`fixed`:
+    a head count, a mask) held, and None as their cotangents."""
+    def composed_pullback(g):
+        _, pullback = ag.vjp(lambda *a: reference(*a, *fixed), *arrays)
+        return (*pullback(g), *(None,) * len(fixed))
+    return composed_pullback
+
+
 def _feed_forward_reference(x, w1, b1, w2, b2):
     """fused_feed_forward composed of the library's ops (what higher order and pictures
     record)."""
@@ -204,9 +214,8 @@ def fused_feed_forward(x, w1, b1, w2, b2):
     def feed_forward_pullback(g):
         return ag.kernels.feed_forward_backward(g, saved)
 
-    def feed_forward_composed_pullback(g):  # a traced cotangent: the reference's vjp
-        return ag.vjp(_feed_forward_reference, x, w1, b1, w2, b2)[1](g)
-    return out, feed_forward_pullback, feed_forward_composed_pullback
+    return out, feed_forward_pullback, reference_pullback(_feed_forward_reference,
+                                                          (x, w1, b1, w2, b2))
 
 
 def check_tokens(caller, ids, vocab, max_len, name="ids", start=0):
