@@ -169,8 +169,8 @@ def heads_projection_forward(x, w, b, n_heads):
 def _merged_rows(heads):
     """(B, H, T, d_head) -> its rows (B·T, H·d_head), a fresh C-contiguous array."""
     batch, n_heads, length, d_head = heads.shape
-    rows = np.empty((batch * length, n_heads * d_head), heads.dtype)
-    _heads(rows, batch, length, 1, n_heads)[0][...] = heads
+    rows, (view,) = _packed_buffer(1, batch, length, n_heads, d_head, heads.dtype)
+    view[...] = heads
     return rows
 
 
@@ -188,21 +188,21 @@ def attention_over_forward(x_q, k, v, wq, bq, wo, bo, mask):
     batch, t_q, d = x_q.shape
     n_heads, d_head = k.shape[1], k.shape[3]
     scale = wq.dtype.type(1 / math.sqrt(d_head))
-    x_rows = x_q.reshape(-1, d)
-    (q,) = _heads(_project(x_rows, wq * scale, bq * scale), batch, t_q, 1, n_heads)
+    x_rows, scaled_wq = x_q.reshape(-1, d), wq * scale
+    (q,) = _heads(_project(x_rows, scaled_wq, bq * scale), batch, t_q, 1, n_heads)
     merged, probabilities, softmax_saved = _attend(q, k, v, mask)
     out = _project(merged, wo, bo).reshape(batch, t_q, d)
-    return out, (x_rows, wq, wo, scale, q, k, v, probabilities, softmax_saved, merged)
+    return out, (x_rows, scaled_wq, wo, scale, q, k, v, probabilities, softmax_saved, merged)
 
 
 def attention_over_backward(g, saved):
     """-> the cotangents of (x_q, k, v, wq, bq, wo, bo)."""
-    x_rows, wq, wo, scale, q, k, v, probabilities, softmax_saved, merged = saved
+    x_rows, scaled_wq, wo, scale, q, k, v, probabilities, softmax_saved, merged = saved
     batch, n_heads, t_q, d_head = q.shape
     d_q_rows, (d_q,) = _packed_buffer(1, batch, t_q, n_heads, d_head, g.dtype)
     d_k, d_v = np.empty(k.shape, g.dtype), np.empty(v.shape, g.dtype)
     d_wo, d_bo = _attend_backward(g.reshape(-1, g.shape[-1]), wo, merged, q, k, v,
                                   probabilities, softmax_saved, d_q, d_k, d_v)
-    d_x = (d_q_rows @ (wq * scale).T).reshape(g.shape[:-1] + (wq.shape[0],))
+    d_x = (d_q_rows @ scaled_wq.T).reshape(g.shape[:-1] + (scaled_wq.shape[0],))
     return (d_x, d_k, d_v, (x_rows.T @ d_q_rows) * scale, column_sums(d_q_rows) * scale,
             d_wo, d_bo)
