@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.core import tracer
+from helpers.fused import fused_calls
 from helpers.references import DTYPES, assert_close
 from helpers.torch_models import assert_gradients_match, torch_attention
 from models import attention, layers
@@ -39,20 +39,6 @@ def masks(kind, batch, t_q, t_k):
     ids = np.ones((batch, t_k), dtype=int)
     ids[0, 3:] = ids[2, 2:] = 0  # padding at the end of two rows
     return padding_mask(ids, 0), ids == 0, None
-
-
-def fused_calls(f, *args):
-    """The names of the ops one gradient trace of f(*args) records (a hook, no picture)."""
-    names = []
-    trace = tracer.Trace(on_op=lambda op, a, k, box: names.append(op.op_name))
-    def box(leaf):
-        if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f":
-            return tracer.Box(leaf, trace, tracer.Node(None, (), "input", leaf.shape, leaf.dtype))
-        return leaf
-    boxed = [ag.tree_map(box, a) for a in args]
-    f(*boxed)
-    tracer.end_trace(trace)
-    return names
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

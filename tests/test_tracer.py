@@ -281,3 +281,35 @@ def test_a_vjp_pullback_still_works_after_its_call_returned(rng):
     out, pullback = ag.vjp(lambda x: ag.tanh(x), x)
     np.testing.assert_allclose(pullback(np.ones(3))[0], 1 - np.tanh(x) ** 2)
     np.testing.assert_allclose(pullback(np.ones(3))[0], 1 - np.tanh(x) ** 2)
+
+
+@ag.primitive
+def identity_seen(a, b):
+    """a + b, and whether the body got its two arguments as one object (recorded)."""
+    SEEN.append(a is b)
+    return a + b, lambda g: (g, g)
+
+
+SEEN = []
+
+
+@pytest.mark.parametrize("call, one_object", [
+    (lambda x: ag.gradient(lambda a, b: ag.sum(identity_seen(a, b)), x, x), False),
+    (lambda x: ag.gradient(lambda a: ag.sum(identity_seen(a, ag.stop_gradient(a))), x), False),
+    (lambda x: ag.gradient(lambda a: ag.sum(identity_seen(a, x)), x), False),
+    (lambda x: ag.gradient(lambda a: ag.sum(identity_seen(x, a)), x), False),
+    (lambda x: ag.gradient(lambda a: ag.sum(identity_seen(a, a)), x), True),
+    (lambda x: identity_seen(x, x), True),
+])
+def test_a_body_sees_one_object_only_where_the_caller_passed_one(call, one_object):
+    """Two traced values made from one array, or a traced value and its constant, reach the
+    body as two objects (a fused body may take `a is b` for "one value to differentiate");
+    the gradient of Σ (a + b) is then 1 for each argument, 2 for one traced value."""
+    SEEN.clear()
+    x = np.arange(3.0)
+    grads = call(x)
+    assert SEEN == [one_object]
+    if isinstance(grads, tuple):
+        want = 2.0 if one_object else 1.0
+        for g in grads:
+            np.testing.assert_array_equal(g, np.full(3, want))

@@ -190,7 +190,10 @@ def primitive(body=None, *, name=None, reference=None, pictured_as_reference=Fal
     traced values those are recorded, which is what makes higher order work.
     `name` (default: the body's name) labels the op in errors and pictures.
     Use as `@primitive` or `@primitive(name="...")`. The op exposes `op_name`,
-    `parameters`, `body` and `reference` (see the recording hook in `Trace`).
+    `parameters`, `body` and `reference` (see the recording hook in `Trace`). The body gets
+    two arguments as one object only where the caller passed one object (one traced value,
+    or one constant): two traced values or a traced value and a constant that share data
+    arrive as distinct arrays, so `a is b` in a body means "the same value to differentiate".
 
     The seam of a fused op: `reference`, the same function composed of the library's ops.
     When an operand belongs to an enclosing trace (grad of grad, hessian) the op runs the
@@ -236,6 +239,8 @@ def primitive(body=None, *, name=None, reference=None, pictured_as_reference=Fal
                 parents.append((i, a.node))
             else:
                 values.append(a)
+        if len(values) > 1:
+            _keep_distinct_arguments_distinct(args, values)
         if not top.active:
             raise escaped_value_error(op_name, top)
         if reference is None:
@@ -259,6 +264,21 @@ def primitive(body=None, *, name=None, reference=None, pictured_as_reference=Fal
     op.op_name = op_name
     op.parameters = parameters
     return op
+
+
+def _keep_distinct_arguments_distinct(args, values):
+    """Once opened, two different arguments may hold one array: two traced values made from
+    the same data (`gradient(f, x, x)`), or a traced value and its constant
+    (`stop_gradient(x)`). Hand the later one a view, so that a body sees two arguments as
+    one object only where its caller passed one object (a fused body may take `a is b` to
+    mean "the same traced value", as self-attention does). In place, over `values`."""
+    for i in range(1, len(values)):
+        value = values[i]
+        if isinstance(value, np.ndarray):
+            for j in range(i):
+                if values[j] is value and args[j] is not args[i]:
+                    values[i] = value.view()
+                    break
 
 
 def _holds_enclosing_boxes(values, kwargs):

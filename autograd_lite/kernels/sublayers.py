@@ -9,9 +9,9 @@ the heads as views, the scores' softmax, and the output projection:
     q = x_q W_q + b_q,  k = x_kv W_k + b_k,  v = x_kv W_v + b_v        (N, D), split into H heads
     P = softmax(q kᵀ / √d_head, mask),  o = P v,  out = merge(o) W_o + b_o
 
-With x_q and x_kv one array (self-attention) the three projections are one product with
-[W_q W_k W_v] (D, 3D) and their backward one product each way; otherwise (cross-attention)
-W_k and W_v are packed. 1/√d_head is folded into W_q and b_q (a (D, D) multiply, not a pass
+With x_q and x_kv one object (self-attention: one traced value, see the forward) the three
+projections are one product with [W_q W_k W_v] (D, 3D) and their backward one product each
+way; otherwise (cross-attention) W_k and W_v are packed. 1/√d_head is folded into W_q and b_q (a (D, D) multiply, not a pass
 over the queries), and the per-head products write straight into the packed layouts the
 projections read (`np.matmul(..., out=view)`: no copy of the heads either way). Against
 writing the scale and the copies out, at w2's shape (B 32, 32 tokens, D 128, 4 heads; AMD
@@ -96,7 +96,11 @@ def multihead_attention_forward(x_q, x_kv, weights, n_heads, mask):
     t_k = x_kv.shape[1]
     scale = _query_scale(weights, n_heads)
     q_rows = x_q.reshape(-1, d)
-    if x_q is x_kv:  # self-attention: one product for the three projections
+    # One object is one traced value: the engine hands a fused body two different arguments
+    # as two objects even where they share data (core/tracer.py), so a constant or a second
+    # differentiated copy of the queries goes the cross-attention way, with its own cotangent.
+    self_attention = x_q is x_kv
+    if self_attention:  # one product for the three projections
         packed_w = np.concatenate([wq * scale, wk, wv], axis=1)  # (D, 3D)
         projected = _project(q_rows, packed_w, np.concatenate([bq * scale, bk, bv]))
         q, k, v = _heads(projected, batch, t_q, 3, n_heads)
@@ -107,8 +111,8 @@ def multihead_attention_forward(x_q, x_kv, weights, n_heads, mask):
                       batch, t_k, 2, n_heads)
     merged, probabilities, softmax_saved = _attend(q, k, v, mask)
     out = _project(merged, wo, bo).reshape(batch, t_q, d)
-    saved = (x_q, x_kv, wo, packed_w, scale, n_heads, q, k, v, probabilities, softmax_saved,
-             merged)
+    saved = (x_q, x_kv, self_attention, wo, packed_w, scale, n_heads, q, k, v, probabilities,
+             softmax_saved, merged)
     return out, saved
 
 
@@ -116,11 +120,10 @@ def multihead_attention_backward(g, saved):
     """-> the cotangents of (x_q, x_kv, wq, bq, wk, bk, wv, bv, wo, bo); x_kv's is None in
     self-attention (x_q's then holds both). q is the scaled query q', so the cotangents of
     W_q and b_q are those of its scaled copy times 1/√d_head."""
-    (x_q, x_kv, wo, packed_w, scale, n_heads, q, k, v, probabilities, softmax_saved,
-     merged) = saved
+    (x_q, x_kv, self_attention, wo, packed_w, scale, n_heads, q, k, v, probabilities,
+     softmax_saved, merged) = saved
     batch, t_q, d = x_q.shape
     t_k, d_head = x_kv.shape[1], q.shape[-1]
-    self_attention = x_q is x_kv
     if self_attention:
         d_rows, (d_q, d_k, d_v) = _packed_buffer(3, batch, t_q, n_heads, d_head, g.dtype)
     else:

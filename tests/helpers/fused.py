@@ -1,9 +1,11 @@
 """A fused rule against its composed reference (the same function written with the library's
 smaller ops): the values, the gradients and the gradients of a gradient (second order) of
-every float argument, in float64; and in float32 the outputs and gradients stay float32."""
+every float argument, in float64; and in float32 the outputs and gradients stay float32.
+`fused_calls(f, *args)`: the names of the ops a trace of f records, to see which fused op ran."""
 import numpy as np
 
 import autograd_lite as ag
+from autograd_lite.core import tracer
 from helpers.references import assert_close, is_float, random_weight
 
 
@@ -36,3 +38,17 @@ def assert_fused_matches_composed(fused, composed, *args, rtol=1e-12):
     assert out32.dtype == np.float32, out32.dtype
     for i, g in zip(positions, ag.gradient(_weighted_sum(fused, out32.shape, np.float32), *as32)):
         assert g.dtype == np.float32, f"argument {i}: {g.dtype}"
+
+
+def fused_calls(f, *args):
+    """The names of the ops one gradient trace of f(*args) records (a hook, no picture)."""
+    names = []
+    trace = tracer.Trace(on_op=lambda op, a, k, box: names.append(op.op_name))
+    def box(leaf):
+        if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f":
+            return tracer.Box(leaf, trace, tracer.Node(None, (), "input", leaf.shape, leaf.dtype))
+        return leaf
+    boxed = [ag.tree_map(box, a) for a in args]
+    f(*boxed)
+    tracer.end_trace(trace)
+    return names
