@@ -7,6 +7,7 @@
 # Bound eagerly: importing the submodule models.summary sets the package attribute
 # `summary` to the module, which would shadow a lazily returned function.
 from .summary import summary
+from . import fast  # noqa: E402,F401  (registers the models' fast rules: the speed by default)
 
 
 def __getattr__(name):

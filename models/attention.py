@@ -3,10 +3,10 @@ attend). The decoder's attention over the encoder's output has its own name,
 cross_attention, so that a picture and ag.viz.capture(..., scope="cross_attention") tell it
 from self-attention. For decoding one token at a time, keys_and_values computes keys and
 values once, attention_over attends to them, and cached_self_attention appends new rows to
-a cache (keys_and_values and attention_over run one fused op each on plain arrays:
-fused_heads_projection, fused_attention_over). Activations (B, T, D); per-head arrays
-(B, H, T, d_head) with D = H · d_head. Masks broadcast to the scores (B, H, T_q, T_k): a
-padding mask is (B, 1, 1, T_k), a causal mask (1, 1, T_q, T_k).
+a cache. Activations (B, T, D); per-head arrays (B, H, T, d_head) with D = H · d_head. Masks
+broadcast to the scores (B, H, T_q, T_k): a padding mask is (B, 1, 1, T_k), a causal mask
+(1, 1, T_q, T_k). multihead_attention, attention_over and projected_heads are fusable: the
+fast rules of models/fast stand in for them on plain arrays.
 """
 import math
 from typing import NamedTuple
@@ -15,7 +15,7 @@ import numpy as np
 
 import autograd_lite as ag
 
-from .layers import Dense, dense, dense_init, one_fused_dtype, reference_pullback
+from .layers import Dense, dense, dense_init
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, rate=0.0, rng=None):
@@ -69,33 +69,14 @@ def check_activations(p, x_q, x_kv):
                          f"different batch sizes")
 
 
+@ag.fusable
 def multihead_attention(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
     """MultiHead(Q, K, V) = Concat(head_1..head_H) W_O, head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i).
 
     x_q: (B, T_q, D) the queries' source; x_kv: (B, T_k, D) the keys' and values' source.
     -> (B, T_q, D)
     """
-    return _multihead_attention(p, x_q, x_kv, mask, rate, rng)  # (B, T_q, D)
-
-
-def cross_attention(p, x, memory, memory_mask=None, rate=0.0, rng=None):
-    """The decoder's attention over the encoder's output (§3.2.3): multihead_attention with
-    queries from x (B, T, D), keys and values from memory (B, S, D); memory_mask (B, 1, 1, S).
-    -> (B, T, D)"""
-    return _multihead_attention(p, x, memory, memory_mask, rate, rng)  # (B, T, D)
-
-
-def _multihead_attention(p, x_q, x_kv, mask, rate, rng):
-    """multihead_attention's body, private so that pictures name the scope by its caller:
-    one fused op (fused_multihead_attention) where it applies, else the composition."""
     check_activations(p, x_q, x_kv)
-    if _fusable(p, x_q, x_kv, mask, rate, rng):
-        return fused_multihead_attention(x_q, x_kv, *p.wq, *p.wk, *p.wv, *p.wo, p.n_heads, mask)
-    return _composed_multihead_attention(p, x_q, x_kv, mask, rate, rng)  # (B, T_q, D)
-
-
-def _composed_multihead_attention(p, x_q, x_kv, mask, rate, rng):
-    """Multi-head attention as the paper writes it, one op at a time."""
     q = split_heads(dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
     k = split_heads(dense(p.wk, x_kv), p.n_heads)  # (B, H, T_k, d_head)
     v = split_heads(dense(p.wv, x_kv), p.n_heads)  # (B, H, T_k, d_head)
@@ -103,49 +84,11 @@ def _composed_multihead_attention(p, x_q, x_kv, mask, rate, rng):
     return dense(p.wo, merge_heads(heads))  # (B, T_q, D)
 
 
-def _fusable(p, x_q, x_kv, mask, rate, rng):
-    """Whether fused_multihead_attention computes this call: no dropout on the weights, one
-    float32 or float64 dtype throughout, a bool mask that fits the scores (anything else
-    goes the composed way, whose ops check it and say what is wrong)."""
-    if not (rate == 0 or rng is None) or not one_fused_dtype(x_q, x_kv, *p.wq, *p.wk, *p.wv,
-                                                             *p.wo):
-        return False
-    return _mask_fits(mask, (x_q.shape[0], p.n_heads, x_q.shape[1], x_kv.shape[1]))
-
-
-def _mask_fits(mask, scores):
-    """Whether mask is None or a plain bool array of the scores' rank that broadcasts to
-    them (the fused ops' masks; any other goes the composed way, whose ops check it)."""
-    if mask is None:
-        return True
-    return (type(mask) is np.ndarray and mask.dtype == np.bool_ and mask.ndim == 4
-            and all(m in (1, s) for m, s in zip(mask.shape, scores)))
-
-
-def _multihead_attention_reference(x_q, x_kv, wq, bq, wk, bk, wv, bv, wo, bo, n_heads,
-                                   mask=None):
-    """fused_multihead_attention composed of the library's ops (what higher order and
-    pictures record)."""
-    p = MultiHeadAttention(Dense(wq, bq), Dense(wk, bk), Dense(wv, bv), Dense(wo, bo), n_heads)
-    return _composed_multihead_attention(p, x_q, x_kv, mask, 0.0, None)
-
-
-@ag.primitive(name="multihead_attention", reference=_multihead_attention_reference,
-              pictured_as_reference=True)
-def fused_multihead_attention(x_q, x_kv, wq, bq, wk, bk, wv, bv, wo, bo, n_heads, mask=None):
-    """Multi-head attention without dropout as one op (ag.kernels.multihead_attention_forward:
-    the projections that share an input in one product, the heads as views, the softmax
-    kernel): x_q (B, T_q, D), x_kv (B, T_k, D), mask bool (B|1, 1|H, T_q|1, T_k) or None
-    -> (B, T_q, D). On a few thousand rows the composition's dozen ops, three products per
-    projection and copies of the heads cost more than the arithmetic. Pictures and captures
-    show the composition (pictured_as_reference), as does any trace of higher order."""
-    weights = (wq, bq, wk, bk, wv, bv, wo, bo)
-    out, saved = ag.kernels.multihead_attention_forward(x_q, x_kv, weights, n_heads, mask)
-
-    def multihead_attention_pullback(g):
-        return (*ag.kernels.multihead_attention_backward(g, saved), None, None)
-    return out, multihead_attention_pullback, reference_pullback(
-        _multihead_attention_reference, (x_q, x_kv, *weights), (n_heads, mask))
+def cross_attention(p, x, memory, memory_mask=None, rate=0.0, rng=None):
+    """The decoder's attention over the encoder's output (§3.2.3): multihead_attention with
+    queries from x (B, T, D), keys and values from memory (B, S, D); memory_mask (B, 1, 1, S).
+    -> (B, T, D)"""
+    return multihead_attention(p, x, memory, memory_mask, rate, rng)
 
 
 def padding_mask(ids, pad):
@@ -164,76 +107,22 @@ def causal_mask(length, offset=0):
 def keys_and_values(p, x_kv):
     """The per-head keys and values of x_kv (B, T_k, D), computed once for attention_over
     (the memory's, in decoding). -> (keys, values), each (B, H, T_k, d_head)"""
-    return _projected_heads(p.wk, x_kv, p.n_heads), _projected_heads(p.wv, x_kv, p.n_heads)
+    return projected_heads(p.wk, x_kv, p.n_heads), projected_heads(p.wv, x_kv, p.n_heads)
 
 
-def _projected_heads(p, x, n_heads):
-    """dense(p, x) split into heads: (B, T, D) -> (B, H, T, d_head); one fused op
-    (fused_heads_projection) where the dtypes allow."""
-    if one_fused_dtype(x, *p):
-        return fused_heads_projection(x, *p, n_heads)  # (B, H, T, d_head)
+@ag.fusable
+def projected_heads(p, x, n_heads):
+    """dense(p, x) split into heads: (B, T, D) -> (B, H, T, d_head)"""
     return split_heads(dense(p, x), n_heads)  # (B, H, T, d_head)
 
 
-def _heads_projection_reference(x, w, b, n_heads):
-    """fused_heads_projection composed of the library's ops."""
-    return split_heads(dense(Dense(w, b), x), n_heads)
-
-
-@ag.primitive(name="heads_projection", reference=_heads_projection_reference,
-              pictured_as_reference=True)
-def fused_heads_projection(x, w, b, n_heads):
-    """x W + b split into heads as one op: x (B, T, D) -> (B, H, T, d_head), a view of the
-    product's rows (ag.kernels.heads_projection_forward). Decoding runs it once per new row
-    and layer, where the composition's reshape and transpose cost more than the product."""
-    out, saved = ag.kernels.heads_projection_forward(x, w, b, n_heads)
-
-    def heads_projection_pullback(g):
-        return (*ag.kernels.heads_projection_backward(g, saved), None)
-    return out, heads_projection_pullback, reference_pullback(_heads_projection_reference,
-                                                              (x, w, b), (n_heads,))
-
-
+@ag.fusable
 def attention_over(p, x_q, kv, mask=None):
     """multihead_attention of x_q (B, T_q, D) over keys and values already computed:
-    kv = (keys, values), each (B, H, T_k, d_head). -> (B, T_q, D)
-
-    One fused op (fused_attention_over) where it applies: one float32 or float64 dtype, a
-    bool mask of the scores' rank that fits them, or none."""
-    keys, values = kv
-    scores = (x_q.shape[0], p.n_heads, x_q.shape[1], keys.shape[2])
-    if one_fused_dtype(x_q, keys, values, *p.wq, *p.wo) and _mask_fits(mask, scores):
-        return fused_attention_over(x_q, keys, values, *p.wq, *p.wo, mask)  # (B, T_q, D)
-    return _composed_attention_over(p, x_q, kv, mask)  # (B, T_q, D)
-
-
-def _composed_attention_over(p, x_q, kv, mask):
+    kv = (keys, values), each (B, H, T_k, d_head). -> (B, T_q, D)"""
     q = split_heads(dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
     heads, _ = scaled_dot_product_attention(q, kv[0], kv[1], mask)  # (B, H, T_q, d_head)
     return dense(p.wo, merge_heads(heads))  # (B, T_q, D)
-
-
-def _attention_over_reference(x_q, keys, values, wq, bq, wo, bo, mask=None):
-    """fused_attention_over composed of the library's ops (what higher order and pictures
-    record). The heads' count is the keys' second axis."""
-    p = MultiHeadAttention(Dense(wq, bq), None, None, Dense(wo, bo), keys.shape[1])
-    return _composed_attention_over(p, x_q, (keys, values), mask)
-
-
-@ag.primitive(name="attention_over", reference=_attention_over_reference,
-              pictured_as_reference=True)
-def fused_attention_over(x_q, keys, values, wq, bq, wo, bo, mask=None):
-    """attention_over as one op (ag.kernels.attention_over_forward: the query's product with
-    1/√d_head folded in, the softmax kernel, the heads written into the output product's rows):
-    x_q (B, T_q, D), keys and values (B, H, T_k, d_head), mask bool (B|1, 1|H, T_q|1, T_k) or
-    None -> (B, T_q, D). Decoding attends one new row at a time over a cache, where the
-    composition's dozen ops cost more than the arithmetic."""
-    out, saved = ag.kernels.attention_over_forward(x_q, keys, values, wq, bq, wo, bo, mask)
-
-    def attention_over_pullback(g):
-        return (*ag.kernels.attention_over_backward(g, saved), None)
-    return out, attention_over_pullback, reference_pullback(
-        _attention_over_reference, (x_q, keys, values, wq, bq, wo, bo), (mask,))
 
 
 def cached_self_attention(p, x, cache):

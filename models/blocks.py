@@ -1,9 +1,8 @@
 """Transformer blocks (§3.1): sublayers wrapped in a residual connection and layer norm, in
 the paper's post-LN order or the pre-LN order (norm="pre"); this module alone knows how a
-block is wired. The wiring is one function, `residual_with_aux` (`residual` for a sublayer
-that returns its output only), and every block is written with it: EncoderBlock
-(self-attention, then the feed-forward network), DecoderOnlyBlock (the language model's: the
-same two sublayers, the same code, under a causal mask, pre-LN) and DecoderBlock (masked
+block is wired. The wiring is one function, `residual`, and every block is written with it:
+EncoderBlock (self-attention, then the feed-forward network), DecoderOnlyBlock (the language
+model's: the same two sublayers under a causal mask, pre-LN) and DecoderBlock (masked
 self-attention, cross_attention over the encoder's memory, feed-forward). The cached steps
 (`decoder_block_step`, `decoder_only_block_step`) run a block on new rows that follow rows
 whose self-attention keys and values are cached, for decoding one token at a time
@@ -12,7 +11,7 @@ beside its output, and the step returns it. Activations (B, T, D); masks as in a
 (True = may attend). Dropout (rate, rng) acts on each sublayer's output before the residual
 sum; rng=None is inference.
 
-    post-LN:  x = LayerNorm(x + Dropout(Sublayer(x)))
+    post-LN:  x = LayerNorm(x + Dropout(Sublayer(x)))       (layers.add_and_norm)
     pre-LN:   x = x + Dropout(Sublayer(LayerNorm(x)))
 """
 from typing import NamedTuple
@@ -23,8 +22,8 @@ import autograd_lite as ag
 
 from .attention import (MultiHeadAttention, attention_over, cached_self_attention,
                         cross_attention, multihead_attention, multihead_attention_init)
-from .layers import (FeedForward, LayerNorm, feed_forward, feed_forward_init, layer_norm,
-                     layer_norm_init, residual_layer_norm)
+from .layers import (FeedForward, LayerNorm, add_and_norm, feed_forward, feed_forward_init,
+                     layer_norm, layer_norm_init)
 
 NORM_ORDERS = ("post", "pre")
 
@@ -34,44 +33,23 @@ def check_norm_order(norm):
         raise ValueError(f"norm must be one of {NORM_ORDERS}, got {norm!r}")
 
 
-@ag.viz.transparent  # wiring: the picture shows its sublayers, not a box of its own
-def residual_with_aux(norm_params, x, sublayer, norm, rate=0.0, rng=None):
-    """A sublayer with its residual connection and layer norm (the Annotated Transformer's
-    SublayerConnection), for a sublayer that also returns a value its caller needs:
-    post-LN LayerNorm(x + Dropout(Sublayer(x))), the paper's LayerNorm(x + Sublayer(x)) of
-    §3.1 with the dropout of §5.4; pre-LN x + Dropout(Sublayer(LayerNorm(x))).
-    x: (B, T, D); sublayer: (B, T, D) -> ((B, T, D), aux); norm_params: the LayerNorm's
-    parameters. -> ((B, T, D), aux)"""
-    check_norm_order(norm)
-    if norm == "post":
-        out, aux = sublayer(x)  # (B, T, D)
-        return residual_layer_norm(norm_params, x, ag.dropout(out, rate, rng)), aux  # (B, T, D)
-    out, aux = sublayer(layer_norm(norm_params, x))  # (B, T, D)
-    return x + ag.dropout(out, rate, rng), aux  # (B, T, D)
-
-
-@ag.viz.transparent  # wiring: the picture shows its sublayers, not a box of its own
 def residual(norm_params, x, sublayer, norm, rate=0.0, rng=None):
-    """residual_with_aux for a sublayer that returns its output only.
-    x: (B, T, D); sublayer: (B, T, D) -> (B, T, D). -> (B, T, D)"""
-    return residual_with_aux(norm_params, x, lambda h: (sublayer(h), None), norm, rate, rng)[0]
+    """A sublayer with its residual connection and layer norm (the Annotated Transformer's
+    SublayerConnection): post-LN LayerNorm(x + Dropout(Sublayer(x))), the paper's
+    LayerNorm(x + Sublayer(x)) of §3.1 with the dropout of §5.4; pre-LN
+    x + Dropout(Sublayer(LayerNorm(x))). x: (B, T, D); sublayer: (B, T, D) -> (B, T, D);
+    norm_params: the LayerNorm's parameters. -> (B, T, D)
 
-
-@ag.viz.transparent  # wiring: the picture shows its sublayers, not a box of its own
-def attention_then_feed_forward_with_aux(p, x, attend, norm, rate=0.0, rng=None):
-    """The body of an encoder block and of a decoder-only block: residual(attend), then
-    residual(feed-forward), with p.norm1 and p.norm2.  attend: the self-attention sublayer,
-    (B, T, D) -> ((B, T, D), aux).  x: (B, T, D) -> ((B, T, D), aux)"""
-    x, aux = residual_with_aux(p.norm1, x, attend, norm, rate, rng)  # (B, T, D)
-    return residual(p.norm2, x, lambda h: feed_forward(p.ff, h, rate, rng), norm, rate, rng), aux
-
-
-@ag.viz.transparent  # wiring: the picture shows its sublayers, not a box of its own
-def attention_then_feed_forward(p, x, attend, norm, rate=0.0, rng=None):
-    """attention_then_feed_forward_with_aux for attend: (B, T, D) -> (B, T, D).
-    x: (B, T, D) -> (B, T, D)"""
-    return attention_then_feed_forward_with_aux(p, x, lambda h: (attend(h), None), norm, rate,
-                                                rng)[0]
+    A sublayer that also returns a value its caller needs (cached self-attention's grown
+    cache) returns ((B, T, D), aux); residual then returns ((B, T, D), aux) too."""
+    check_norm_order(norm)
+    out = sublayer(x if norm == "post" else layer_norm(norm_params, x))  # (B, T, D)
+    out, aux = out if isinstance(out, tuple) else (out, None)
+    if norm == "post":
+        x = add_and_norm(norm_params, x, ag.dropout(out, rate, rng))  # (B, T, D)
+    else:
+        x = x + ag.dropout(out, rate, rng)  # (B, T, D)
+    return x if aux is None else (x, aux)
 
 
 class EncoderBlock(NamedTuple):
@@ -90,8 +68,9 @@ def encoder_block_init(rng, d_model, n_heads, d_ff, dtype=np.float32):
 
 def encoder_block(p, x, mask=None, norm="post", rate=0.0, rng=None):
     """Self-attention, then the feed-forward network.  x: (B, T, D) -> (B, T, D)"""
-    return attention_then_feed_forward(
-        p, x, lambda h: multihead_attention(p.self_attn, h, h, mask, rate, rng), norm, rate, rng)
+    x = residual(p.norm1, x, lambda h: multihead_attention(p.self_attn, h, h, mask, rate, rng),
+                 norm, rate, rng)  # (B, T, D)
+    return residual(p.norm2, x, lambda h: feed_forward(p.ff, h, rate, rng), norm, rate, rng)
 
 
 class DecoderOnlyBlock(NamedTuple):
@@ -110,15 +89,17 @@ def decoder_only_block_init(rng, d_model, n_heads, d_ff, dtype=np.float32):
 def decoder_only_block(p, x, causal, rate=0.0, rng=None):
     """Pre-LN causal self-attention, then the feed-forward network.
     x: (B, T, D), causal: (1, 1, T, T) -> (B, T, D)"""
-    return attention_then_feed_forward(
-        p, x, lambda h: multihead_attention(p.self_attn, h, h, causal, rate, rng), "pre", rate, rng)
+    x = residual(p.norm1, x, lambda h: multihead_attention(p.self_attn, h, h, causal, rate,
+                                                           rng), "pre", rate, rng)  # (B, T, D)
+    return residual(p.norm2, x, lambda h: feed_forward(p.ff, h, rate, rng), "pre", rate, rng)
 
 
 def decoder_only_block_step(p, x, kv):
     """decoder_only_block for new rows x (N, t, D) that follow s rows whose keys and values
     are kv ((N, H, s, d_head) each).  -> (out (N, t, D), kv with s + t rows)"""
-    return attention_then_feed_forward_with_aux(
-        p, x, lambda h: cached_self_attention(p.self_attn, h, kv), "pre")  # (N, t, D), kv
+    x, kv = residual(p.norm1, x, lambda h: cached_self_attention(p.self_attn, h, kv),
+                     "pre")  # (N, t, D)
+    return residual(p.norm2, x, lambda h: feed_forward(p.ff, h), "pre"), kv
 
 
 class DecoderBlock(NamedTuple):
@@ -158,8 +139,8 @@ def decoder_block_step(p, x, self_kv, memory_kv, memory_mask, norm):
     values are self_kv ((N, H, s, d_head) each); memory_kv: the cross-attention's keys and
     values of the memory ((N, H, S, d_head) each, attention.keys_and_values).
     -> (out (N, t, D), self_kv with s + t rows)"""
-    x, grown_kv = residual_with_aux(
-        p.norm1, x, lambda h: cached_self_attention(p.self_attn, h, self_kv), norm)  # (N, t, D)
+    x, grown_kv = residual(p.norm1, x, lambda h: cached_self_attention(p.self_attn, h, self_kv),
+                           norm)  # (N, t, D)
     x = residual(p.norm2, x, lambda h: attention_over(p.cross_attn, h, memory_kv, memory_mask),
                  norm)  # (N, t, D)
     x = residual(p.norm3, x, lambda h: feed_forward(p.ff, h), norm)  # (N, t, D)

@@ -1,5 +1,6 @@
-"""Layers as (parameters, function) pairs: dense, layer norm, embedding, position encoding,
-position-wise feed-forward.
+"""Layers as (parameters, function) pairs: dense, layer norm (and the post-LN blocks' Add &
+Norm), embedding, position encoding, position-wise feed-forward. add_and_norm and
+feed_forward are fusable: the fast rules of models/fast stand in for them on plain arrays.
 
 Axis convention: batch first, row major. Tokens (B, T), activations (B, T, D).
 Parameters are NamedTuples; `*_init(rng, ...)` builds them with Glorot-uniform
@@ -12,7 +13,6 @@ from typing import NamedTuple
 import numpy as np
 
 import autograd_lite as ag
-from autograd_lite.ops.nn import layer_norm_composed_cotangents
 
 
 class Dense(NamedTuple):
@@ -31,11 +31,7 @@ def dense_init(rng, d_in, d_out, dtype=np.float32):
 
 
 def dense(p, x):
-    """x W + b.  x: (..., d_in) -> (..., d_out)
-
-    One fused op, ag.linear (its reference: ag.matmul, then +), on plain arrays too, so that
-    inference refuses what training refuses (a float64 x with float32 weights, a wrong d_in)
-    with the same message."""
+    """x W + b.  x: (..., d_in) -> (..., d_out)"""
     return ag.linear(x, p.w, p.b)
 
 
@@ -53,47 +49,11 @@ def layer_norm(p, x, eps=1e-5):
     return ag.layer_norm(x, p.scale, p.bias, eps)
 
 
-@ag.viz.transparent  # pictures show the sum and the layer_norm scope, as written out
-def residual_layer_norm(p, x, y, eps=1e-5):
-    """layer_norm(p, x + y): a post-LN block's residual sum and its norm. One fused op
-    (fused_residual_layer_norm) where x and y have one shape and one float32 or float64
-    dtype with p; otherwise the sum, then the norm.  x, y: (..., D) -> (..., D)"""
-    if _residual_fusable(p, x, y):
-        return fused_residual_layer_norm(x, y, p.scale, p.bias, eps)
+@ag.fusable
+def add_and_norm(p, x, y, eps=1e-5):
+    """A post-LN block's Add & Norm (§3.1): LayerNorm(x + y), y the sublayer's output.
+    x, y: (..., D) -> (..., D)"""
     return layer_norm(p, x + y, eps)
-
-
-def _residual_fusable(p, x, y):
-    d = x.shape[-1] if x.ndim else None
-    return (x.shape == y.shape and x.size > 0 and p.scale.shape == (d,)
-            and p.bias.shape == (d,) and one_fused_dtype(x, y, p.scale, p.bias))
-
-
-def _residual_layer_norm_reference(x, y, scale, bias, eps=1e-5):
-    """fused_residual_layer_norm composed of the library's ops (what higher order and
-    pictures record)."""
-    return layer_norm(LayerNorm(scale, bias), x + y, eps)
-
-
-@ag.primitive(name="residual_layer_norm", reference=_residual_layer_norm_reference,
-              pictured_as_reference=True)
-def fused_residual_layer_norm(x, y, scale, bias, eps=1e-5):
-    """layer_norm(x + y) as one op (ag.kernels.residual_layer_norm_forward: the sum read in
-    the norm's first pass, not written out first); x and y get the same cotangent, the
-    norm's, and eps ag.layer_norm's (computed only where eps is traced)."""
-    out, saved = ag.kernels.residual_layer_norm_forward(x, y, scale, bias, eps)
-    shape, eps_shape = x.shape, np.shape(eps)  # the pullbacks keep x̂ and 1/σ, not x and y
-
-    def residual_layer_norm_pullback(g):
-        dx, d_scale, d_bias = ag.kernels.layer_norm_backward(g, saved, scale)
-        d_eps = lambda: ag.kernels.layer_norm_eps_cotangent(g, saved, scale).reshape(eps_shape)
-        return dx, dx, d_scale, d_bias, d_eps
-
-    def residual_layer_norm_composed_pullback(g):  # a traced cotangent: layer norm's rule
-        dx, d_scale, d_bias, d_eps = layer_norm_composed_cotangents(g, saved, scale, shape,
-                                                                    eps_shape)
-        return dx, dx, d_scale, d_bias, d_eps
-    return out, residual_layer_norm_pullback, residual_layer_norm_composed_pullback
 
 
 class Embedding(NamedTuple):
@@ -161,61 +121,11 @@ def feed_forward_init(rng, d_model, d_ff, dtype=np.float32):
     return FeedForward(dense_init(rng, d_model, d_ff, dtype), dense_init(rng, d_ff, d_model, dtype))
 
 
+@ag.fusable
 def feed_forward(p, x, rate=0.0, rng=None, activation=ag.relu):
-    """Position-wise FFN (§3.3): W2 · dropout(relu(W1 x + b1)) + b2.  (B, T, D) -> (B, T, D)
-
-    With relu and no dropout, one fused op (fused_feed_forward); otherwise op by op."""
-    if activation is ag.relu and (rate == 0 or rng is None) and one_fused_dtype(x, *p.linear1,
-                                                                               *p.linear2):
-        return fused_feed_forward(x, *p.linear1, *p.linear2)  # (B, T, D)
-    return _composed_feed_forward(p, x, rate, rng, activation)  # (B, T, D)
-
-
-def _composed_feed_forward(p, x, rate, rng, activation):
+    """Position-wise FFN (§3.3): W2 · dropout(relu(W1 x + b1)) + b2.  (B, T, D) -> (B, T, D)"""
     h = activation(dense(p.linear1, x))  # (B, T, d_ff)
     return dense(p.linear2, ag.dropout(h, rate, rng))  # (B, T, D)
-
-
-FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def one_fused_dtype(*arrays):
-    """Whether the arrays (plain or traced) share one dtype, float32 or float64: what the
-    fused sublayer ops compute in (anything else goes op by op, whose ops check it)."""
-    dtype = arrays[0].dtype
-    return dtype in FUSED_DTYPES and all(a.dtype == dtype for a in arrays[1:])
-
-
-def reference_pullback(reference, arrays, fixed=()):
-    """A fused op's composed pullback (for a traced cotangent): the vjp of its reference at
-    the plain arrays its body was given, the trailing arguments that are not arrays (`fixed`:
-    a head count, a mask) held, and None as their cotangents."""
-    def composed_pullback(g):
-        _, pullback = ag.vjp(lambda *a: reference(*a, *fixed), *arrays)
-        return (*pullback(g), *(None,) * len(fixed))
-    return composed_pullback
-
-
-def _feed_forward_reference(x, w1, b1, w2, b2):
-    """fused_feed_forward composed of the library's ops (what higher order and pictures
-    record)."""
-    p = FeedForward(Dense(w1, b1), Dense(w2, b2))
-    return _composed_feed_forward(p, x, 0.0, None, ag.relu)
-
-
-@ag.primitive(name="feed_forward", reference=_feed_forward_reference,
-              pictured_as_reference=True)
-def fused_feed_forward(x, w1, b1, w2, b2):
-    """max(x W1 + b1, 0) W2 + b2 as one op (ag.kernels.feed_forward_forward: bias and relu
-    in one pass after the first product, and relu's mask with b1's sum in one pass
-    backward). x (B, T, D) -> (B, T, D). Pictures show the composition."""
-    out, saved = ag.kernels.feed_forward_forward(x, w1, b1, w2, b2)
-
-    def feed_forward_pullback(g):
-        return ag.kernels.feed_forward_backward(g, saved)
-
-    return out, feed_forward_pullback, reference_pullback(_feed_forward_reference,
-                                                          (x, w1, b1, w2, b2))
 
 
 def check_tokens(caller, ids, vocab, max_len, name="ids", start=0):

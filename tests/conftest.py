@@ -22,6 +22,14 @@ def torch():
 
 
 @pytest.fixture
+def fast_rules_on():
+    """For the tests of the fast rules themselves: rules on, whatever AUTOGRAD_LITE_FAST_RULES
+    says for the run (.ci/run runs the model tests with it 0 too)."""
+    with ag.fast_rules(True):
+        yield
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(0)
 

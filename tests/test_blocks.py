@@ -93,15 +93,15 @@ def test_residual_is_the_post_ln_and_pre_ln_wiring(rng):
     assert (kept | (dropped == 0)).all() and 0 < kept.mean() < 1
 
 
-def test_residual_with_aux_hands_back_what_the_sublayer_returns_beside_its_output(rng):
-    """The sublayer returns (its output, its input): the wiring of residual, and the input
-    that norm order gives the sublayer, handed back unchanged."""
+def test_residual_hands_back_what_the_sublayer_returns_beside_its_output(rng):
+    """The sublayer returns (its output, its input): residual returns its wiring's output
+    and the input that norm order gives the sublayer, handed back unchanged."""
     norm = perturbed(layer_norm_init(D, np.float64), rng, 0.2)
     x = rng.standard_normal((2, 3, D))
     w = rng.standard_normal((D, D))
     sublayer = lambda h: (np.tanh(h @ w), h)  # noqa: E731
     for order, given in (("post", x), ("pre", numpy_layer_norm(x, norm))):
-        out, aux = blocks.residual_with_aux(norm, x, sublayer, order)
+        out, aux = blocks.residual(norm, x, sublayer, order)
         np.testing.assert_allclose(out, blocks.residual(norm, x, lambda h: sublayer(h)[0], order),
                                    rtol=1e-15)
         np.testing.assert_allclose(aux, given, rtol=1e-12)

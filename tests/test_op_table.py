@@ -55,34 +55,34 @@ def test_matches_torch(case, dtype, rng, torch):
     compare_with_torch(torch, case.ours, case.theirs, *case.arguments(rng, dtype))
 
 
-# ---- fused ops: the kernel against its reference ----------------------------------------------
+# ---- ops with a fast rule: the rule against the plain function -------------------------------
 
-def fused_and_reference(monkeypatch, compute):
-    """compute() with the kernels, then with each ag.<fused op> replaced by its reference."""
-    fused = compute()
-    with monkeypatch.context() as patch:
-        for name in FUSED_OPS:
-            patch.setattr(ag, name, getattr(ag, name).reference)
+def with_and_without_rules(compute):
+    """compute() with the fast rules, then with every rule off (the plain functions)."""
+    with ag.fast_rules(True):
+        fused = compute()
+    with ag.fast_rules(False):
         return fused, compute()
 
 
-def test_every_fused_op_has_a_reference_and_rows():
+def test_every_op_with_a_fast_rule_has_rows():
     for name in FUSED_OPS:
-        assert callable(getattr(ag, name).reference), name
+        assert getattr(ag, name).rules, name
         assert any(case.name.split()[0] == name for case in FUSED_CASES), name
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @by_name(FUSED_CASES)
-def test_fused_op_matches_its_reference(case, dtype, rng, monkeypatch):
-    """Values and first-order gradients: the kernels (and their pullbacks) against the reference."""
+def test_the_fast_rule_matches_the_plain_function(case, dtype, rng):
+    """Values and first-order gradients: the rules (and their pullbacks) against the plain
+    functions."""
     args = case.arguments(rng, dtype)
     weights = rng.standard_normal(np.shape(case.ours(*args))).astype(dtype)
 
     def value_and_gradients():
         return ag.value_and_gradient(lambda *a: ag.sum(case.ours(*a) * weights), *args)
-    (fused, fused_grads), (reference, reference_grads) = fused_and_reference(
-        monkeypatch, value_and_gradients)
+    (fused, fused_grads), (reference, reference_grads) = with_and_without_rules(
+        value_and_gradients)
     rtol = 10 * RTOL[np.dtype(dtype)]
     assert_close(fused, reference, rtol, "value")
     for got, want in zip(fused_grads, reference_grads):
@@ -93,11 +93,11 @@ def test_fused_op_matches_its_reference(case, dtype, rng, monkeypatch):
 
 
 @by_name([c for c in FUSED_CASES if c.second_order])
-def test_fused_op_matches_its_reference_to_second_order(case, rng, monkeypatch):
-    """In float64: Hessian-vector products (the seam runs the reference: every operand is
-    traced twice), the derivative of a gradient in the cotangent's weights only (the kernel runs
-    forward, its cotangent is traced: the seam's pullback takes the reference's), and jvp (the
-    double vjp: the cotangent belongs to a later trace)."""
+def test_the_fast_rule_matches_the_plain_function_to_second_order(case, rng):
+    """In float64: Hessian-vector products (the plain function runs: every operand is traced
+    twice), the derivative of a gradient in the cotangent's weights only (the rule runs
+    forward, its cotangent is traced: the rule's traced pullback runs), and jvp (the double
+    vjp: the cotangent belongs to a later trace)."""
     args = case.arguments(rng, np.float64)
     floats = [i for i, a in enumerate(args) if is_float(a)]
     directions = [rng.standard_normal(np.shape(a)) if is_float(a) else None for a in args]
@@ -117,7 +117,7 @@ def test_fused_op_matches_its_reference_to_second_order(case, rng, monkeypatch):
         return ag.jvp(case.ours, tuple(args), tuple(directions))[1]
 
     for compute in (hvp, lambda: ag.grad(through_the_cotangent)(weights), jvp):
-        fused, reference = fused_and_reference(monkeypatch, compute)
+        fused, reference = with_and_without_rules(compute)
         for got, want in zip(ag.tree_leaves(fused), ag.tree_leaves(reference)):
             assert (got is None) == (want is None)
             if got is not None:

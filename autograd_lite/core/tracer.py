@@ -33,9 +33,9 @@ class Trace:
         keyword-only arguments left;
       box: the `Box` returned, whose `node` is the recorded `Node`.
     The usual path pays two attribute tests per traced op (has the trace ended; has it a hook).
-    picturing: the trace records a call for a picture or a capture (`viz` sets it), so the ops
-    made with `primitive(..., pictured_as_reference=True)` run their reference on it: the
-    picture shows the model's own ops rather than one fused box.
+    picturing: the trace records a call for a picture or a capture (`viz` sets it), so a
+    model's fusable functions run their plain definitions on it (core/rules.py): the picture
+    shows the model's own ops rather than one fused box.
     """
 
     __slots__ = ("level", "on_op", "caller", "active", "picturing")
@@ -149,14 +149,14 @@ def plain(*values):
     return True
 
 
-def _positional_parameters(body):
+def positional_parameters(body):
     """(name, default) for each parameter that may be passed by position."""
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return tuple((p.name, p.default) for p in inspect.signature(body).parameters.values()
                  if p.kind in kinds)
 
 
-def _move_keywords_to_positions(op_name, parameters, args, kwargs):
+def move_keywords_to_positions(op_name, parameters, args, kwargs):
     """Pass positional-or-keyword parameters by position, so that any of them may be traced."""
     args = list(args)
     for name, default in parameters[len(args):]:
@@ -169,7 +169,7 @@ def _move_keywords_to_positions(op_name, parameters, args, kwargs):
     return args, kwargs
 
 
-def _check_keyword_only(op_name, kwargs, top):
+def check_keyword_only(op_name, kwargs, top):
     """Keyword-only arguments are never unboxed, so none may be traced at the op's level."""
     for key, value in kwargs.items():
         if type(value) is Box and (top is None or value.trace.level >= top.level):
@@ -177,10 +177,7 @@ def _check_keyword_only(op_name, kwargs, top):
                             "make it a positional parameter of the primitive to differentiate it")
 
 
-PICTURED_REFERENCES = set()  # code objects of the references run in pictures (viz/scopes.py)
-
-
-def primitive(body=None, *, name=None, reference=None, pictured_as_reference=False):
+def primitive(body=None, *, name=None):
     """Make `body(*arrays) -> (out, pullback)` an op that gradients flow through.
 
     `pullback(cotangent)` returns one cotangent per positional argument (None
@@ -190,67 +187,35 @@ def primitive(body=None, *, name=None, reference=None, pictured_as_reference=Fal
     traced values those are recorded, which is what makes higher order work.
     `name` (default: the body's name) labels the op in errors and pictures.
     Use as `@primitive` or `@primitive(name="...")`. The op exposes `op_name`,
-    `parameters`, `body` and `reference` (see the recording hook in `Trace`). The body gets
+    `parameters` and `body` (see the recording hook in `Trace`). The body gets
     two arguments as one object only where the caller passed one object (one traced value,
     or one constant): two traced values or a traced value and a constant that share data
     arrive as distinct arrays, so `a is b` in a body means "the same value to differentiate".
-
-    The seam of a fused op: `reference`, the same function composed of the library's ops.
-    When an operand belongs to an enclosing trace (grad of grad, hessian) the op runs the
-    reference, which the traces record; otherwise the body runs on plain arrays. Its pullback
-    may be handed a traced cotangent even then (jvp's double vjp): the body returns
-    `(out, kernel_pullback, composed_pullback)`, the second written with the library's ops
-    over the plain values it saved, and the engine picks by the cotangent (`seam_pullback`);
-    or `(out, pullback)` when the pullback is written with the library's ops alone.
-
-    pictured_as_reference: on a trace that records a picture or a capture (`Trace.picturing`)
-    the op runs its reference too, so that the picture shows the ops it is made of, in the
-    scopes of the functions the reference calls (a fused op that stands for a piece of model
-    code, such as a multi-head attention sublayer).
+    (A function that has a definition of its own and a faster body for plain arrays is a
+    fusable function with a fast rule: core/rules.py.)
     """
     if body is None:
-        return functools.partial(primitive, name=name, reference=reference,
-                                 pictured_as_reference=pictured_as_reference)
-    if pictured_as_reference:
-        if reference is None:
-            raise TypeError("primitive: pictured_as_reference needs a reference")
-        PICTURED_REFERENCES.add(reference.__code__)
+        return functools.partial(primitive, name=name)
     op_name = name or body.__name__
-    parameters = _positional_parameters(body)
+    parameters = positional_parameters(body)
 
     @functools.wraps(body)
     def op(*args, **kwargs):
         if kwargs:
-            args, kwargs = _move_keywords_to_positions(op_name, parameters, args, kwargs)
+            args, kwargs = move_keywords_to_positions(op_name, parameters, args, kwargs)
         top = None
         for a in args:
             if type(a) is Box and (top is None or a.trace.level > top.level):
                 top = a.trace
         if kwargs:
-            _check_keyword_only(op_name, kwargs, top)
+            check_keyword_only(op_name, kwargs, top)
         if top is None:
             out = body(*args, **kwargs)[0]
             return out if type(out) is np.ndarray else np.asanyarray(out)
-        values = []
-        parents = []
-        for i, a in enumerate(args):
-            if type(a) is Box and a.trace is top:
-                values.append(a.value)
-                parents.append((i, a.node))
-            else:
-                values.append(a)
-        if len(values) > 1:
-            _keep_distinct_arguments_distinct(args, values)
+        values, parents = opened(args, top)
         if not top.active:
             raise escaped_value_error(op_name, top)
-        if reference is None:
-            out, pullback = body(*values, **kwargs)
-        elif _holds_enclosing_boxes(values, kwargs) or (pictured_as_reference and top.picturing):
-            return reference(*args, **kwargs)  # the seam: higher order records the reference
-        else:  # the seam: plain operands, the fused body
-            out, pullback, *composed = body(*values, **kwargs)
-            if composed:
-                pullback = seam_pullback(pullback, composed[0])
+        out, pullback = body(*values, **kwargs)
         if type(out) is not np.ndarray and type(out) is not Box:
             out = np.asanyarray(out)  # an array subclass (core/weak.py's) stays as it is
         box = Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype,
@@ -260,18 +225,34 @@ def primitive(body=None, *, name=None, reference=None, pictured_as_reference=Fal
         return box
 
     op.body = body
-    op.reference = reference
     op.op_name = op_name
     op.parameters = parameters
     return op
 
 
-def _keep_distinct_arguments_distinct(args, values):
+def opened(args, top):
+    """(values, parents): the arguments with the boxes of trace `top` opened, two different
+    arguments kept two objects (keep_distinct_arguments_distinct), and (argument index,
+    node) of each opened box."""
+    values = []
+    parents = []
+    for i, a in enumerate(args):
+        if type(a) is Box and a.trace is top:
+            values.append(a.value)
+            parents.append((i, a.node))
+        else:
+            values.append(a)
+    if len(values) > 1:
+        keep_distinct_arguments_distinct(args, values)
+    return values, parents
+
+
+def keep_distinct_arguments_distinct(args, values):
     """Once opened, two different arguments may hold one array: two traced values made from
     the same data (`gradient(f, x, x)`), or a traced value and its constant
     (`stop_gradient(x)`). Hand the later one a view, so that a body sees two arguments as
-    one object only where its caller passed one object (a fused body may take `a is b` to
-    mean "the same traced value", as self-attention does). In place, over `values`."""
+    one object only where its caller passed one object (a fast rule may take `a is b` to
+    mean "the same traced value", as self-attention's does). In place, over `values`."""
     for i in range(1, len(values)):
         value = values[i]
         if isinstance(value, np.ndarray):
@@ -279,23 +260,6 @@ def _keep_distinct_arguments_distinct(args, values):
                 if values[j] is value and args[j] is not args[i]:
                     values[i] = value.view()
                     break
-
-
-def _holds_enclosing_boxes(values, kwargs):
-    """Whether an operand, once this trace's boxes are opened, is still traced (by an
-    enclosing trace: grad of grad, jvp, hessian)."""
-    return any(type(v) is Box for v in values) or any(type(v) is Box for v in kwargs.values())
-
-
-def seam_pullback(kernel_pullback, composed_pullback):
-    """A fused op's pullback: the kernel's for a plain cotangent; for a traced one (a trace
-    opened around the backward pass, as jvp's double vjp, or one that differentiates what
-    the cotangent was made from) the composed one, written with the library's ops from the
-    plain values the forward saved, which that trace records."""
-    @functools.wraps(kernel_pullback)  # named as the op's pullback, in tracebacks too
-    def fused_pullback(g):
-        return kernel_pullback(g) if type(g) is not Box else composed_pullback(g)
-    return fused_pullback
 
 
 # One code object for every wrapper: how tools that follow Python calls (the pictures' scope

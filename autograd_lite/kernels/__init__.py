@@ -1,47 +1,31 @@
-"""The plain-array bodies of the fused ops, behind one interface, in two implementations:
-numpy (numpy_kernels.py, always there) and compiled with numba (numba_kernels.py and the
-files it imports, where numba imports: the `fast` extra). The ops call `kernels.<name>(...)`;
-which implementation answers is chosen once, on the first call, and `backend()` says which:
+"""The ops' kernels: the plain-array bodies of their fast rules, behind one interface, in two
+implementations: numpy (numpy_kernels.py, always there) and compiled with numba
+(numba_kernels.py and the files it imports, where numba imports: the `fast` extra). The
+rules call `kernels.<name>(...)`; which implementation answers is chosen once, on the first
+call, and `backend()` says which:
 
     AUTOGRAD_LITE_KERNELS unset     numba where it imports, else numpy
     AUTOGRAD_LITE_KERNELS=numpy     numpy
     AUTOGRAD_LITE_KERNELS=numba     numba, or an error saying it does not import
 
 `select(name)` switches in-process (tests and paired benchmarks run both). A kernel sees
-plain arrays only (the seam in core.tracer.primitive runs an op's reference under higher
-order), so nothing here knows about tracing; this package imports nothing from the engine.
-Above the per-backend kernels, sublayers.py writes the bodies of the models' two fused
-sublayer ops (multi-head attention, the relu feed-forward network) once, over BLAS and
-whichever kernels are in use.
-numba is imported lazily, on the first kernel call, never by `import autograd_lite`.
+plain arrays only (a fast rule runs on plain arrays, and the plain function under higher
+order: core/rules.py), so nothing here knows about tracing; this package imports nothing
+from the engine. The models' fast rules (models/fast) call these kernels too, to write the
+Transformer's sublayers over BLAS. numba is imported lazily, on the first kernel call, never
+by `import autograd_lite`.
 
 Threads: the compiled kernels are serial. Kernels and OpenBLAS share the cores, and the
 arrangement that wins on 2 cores is OpenBLAS with both threads for the products and every
-kernel in the calling thread (measured on an AMD EPYC, tests/benchmarks/profile_step.py
---only lm, 5 steps, load 0.5, ms a step: layer norm x5, softmax x2, linear x13, the whole
-step; PyTorch's step 17):
-
-    numpy kernels                                      2.6   3.3   8.4   18.6
-    numba, prange, its default OpenMP threads          39.8  25.0  62.3  143.9
-    numba, prange, OMP_WAIT_POLICY=PASSIVE             1.5   3.4   8.1   29.3
-    numba, prange, NUMBA_THREADING_LAYER=workqueue     2.2   3.6   6.5   30.0
-    numba, prange, NUMBA_NUM_THREADS=1                 0.9   2.2   6.2   18.3
-
-numba's OpenMP workers spin after each kernel and starve OpenBLAS's threads (the products,
-which run no numba code, slowed down 7 times); passive waiting and the workqueue layer pay a
-wake-up on every kernel, which at these row counts costs more than the second core saves.
-So the kernels are compiled without `parallel` (numba_compile.py): no thread pool is ever
-started, nothing here sets a thread count or a threading layer (importing the library
-changes nothing outside it), and the first compile is cheaper. Whole steps against
-PyTorch, both backends: README.md and tests/benchmarks/README.md.
-
-Start-up (tests/benchmarks/bench_startup.py: a fresh process imports the library and runs
-one LM step and one forward; medians): numpy's kernels 0.41 s; numba's with an empty cache
-+7 - 8 s (every kernel compiles, once; the demos say so in one line, `compiling_notice`); with
-numba's cache +0.7 - 0.9 s on the extras' install and +0.8 - 1.3 s where scipy is installed.
-All but about 0.1 s of the warm cost is numba's own floor, which the script measures too (a
-one-line cached numba function's first call: +0.8 - 0.9 s, and +1.0 - 1.2 s with scipy,
-which numba imports to look for BLAS); each of our cached kernels then loads in 4 - 6 ms.
+kernel in the calling thread: numba's OpenMP workers spin after each kernel and starve
+OpenBLAS's threads, and passive waiting or the workqueue layer pay a wake-up on every
+kernel, which at these row counts costs more than the second core saves. So the kernels are
+compiled without `parallel` (numba_compile.py): no thread pool is ever started, nothing here
+sets a thread count or a threading layer (importing the library changes nothing outside
+it), and the first compile is cheaper. The measurements, whole steps against PyTorch with
+both backends, and what the compiled kernels cost at start-up (a first run compiles each
+kernel once, `compiling_notice` says so; later runs load them from numba's cache):
+tests/benchmarks/README.md.
 """
 import os
 
@@ -116,8 +100,3 @@ def __getattr__(name):
         return globals()[name]
     raise AttributeError(f"module 'autograd_lite.kernels' has no attribute '{name}'")
 
-
-from .sublayers import (attention_over_backward, attention_over_forward,  # noqa: E402,F401
-                        feed_forward_backward, feed_forward_forward, heads_projection_backward,
-                        heads_projection_forward, multihead_attention_backward,
-                        multihead_attention_forward)

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import kernels
+from ..core.rules import fast_rule, fusable
 from ..core.tracer import primal, primitive
 from ..core.tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
@@ -210,18 +211,17 @@ def sigmoid(x):
     return y, sigmoid_pullback
 
 
-def relu_reference(x):
-    """relu composed of the library's ops (what higher order records): x selected where it
-    is positive, else 0."""
+@fusable(op=True)
+def relu(x):
+    """max(x, 0); the derivative at 0 is 0 (as in PyTorch). Not x times its mask: -inf · 0
+    would be NaN and -1 · 0 would be -0. Written out: x selected where it is positive, else 0."""
     x = as_array("relu", x)
     return where(primal(x) > 0, x, 0)
 
 
-@primitive(reference=relu_reference)
-def relu(x):
-    """max(x, 0); the derivative at 0 is 0 (as in PyTorch). Not x times its mask: -inf · 0
-    would be NaN and -1 · 0 would be -0. A fused op (kernels.relu_forward/relu_backward);
-    under higher order the seam runs relu_reference."""
+@fast_rule(relu)
+def relu_rule(x):
+    """relu by kernels.relu_forward / relu_backward."""
     x = as_array("relu", x)
     out, saved = kernels.relu_forward(x)
     shape, dtype = out.shape, out.dtype  # (the composed pullback keeps these, not out)
@@ -234,22 +234,21 @@ def relu(x):
     return out, relu_pullback, relu_composed_pullback
 
 
-def gelu_reference(x):
-    """gelu composed of the library's ops: x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³)))."""
-    x = as_array("gelu", x)
-    c, cubic = kernels.numpy_kernels.GELU_C, kernels.numpy_kernels.GELU_CUBIC
-    return 0.5 * x * (1 + tanh(c * (x + cubic * x * x * x)))
-
-
-@primitive(reference=gelu_reference)
+@fusable(op=True)
 def gelu(x):
     """GELU, tanh form (GPT-2; torch's gelu(approximate="tanh")):
 
         gelu(x) = x/2 · (1 + tanh(u)),  u = √(2/π) (x + 0.044715 x³)
         gelu'(x) = (1 + t)/2 + x/2 · (1 - t²) · √(2/π) (1 + 3 · 0.044715 x²),  t = tanh(u)
+    """
+    x = as_array("gelu", x)
+    c, cubic = kernels.numpy_kernels.GELU_C, kernels.numpy_kernels.GELU_CUBIC
+    return 0.5 * x * (1 + tanh(c * (x + cubic * x * x * x)))
 
-    A fused op (kernels.gelu_forward/gelu_backward); under higher order the seam runs
-    gelu_reference."""
+
+@fast_rule(gelu)
+def gelu_rule(x):
+    """gelu by kernels.gelu_forward / gelu_backward."""
     x = as_array("gelu", x)
     out, saved = kernels.gelu_forward(x)
     shape, dtype = out.shape, out.dtype  # (the composed pullback keeps these, not out)

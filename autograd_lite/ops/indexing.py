@@ -4,11 +4,11 @@
     gather(table, indices)     <->  scatter_add(values, indices, n)
 
 `gather` is the embedding lookup: rows of `table` along axis 0; its adjoint sums the
-cotangent rows that share an index (kernels.segment_sum, several times faster than
-`np.add.at`). add_at, gather and scatter_add are linear, and sit behind the seam
-(`primitive(reference=...)`): under higher order the engine runs their references, written
-with a constant one-hot matrix and `matmul` (gather, scatter_add) or with scatter_add over
-flat positions (add_at), which the traces record.
+cotangent rows that share an index. add_at, gather and scatter_add are linear, and are
+defined by compositions the traces record under higher order: a constant one-hot matrix and
+`matmul` (gather, scatter_add), or scatter_add over flat positions (add_at). Each has a fast
+rule beside it (core/rules.py) for plain arrays: numpy's indexing, and kernels.segment_sum for
+the rows that share an index (`np.add.at` is slow on a hot path).
 """
 import math
 import numbers
@@ -16,6 +16,7 @@ import numbers
 import numpy as np
 
 from .. import kernels
+from ..core.rules import fast_rule, fusable
 from ..core.tracer import is_traced, primitive
 from .checks import as_array
 from .matmul import matmul
@@ -50,17 +51,20 @@ def getitem(x, index):
     return out, getitem_pullback
 
 
-def add_at_reference(values, index, shape):
-    """add_at composed of recorded ops: scatter_add of the values into the flat positions
-    that `index` selects (np.arange over `shape`, indexed as x would be)."""
+@fusable(op=True)
+def add_at(values, index, shape):
+    """zeros(shape) with `values` added at x[index] (numpy's np.add.at); getitem's adjoint.
+    Written out: scatter_add of the values into the flat positions that `index` selects
+    (np.arange over `shape`, indexed as x would be)."""
+    values = as_array("add_at", values, "values")
     positions = np.arange(math.prod(shape)).reshape(shape)[index]
     flat = scatter_add(values.reshape(-1), positions.reshape(-1), math.prod(shape))
     return flat.reshape(shape)
 
 
-@primitive(reference=add_at_reference)
-def add_at(values, index, shape):
-    """zeros(shape) with `values` added at x[index] (numpy's np.add.at); getitem's adjoint."""
+@fast_rule(add_at)
+def add_at_rule(values, index, shape):
+    """add_at by numpy's indexing: an assignment where no element is selected twice."""
     values = as_array("add_at", values, "values")
     out = np.zeros(shape, dtype=values.dtype)
     if _selects_each_element_once(index):
@@ -68,9 +72,9 @@ def add_at(values, index, shape):
     else:
         np.add.at(out, index, values)
 
-    def add_at_pullback(g):
+    def add_at_pullback(g):  # the library's ops: a traced cotangent too
         return g[index], None, None
-    return out, add_at_pullback
+    return out, add_at_pullback, add_at_pullback
 
 
 def _check_indices(op, indices, n):
@@ -91,8 +95,16 @@ def _one_hot_rows(indices, n, dtype):
     return onehot
 
 
-def gather_reference(table, indices):
-    """gather composed of recorded ops: onehot(indices) @ table, reshaped."""
+def _check_gather(table, indices):
+    if table.ndim < 1:
+        raise ValueError(f"gather: table must have at least one axis, got {table.shape}")
+    _check_indices("gather", indices, table.shape[0])
+
+
+@fusable(op=True)
+def gather(table, indices):
+    """Rows of `table` at `indices`: out[i...] = table[indices[i...]], shape indices.shape + table.shape[1:].
+    Written out: onehot(indices) @ table, reshaped."""
     table = as_array("gather", table, "table")
     _check_gather(table, indices)
     rows = table.reshape(table.shape[0], math.prod(table.shape[1:]))  # (n, row)
@@ -100,23 +112,17 @@ def gather_reference(table, indices):
     return picked.reshape(indices.shape + table.shape[1:])
 
 
-def _check_gather(table, indices):
-    if table.ndim < 1:
-        raise ValueError(f"gather: table must have at least one axis, got {table.shape}")
-    _check_indices("gather", indices, table.shape[0])
-
-
-@primitive(reference=gather_reference)
-def gather(table, indices):
-    """Rows of `table` at `indices`: out[i...] = table[indices[i...]], shape indices.shape + table.shape[1:]."""
+@fast_rule(gather)
+def gather_rule(table, indices):
+    """gather by kernels.gather_rows; the pullback is scatter_add."""
     table = as_array("gather", table, "table")
     _check_gather(table, indices)
     out = kernels.gather_rows(table, indices)
     n = table.shape[0]
 
-    def gather_pullback(g):
+    def gather_pullback(g):  # the library's ops: a traced cotangent too
         return scatter_add(g, indices, n), None
-    return out, gather_pullback
+    return out, gather_pullback, gather_pullback
 
 
 def _check_scatter(values, indices, n):
@@ -126,8 +132,10 @@ def _check_scatter(values, indices, n):
                          f"indices {indices.shape}")
 
 
-def scatter_add_reference(values, indices, n):
-    """scatter_add composed of recorded ops: onehot(indices)ᵀ @ values, reshaped."""
+@fusable(op=True)
+def scatter_add(values, indices, n):
+    """out[k] = Σ_{i : indices[i] = k} values[i], for k < n; gather's adjoint.
+    Written out: onehot(indices)ᵀ @ values, reshaped."""
     values = as_array("scatter_add", values, "values")
     _check_scatter(values, indices, n)
     row_shape = values.shape[indices.ndim:]
@@ -136,13 +144,13 @@ def scatter_add_reference(values, indices, n):
     return summed.reshape((n,) + row_shape)
 
 
-@primitive(reference=scatter_add_reference)
-def scatter_add(values, indices, n):
-    """out[k] = Σ_{i : indices[i] = k} values[i], for k < n; gather's adjoint."""
+@fast_rule(scatter_add)
+def scatter_add_rule(values, indices, n):
+    """scatter_add by kernels.segment_sum; the pullback is gather."""
     values = as_array("scatter_add", values, "values")
     _check_scatter(values, indices, n)
     out = kernels.segment_sum(values, indices, n)
 
-    def scatter_add_pullback(g):
+    def scatter_add_pullback(g):  # the library's ops: a traced cotangent too
         return gather(g, indices), None, None
-    return out, scatter_add_pullback
+    return out, scatter_add_pullback, scatter_add_pullback

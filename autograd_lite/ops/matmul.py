@@ -11,6 +11,7 @@ import string
 import numpy as np
 
 from .. import kernels
+from ..core.rules import fast_rule, fusable
 from ..core.tracer import plain, primitive
 from .broadcasting import sum_rows, unbroadcast
 from .checks import as_array, as_operands, check_same_float_dtype
@@ -55,7 +56,8 @@ def _blas_ready(x):
 
 
 def _rows(x):
-    """(..., n) -> (N, n): a stack sharing one right-hand matrix is one 2-D product (3x faster).
+    """(..., n) -> (N, n): a stack sharing one right-hand matrix is one 2-D product (one BLAS
+    call, not one per matrix of the stack).
     N is counted, not inferred: reshape(-1, 0) of an empty array is ambiguous to numpy."""
     return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
@@ -118,24 +120,27 @@ def _check_linear(x, w, b):
 
 
 def _times_transpose(g, w):
-    """g Wᵀ; for one output column (d_out = 1) an outer product, which a broadcast multiply
-    makes several times faster than a product with an inner dimension of 1 (the same bits)."""
+    """g Wᵀ; for one output column (d_out = 1) an outer product, as a broadcast multiply
+    (the same bits; a product with an inner dimension of 1 is slow)."""
     return g * w.T if w.shape[1] == 1 else g @ w.T
 
 
-def linear_composed(x, w, b):
-    """The reference of `linear`: matmul, then add (the same values, two recorded ops)."""
-    return matmul(x, w) + b
-
-
-@primitive(reference=linear_composed)
+@fusable(op=True)
 def linear(x, w, b):
     """x W + b over the last axis of x (torch.nn.functional.linear, with W stored as (d_in,
-    d_out)), one op where `linear_composed` records two; the bias is added in place by the
-    kernel (one pass where numpy's broadcast add makes two).  x: (..., d_in) -> (..., d_out)
+    d_out)). Written out: matmul, then add; its fast rule is one op.  x: (..., d_in) -> (..., d_out)
 
         dx = g Wᵀ,   dW = Σ_rows xᵀ g,   db = Σ_rows g
     """
+    x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
+    _check_linear(x, w, b)
+    return matmul(x, w) + b
+
+
+@fast_rule(linear)
+def linear_rule(x, w, b):
+    """linear as one op, the bias added in place by the kernel (one pass where numpy's
+    broadcast add makes two)."""
     x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
     _check_linear(x, w, b)
     out_shape, x_shape, b_shape = x.shape[:-1] + w.shape[1:], x.shape, b.shape
@@ -144,7 +149,7 @@ def linear(x, w, b):
     def linear_pullback(g):  # the library's ops: a traced cotangent (jvp) is recorded
         return (lambda: _times_transpose(_rows(g), w).reshape(x_shape),
                 lambda: _rows(x).T @ _rows(g), lambda: sum_rows(g).reshape(b_shape))
-    return out.reshape(out_shape), linear_pullback
+    return out.reshape(out_shape), linear_pullback, linear_pullback
 
 
 def _dot_subscripts(a_ndim, b_ndim):

@@ -1,10 +1,10 @@
-"""Fused neural-network primitives: layer_norm and cross_entropy; and dropout, a one-liner
+"""Neural-network ops: layer_norm and cross_entropy, each with a fast rule; and dropout, a one-liner
 over `mul`. (The softmax family is in softmax.py.)
 
-layer_norm and cross_entropy are fused ops behind the seam (`primitive(reference=...)`): on
-plain arrays their bodies call the kernels (autograd_lite/kernels), one pass or two forward
-and backward where their compositions would record a handful of ops; under higher order the
-engine runs the reference beside each, composed of the library's ops. Their float
+layer_norm and cross_entropy are defined by their composition of the library's ops (what
+higher order and `ag.fast_rules(False)` run), and each has a fast rule beside it
+(core/rules.py): on plain arrays the kernels (autograd_lite/kernels) make one pass or two
+forward and backward where the compositions record a handful of ops. Their float
 hyperparameters (eps, label_smoothing) are differentiable arguments like the others.
 float16 is computed in float32 (precision.py).
 """
@@ -13,13 +13,14 @@ import numbers
 import numpy as np
 
 from .. import kernels
-from ..core.tracer import is_traced, primal, primitive
+from ..core.rules import fast_rule, fusable
+from ..core.tracer import is_traced, primal
 from .broadcasting import sum_rows, unbroadcast
 from .checks import as_array, check_same_float_dtype
 from .elementwise import mul
 from .precision import computed_in_float32
 from .reductions import mean_last, mean_of_products_last
-from .softmax import log_softmax_reference
+from .softmax import log_softmax
 from .weak import settles_weak_floats
 
 
@@ -48,22 +49,26 @@ def _checked_layer_norm_operands(x, scale, bias, eps):
     return x, scale, bias
 
 
-def layer_norm_reference(x, scale, bias, eps=1e-5):
-    """layer_norm composed of the library's ops: scale ⊙ (x - μ) / √(σ² + eps) + bias."""
-    x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
-    centered = x - mean_last(x)
-    inv_std = 1 / np.sqrt(mean_of_products_last(centered, centered) + eps)
-    return centered * inv_std * scale + bias
-
-
-@primitive(reference=layer_norm_reference)
-@settles_weak_floats
-@computed_in_float32
+@fusable(op=True)
 def layer_norm(x, scale, bias, eps=1e-5):
     """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
     (as torch.nn.functional.layer_norm). scale, bias: (D,) for x of shape (..., D); eps a
     scalar, differentiable: ∂out/∂eps = -½ scale ⊙ x̂ / (σ² + eps). D = 0: the empty
     result."""
+    x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
+    if x.size == 0:
+        return np.zeros(x.shape, dtype=x.dtype)
+    centered = x - mean_last(x)
+    inv_std = 1 / np.sqrt(mean_of_products_last(centered, centered) + eps)
+    return centered * inv_std * scale + bias
+
+
+@fast_rule(layer_norm)
+@settles_weak_floats
+@computed_in_float32
+def layer_norm_rule(x, scale, bias, eps=1e-5):
+    """layer_norm by kernels.layer_norm_forward / layer_norm_backward: the pullbacks keep x̂
+    and 1/σ, not x."""
     x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
     if x.size == 0:
         def empty_pullback(g):
@@ -141,24 +146,7 @@ def _checked_cross_entropy_operands(logits, labels, ignore_index, label_smoothin
     return (logits, *_counted_labels(labels, ignore_index))
 
 
-def cross_entropy_reference(logits, labels, ignore_index=None, label_smoothing=0.0):
-    """cross_entropy composed of the library's ops: -Σ_c target_c log p_c per row, target
-    a constant one-hot times (1 - ε) plus ε / C, the counted rows' mean."""
-    logits, flat_labels, counted, n_counted = _checked_cross_entropy_operands(
-        logits, labels, ignore_index, label_smoothing)
-    n_classes = logits.shape[-1]
-    log_p = log_softmax_reference(logits.reshape(-1, n_classes), -1)  # (N, C)
-    onehot = np.zeros(log_p.shape, dtype=log_p.dtype)
-    onehot[np.arange(len(flat_labels)), flat_labels] = 1
-    per_row = -((onehot * (1 - label_smoothing) + label_smoothing / n_classes) * log_p).sum(-1)
-    if counted is not None:
-        per_row = per_row * counted
-    return per_row.sum() * (1.0 / n_counted if n_counted else float("nan"))
-
-
-@primitive(reference=cross_entropy_reference)
-@settles_weak_floats
-@computed_in_float32
+@fusable(op=True)
 def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     """Mean over counted positions of -Σ_c target_c log softmax(logits)_c,
     target = (1 - ε) onehot(label) + ε / C (torch.nn.functional.cross_entropy).
@@ -168,7 +156,26 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     NaN and its gradient zero (as in torch: an all-padding batch moves no parameter).
     label_smoothing ε, a scalar in [0, 1], is differentiable: the row loss is
     (1 - ε)(-log p_label) + ε(-mean_c log p_c), so ∂/∂ε = log p_label - mean_c log p_c.
+    Written out with a constant one-hot matrix: the counted rows' mean of
+    -Σ_c ((1 - ε) onehot + ε / C) log p_c.
     """
+    logits, flat_labels, counted, n_counted = _checked_cross_entropy_operands(
+        logits, labels, ignore_index, label_smoothing)
+    n_classes = logits.shape[-1]
+    log_p = log_softmax(logits.reshape(-1, n_classes), -1)  # (N, C)
+    onehot = np.zeros(log_p.shape, dtype=log_p.dtype)
+    onehot[np.arange(len(flat_labels)), flat_labels] = 1
+    per_row = -((onehot * (1 - label_smoothing) + label_smoothing / n_classes) * log_p).sum(-1)
+    if counted is not None:
+        per_row = per_row * counted
+    return per_row.sum() * (1.0 / n_counted if n_counted else float("nan"))
+
+
+@fast_rule(cross_entropy)
+@settles_weak_floats
+@computed_in_float32
+def cross_entropy_rule(logits, labels, ignore_index=None, label_smoothing=0.0):
+    """cross_entropy by kernels.cross_entropy_forward / cross_entropy_backward."""
     logits, flat_labels, counted, n_counted = _checked_cross_entropy_operands(
         logits, labels, ignore_index, label_smoothing)
     n_classes = logits.shape[-1]

@@ -1,17 +1,18 @@
 """The softmax family: softmax (with an optional mask), log_softmax, logsumexp.
 
-softmax and log_softmax are fused ops behind the seam (`primitive(reference=...)`): on plain
-arrays their bodies call the kernels (autograd_lite/kernels: one or two passes forward and
-backward, where the composition records a handful of ops); under higher order the engine runs
-the reference beside each, composed of the library's ops, which the traces record and the op
-table compares with the kernel. float16 is computed in float32 (precision.py). An empty axis
-gives the empty result (logsumexp: log 0 = -inf), as in torch.
+softmax and log_softmax are defined by their composition of the library's ops (what higher
+order, pictures of it and `ag.fast_rules(False)` run), and each has a fast rule beside it
+(core/rules.py): on plain arrays the kernels (autograd_lite/kernels) make one or two passes
+forward and backward where the composition records a handful of ops; the op table holds the
+two against each other. float16 is computed in float32 (precision.py). An empty axis gives
+the empty result (logsumexp: log 0 = -inf), as in torch.
 """
 import numbers
 
 import numpy as np
 
 from .. import kernels
+from ..core.rules import fast_rule, fusable
 from ..core.tracer import primal, primitive, stop_gradient
 from .checks import as_array, normalize_axes
 from .precision import computed_in_float32
@@ -51,10 +52,16 @@ def _checked_softmax_operands(x, axis, mask):
     return x, axis, mask
 
 
-def softmax_reference(x, axis=-1, mask=None):
-    """softmax composed of the library's ops (what higher order records): exp shifted by the
-    largest kept entry of each row (a constant), masked entries selected away, a row with
-    nothing kept divided by infinity."""
+@fusable(op=True)
+def softmax(x, axis=-1, mask=None):
+    """y = exp(x) / Σ_axis exp(x) over the entries where `mask` is True (bool, broadcastable
+    to x), as torch's x.masked_fill(~mask, -inf).softmax(axis).
+
+    Masked entries get 0 and have gradient 0, and their values (NaN and inf included) change
+    nothing. A row with every entry masked is all zeros (torch: NaN), with gradient 0.
+    Written out: exp shifted by the largest kept entry of each row (a constant), masked
+    entries selected away, a row with nothing kept divided by infinity.
+    """
     x, axis, mask = _checked_softmax_operands(x, axis, mask)
     if x.size == 0:
         return np.zeros(x.shape, dtype=x.dtype)
@@ -74,18 +81,15 @@ def _along_last(a, axis):
     return a if a is None or axis == a.ndim - 1 else np.moveaxis(a, axis, -1)
 
 
-@primitive(reference=softmax_reference)
+@fast_rule(softmax)
 @computed_in_float32
-def softmax(x, axis=-1, mask=None):
-    """y = exp(x) / Σ_axis exp(x) over the entries where `mask` is True (bool, broadcastable
-    to x), as torch's x.masked_fill(~mask, -inf).softmax(axis).
-
-    Masked entries get 0 and have gradient 0, and their values (NaN and inf included) change
-    nothing. A row with every entry masked is all zeros (torch: NaN), with gradient 0.
-    """
+def softmax_rule(x, axis=-1, mask=None):
+    """softmax by kernels.softmax_forward / softmax_backward."""
     x, axis, mask = _checked_softmax_operands(x, axis, mask)
     if x.size == 0:
-        return np.zeros(x.shape, dtype=x.dtype), lambda g: (np.zeros_like(g), None, None)
+        def empty_pullback(g):
+            return np.zeros_like(g), None, None
+        return np.zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
     y, saved = kernels.softmax_forward(_along_last(x, axis), _along_last(mask, axis))
     y = np.moveaxis(y, -1, axis)
 
@@ -99,9 +103,10 @@ def softmax(x, axis=-1, mask=None):
     return y, softmax_pullback, softmax_composed_pullback
 
 
-def log_softmax_reference(x, axis=-1):
-    """log_softmax composed of the library's ops: x - m - log Σ exp(x - m), m the row maximum
-    (a constant)."""
+@fusable(op=True)
+def log_softmax(x, axis=-1):
+    """x - logsumexp(x) along `axis`; stable for any finite x. dx = g - softmax(x) Σ_axis g.
+    Written out: x - m - log Σ exp(x - m), m the row maximum (a constant)."""
     x = as_array("log_softmax", x)
     axis = _one_axis("log_softmax", axis, x.ndim)
     if x.size == 0:
@@ -110,14 +115,16 @@ def log_softmax_reference(x, axis=-1):
     return shifted - np.log(sum_keepdims(np.exp(shifted), axis))
 
 
-@primitive(reference=log_softmax_reference)
+@fast_rule(log_softmax)
 @computed_in_float32
-def log_softmax(x, axis=-1):
-    """x - logsumexp(x) along `axis`; stable for any finite x. dx = g - softmax(x) Σ_axis g."""
+def log_softmax_rule(x, axis=-1):
+    """log_softmax by kernels.log_softmax_forward / log_softmax_backward."""
     x = as_array("log_softmax", x)
     axis = _one_axis("log_softmax", axis, x.ndim)
     if x.size == 0:
-        return np.zeros(x.shape, dtype=x.dtype), lambda g: (np.zeros_like(g), None)
+        def empty_pullback(g):
+            return np.zeros_like(g), None
+        return np.zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
     y, saved = kernels.log_softmax_forward(_along_last(x, axis))
     y = np.moveaxis(y, -1, axis)
 

@@ -2,12 +2,14 @@
 body sees the weak operand cast to the arrays' dtype, as numpy casts a Python float, and the
 engine receives its cotangent cast back to a weak float64, the adjoint of that cast. A traced
 weak operand is cast by a recorded `astype`, so higher order sees both casts. The library's
-ops with several float operands say so with `@settles_weak_floats`; `ag.primitive` (the
-`user_primitive` here) gives it to every op a user defines."""
+ops with several float operands say so with `@settles_weak_floats`; `ag.primitive` and
+`ag.fast_rule` (`user_primitive` and `user_fast_rule` here) give it to every op and rule a
+user defines."""
 import functools
 
 import numpy as np
 
+from ..core.rules import fast_rule
 from ..core.tracer import Box, primitive
 from ..core.weak import is_weak, strong_float_dtype, weak_float
 
@@ -66,3 +68,14 @@ def user_primitive(body=None, **options):
     if body is None:
         return functools.partial(user_primitive, **options)
     return primitive(settles_weak_floats(body), **options)
+
+
+def user_fast_rule(function, applies=None):
+    """`ag.fast_rule`: core.rules.fast_rule (same arguments) for a rule that may meet a weak
+    float among float arrays, which it sees cast as `settles_weak_floats` casts it."""
+    register = fast_rule(function, applies)
+
+    def register_settled(rule):
+        register(settles_weak_floats(rule))
+        return rule
+    return register_settled

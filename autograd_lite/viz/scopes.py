@@ -4,28 +4,37 @@ clusters, found with a `sys.setprofile` hook while the call runs.
 This is the only use of the profiler in the library, and it sees only Python calls and
 returns; the ops themselves come from the tracer's recording hook (`record.py`).
 
-The rule: a call of a function opens a scope (a cluster, a level of `depth=`) unless
+The rule: a call of a function opens a scope (a cluster, a level of `depth=`), named after
+the function, unless
 
 - the function is transparent: a lambda, a comprehension, a generator or coroutine, a
   function whose name starts with an underscore (`_helper`; a dunder such as `__call__`
   is not private and shows its class), or a function marked `@ag.viz.transparent`;
+- it is wiring: among its arguments is a lambda or a function defined inside another
+  function (a sublayer handed to a residual connection), so its ops and the scopes of the
+  function it is handed belong to its caller (`is_wiring`);
+- it is another name: its caller's body is only `return f(<the caller's parameters, in
+  order>)` (cross_attention is multihead_attention over the memory), so the two calls are
+  one scope, named by the caller (`is_renaming`);
 - it is library code (`is_library`: numpy, the standard library, this package) or code
   the standard library generates (`is_generated`: a dataclass's `__init__` and the like);
   the composite ops of this package (`ag.var`, `ag.split`) are the exception and open a
   scope named after them;
-- it runs inside a primitive (its body, and what the body calls, are the op), unless it runs
-  inside the reference of a primitive made with `pictured_as_reference=True`, which a
-  picture's trace runs in place of the fused body: the functions that reference calls open
-  their scopes as they would without the fused op.
+- it runs inside a primitive or a fast rule (its body, and what the body calls, are the
+  op), unless it is the plain function of a fusable function (core/rules.py), which a
+  picture's trace runs in place of a model's fast rule: it and what it calls open their
+  scopes as they would without the rule.
 
 The ops of a function that opens no scope belong to its caller's scope. The traced
 function itself always opens the outermost scope. So factoring model code into a helper
-changes the picture only when the helper is meant to be seen: name it `_helper`, or mark
-wiring such as a residual connection `@ag.viz.transparent`, and its ops stay where they
-were.
+changes the picture only when the helper is meant to be seen: wiring that takes a sublayer
+and another name for a function are drawn as their callers; `_helper` and the
+`@ag.viz.transparent` marker are there for user code the rule does not see through.
 """
+import ast
 import inspect
 import linecache
+import textwrap
 import os
 import sys
 import sysconfig
@@ -34,7 +43,8 @@ import types
 import numpy as np
 
 from .. import ops as _ops
-from ..core.tracer import PICTURED_REFERENCES, PRIMITIVE_CODE
+from ..core.rules import FUSABLE_CODE, PLAIN_DEFINITIONS
+from ..core.tracer import PRIMITIVE_CODE
 from .saved import owner
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -112,6 +122,51 @@ def is_transparent(code):
             or is_private(code.co_name) or code in _MARKED)
 
 
+def is_wiring(frame):
+    """Whether the function running in `frame` was handed a lambda or a function defined
+    inside another function (a sublayer) among its arguments, one not of the library."""
+    code = frame.f_code
+    arguments = frame.f_locals
+    for name in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+        value = arguments.get(name)
+        if (type(value) is types.FunctionType and not is_library(value.__code__.co_filename)
+                and (value.__name__ == "<lambda>" or "<locals>" in value.__qualname__)):
+            return True
+    return False
+
+
+_RENAMINGS = {}  # code -> is_renaming(code)
+
+
+def is_renaming(code):
+    """Whether the function's body (after its docstring) is only `return f(a, b, ...)` with
+    its own parameters a, b, ... in order: another name for f."""
+    known = _RENAMINGS.get(code)
+    if known is None:
+        known = _RENAMINGS[code] = _returns_a_call_of_its_parameters(code)
+    return known
+
+
+def _returns_a_call_of_its_parameters(code):
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    function = tree.body[0] if tree.body else None
+    if not isinstance(function, ast.FunctionDef):
+        return False
+    body, arguments = function.body, function.args
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    if (len(body) != 1 or not isinstance(body[0], ast.Return)
+            or not isinstance(body[0].value, ast.Call) or body[0].value.keywords
+            or arguments.vararg or arguments.kwarg or arguments.kwonlyargs):
+        return False
+    parameters = [a.arg for a in arguments.posonlyargs + arguments.args]
+    passed = [a.id if isinstance(a, ast.Name) else None for a in body[0].value.args]
+    return passed == parameters
+
+
 def is_user_level(code):
     """User code that opens a scope: neither transparent, generated nor library code."""
     return not (is_transparent(code) or is_generated(code) or is_library(code.co_filename))
@@ -120,11 +175,12 @@ def is_user_level(code):
 class Scope:
     """One call of a user-level function (or of a composite op) during the recorded call."""
 
-    __slots__ = ("name", "parent", "children", "composite", "label", "n_ops")
+    __slots__ = ("name", "parent", "children", "composite", "label", "n_ops", "renaming")
 
     def __init__(self, name, parent, composite=False):
         self.name, self.parent, self.composite = name, parent, composite
         self.children, self.label, self.n_ops = [], name, 0
+        self.renaming = False  # the next user-level call inside is this one under its name
 
     @property
     def path(self):
@@ -142,12 +198,13 @@ class Scope:
 _PRIMITIVE = object()  # a stack entry: a primitive application is running
 
 
-class _Reference:
-    """A stack entry: a pictured reference is running; the primitive depth to return to."""
-    __slots__ = ("depth",)
+class _Plain:
+    """A stack entry: a fusable's plain function is running inside its wrapper; the primitive
+    depth to return to, and the scope it opened (or None)."""
+    __slots__ = ("depth", "scope")
 
-    def __init__(self, depth):
-        self.depth = depth
+    def __init__(self, depth, scope):
+        self.depth, self.scope = depth, scope
 
 
 class ScopeTracker:
@@ -196,21 +253,31 @@ class ScopeTracker:
 
     def enter(self, frame):
         code = frame.f_code
-        if code is PRIMITIVE_CODE:
+        if code is PRIMITIVE_CODE or code is FUSABLE_CODE:
             self.primitive_depth += 1
             self.stack.append(_PRIMITIVE)
             return
-        if code in PICTURED_REFERENCES and self.primitive_depth:
-            self.stack.append(_Reference(self.primitive_depth))
-            self.primitive_depth = 0  # what the reference calls is model code again
-            return
+        restore = None
+        if code in PLAIN_DEFINITIONS and self.primitive_depth:
+            restore, self.primitive_depth = self.primitive_depth, 0  # model code again
+        scope = self.entered(frame, code)
+        self.stack.append(scope if restore is None else _Plain(restore, scope))
+
+    def entered(self, frame, code):
+        """The scope a call opens (None for none), by the module docstring's rule."""
         composite, user_level = self.kind(code)
+        if self.primitive_depth or not (composite or user_level or self.root is None):
+            return None
+        if user_level and self.root is not None:
+            renamed = self.scope.renaming
+            self.scope.renaming = False
+            if renamed or is_wiring(frame):
+                return None
         if user_level:
             self.user_frames.append(frame)
-        if self.primitive_depth == 0 and (composite or user_level or self.root is None):
-            self.open_scope(frame, composite)
-        else:
-            self.stack.append(None)
+        scope = self.open_scope(frame, composite)
+        scope.renaming = user_level and scope is not self.root and is_renaming(code)
+        return scope
 
     def kind(self, code):
         """(composite op, user level) for a function's code, worked out once per code."""
@@ -229,7 +296,7 @@ class ScopeTracker:
             self.root = self.scope
         else:
             self.scope.parent.children.append(self.scope)
-        self.stack.append(self.scope)
+        return self.scope
 
     def leave(self, frame, value):
         entry = self.stack.pop()
@@ -237,9 +304,10 @@ class ScopeTracker:
             self.user_frames.pop()
         if entry is _PRIMITIVE:
             self.primitive_depth -= 1
-        elif type(entry) is _Reference:
-            self.primitive_depth = entry.depth
-        elif entry is not None:
+            return
+        if type(entry) is _Plain:
+            self.primitive_depth, entry = entry.depth, entry.scope
+        if entry is not None:
             if type(value) is np.ndarray:  # a constant's name, if an op uses it unbound
                 self.keep.append(value)
                 self.made_by.setdefault(id(value), entry.name)

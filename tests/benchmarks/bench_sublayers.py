@@ -10,10 +10,10 @@ Cases, float32, each checked against the twin before it is timed:
                         scaled_dot_product_attention, out-projection
     cross-attention     padding mask over a memory of T rows
     attention core      scores, softmax, product with V on the projections' heads (ours:
-                        kernels/sublayers.py's _attend) against scaled_dot_product_attention
+                        models/fast/sublayers.py's _attend) against scaled_dot_product_attention
     projection          the packed (D, 3D) product and its bias against F.linear
     feed-forward        feed_forward against F.linear, relu, F.linear
-    residual norm       residual_layer_norm against F.layer_norm(x + y)
+    add and norm        add_and_norm against F.layer_norm(x + y)
 Reported: ms per call of each side and the median ratio ours / PyTorch over the rounds, with
 its quartiles, timed in alternating blocks (timing.alternating_blocks). Attention weights are
 drawn with the query's 1/√d_head folded in, so that the scores have the spread of a model's.
@@ -30,8 +30,8 @@ import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
 import twins  # noqa: E402
-from autograd_lite.kernels import sublayers  # noqa: E402
 from models import attention, layers  # noqa: E402
+from models.fast import sublayers  # noqa: E402
 
 SHAPES = {"w2": (32, 32, 128, 4, 512), "w3": (16, 64, 512, 8, 2048),
           "lm": (16, 64, 64, 4, 256)}  # B, T, D, heads, d_ff of workloads.py
@@ -106,8 +106,8 @@ def cases(torch, key, rng):
         "feed-forward": (
             lambda: layers.feed_forward(pf, x),
             lambda: twins.feed_forward(F, w, "f.", tx)),
-        "residual layer norm": (
-            lambda: layers.residual_layer_norm(norm, x, y),
+        "add and norm": (
+            lambda: layers.add_and_norm(norm, x, y),
             lambda: twins.layer_norm(F, w, "n.", tx + ty)),
     }
 

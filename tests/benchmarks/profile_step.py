@@ -335,7 +335,7 @@ def timed_kernels():
     and calls to the {name: [seconds, calls]} yielded; a kernel called inside the core counts
     under "<name> (in the core)"."""
     from autograd_lite import kernels
-    from autograd_lite.kernels import sublayers
+    from models.fast import sublayers
     kernels.backend()  # choose, so that the names exist
     totals = collections.defaultdict(lambda: [0.0, 0])
     originals = {name: getattr(kernels, name) for name in kernels.NAMES}

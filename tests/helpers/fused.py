@@ -1,12 +1,22 @@
-"""A fused rule against its composed reference (the same function written with the library's
-smaller ops): the values, the gradients and the gradients of a gradient (second order) of
-every float argument, in float64; and in float32 the outputs and gradients stay float32.
-`fused_calls(f, *args)`: the names of the ops a trace of f records, to see which fused op ran."""
+"""A fast rule against its plain function (the same function with every fast rule off, op by
+op): the values, the gradients and the gradients of a gradient (second order) of every float
+argument, in float64; and in float32 the outputs and gradients stay float32.
+`fused_calls(f, *args)`: the names of the ops a trace of f records with the rules on, to see
+which rule ran (`recorded_names`: with the rules as they are set);
+`rules_off(f)`: f run under `ag.fast_rules(False)`."""
 import numpy as np
 
 import autograd_lite as ag
 from autograd_lite.core import tracer
 from helpers.references import assert_close, is_float, random_weight
+
+
+def rules_off(f):
+    """f, called with every fast rule off: its plain definition, op by op."""
+    def plain(*args, **kwargs):
+        with ag.fast_rules(False):
+            return f(*args, **kwargs)
+    return plain
 
 
 def _weighted_sum(f, out_shape, dtype):
@@ -15,33 +25,48 @@ def _weighted_sum(f, out_shape, dtype):
     return lambda *args: ag.sum(f(*args) * weight)
 
 
-def _gradient_norm(loss, positions):
-    """Σ ‖∂loss/∂args[i]‖² over the float positions: differentiating it is second order."""
+def _gradient_norm(loss):
+    """Σ ‖∂loss/∂leaf‖² over every float leaf of every argument: differentiating it is
+    second order."""
     def norm(*args):
-        grads = ag.gradient(loss, *args)
-        return sum(ag.sum(grads[i] * grads[i]) for i in positions)
+        return sum(ag.sum(g * g) for g in ag.tree_leaves(ag.gradient(loss, *args))
+                   if g is not None)
     return norm
 
 
+def _float_paths(args):
+    """(path, leaf) of every float array leaf of the arguments (trees too)."""
+    return [(path, leaf) for path, leaf in zip(ag.tree_paths(args), ag.tree_leaves(args))
+            if is_float(leaf)]
+
+
 def assert_fused_matches_composed(fused, composed, *args, rtol=1e-12):
-    """fused(*args) == composed(*args) in value, first and second order (float64 args), and
-    in float32 each output and gradient is float32."""
-    positions = [i for i, a in enumerate(args) if is_float(a)]
+    """fused(*args) == composed(*args) in value, first and second order, in every float leaf
+    of the arguments (trees of float64 arrays: parameter NamedTuples too), and in float32
+    each output and gradient is float32."""
     out = fused(*args)
     assert_close(out, composed(*args), rtol, "value")
     losses = [_weighted_sum(f, np.shape(out), out.dtype) for f in (fused, composed)]
-    for order, (a, b) in enumerate([losses, [_gradient_norm(f, positions) for f in losses]], 1):
-        for i, g, want in zip(positions, *(ag.gradient(f, *args) for f in (a, b))):
-            assert_close(g, want, rtol, f"order {order}, argument {i}")
-    as32 = [a.astype(np.float32) if is_float(a) else a for a in args]
+    for order, (a, b) in enumerate([losses, [_gradient_norm(f) for f in losses]], 1):
+        for (path, g), (_, want) in zip(*(_float_paths(ag.gradient(f, *args)) for f in (a, b))):
+            assert_close(g, want, rtol, f"order {order}, {path}")
+    as32 = ag.tree_map(lambda a: a.astype(np.float32) if is_float(a) else a, args)
     out32 = fused(*as32)
     assert out32.dtype == np.float32, out32.dtype
-    for i, g in zip(positions, ag.gradient(_weighted_sum(fused, out32.shape, np.float32), *as32)):
-        assert g.dtype == np.float32, f"argument {i}: {g.dtype}"
+    for path, g in _float_paths(ag.gradient(_weighted_sum(fused, out32.shape, np.float32), *as32)):
+        assert g.dtype == np.float32, f"{path}: {g.dtype}"
 
 
 def fused_calls(f, *args):
-    """The names of the ops one gradient trace of f(*args) records (a hook, no picture)."""
+    """The names of the ops one gradient trace of f(*args) records with the fast rules on (a
+    hook, no picture)."""
+    with ag.fast_rules(True):
+        return recorded_names(f, *args)
+
+
+def recorded_names(f, *args):
+    """The names of the ops one gradient trace of f(*args) records, with the rules as they
+    are set."""
     names = []
     trace = tracer.Trace(on_op=lambda op, a, k, box: names.append(op.op_name))
     def box(leaf):

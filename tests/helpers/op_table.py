@@ -315,9 +315,8 @@ CASES = [
 ]
 BY_NAME = {case.name: case for case in CASES}
 
-# The fused ops (a kernel behind the seam, `primitive(reference=...)`) and their rows: the
-# rows call them as ag.<name> when they run, so that a test can put the references in their
-# place and compare.
+# The ops with a fast rule (core/rules.py) and their rows: a test runs each row with the
+# rules and with `ag.fast_rules(False)` (the plain functions), and compares.
 FUSED_OPS = ("softmax", "log_softmax", "layer_norm", "cross_entropy", "gather", "scatter_add",
              "add_at", "relu", "gelu", "linear")
 FUSED_CASES = [case for case in CASES if case.name.split()[0] in FUSED_OPS]

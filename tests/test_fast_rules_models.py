@@ -1,24 +1,23 @@
-"""The fused sublayer ops that the blocks run without dropout:
-models.attention.fused_multihead_attention (multihead_attention and cross_attention), the
-decoding ops (fused_heads_projection for keys_and_values, fused_attention_over),
-models.layers.fused_feed_forward (feed_forward with relu), and the post-LN blocks' residual
-sum with its norm (models.layers.fused_residual_layer_norm, with or without dropout). Values
-and every gradient against torch (nn.MultiheadAttention for self- and cross-attention with
-each mask kind; F.linear and relu; F.layer_norm of the sum); second order and jvp (the
-references under enclosing traces) against finite differences; the decoding ops against
-their references; which calls take them; and that pictures and captures still show the
-composition."""
+"""The models' fast rules (models/fast), which the blocks run without dropout: for
+multihead_attention (and so cross_attention), decoding's projected_heads (keys_and_values)
+and attention_over, feed_forward with relu, and the post-LN blocks' add_and_norm (with or
+without dropout). Values and every gradient against torch (nn.MultiheadAttention for self-
+and cross-attention with each mask kind; F.linear and relu; F.layer_norm of the sum); second
+order and jvp (the plain functions under enclosing traces, the rules' pullbacks given a
+traced cotangent) against finite differences; each rule against its function with the rules
+off; which calls take them; and that pictures and captures still show the composition."""
 import numpy as np
 import pytest
 
 import autograd_lite as ag
-from helpers.fused import fused_calls
+from helpers.fused import assert_fused_matches_composed, fused_calls, rules_off
 from helpers.references import DTYPES, assert_close
 from helpers.torch_models import assert_gradients_match, torch_attention
 from models import attention, layers
 from models.attention import MultiHeadAttention, causal_mask, multihead_attention, padding_mask
 from models.layers import Dense, FeedForward, feed_forward
 
+pytestmark = pytest.mark.usefixtures("fast_rules_on")
 RTOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-4}
 
 
@@ -90,7 +89,7 @@ def self_attention_loss(rng):
     return loss, x, v
 
 
-def test_second_order_runs_the_reference_and_matches_finite_differences(rng):
+def test_second_order_runs_the_plain_function_and_matches_finite_differences(rng):
     loss, x, v = self_attention_loss(rng)
     gradient_of = ag.grad(loss)
     hvp = ag.gradient(lambda x: ag.sum(gradient_of(x) * v), x)[0]  # H v
@@ -99,7 +98,7 @@ def test_second_order_runs_the_reference_and_matches_finite_differences(rng):
     np.testing.assert_allclose(hvp, central, rtol=1e-6, atol=1e-8)
 
 
-def test_jvp_through_the_fused_op_matches_finite_differences(rng):
+def test_jvp_through_the_fast_rule_matches_finite_differences(rng):
     loss, x, v = self_attention_loss(rng)
     value, tangent = ag.jvp(loss, (x,), (v,))
     h = 1e-6
@@ -114,8 +113,8 @@ def test_dropout_on_the_weights_takes_the_composed_path_with_the_same_draws(rng)
                                                          np.random.default_rng(3)), p, x)
     assert "multihead_attention" not in names and "softmax" in names
     got = multihead_attention(p, x, x, None, 0.5, np.random.default_rng(3))
-    want = attention._composed_multihead_attention(p, x, x, None, 0.5, np.random.default_rng(3))
-    np.testing.assert_array_equal(got, want)
+    want = rules_off(multihead_attention)(p, x, x, None, 0.5, np.random.default_rng(3))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # the ops' rules off: float32
 
 
 def test_float16_and_unusual_masks_take_the_composed_path(rng):
@@ -188,7 +187,7 @@ def feed_forward_loss(rng):
 
 
 def assert_hvp_and_jvp_match_central_differences(loss, x, v):
-    """H v (grad of grad: the fused op's reference under the outer trace) against central
+    """H v (grad of grad: the plain function under the outer trace) against central
     differences of the gradient, and jvp (a traced cotangent) against those of the loss."""
     gradient_of = ag.grad(loss)
     hvp = ag.gradient(lambda x: ag.sum(gradient_of(x) * v), x)[0]
@@ -232,13 +231,13 @@ def random_layer_norm(rng, d=8, dtype=np.float64):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_fused_residual_layer_norm_matches_torch(dtype, torch, rng):
+def test_fast_add_and_norm_matches_torch(dtype, torch, rng):
     p = random_layer_norm(rng, dtype=dtype)
     x, y = (rng.standard_normal((3, 5, 8)).astype(dtype) for _ in range(2))
     weight = rng.standard_normal((3, 5, 8)).astype(dtype)
-    assert "residual_layer_norm" in fused_calls(layers.residual_layer_norm, p, x, y)
-    out = layers.residual_layer_norm(p, x, y)
-    dp, dx, dy = ag.gradient(lambda p, x, y: ag.sum(layers.residual_layer_norm(p, x, y) * weight),
+    assert "add_and_norm" in fused_calls(layers.add_and_norm, p, x, y)
+    out = layers.add_and_norm(p, x, y)
+    dp, dx, dy = ag.gradient(lambda p, x, y: ag.sum(layers.add_and_norm(p, x, y) * weight),
                              p, x, y)
 
     tx, ty, ts, tb = (torch.from_numpy(a).requires_grad_(True) for a in (x, y, *p))
@@ -252,98 +251,80 @@ def test_fused_residual_layer_norm_matches_torch(dtype, torch, rng):
         assert_close(got, t.grad.numpy(), rtol, name)
 
 
-def test_fused_residual_layer_norm_second_order_and_jvp_match_finite_differences(rng):
+def test_fast_add_and_norm_second_order_and_jvp_match_finite_differences(rng):
     p = random_layer_norm(rng)
     y, v = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 3, 8))
-    loss = lambda x: ag.sum(ag.tanh(layers.residual_layer_norm(p, x, y)) * y)
+    loss = lambda x: ag.sum(ag.tanh(layers.add_and_norm(p, x, y)) * y)
     assert_hvp_and_jvp_match_central_differences(loss, rng.standard_normal((2, 3, 8)), v)
 
 
-def test_the_fused_residual_layer_norm_differentiates_eps(rng):
-    """eps traced by the gradient itself (the fused body runs) and under jvp, against central
-    differences of the op in eps."""
+def test_the_fast_add_and_norm_differentiates_eps(rng):
+    """eps traced by the gradient itself (the rule runs) and under jvp, against central
+    differences of the function in eps."""
     p = random_layer_norm(rng)
     x, y, w = (rng.standard_normal((2, 3, 8)) for _ in range(3))
-    loss = lambda eps: ag.sum(layers.residual_layer_norm(p, x, y, eps) * w)
+    loss = lambda eps: ag.sum(layers.add_and_norm(p, x, y, eps) * w)
     h, eps = 1e-7, 0.3
     central = (loss(eps + h) - loss(eps - h)) / (2 * h)
-    assert "residual_layer_norm" in fused_calls(lambda p, x: layers.residual_layer_norm(p, x, y),
+    assert "add_and_norm" in fused_calls(lambda p, x: layers.add_and_norm(p, x, y),
                                                 p, x)
     np.testing.assert_allclose(ag.grad(loss)(eps), central, rtol=1e-6)
     np.testing.assert_allclose(ag.jvp(loss, (eps,), (1.0,))[1], central, rtol=1e-6)
 
 
-def test_residual_layer_norm_goes_op_by_op_where_it_cannot_fuse(rng):
+def test_add_and_norm_goes_op_by_op_where_no_rule_applies(rng):
     """A y that broadcasts, or float16: the sum, then the norm (whose ops check the shapes)."""
     p = random_layer_norm(rng, dtype=np.float32)
     x = rng.standard_normal((2, 3, 8)).astype(np.float32)
     row = rng.standard_normal((1, 1, 8)).astype(np.float32)
-    assert "residual_layer_norm" not in fused_calls(layers.residual_layer_norm, p, x, row)
-    np.testing.assert_array_equal(layers.residual_layer_norm(p, x, row),
+    assert "add_and_norm" not in fused_calls(layers.add_and_norm, p, x, row)
+    np.testing.assert_array_equal(layers.add_and_norm(p, x, row),
                                   ag.layer_norm(x + row, *p))
     p16 = random_layer_norm(rng, dtype=np.float16)
-    names = fused_calls(layers.residual_layer_norm, p16, x.astype(np.float16),
+    names = fused_calls(layers.add_and_norm, p16, x.astype(np.float16),
                         x.astype(np.float16))
-    assert "residual_layer_norm" not in names and "layer_norm" in names
+    assert "add_and_norm" not in names and "layer_norm" in names
     with pytest.raises(ValueError, match="layer_norm: scale"):
-        layers.residual_layer_norm(random_layer_norm(rng, d=5, dtype=np.float32), x, x)
+        layers.add_and_norm(random_layer_norm(rng, d=5, dtype=np.float32), x, x)
 
 
-def test_post_ln_blocks_fuse_the_residual_norm_and_pictures_show_the_sum(rng):
+def test_post_ln_blocks_run_the_add_and_norm_rule_and_pictures_show_the_sum(rng):
     from models import blocks
     p = blocks.encoder_block_init(rng, 8, 2, 12)
     x = rng.standard_normal((2, 3, 8)).astype(np.float32)
     names = fused_calls(lambda p, x: blocks.encoder_block(p, x, norm="post"), p, x)
-    assert names.count("residual_layer_norm") == 2 and "layer_norm" not in names
+    assert names.count("add_and_norm") == 2 and "layer_norm" not in names
     dropped = fused_calls(lambda p, x: blocks.encoder_block(
         p, x, norm="post", rate=0.1, rng=np.random.default_rng(0)), p, x)
-    assert dropped.count("residual_layer_norm") == 2
+    assert dropped.count("add_and_norm") == 2
     graph = ag.viz.trace(lambda p, x: blocks.encoder_block(p, x, norm="post"), p, x)
     labels = [op.label for op in graph.ops]
-    assert labels.count("layer_norm") == 2 and "residual_layer_norm" not in labels
+    assert labels.count("layer_norm") == 2 and "add_and_norm" not in labels
+    assert {op.scope.parent.name for op in graph.ops if op.label == "layer_norm"} == {
+        "add_and_norm"}
     assert labels[labels.index("layer_norm") - 1] == "add"
 
 
 @pytest.mark.parametrize("sublayer", ["self-attention", "cross-attention", "feed-forward",
-                                      "residual layer norm"])
-def test_each_fused_op_agrees_with_its_reference_to_first_order(sublayer, rng):
-    """The fused body's value and pullback against the reference's (what pictures and higher
-    order run), in float64 at the same point."""
+                                      "add and norm"])
+def test_each_rule_agrees_with_its_function(sublayer, rng):
+    """The rule's value and pullback against the plain function's (what pictures and higher
+    order run), in float64 at the same point, to first and second order; float32 stays
+    float32."""
     x = rng.standard_normal((2, 4, 8))
-    if sublayer == "residual layer norm":
-        op, reference = layers.fused_residual_layer_norm, layers._residual_layer_norm_reference
-        args = (x, rng.standard_normal((2, 4, 8)), *random_layer_norm(rng))
+    if sublayer == "add and norm":
+        function, args = layers.add_and_norm, (random_layer_norm(rng), x,
+                                               rng.standard_normal((2, 4, 8)))
     elif sublayer == "feed-forward":
-        p = random_feed_forward(rng, d_model=8)
-        op, args = layers.fused_feed_forward, (x, *p.linear1, *p.linear2)
-        reference = layers._feed_forward_reference
+        function, args = layers.feed_forward, (random_feed_forward(rng, d_model=8), x)
+    elif sublayer == "self-attention":
+        function = lambda p, x: multihead_attention(p, x, x, causal_mask(4))  # noqa: E731
+        args = (random_attention(rng), x)
     else:
-        p = random_attention(rng)
-        memory = x if sublayer == "self-attention" else rng.standard_normal((2, 5, 8))
-        mask = causal_mask(4) if sublayer == "self-attention" else padding_mask(
-            np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), 0)
-        op = attention.fused_multihead_attention
-        args = (x, memory, *p.wq, *p.wk, *p.wv, *p.wo, p.n_heads, mask)
-        reference = attention._multihead_attention_reference
-    floats = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"
-              and not (i == 1 and sublayer == "self-attention")]  # x_kv is x_q: one argument
-    g = rng.standard_normal(op(*args).shape)
-
-    def as_loss(f):
-        def loss(*xs):
-            full = list(args)
-            for i, v in zip(floats, xs):
-                full[i] = v
-            if sublayer == "self-attention":
-                full[1] = full[0]  # the same traced array: the packed projections
-            return ag.sum(f(*full) * g)
-        return loss
-    xs = [args[i] for i in floats]
-    value, grads = ag.value_and_gradient(as_loss(op), *xs)
-    want_value, want_grads = ag.value_and_gradient(as_loss(reference), *xs)
-    np.testing.assert_allclose(value, want_value, rtol=1e-13)
-    for got, want in zip(grads, want_grads):
-        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-13)
+        mask = padding_mask(np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), 0)
+        function = lambda p, x, m: attention.cross_attention(p, x, m, mask)  # noqa: E731
+        args = (random_attention(rng), x, rng.standard_normal((2, 5, 8)))
+    assert_fused_matches_composed(function, rules_off(function), *args)
 
 
 # ---- the decoding ops: keys and values split into heads, attention over them -----------------
@@ -359,27 +340,19 @@ def cached_attention_case(rng, dtype=np.float64):
 
 @pytest.mark.parametrize("op, mask_kind", [
     ("attention_over", "padding"), ("attention_over", "causal"), ("attention_over", "none"),
-    ("heads_projection", "")])
-def test_the_decoding_ops_agree_with_their_references_to_first_order(op, mask_kind, rng):
-    """The fused body's value and every gradient against its reference's, in float64."""
-    p, x, (keys, values), mask = cached_attention_case(rng)
-    if op == "heads_projection":
-        fused, reference = attention.fused_heads_projection, attention._heads_projection_reference
-        floats, rest = (x, *p.wk), (p.n_heads,)
+    ("projected_heads", "")])
+def test_the_decoding_rules_agree_with_their_functions(op, mask_kind, rng):
+    """The rule's value and every gradient against its function's with the rules off, in
+    float64, to first and second order."""
+    p, x, kv, mask = cached_attention_case(rng)
+    if op == "projected_heads":
+        function, args = (lambda w, x: attention.projected_heads(w, x, p.n_heads)), (p.wk, x)
     else:
         mask = {"padding": mask, "causal": causal_mask(3, 2), "none": None}[mask_kind]
-        fused, reference = attention.fused_attention_over, attention._attention_over_reference
-        floats, rest = (x, keys, values, *p.wq, *p.wo), (mask,)
-    g = rng.standard_normal(fused(*floats, *rest).shape)
-
-    def loss(f):
-        return lambda *a: ag.sum(f(*a, *rest) * g)
-    value, grads = ag.value_and_gradient(loss(fused), *floats)
-    want_value, want_grads = ag.value_and_gradient(loss(reference), *floats)
-    np.testing.assert_allclose(value, want_value, rtol=1e-13)
-    assert len(grads) == len(floats)
-    for got, want in zip(grads, want_grads):
-        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-13)
+        function = lambda p, x, kv: attention.attention_over(p, x, kv, mask)  # noqa: E731
+        args = (p, x, kv)
+    assert op in fused_calls(function, *args)
+    assert_fused_matches_composed(function, rules_off(function), *args)
 
 
 def test_attention_over_cached_keys_equals_attention_over_the_memory(rng):
@@ -402,12 +375,12 @@ def test_the_decoding_ops_second_order_and_jvp_match_finite_differences(rng):
     assert_hvp_and_jvp_match_central_differences(loss, x, rng.standard_normal(x.shape))
 
 
-def test_decoding_runs_the_fused_ops_and_pictures_show_the_composition(rng):
+def test_decoding_runs_the_rules_and_pictures_show_the_composition(rng):
     p, x, (keys, values), mask = cached_attention_case(rng, np.float32)
     names = fused_calls(lambda x, k, v: attention.attention_over(p, x, (k, v), mask), x, keys,
                         values)
     assert names == ["attention_over"]
-    assert fused_calls(lambda x: attention.keys_and_values(p, x), x) == ["heads_projection"] * 2
+    assert fused_calls(lambda x: attention.keys_and_values(p, x), x) == ["projected_heads"] * 2
     graph = ag.viz.trace(lambda x: attention.attention_over(p, x, (keys, values), mask), x)
     assert "attention_over" not in {op.label for op in graph.ops}
     assert {"matmul", "softmax", "linear"} <= {op.label for op in graph.ops}

@@ -1,7 +1,7 @@
-"""The two sublayers of a Transformer block on plain arrays, forward and backward, for the
-fused ops of models/ (attention.fused_multihead_attention, layers.fused_feed_forward).
-Written once for both backends: BLAS through numpy's @, and the kernels in use (numba's or
-numpy's) for the softmax, the biases and the relu.
+"""The kernels of the models' fast rules (models/fast/attention.py and layers.py) on plain
+arrays, forward and backward, written once for both kernel backends: BLAS through numpy's @,
+and the kernels in use (ag.kernels: numba's or numpy's) for the softmax, the biases and the
+relu.
 
 Multi-head attention: the projections packed into one product where they share an input,
 the heads as views, the scores' softmax, and the output projection:
@@ -11,30 +11,27 @@ the heads as views, the scores' softmax, and the output projection:
 
 With x_q and x_kv one object (self-attention: one traced value, see the forward) the three
 projections are one product with [W_q W_k W_v] (D, 3D) and their backward one product each
-way; otherwise (cross-attention) W_k and W_v are packed. 1/√d_head is folded into W_q and b_q (a (D, D) multiply, not a pass
-over the queries), and the per-head products write straight into the packed layouts the
-projections read (`np.matmul(..., out=view)`: no copy of the heads either way). Against
-writing the scale and the copies out, at w2's shape (B 32, 32 tokens, D 128, 4 heads; AMD
-EPYC, 2 threads, 21 alternating rounds) forward and backward took 0.956 of the time for
-self-attention and 0.962 for cross-attention, and 0.894 at the LM's (B 16, 64 tokens, D 64).
-Shapes: x_q (B, T_q, D), x_kv (B, T_k, D), weights (D, D), biases (D,), mask bool,
-broadcastable to (B, H, T_q, T_k) and of that rank, or None.
+way; otherwise (cross-attention) W_k and W_v are packed. 1/√d_head is folded into W_q and
+b_q (a (D, D) multiply, not a pass over the queries), and the per-head products write
+straight into the packed layouts the projections read (`np.matmul(..., out=view)`: no copy
+of the heads either way). Shapes: x_q (B, T_q, D), x_kv (B, T_k, D), weights (D, D),
+biases (D,), mask bool, broadcastable to (B, H, T_q, T_k) and of that rank, or None.
 
 The feed-forward network: out = max(x W1 + b1, 0) W2 + b2, the bias and relu one pass
 after the first product, and in the backward pass relu's mask and b1's sum one pass.
 x (B, T, D), W1 (D, d_ff), W2 (d_ff, D).
 
-Decoding's two ops (models.attention.fused_heads_projection and fused_attention_over): a
-projection split into heads, x W + b -> (B, H, T, d_head) as a view of the product's rows;
-and attention over keys and values already in heads (a cache, or the memory's), the query's
-projection, the scores' softmax and the output projection as above.
+Decoding's two: a projection split into heads, x W + b -> (B, H, T, d_head) as a view of the
+product's rows; and attention over keys and values already in heads (a cache, or the
+memory's), the query's projection, the scores' softmax and the output projection as above.
 """
 import math
 
 import numpy as np
 
-from .. import kernels
-from .numpy_kernels import column_sums
+import autograd_lite as ag
+
+column_sums = ag.kernels.numpy_kernels.column_sums
 
 
 def _heads(y, batch, length, parts, n_heads):
@@ -52,7 +49,7 @@ def _packed_buffer(parts, batch, length, n_heads, d_head, dtype):
 
 def _project(x_rows, w, b):
     """x W + b, the bias added in place."""
-    return kernels.add_bias(x_rows @ w, b)
+    return ag.kernels.add_bias(x_rows @ w, b)
 
 
 def _query_scale(weights, n_heads):
@@ -66,7 +63,7 @@ def _attend(q, k, v, mask):
     (B, H, T_k, d_head). -> (merged (B·T_q, D), P (B, H, T_q, T_k), the softmax's saved)"""
     batch, n_heads, t_q, d_head = q.shape
     scores = q @ np.swapaxes(k, -1, -2)  # (B, H, T_q, T_k)
-    probabilities, softmax_saved = kernels.softmax_forward(scores, mask)
+    probabilities, softmax_saved = ag.kernels.softmax_forward(scores, mask)
     probabilities = probabilities.reshape(scores.shape)
     merged, (heads,) = _packed_buffer(1, batch, t_q, n_heads, d_head, q.dtype)
     np.matmul(probabilities, v, out=heads)  # (B, H, T_q, d_head), written as (B·T_q, D)
@@ -79,7 +76,7 @@ def _attend_backward(g_rows, wo, merged, q, k, v, probabilities, softmax_saved, 
     shape). -> (d_wo, d_bo)"""
     batch, n_heads, t_q, _ = q.shape
     d_heads = _heads(g_rows @ wo.T, batch, t_q, 1, n_heads)[0]  # (B, H, T_q, d_head)
-    d_scores = kernels.softmax_backward(d_heads @ np.swapaxes(v, -1, -2), softmax_saved)
+    d_scores = ag.kernels.softmax_backward(d_heads @ np.swapaxes(v, -1, -2), softmax_saved)
     d_scores = d_scores.reshape(probabilities.shape)  # (B, H, T_q, T_k)
     np.matmul(d_scores, k, out=d_q)  # the cotangent of the scaled query
     np.matmul(np.swapaxes(d_scores, -1, -2), q, out=d_k)
@@ -146,7 +143,7 @@ def multihead_attention_backward(g, saved):
 def feed_forward_forward(x, w1, b1, w2, b2):
     """-> (out (B, T, D), saved)."""
     x_rows = x.reshape(-1, x.shape[-1])
-    hidden = kernels.bias_relu_forward(x_rows @ w1, b1)  # (N, d_ff)
+    hidden = ag.kernels.bias_relu_forward(x_rows @ w1, b1)  # (N, d_ff)
     out = _project(hidden, w2, b2).reshape(x.shape[:-1] + w2.shape[1:])
     return out, (x_rows, w1, w2, hidden, x.shape)
 
@@ -156,7 +153,7 @@ def feed_forward_backward(g, saved):
     x_rows, w1, w2, hidden, x_shape = saved
     g_rows = g.reshape(-1, g.shape[-1])
     d_w2, d_b2 = hidden.T @ g_rows, column_sums(g_rows)
-    d_z, d_b1 = kernels.bias_relu_backward(g_rows @ w2.T, hidden)  # (N, d_ff), (d_ff,)
+    d_z, d_b1 = ag.kernels.bias_relu_backward(g_rows @ w2.T, hidden)  # (N, d_ff), (d_ff,)
     return (d_z @ w1.T).reshape(x_shape), x_rows.T @ d_z, d_b1, d_w2, d_b2
 
 

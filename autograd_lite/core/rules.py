@@ -1,0 +1,283 @@
+"""Fast rules: a plain function is the definition, and a rule attached to it from elsewhere
+computes the same output, and its pullback, faster on plain arrays (JAX's `custom_vjp`,
+ChainRules' `rrule`, NNlib's softmax that a CUDA extension overrides).
+
+    @fusable                                   # the definition: the library's ops, op by op
+    def add_and_norm(p, x, y):
+        return layer_norm(p, x + y)
+
+    @fast_rule(add_and_norm, applies=same_shapes)   # anywhere else: a kernel and its pullback
+    def add_and_norm_rule(p, x, y):
+        out, saved = kernel_forward(x, y, p.scale, p.bias)
+        def add_and_norm_pullback(g):          # plain cotangent -> one per argument,
+            dx, ds, db = kernel_backward(g, saved)      # in the argument's own tree
+            return LayerNorm(ds, db), dx, dx
+        return out, add_and_norm_pullback
+
+A call of a fusable function runs the first registered rule whose `applies(*args, **kwargs)`
+is true, on the plain arrays of the innermost trace's values (the arguments' trees opened,
+leaf by leaf), and records one node for it; its pullback gets a plain cotangent and returns
+one cotangent per positional argument, None or a tree of the argument's structure (None,
+an array, or a function of no arguments computing it at each leaf). The plain function
+runs instead, op by op, so that the traces record it:
+
+- under higher order: a value belongs to an enclosing trace (grad of grad, hessian);
+- while a picture or a capture records (`Trace.picturing`), unless the fusable is one of
+  the library's ops (`op=True`), which pictures draw as one op;
+- when no rule applies; and when rules are off (`fast_rules(False)`, or
+  AUTOGRAD_LITE_FAST_RULES=0 for a process).
+
+A rule's pullback may still meet a traced cotangent (jvp's double vjp, or a trace that
+differentiates the cotangent): a rule returns `(out, pullback, traced_pullback)` with one
+written with the library's ops over what it saved (the same function twice where the
+pullback is already written so), or `(out, pullback)`, and then the engine differentiates
+the plain function at the rule's arguments, which it keeps for that.
+
+Two different arguments (or leaves) arrive as two different objects even where they share
+one array (a view for the later one, tracer.keep_distinct_arguments_distinct), so a rule may
+take `a is b` to mean "one traced value" (self-attention's packed projections).
+"""
+import contextlib
+import functools
+import os
+
+import numpy as np
+
+from .differentiate import vjp
+from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
+                     move_keywords_to_positions, opened, positional_parameters)
+from .tree import children, rebuild
+
+_SETTING = "AUTOGRAD_LITE_FAST_RULES"
+
+
+def _enabled_by_environment():
+    value = os.environ.get(_SETTING, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{_SETTING}={value!r}: expected 0 (every fast rule off) or 1 (on)")
+    return value != "0"
+
+
+class _Switch:
+    """Whether fast rules run: one switch for the process (fast_rules)."""
+    on = _enabled_by_environment()
+
+
+@contextlib.contextmanager
+def fast_rules(enabled):
+    """`with fast_rules(False): ...` runs every fusable function as its plain definition, op
+    by op (the tests hold the two against each other); `fast_rules(True)` turns them back on
+    inside. The setting is the process's, restored on leaving the block."""
+    previous, _Switch.on = _Switch.on, bool(enabled)
+    try:
+        yield
+    finally:
+        _Switch.on = previous
+
+
+class Rule:
+    """A fast rule's body and its `applies` predicate (None: it applies to every call)."""
+    __slots__ = ("body", "applies")
+
+    def __init__(self, body, applies):
+        self.body, self.applies = body, applies
+
+
+PLAIN_DEFINITIONS = set()  # code objects of the fusables' plain functions (viz/scopes.py)
+
+
+def fusable(fn=None, *, name=None, op=False):
+    """Make the plain function `fn` one that fast rules (`fast_rule`) may stand in for; with
+    no rule, or rules off, a call is a call of `fn`. `name` (default fn's) names the node a
+    rule records, in errors and pictures. op: one of the library's ops, drawn in pictures as
+    one op (its rule runs there too, as a primitive's body does), whose arguments are arrays
+    and static operands; otherwise (a model's function) pictures and captures run `fn`, to
+    show the ops it is made of, and arguments may be trees (NamedTuples of parameters).
+    The result exposes `plain` (fn), `rules`, `op_name` and `parameters`."""
+    if fn is None:
+        return functools.partial(fusable, name=name, op=op)
+    PLAIN_DEFINITIONS.add(fn.__code__)
+
+    @functools.wraps(fn)
+    def fusable_call(*args, **kwargs):
+        if not (fusable_call.rules and _Switch.on):
+            return fn(*args, **kwargs)
+        return _dispatch(fusable_call, args, kwargs)
+    fusable_call.plain = fn
+    fusable_call.rules = []
+    fusable_call.op_name = name or fn.__name__
+    fusable_call.parameters = positional_parameters(fn)
+    fusable_call.drawn_as_op = op
+    return fusable_call
+
+
+def fast_rule(function, applies=None):
+    """Register the decorated `rule(*args, **kwargs) -> (out, pullback[, traced_pullback])`
+    against the fusable `function`, for the calls where `applies(*args, **kwargs)` (None:
+    every call) is true; both see the plain arrays (the module docstring has the contract).
+    Rules registered earlier are tried first. Returns the rule itself."""
+    if not hasattr(function, "rules"):
+        raise TypeError(f"fast_rule: {getattr(function, '__name__', function)!r} is not a "
+                        "fusable function; define it with @ag.fusable to attach rules to it")
+
+    def register(rule):
+        function.rules.append(Rule(rule, applies))
+        return rule
+    return register
+
+
+def _leaves(args, flat):
+    """The leaves of the positional arguments, in tree order (the arguments themselves for
+    an op, whose arguments are arrays and static operands)."""
+    if flat:
+        return args
+    out = []
+    for a in args:
+        _append_leaves(a, out)
+    return out
+
+
+def _append_leaves(tree, out):
+    kids = children(tree)
+    if kids is None:
+        out.append(tree)
+    else:
+        for kid in kids:
+            _append_leaves(kid, out)
+
+
+def _rebuilt(args, leaves):
+    """The positional arguments with their leaves replaced, in order."""
+    it = iter(leaves)
+
+    def build(tree):
+        kids = children(tree)
+        return next(it) if kids is None else rebuild(tree, [build(k) for k in kids])
+    return tuple(build(a) for a in args)
+
+
+def _cotangent_leaves(args, cotangents):
+    """The cotangents a rule's pullback gave, one tree per argument, as one entry per leaf
+    of the arguments: None for an argument (or a subtree) given None."""
+    out = []
+
+    def walk(tree, cotangent):
+        kids = children(tree)
+        if kids is None:
+            out.append(cotangent)
+        elif cotangent is None:
+            out.extend([None] * _count_leaves(tree))
+        else:
+            for kid, c in zip(kids, children(cotangent)):
+                walk(kid, c)
+    for a, c in zip(args, cotangents):
+        walk(a, c)
+    return tuple(out)
+
+
+def _count_leaves(tree):
+    kids = children(tree)
+    return 1 if kids is None else sum(_count_leaves(k) for k in kids)
+
+
+def _applicable(function, args, kwargs):
+    for rule in function.rules:
+        if rule.applies is None or rule.applies(*args, **kwargs):
+            return rule
+    return None
+
+
+def _dispatch(function, args, kwargs):
+    """A call of a fusable with rules on: a rule where one applies and no enclosing trace or
+    picture asks for the plain function, else the plain function."""
+    flat = function.drawn_as_op
+    if kwargs:
+        args, kwargs = move_keywords_to_positions(function.op_name, function.parameters, args,
+                                                  kwargs)
+    leaves = _leaves(args, flat)
+    top = None
+    for a in leaves:
+        if type(a) is Box and (top is None or a.trace.level > top.level):
+            top = a.trace
+    if kwargs:
+        check_keyword_only(function.op_name, kwargs, top)
+    if top is None:  # nothing traced: the rule's output only
+        rule = _applicable(function, args, kwargs)
+        if rule is None:
+            return function.plain(*args, **kwargs)
+        out = rule.body(*args, **kwargs)[0]
+        return out if type(out) is np.ndarray else np.asanyarray(out)
+    if not top.active:
+        raise escaped_value_error(function.op_name, top)
+    if top.picturing and not function.drawn_as_op:
+        return function.plain(*args, **kwargs)
+    values, parents = opened(leaves, top)
+    if any(type(v) is Box for v in values) or any(type(v) is Box for v in kwargs.values()):
+        return function.plain(*args, **kwargs)  # higher order: the traces record the ops
+    plain_args = values if flat else _rebuilt(args, values)
+    rule = _applicable(function, plain_args, kwargs)
+    if rule is None:
+        return function.plain(*args, **kwargs)
+    out, pullback, *traced = rule.body(*plain_args, **kwargs)
+    structure = None if flat else _rebuilt(args, [None] * len(leaves))  # no value kept
+    if not flat:
+        pullback = _pullback_of_leaves(pullback, structure)
+    if traced:
+        traced = traced[0] if flat else _pullback_of_leaves(traced[0], structure)
+    else:
+        traced = _plain_function_pullback(function, structure, values, parents, kwargs, flat)
+    if traced is not pullback:
+        pullback = seam_pullback(pullback, traced)
+    if type(out) is not np.ndarray and type(out) is not Box:
+        out = np.asanyarray(out)  # an array subclass (core/weak.py's) stays as it is
+    n_args = max(len(leaves), len(function.parameters)) if flat else len(leaves)
+    box = Box(out, top, Node(pullback, tuple(parents), function.op_name, out.shape, out.dtype,
+                             n_args))
+    if top.on_op is not None:
+        top.on_op(function, leaves, kwargs, box)
+    return box
+
+
+def _pullback_of_leaves(pullback, structure):
+    """A rule's pullback (one cotangent tree per argument) as the node's: one per leaf of
+    the arguments, whose structure (their trees, leaves None) is `structure`."""
+    @functools.wraps(pullback)
+    def leaves_pullback(g):
+        return _cotangent_leaves(structure, pullback(g))
+    return leaves_pullback
+
+
+def _plain_function_pullback(function, structure, values, parents, kwargs, flat):
+    """For a traced cotangent, the vjp of the plain function in its traced leaves, at the
+    plain values the rule was given, every other argument held (`structure`: the arguments'
+    trees, which the leaves `values` fill), written with the library's ops."""
+    traced = [i for i, _ in parents]
+
+    def of_traced(*traced_values):
+        leaves = list(values)
+        for i, v in zip(traced, traced_values):
+            leaves[i] = v
+        return function.plain(*(leaves if flat else _rebuilt(structure, leaves)), **kwargs)
+
+    def plain_function_pullback(g):
+        _, pullback = vjp(of_traced, *[values[i] for i in traced])
+        cotangents = [None] * len(values)
+        for i, c in zip(traced, pullback(g)):
+            cotangents[i] = c
+        return tuple(cotangents)
+    return plain_function_pullback
+
+
+def seam_pullback(pullback, traced_pullback):
+    """A rule's pullback for the node: `pullback` for a plain cotangent; for a traced one (a
+    trace opened around the backward pass, as jvp's double vjp, or one that differentiates
+    what the cotangent was made from) `traced_pullback`, which that trace records."""
+    @functools.wraps(pullback)  # named as the rule's pullback, in tracebacks and pictures too
+    def fused_pullback(g):
+        return pullback(g) if type(g) is not Box else traced_pullback(g)
+    return fused_pullback
+
+
+# One code object for every fusable's wrapper: how the pictures' scope finder recognises a
+# call that may run a rule (and then its plain function, whose code is in PLAIN_DEFINITIONS).
+FUSABLE_CODE = fusable(lambda x: x).__code__

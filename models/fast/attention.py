@@ -1,0 +1,79 @@
+"""Fast rules for models/attention.py: multi-head attention (self- and cross-attention) and
+decoding's attention over cached keys and values and its projection into heads, each
+forward and backward by the kernels of sublayers.py, for calls without dropout on the
+weights, in one float dtype, with a mask of the scores' rank or none."""
+import autograd_lite as ag
+
+from .. import attention
+from ..attention import MultiHeadAttention
+from ..layers import Dense
+from . import sublayers
+from .conditions import mask_fits, no_dropout, one_float_dtype
+
+
+def _weights(p):
+    """(wq, bq, wk, bk, wv, bv, wo, bo): the kernels' order."""
+    return (*p.wq, *p.wk, *p.wv, *p.wo)
+
+
+def _attention_cotangent(wq=None, wk=None, wv=None, wo=None):
+    """A MultiHeadAttention of cotangents from (d_w, d_b) pairs; None for a projection
+    without one, and for n_heads."""
+    return MultiHeadAttention(*(None if d is None else Dense(*d) for d in (wq, wk, wv, wo)),
+                              None)
+
+
+def multihead_attention_applies(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
+    attention.check_activations(p, x_q, x_kv)  # refused as the function refuses it
+    scores = (x_q.shape[0], p.n_heads, x_q.shape[1], x_kv.shape[1])
+    return no_dropout(rate, rng) and one_float_dtype(x_q, x_kv, p) and mask_fits(mask, scores)
+
+
+@ag.fast_rule(attention.multihead_attention, applies=multihead_attention_applies)
+def multihead_attention_rule(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
+    """The projections that share an input in one product, the heads as views, the softmax
+    kernel (sublayers.multihead_attention_forward); x_q is x_kv means self-attention, one
+    traced value (core/rules.py keeps two values two objects)."""
+    out, saved = sublayers.multihead_attention_forward(x_q, x_kv, _weights(p), p.n_heads, mask)
+
+    def multihead_attention_pullback(g):
+        d_x_q, d_x_kv, *d = sublayers.multihead_attention_backward(g, saved)
+        return (_attention_cotangent(d[0:2], d[2:4], d[4:6], d[6:8]), d_x_q, d_x_kv, None,
+                None, None)
+    return out, multihead_attention_pullback
+
+
+def attention_over_applies(p, x_q, kv, mask=None):
+    keys, values = kv
+    scores = (x_q.shape[0], p.n_heads, x_q.shape[1], keys.shape[2])
+    return one_float_dtype(x_q, keys, values, p.wq, p.wo) and mask_fits(mask, scores)
+
+
+@ag.fast_rule(attention.attention_over, applies=attention_over_applies)
+def attention_over_rule(p, x_q, kv, mask=None):
+    """The query's product with 1/√d_head folded in, the softmax kernel, the heads written
+    into the output product's rows (sublayers.attention_over_forward)."""
+    out, saved = sublayers.attention_over_forward(x_q, *kv, *p.wq, *p.wo, mask)
+
+    def attention_over_pullback(g):
+        d_x_q, d_keys, d_values, d_wq, d_bq, d_wo, d_bo = sublayers.attention_over_backward(
+            g, saved)
+        return (_attention_cotangent(wq=(d_wq, d_bq), wo=(d_wo, d_bo)), d_x_q,
+                (d_keys, d_values), None)
+    return out, attention_over_pullback
+
+
+def projected_heads_applies(p, x, n_heads):
+    return x.ndim == 3 and one_float_dtype(x, p)
+
+
+@ag.fast_rule(attention.projected_heads, applies=projected_heads_applies)
+def projected_heads_rule(p, x, n_heads):
+    """x W + b split into heads as a view of the product's rows
+    (sublayers.heads_projection_forward)."""
+    out, saved = sublayers.heads_projection_forward(x, *p, n_heads)
+
+    def projected_heads_pullback(g):
+        d_x, d_w, d_b = sublayers.heads_projection_backward(g, saved)
+        return Dense(d_w, d_b), d_x, None
+    return out, projected_heads_pullback

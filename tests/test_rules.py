@@ -1,0 +1,192 @@
+"""Fast rules (core/rules.py) as a user writes them: a plain function with `@ag.fusable`, a
+rule attached with `ag.fast_rule`. The rule runs where it applies and gives each argument's
+cotangent in the argument's own tree; the plain function runs under higher order, in
+pictures, where no rule applies and with `ag.fast_rules(False)` (or
+AUTOGRAD_LITE_FAST_RULES=0); a rule's pullback meeting a traced cotangent falls back on the
+plain function's vjp. Values against numpy and central differences."""
+import os
+import subprocess
+import sys
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from helpers.fused import fused_calls, recorded_names
+
+pytestmark = pytest.mark.usefixtures("fast_rules_on")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Affine(NamedTuple):
+    w: np.ndarray  # (D, E)
+    b: np.ndarray  # (E,)
+    name: str
+
+
+@ag.fusable
+def affine_tanh(p, x, scale=1.0):
+    """tanh(scale · (x W + b)).  x (N, D) -> (N, E)"""
+    return ag.tanh(scale * (x @ p.w + p.b))
+
+
+CALLS = []  # (x is p.w) for each call of the rule
+
+
+def two_dimensional(p, x, scale=1.0):
+    return x.ndim == 2
+
+
+@ag.fast_rule(affine_tanh, applies=two_dimensional)
+def affine_tanh_rule(p, x, scale=1.0):
+    CALLS.append(x is p.w)
+    y = np.tanh(scale * (x @ p.w + p.b))
+
+    def affine_tanh_pullback(g):
+        dz = g * (1 - y * y) * scale
+        return Affine(x.T @ dz, dz.sum(0), None), dz @ p.w.T, None
+    return y, affine_tanh_pullback
+
+
+def numpy_gradients(p, x, g):
+    """The gradients of Σ affine_tanh(p, x) ⊙ g, written out."""
+    y = np.tanh(x @ p.w + p.b)
+    dz = g * (1 - y * y)
+    return x.T @ dz, dz.sum(0), dz @ p.w.T
+
+
+@pytest.fixture
+def case(rng):
+    p = Affine(rng.standard_normal((3, 3)) / 2, rng.standard_normal(3), "layer")
+    return p, rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+
+
+def test_the_rule_runs_and_gives_cotangents_in_the_arguments_trees(case):
+    p, x, g = case
+    CALLS.clear()
+    (dp, dx) = ag.gradient(lambda p, x: ag.sum(affine_tanh(p, x) * g), p, x)
+    assert len(CALLS) == 1 and fused_calls(affine_tanh, p, x) == ["affine_tanh"]
+    assert type(dp) is Affine and dp.name is None
+    for got, want in zip((dp.w, dp.b, dx), numpy_gradients(p, x, g)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(affine_tanh(p, x), np.tanh(x @ p.w + p.b), rtol=1e-15)
+
+
+def test_where_no_rule_applies_or_rules_are_off_the_plain_function_runs(case):
+    p, x, g = case
+    CALLS.clear()
+    assert "affine_tanh" not in fused_calls(affine_tanh, p, x[0])  # a vector: no rule
+    with ag.fast_rules(False):
+        names = recorded_names(affine_tanh, p, x)
+        with ag.fast_rules(True):
+            assert recorded_names(affine_tanh, p, x) == ["affine_tanh"]
+        (dp, dx) = ag.gradient(lambda p, x: ag.sum(affine_tanh(p, x) * g), p, x)
+    assert names == ["matmul", "add", "mul", "tanh"] and len(CALLS) == 1
+    for got, want in zip((dp.w, dp.b, dx), numpy_gradients(p, x, g)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_the_switch_is_restored_after_an_error(case):
+    p, x, _ = case
+    with pytest.raises(RuntimeError), ag.fast_rules(False):
+        raise RuntimeError
+    assert fused_calls(affine_tanh, p, x) == ["affine_tanh"]
+
+
+def test_higher_order_runs_the_plain_function_and_matches_central_differences(case):
+    p, x, g = case
+    CALLS.clear()
+    gradient_of = ag.grad(lambda x: ag.sum(affine_tanh(p, x) * g))
+    v = np.random.default_rng(1).standard_normal(x.shape)
+    hvp = ag.grad(lambda x: ag.sum(gradient_of(x) * v))(x)
+    h = 1e-5
+    central = (gradient_of(x + h * v) - gradient_of(x - h * v)) / (2 * h)
+    np.testing.assert_allclose(hvp, central, rtol=1e-6, atol=1e-9)
+    assert CALLS == [False, False]  # only the two gradients at x ± hv, first order
+
+
+def test_a_traced_cotangent_takes_the_plain_functions_vjp_in_the_traced_leaves(case):
+    """jvp (the double vjp: the rule's pullback meets a traced cotangent). The rule gives
+    no traced pullback, so the engine differentiates the plain function in x and p only:
+    `scale`, a float it was given, stays a constant."""
+    p, x, g = case
+    v = np.random.default_rng(2).standard_normal(x.shape)
+    loss = lambda x: ag.sum(affine_tanh(p, x, 0.5) * g)  # noqa: E731
+    _, tangent = ag.jvp(loss, (x,), (v,))
+    h = 1e-6
+    np.testing.assert_allclose(tangent, (loss(x + h * v) - loss(x - h * v)) / (2 * h),
+                               rtol=1e-7)
+
+
+def test_two_leaves_sharing_an_array_arrive_as_two_objects(case):
+    """One traced value in two places is one object for the rule; the same array traced
+    twice, or a traced value and its constant, are two."""
+    p, _, _ = case
+    square = Affine(p.w, p.b, "square")
+    CALLS.clear()
+    ag.gradient(lambda p: ag.sum(affine_tanh(p, p.w)), square)
+    ag.gradient(lambda p, x: ag.sum(affine_tanh(p, x)), square, square.w)
+    ag.gradient(lambda p: ag.sum(affine_tanh(p, ag.stop_gradient(p.w))), square)
+    assert CALLS == [True, False, False]
+
+
+def test_pictures_show_a_models_function_as_its_ops_and_an_op_as_one(case):
+    p, x, _ = case
+    graph = ag.viz.trace(lambda p, x: ag.softmax(affine_tanh(p, x)), p, x)
+    assert [(op.label, op.scope.name) for op in graph.ops] == [
+        ("matmul", "affine_tanh"), ("add", "affine_tanh"), ("mul", "affine_tanh"),
+        ("tanh", "affine_tanh"), ("softmax", "lambda")]
+
+
+def test_a_rule_for_a_function_that_is_not_fusable_is_refused():
+    with pytest.raises(TypeError, match="fast_rule: 'tanh_of' is not a fusable function; "
+                                        "define it with @ag.fusable"):
+        def tanh_of(x):
+            return ag.tanh(x)
+        ag.fast_rule(tanh_of)
+
+
+@ag.fusable
+def scaled(x, s):
+    return x * s
+
+
+@ag.fast_rule(scaled)
+def scaled_rule(x, s):
+    assert type(s) is not float and s.dtype == x.dtype  # a weak float, cast to x's dtype
+
+    def scaled_pullback(g):
+        return g * s, (g * x).sum()
+    return x * s, scaled_pullback
+
+
+def test_a_traced_python_float_reaches_a_rule_in_the_arrays_dtype():
+    x = np.arange(3, dtype=np.float32)
+    dx, ds = ag.gradient(lambda x, s: ag.sum(scaled(x, s)), x, 2.0)
+    assert dx.dtype == np.float32 and type(ds) is float
+    np.testing.assert_allclose(dx, [2, 2, 2]) and np.testing.assert_allclose(ds, 3.0)
+
+
+@pytest.mark.parametrize("setting, expected", [("0", "plain"), ("1", "rule"), ("", "rule")])
+def test_the_environment_variable_turns_every_rule_off_for_a_process(setting, expected):
+    """softmax's plain definition records an exp; its rule, drawn as one op, does not."""
+    script = ("import numpy as np, autograd_lite as ag\n"
+              "try:\n"
+              "    ag.viz.capture(ag.softmax, np.ones((2, 3)), op='exp')\n"
+              "    print('plain')\n"
+              "except ValueError:\n"
+              "    print('rule')\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, check=True,
+                         env={**os.environ, "AUTOGRAD_LITE_FAST_RULES": setting})
+    assert out.stdout.split() == [expected]
+
+
+def test_an_unknown_setting_is_refused_by_name():
+    out = subprocess.run([sys.executable, "-c", "import autograd_lite"], cwd=ROOT,
+                         capture_output=True, text=True,
+                         env={**os.environ, "AUTOGRAD_LITE_FAST_RULES": "off"})
+    assert out.returncode != 0
+    assert ("AUTOGRAD_LITE_FAST_RULES='off': expected 0 (every fast rule off) or 1 (on)"
+            in out.stderr)
