@@ -6,12 +6,7 @@ fourteen. Arrays of another dtype (float16, integers) go to numpy_kernels.
 
 gelu's tanh is numpy's np.tanh over the block: numba has no vectorised tanh (the llvmlite
 wheels carry no SVML), and a scalar tanh per entry would not give numpy's bits either.
-
-Timings (timeit, best of 5, one core (`taskset -c 0`) of a 2-core AMD EPYC at load average
-1.4; float32, numpy / numba): (1024, 2048), a feed-forward hidden layer, ms a call: relu
-forward 1.32 / 0.45, backward 0.75 / 0.49; gelu forward 12.7 / 10.4 (np.tanh is most of
-both), backward 17.4 / 1.17; dropout_mask(rate 0.1) 10.3 / 9.6 (the draws alone 8.8).
-(64, 256), us: relu 18 / 5 and 8 / 6; gelu 81 / 73 and 47 / 11; dropout 59 / 52.
+Their timings against numpy's: tests/benchmarks/README.md.
 """
 import numpy as np
 

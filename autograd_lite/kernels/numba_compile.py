@@ -18,9 +18,9 @@ def compiled(reassociate=False, contract=False):
 
     Division and the like follow numpy's rules (error_model="numpy": x / 0 is ±inf or NaN, as
     in the numpy kernels). numba's default, Python's rules, tests every divisor for zero to
-    raise ZeroDivisionError, and that branch keeps LLVM from vectorising the loop: Adam's
-    update over 3 million float32 entries took 11.6 ms with it and 2.3 ms without (AMD EPYC,
-    one thread; the same bits, since SIMD division and square root round as the scalar ones)."""
+    raise ZeroDivisionError, and that branch keeps LLVM from vectorising the loop (the same
+    bits without it, since SIMD division and square root round as the scalar ones; the
+    timings: tests/benchmarks/README.md)."""
     flags = {name for name, wanted in (("reassoc", reassociate), ("contract", contract))
              if wanted}
     options = dict(fastmath=flags or False, error_model="numpy")

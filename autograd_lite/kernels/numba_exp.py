@@ -11,8 +11,6 @@ Cephes' expf (Moshier's Cephes library), and 2^k is assembled from exponent bits
 2^k1 · 2^k2 with k1 + k2 = k, so that results in the subnormal range and up to FLT_MAX are
 rounded once. Within 3 ulp of numpy's exp over the whole float32 range (tests/test_kernels.py
 samples every 61st bit pattern), with exp(-inf) = 0, exp(inf) = inf, exp(NaN) = NaN.
-
-Measured at (262144,) float32 on an AMD EPYC, one thread: 0.16 ms against np.exp's 0.36 ms.
 """
 import numba
 import numpy as np

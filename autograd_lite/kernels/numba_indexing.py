@@ -2,11 +2,8 @@
 adds the rows that share an index in one pass over the rows, in their order (no sort; the
 same bits every run).
 
-gather_rows stays numpy's np.take (a copy of each row, which numba does not beat): table
-(8000, 512) float32 with indices (16, 64): numpy 77 us, numba 83 us a call; (65, 64) with
-(32, 200): 34 and 35 us; (65, 64) with (16, 64): 7.9 and 9.8 us (a compiled loop copying
-row slices: 3 to 5 times slower). Measured with timeit, best of 5, on one core
-(`taskset -c 0`) of a 2-core AMD EPYC at load average 1.5."""
+gather_rows stays numpy's np.take (a copy of each row, which a compiled loop copying row
+slices does not beat: tests/benchmarks/README.md has the timings)."""
 import math
 
 import numpy as np
@@ -37,11 +34,7 @@ def segment_sum(values, indices, n):
     numpy's sort: rows met once are copied, rows sharing an index added one after the other
     in the order they come. numpy's np.add.reduceat adds a run pairwise (the first row plus
     the pairwise sum of the others), so where an index repeats the bits may differ from
-    numpy's by rounding, never from run to run.
-
-    Table (8000, 512) float32, indices (16, 64): numpy 1.82 ms, numba 0.69 ms a call; (65,
-    64) with (32, 200): 0.90 and 0.053 ms; (8000, 512) with (32, 200): 19.6 and 2.1 ms
-    (timeit as for gather_rows above)."""
+    numpy's by rounding, never from run to run."""
     if values.dtype not in _FLOATS:
         return numpy_kernels.segment_sum(values, indices, n)
     row_shape = values.shape[indices.ndim:]

@@ -1,5 +1,6 @@
-"""The plain-array bodies of the fused ops compiled with numba: rows one after another in the calling thread (serial: kernels/__init__.py says why), one or two
-passes over each row where numpy makes four to seven.
+"""The ops' kernels compiled with numba: rows one after another in the calling thread
+(serial: kernels/__init__.py says why), one or two passes over each row where numpy makes
+four to seven.
 
 The interface is numpy_kernels.py's (the names in kernels.NAMES; one not written here is
 numpy's). Importing this module imports numba (an ImportError without it: kernels/__init__.py
@@ -8,13 +9,12 @@ keeps x̂ and 1/σ, as numpy's does (x is not kept: the pullback of an op must n
 an input it does not need).
 
 Exponentials. numba's loops call a scalar exp (the llvmlite wheels carry no SVML, so LLVM
-cannot vectorise it), several times slower than numpy's SIMD exp; in float32, softmax and
-cross-entropy use numba_exp.exp32 instead, an exp written as arithmetic that LLVM vectorises
-(within 3 ulp; 2.3 times as fast as np.exp), and in float64 numpy's `np.exp` over the block.
-Both take it unshifted (exact where the row sums lie in [1, ∞), as numpy_kernels explains;
-the other rows are redone shifted), and mask, sum and scale in one compiled pass (softmax in
-float32: the exp in that pass too; at the LM's attention scores, (16, 4, 64, 64) causal,
-0.33 ms against 0.96 with np.exp over the block).
+cannot vectorise it), slower than numpy's SIMD exp; in float32, softmax and cross-entropy
+use numba_exp.exp32 instead, an exp written as arithmetic that LLVM vectorises (within 3
+ulp), and in float64 numpy's `np.exp` over the block. Both take it unshifted (exact where
+the row sums lie in [1, ∞), as numpy_kernels explains; the other rows are redone shifted),
+and mask, sum and scale in one compiled pass (softmax in float32: the exp in that pass too).
+The timings: tests/benchmarks/README.md.
 
 Same bits. Every reduction runs inside one row, in order, in one thread; the sums over rows
 (layer norm's dscale and dbias) go through fixed blocks of rows whose partial sums are added
@@ -29,11 +29,10 @@ cache folder is writable they compile in memory each run (`_compiled`).
 The kernels live by family: layer norm here, the softmax family in numba_softmax.py, the
 optimizer updates in numba_updates.py, relu, gelu, the biases (with relu: the feed-forward
 layer's) and the dropout mask in numba_activations.py, the embedding's segment sum in
-numba_indexing.py (its gather is numpy's: numba_indexing.py has the numbers), float32's
-vectorised exp in numba_exp.py; numba_compile.py says how they are compiled (numpy's error
-model, without which no loop that divides is vectorised). The Transformer sublayers
-(sublayers.py) are written once over these kernels and BLAS, for both backends.
-Threads: the arrangement measured with OpenBLAS on 2 cores is in kernels/__init__.py.
+numba_indexing.py (its gather is numpy's), float32's vectorised exp in numba_exp.py;
+numba_compile.py says how they are compiled (numpy's error model, without which no loop that
+divides is vectorised). The models' fast rules (models/fast) write the Transformer's
+sublayers over these kernels and BLAS, for both backends. Threads: kernels/__init__.py.
 """
 import numba
 import numpy as np

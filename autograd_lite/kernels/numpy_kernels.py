@@ -13,7 +13,7 @@ import numpy as np
 
 
 def _sum_last(x):
-    """Σ over the last axis, keepdims (np.einsum: ~4x faster than x.sum(-1) for short rows)."""
+    """Σ over the last axis, keepdims (np.einsum: x.sum(-1) is slower on short rows)."""
     return np.einsum("...i->...", x)[..., None]
 
 
@@ -220,7 +220,7 @@ def _run_bounds(sorted_indices):
 def segment_sum(values, indices, n):
     """Σ of the rows of `values` (shape indices.shape + row) that share an index, into n rows.
     Indices met once have their row copied; runs of repeated ones are summed with
-    np.add.reduceat (several times faster than np.add.at)."""
+    np.add.reduceat (np.add.at is slow)."""
     row_shape = values.shape[indices.ndim:]
     out = np.zeros((n,) + row_shape, dtype=values.dtype)
     flat = indices.reshape(-1)
@@ -302,7 +302,7 @@ def relu_backward(g, saved):
 
 def column_sums(rows):
     """Σ over the rows of a matrix (N, n) -> (n,), as one BLAS product with a ones vector (the
-    bias's cotangent; several times faster than rows.sum(axis=0) over a few thousand rows)."""
+    bias's cotangent; rows.sum(axis=0) is slower over many rows)."""
     return np.ones(rows.shape[0], rows.dtype) @ rows
 
 

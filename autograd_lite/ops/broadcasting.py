@@ -26,7 +26,7 @@ def unbroadcast(g, shape):
 def sum_rows(g):
     """Σ over every axis but the last: (..., n) -> (n,), the cotangent of a bias or a scale
     broadcast over rows. A plain float32 or float64 g is summed as one matrix-vector product
-    (BLAS: 2-8x faster than np.sum over a few thousand rows); float16 and traced values go
+    (BLAS, where np.sum is slower over many rows); float16 and traced values go
     through unbroadcast, whose sum a trace records (`plain`: the product with np.ones is
     for numpy's own arrays)."""
     if plain(g) and g.dtype in _BLAS_FLOATS and g.ndim > 1 and g.size:
