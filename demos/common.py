@@ -1,7 +1,8 @@
 """What every demo shares: the options --quick, --out and --seed (and `flag`, a setting's
 option), the checks of every option before anything is read or written (check_options,
-check_memory), the output directory, bad input as a one-line error, and the final line,
-which holds the measured result.
+check_memory), the learning-rate schedule of the training demos (learning_rate), the output
+directory, bad input as a one-line error, and the final line, which holds the measured
+result.
 
     parser = common.argument_parser("classify", __doc__)  # with --quick, --out, --seed
     args = parser.parse_args(argv)
@@ -66,6 +67,16 @@ def check_options(parser, args, counts=(), rates=(), fractions=(), non_negative=
         value = getattr(args, name)
         if value is not None and not 0 <= value < 1:
             parser.error(f"{flag(name)} must lie in [0, 1), got {value}")
+
+
+def learning_rate(peak, warmup, steps):
+    """Linear warm-up to `peak` over `warmup` steps, then a cosine decay to peak / 20 at `steps`."""
+    def lr(step):
+        if step < warmup:
+            return peak * step / warmup
+        progress = min(1.0, (step - warmup) / max(1, steps - warmup))
+        return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
+    return lr
 
 
 def transformer_bytes(batch, length, d_model, d_ff, heads, layers, vocab, max_len, logits):

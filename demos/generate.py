@@ -52,8 +52,7 @@ import models  # noqa: E402
 from models import data, health, lm, text, train  # noqa: E402
 
 from . import common, ngram, runs  # noqa: E402
-from .common import flag  # noqa: E402
-from .translate import learning_rate  # noqa: E402
+from .common import flag, learning_rate  # noqa: E402
 
 FULL = dict(steps=2500, d_model=96, heads=4, d_ff=384, layers=2, context=128, batch_size=16,
             lr=3e-3, warmup=100, eval_every=250, ngram=4, sample_length=300)

@@ -47,6 +47,7 @@ from models import torch_distributed, transformer  # noqa: E402
 from . import common  # noqa: E402
 from . import number_words as nw  # noqa: E402
 from . import to_torch_ddp  # noqa: E402
+from .torch_steps import adam_state_to_torch, report, train_in_torch  # noqa: E402,F401
 from . import translate  # noqa: E402
 
 INSTALL = ("demos.to_torch needs PyTorch, which is not installed. Install it with\n"
@@ -126,16 +127,6 @@ def logits_difference(torch, module, params, held_out):
     return difference
 
 
-def adam_state_to_torch(torch, optimizer, module, state):
-    """Our Adam's moments m, v (trees shaped like the parameters, which the bridge maps as
-    it maps gradients) and step count, as torch.optim.Adam's state of module's parameters."""
-    from models import torch_bridge
-    m, v = torch_bridge.to_torch(state.m), torch_bridge.to_torch(state.v)
-    for name, parameter in module.named_parameters():
-        optimizer.state[parameter] = {"step": torch.tensor(float(state.step)),
-                                      "exp_avg": m[name], "exp_avg_sq": v[name]}
-
-
 def train_here(params, optimizer, state, batches, first_step):
     """Adam steps here on `batches`, with translate's loss and clipping.
     -> (params, optimizer state, the loss of each step)"""
@@ -147,27 +138,6 @@ def train_here(params, optimizer, state, batches, first_step):
         losses.append(float(loss))
         report("here ", step, first_step, len(batches), losses)
     return params, state, losses
-
-
-def train_in_torch(torch, module, optimizer, schedule, batches, first_step, rank=0, world=1):
-    """torch.optim.Adam steps on `batches`, with translate's loss and clipping; the learning
-    rate schedule(step) goes on from first_step. With world > 1, module is a
-    DistributedDataParallel over `world` processes and this one, `rank`, computes on rows
-    rank::world of each batch (demos.to_torch_ddp). -> the loss of each step's whole batch"""
-    module.train()
-    losses = []
-    for step, batch in enumerate(batches, first_step):
-        for group in optimizer.param_groups:
-            group["lr"] = schedule(step)
-        loss = to_torch_ddp.shard_loss(torch, module, batch, rank, world)
-        optimizer.zero_grad()
-        loss.backward()  # under DDP: the gradients averaged over the processes
-        torch.nn.utils.clip_grad_norm_(module.parameters(), translate.CLIP_NORM)
-        optimizer.step()
-        losses.append(to_torch_ddp.batch_loss(torch, loss, world))
-        if rank == 0:
-            report("torch", step, first_step, len(batches), losses)
-    return losses
 
 
 def steps_in_torch(args, torch, module, adam, schedule, start, settings, held_out):
@@ -213,13 +183,6 @@ def steps_on_workers(args, torch, module, adam, job):
     return (f"; {args.workers} workers and one process agreed to {difference:.0e} of the "
             f"largest weight after {job.check} steps, {1000 * workers.seconds_per_step:.0f} "
             f"and {1000 * one:.0f} ms a step")
-
-
-def report(where, step, first_step, n_steps, losses):
-    """A progress line four times a part: the mean loss of the last 10 steps."""
-    done = step - first_step + 1
-    if done == n_steps or done % max(1, n_steps // 4) == 0:
-        print(f"  {where} step {step:>4}: loss {np.mean(losses[-10:]):.4f}", flush=True)
 
 
 def main(argv=None):

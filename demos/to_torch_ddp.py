@@ -24,12 +24,11 @@ import tempfile
 import time
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from models import torch_distributed
 
-from . import number_words as nw
 from . import translate
+from .torch_steps import (adam_state_to_torch, batch_loss, shard_loss,  # noqa: F401
+                          train_in_torch)
 
 
 class Schedule(NamedTuple):
@@ -80,11 +79,10 @@ def worker(rank, world, job):
     import torch
     from torch.nn.parallel import DistributedDataParallel
     from models import torch_bridge
-    from . import to_torch  # here: demos.to_torch imports this module
     module = torch_bridge.torch_module_for(job.params)
     adam = torch.optim.Adam(module.parameters(), betas=translate.ADAM_BETAS,
                             eps=translate.ADAM_EPS)
-    to_torch.adam_state_to_torch(torch, adam, module, job.state)
+    adam_state_to_torch(torch, adam, module, job.state)
     # no buffer sync before each forward: the one buffer, the position table, is a constant
     parallel = DistributedDataParallel(module, forward_sync_buffers=False)
     start = time.perf_counter()
@@ -96,41 +94,18 @@ def worker(rank, world, job):
 
 
 def train_checked(torch, module, adam, job, rank=0, world=1):
-    """job's steps (to_torch.train_in_torch) on module, a copy of whose weights is kept after
+    """job's steps (torch_steps.train_in_torch) on module, a copy of whose weights is kept after
     the first job.check. module: a DistributedDataParallel over `world` processes, or with
     world = 1 a plain module. -> (the loss of each step, the copy)"""
-    from . import to_torch
     batches = list(translate.EpochBatches(job.seed, 1, job.steps, job.batch_size,
                                           job.held_out))
-    losses = to_torch.train_in_torch(torch, module, adam, job.schedule, batches[:job.check],
-                                     job.first_step, rank, world)
+    losses = train_in_torch(torch, module, adam, job.schedule, batches[:job.check],
+                            job.first_step, rank, world)
     inner = getattr(module, "module", module)  # DDP's names carry a "module." prefix
     checked = {name: t.detach().clone() for name, t in inner.state_dict().items()}
-    losses += to_torch.train_in_torch(torch, module, adam, job.schedule, batches[job.check:],
-                                      job.first_step + job.check, rank, world)
+    losses += train_in_torch(torch, module, adam, job.schedule, batches[job.check:],
+                             job.first_step + job.check, rank, world)
     return losses, checked
-
-
-def shard_loss(torch, module, batch, rank, world):
-    """world · Σ cross-entropy over the words of rows rank::world / the words of the whole
-    batch (src (B, S), tgt (B, T)): with world = 1 the mean over the batch's words; averaged
-    over the processes (as DDP averages gradients), that mean too."""
-    src, tgt = torch_distributed.shard(batch, rank, world)  # (B/world, S), (B/world, T)
-    words = np.count_nonzero(batch[1][:, 1:] != nw.PAD)
-    logits = module(torch.from_numpy(src), torch.from_numpy(tgt[:, :-1]), nw.PAD)
-    total = torch.nn.functional.cross_entropy(logits.flatten(0, 1),
-                                              torch.from_numpy(tgt[:, 1:]).flatten(),
-                                              ignore_index=nw.PAD, reduction="sum")
-    return total / (words / world)
-
-
-def batch_loss(torch, loss, world):
-    """The whole batch's loss from this process's shard_loss: the mean over the processes."""
-    if world == 1:
-        return loss.item()
-    total = loss.detach().clone()
-    torch.distributed.all_reduce(total)  # the sum over the processes
-    return total.item() / world
 
 
 def parameter_difference(state_dict, reference):

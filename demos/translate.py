@@ -36,7 +36,6 @@ if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; 
 
 import argparse  # noqa: E402
 import functools  # noqa: E402
-import math  # noqa: E402
 import pathlib  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -48,7 +47,7 @@ import models  # noqa: E402
 from models import health, plots, train, transformer  # noqa: E402
 
 from . import common, runs  # noqa: E402
-from .common import flag  # noqa: E402
+from .common import flag, learning_rate  # noqa: E402,F401  (translate.learning_rate too)
 from . import number_words as nw  # noqa: E402
 
 # The recipe found by experiment (the report of issue 13 holds the table), and the quick one:
@@ -116,16 +115,6 @@ def settings(args):
     """The settings that make a run what it is (fit keeps them in hyperparameters.json):
     the options, which a --resume reads back."""
     return {"options": runs.saved_options(args, OPTIONS)}
-
-
-def learning_rate(peak, warmup, steps):
-    """Linear warm-up to `peak` over `warmup` steps, then a cosine decay to peak / 20 at `steps`."""
-    def lr(step):
-        if step < warmup:
-            return peak * step / warmup
-        progress = min(1.0, (step - warmup) / max(1, steps - warmup))
-        return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
-    return lr
 
 
 def adam(args, steps):

@@ -22,7 +22,6 @@ import math
 import numpy as np
 
 import autograd_lite as ag
-from autograd_lite.core.tree import is_differentiable
 
 ROOT_GROUP = "params"  # the name of the one group of a tree that is a single array
 
@@ -41,7 +40,7 @@ def parameter_groups(params):
     order their first leaf comes."""
     groups = {}
     for index, (path, leaf) in enumerate(zip(ag.tree_paths(params), ag.tree_leaves(params))):
-        if isinstance(leaf, np.ndarray) and is_differentiable(leaf):
+        if isinstance(leaf, np.ndarray) and ag.is_differentiable(leaf):
             groups.setdefault(group_name(path), []).append(index)
     return groups
 

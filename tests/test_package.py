@@ -111,3 +111,102 @@ def test_the_core_install_needs_numpy_alone_and_imports_numba_lazily():
                              text=True, check=True,
                              env={**os.environ, "AUTOGRAD_LITE_KERNELS": setting})
         assert out.stdout.split() == expected
+
+
+# ---- the import graph of the library, the models and the demos ---------------------------------
+
+PACKAGES = ("autograd_lite", "models", "demos")
+MODEL_FILES = ("attention", "layers", "blocks", "transformer", "lm", "classifier", "decoding")
+# Support code of models/ that reaches into the engine, with the reason (none may be a model).
+INTERNAL_IMPORTS = {"models.run_files": {"autograd_lite.io.atomic"}}  # its atomic JSON writes
+
+
+def module_name(path):
+    """models/fast/attention.py -> 'models.fast.attention'; a package's __init__ -> its name."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules():
+    """{module name: path} for every module of the three packages."""
+    return {module_name(p): p for package in PACKAGES for p in (ROOT / package).rglob("*.py")}
+
+
+def imports_of(path, known):
+    """The modules (of `known`) that a file imports anywhere in it, functions included; an
+    imported name that is a submodule counts as that submodule."""
+    import ast
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level \
+                else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
+                       for alias in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t in known)
+    return found - {name}
+
+
+def import_graph():
+    known = modules()
+    return {name: imports_of(path, known) for name, path in known.items()}
+
+
+def test_no_module_of_the_library_the_models_or_the_demos_imports_itself_back():
+    """No cycle in the import graph (an import inside a function counts: it is a cycle that
+    Python merely tolerates), found by a depth-first search that reports the first one."""
+    graph, state, path = import_graph(), {}, []
+
+    def visit(name):
+        state[name] = "open"
+        path.append(name)
+        for target in sorted(graph[name]):
+            if state.get(target) == "open":
+                cycle = path[path.index(target):] + [target]
+                raise AssertionError(f"import cycle: {' -> '.join(cycle)}")
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[name] = "done"
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+
+
+def test_demos_use_models_and_models_use_the_public_engine():
+    """demos -> models (-> models.fast) -> autograd_lite, the package itself: the engine
+    imports no model or demo, a model no demo, and models/ no engine module but the package
+    (its public `ag` API), with the support code's listed exceptions."""
+    for name, targets in import_graph().items():
+        top = name.split(".")[0]
+        reached = {t.split(".")[0] for t in targets}
+        if top == "autograd_lite":
+            assert reached <= {"autograd_lite"}, f"{name} imports {sorted(targets)}"
+        elif top == "models":
+            assert reached <= {"models", "autograd_lite"}, f"{name} imports {sorted(targets)}"
+            internal = {t for t in targets if t.startswith("autograd_lite.")}
+            assert internal <= INTERNAL_IMPORTS.get(name, set()), f"{name} imports {internal}"
+
+
+def test_only_the_models_fast_rules_call_the_kernels():
+    """A model file holds the paper's functions, their init and their input checks: no
+    ag.kernels (only models/fast may call them), and no word of fused bodies or references."""
+    import ast
+    for path in (ROOT / "models").rglob("*.py"):
+        if "fast" in path.relative_to(ROOT / "models").parts:
+            continue
+        tree = ast.parse(path.read_text())
+        kernels = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                   and node.attr == "kernels"]
+        assert not kernels, f"{path.name}: ag.kernels at lines {kernels}"
+        if path.stem in MODEL_FILES:
+            text = path.read_text()
+            for word in ("fused", "reference", "kernel"):
+                assert word not in text, f"models/{path.name} says {word!r}"
