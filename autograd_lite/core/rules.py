@@ -127,57 +127,57 @@ def fast_rule(function, applies=None):
 
 
 def _leaves(args, flat):
-    """The leaves of the positional arguments, in tree order (the arguments themselves for
-    an op, whose arguments are arrays and static operands)."""
+    """(the leaves of the positional arguments in tree order, their skeleton: None for a
+    leaf, a tuple of the children's skeletons for a container); an op's arguments are its
+    leaves (arrays and static operands), and its skeleton None."""
     if flat:
-        return args
-    out = []
-    for a in args:
-        _append_leaves(a, out)
-    return out
+        return args, None
+    leaves = []
+    return leaves, _flatten(args, leaves)
 
 
-def _append_leaves(tree, out):
-    kids = children(tree)
-    if kids is None:
-        out.append(tree)
-    else:
-        for kid in kids:
-            _append_leaves(kid, out)
+def _flatten(kids, leaves):
+    """Append the leaves below the children `kids` to `leaves` (containers as tree.children
+    has them: tuples, NamedTuples, lists, dicts) and return the children's skeleton. One
+    call per container, not per leaf: on small arrays the calls would cost more than the
+    rule saves."""
+    skeleton = []
+    for kid in kids:
+        if isinstance(kid, (tuple, list)):
+            skeleton.append(_flatten(kid, leaves))
+        elif isinstance(kid, dict):
+            skeleton.append(_flatten(kid.values(), leaves))
+        else:
+            leaves.append(kid)
+            skeleton.append(None)
+    return tuple(skeleton)
 
 
 def _rebuilt(args, leaves):
     """The positional arguments with their leaves replaced, in order."""
-    it = iter(leaves)
-
-    def build(tree):
-        kids = children(tree)
-        return next(it) if kids is None else rebuild(tree, [build(k) for k in kids])
-    return tuple(build(a) for a in args)
+    return tuple(_rebuilt_children(args, iter(leaves)))
 
 
-def _cotangent_leaves(args, cotangents):
-    """The cotangents a rule's pullback gave, one tree per argument, as one entry per leaf
-    of the arguments: None for an argument (or a subtree) given None."""
-    out = []
+def _rebuilt_children(kids, leaves):
+    return [rebuild(kid, _rebuilt_children(children(kid), leaves))
+            if isinstance(kid, (tuple, list, dict)) else next(leaves) for kid in kids]
 
-    def walk(tree, cotangent):
-        kids = children(tree)
-        if kids is None:
+
+def _cotangent_leaves(skeleton, cotangents, out):
+    """Append to `out` the cotangents a rule's pullback gave (one tree per argument, None
+    for an argument or a subtree without one) as one entry per leaf of the arguments."""
+    for shape, cotangent in zip(skeleton, cotangents):
+        if shape is None:
             out.append(cotangent)
         elif cotangent is None:
-            out.extend([None] * _count_leaves(tree))
+            out.extend([None] * _count_leaves(shape))
         else:
-            for kid, c in zip(kids, children(cotangent)):
-                walk(kid, c)
-    for a, c in zip(args, cotangents):
-        walk(a, c)
-    return tuple(out)
+            _cotangent_leaves(shape, children(cotangent), out)
+    return out
 
 
-def _count_leaves(tree):
-    kids = children(tree)
-    return 1 if kids is None else sum(_count_leaves(k) for k in kids)
+def _count_leaves(skeleton):
+    return sum(1 if shape is None else _count_leaves(shape) for shape in skeleton)
 
 
 def _applicable(function, args, kwargs):
@@ -194,7 +194,7 @@ def _dispatch(function, args, kwargs):
     if kwargs:
         args, kwargs = move_keywords_to_positions(function.op_name, function.parameters, args,
                                                   kwargs)
-    leaves = _leaves(args, flat)
+    leaves, skeleton = _leaves(args, flat)
     top = None
     for a in leaves:
         if type(a) is Box and (top is None or a.trace.level > top.level):
@@ -219,13 +219,12 @@ def _dispatch(function, args, kwargs):
     if rule is None:
         return function.plain(*args, **kwargs)
     out, pullback, *traced = rule.body(*plain_args, **kwargs)
-    structure = None if flat else _rebuilt(args, [None] * len(leaves))  # no value kept
     if not flat:
-        pullback = _pullback_of_leaves(pullback, structure)
+        pullback = _pullback_of_leaves(pullback, skeleton)
     if traced:
-        traced = traced[0] if flat else _pullback_of_leaves(traced[0], structure)
+        traced = traced[0] if flat else _pullback_of_leaves(traced[0], skeleton)
     else:
-        traced = _plain_function_pullback(function, structure, values, parents, kwargs, flat)
+        traced = _plain_function_pullback(function, plain_args, values, parents, kwargs, flat)
     if traced is not pullback:
         pullback = seam_pullback(pullback, traced)
     if type(out) is not np.ndarray and type(out) is not Box:
@@ -238,26 +237,26 @@ def _dispatch(function, args, kwargs):
     return box
 
 
-def _pullback_of_leaves(pullback, structure):
+def _pullback_of_leaves(pullback, skeleton):
     """A rule's pullback (one cotangent tree per argument) as the node's: one per leaf of
-    the arguments, whose structure (their trees, leaves None) is `structure`."""
+    the arguments, whose skeleton (`_leaves`) is given: the pullback keeps no argument."""
     @functools.wraps(pullback)
     def leaves_pullback(g):
-        return _cotangent_leaves(structure, pullback(g))
+        return tuple(_cotangent_leaves(skeleton, pullback(g), []))
     return leaves_pullback
 
 
-def _plain_function_pullback(function, structure, values, parents, kwargs, flat):
+def _plain_function_pullback(function, plain_args, values, parents, kwargs, flat):
     """For a traced cotangent, the vjp of the plain function in its traced leaves, at the
-    plain values the rule was given, every other argument held (`structure`: the arguments'
-    trees, which the leaves `values` fill), written with the library's ops."""
+    plain arguments the rule was given (`values`: their leaves), every other argument held,
+    written with the library's ops."""
     traced = [i for i, _ in parents]
 
     def of_traced(*traced_values):
         leaves = list(values)
         for i, v in zip(traced, traced_values):
             leaves[i] = v
-        return function.plain(*(leaves if flat else _rebuilt(structure, leaves)), **kwargs)
+        return function.plain(*(leaves if flat else _rebuilt(plain_args, leaves)), **kwargs)
 
     def plain_function_pullback(g):
         _, pullback = vjp(of_traced, *[values[i] for i in traced])

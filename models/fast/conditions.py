@@ -3,17 +3,24 @@
 operands and say what is wrong."""
 import numpy as np
 
-import autograd_lite as ag
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def one_float_dtype(*trees):
-    """Whether every float leaf of the trees (arrays, parameter NamedTuples) shares one
-    dtype, float32 or float64: what the kernels compute in."""
-    arrays = [a for a in ag.tree_leaves(trees) if isinstance(a, np.ndarray)]
-    dtype = arrays[0].dtype
-    return dtype in FLOAT_DTYPES and all(a.dtype == dtype for a in arrays)
+    """Whether every array of the trees (arrays, parameter NamedTuples) has one dtype,
+    float32 or float64: what the kernels compute in."""
+    dtypes = set()
+    _add_dtypes(trees, dtypes)
+    return len(dtypes) == 1 and dtypes.pop() in FLOAT_DTYPES
+
+
+def _add_dtypes(trees, dtypes):
+    for tree in trees:
+        if type(tree) is np.ndarray:
+            dtypes.add(tree.dtype)
+        elif isinstance(tree, tuple):
+            _add_dtypes(tree, dtypes)
 
 
 def no_dropout(rate, rng):
