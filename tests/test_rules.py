@@ -131,12 +131,18 @@ def test_two_leaves_sharing_an_array_arrive_as_two_objects(case):
     assert CALLS == [True, False, False]
 
 
-def test_pictures_show_a_models_function_as_its_ops_and_an_op_as_one(case):
+@pytest.mark.parametrize("rules", [True, False])
+def test_pictures_show_a_models_function_as_its_ops_and_an_op_as_one(case, rules):
+    """With the rules off too: softmax is then one node computed by its plain definition."""
     p, x, _ = case
-    graph = ag.viz.trace(lambda p, x: ag.softmax(affine_tanh(p, x)), p, x)
+    with ag.fast_rules(rules):
+        graph = ag.viz.trace(lambda p, x: ag.softmax(affine_tanh(p, x)), p, x, values=True)
+        (weights,) = ag.viz.capture(lambda p, x: ag.softmax(affine_tanh(p, x)), p, x)
     assert [(op.label, op.scope.name) for op in graph.ops] == [
         ("matmul", "affine_tanh"), ("add", "affine_tanh"), ("mul", "affine_tanh"),
         ("tanh", "affine_tanh"), ("softmax", "lambda")]
+    e = np.exp(np.tanh(x @ p.w + p.b))
+    np.testing.assert_allclose(weights, e / e.sum(-1, keepdims=True), rtol=1e-13)
 
 
 def test_a_rule_for_a_function_that_is_not_fusable_is_refused():
@@ -170,16 +176,16 @@ def test_a_traced_python_float_reaches_a_rule_in_the_arrays_dtype():
 
 @pytest.mark.parametrize("setting, expected", [("0", "plain"), ("1", "rule"), ("", "rule")])
 def test_the_environment_variable_turns_every_rule_off_for_a_process(setting, expected):
-    """softmax's plain definition records an exp; its rule, drawn as one op, does not."""
-    script = ("import numpy as np, autograd_lite as ag\n"
-              "try:\n"
-              "    ag.viz.capture(ag.softmax, np.ones((2, 3)), op='exp')\n"
-              "    print('plain')\n"
-              "except ValueError:\n"
-              "    print('rule')\n")
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                         text=True, check=True,
-                         env={**os.environ, "AUTOGRAD_LITE_FAST_RULES": setting})
+    """softmax's rule records one op; its plain definition records an exp among others."""
+    script = ("import numpy as np\n"
+              "import autograd_lite as ag\n"
+              "from helpers.fused import recorded_names\n"
+              "names = recorded_names(ag.softmax, np.ones((2, 3)))\n"
+              "print('rule' if names == ['softmax'] else 'plain')\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=os.path.join(ROOT, "tests"),
+                         capture_output=True, text=True, check=True,
+                         env={**os.environ, "AUTOGRAD_LITE_FAST_RULES": setting,
+                              "PYTHONPATH": ROOT})
     assert out.stdout.split() == [expected]
 
 

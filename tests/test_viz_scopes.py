@@ -198,6 +198,55 @@ def test_marking_wiring_transparent_shows_the_sublayers_it_calls(rng):
         "two_blocks"]
 
 
+def test_wiring_handed_a_lambda_is_drawn_as_its_caller(rng):
+    """The rule, no marker: residual is handed a lambda (a sublayer), so it is wiring."""
+    w, x = rng.standard_normal((3, 3)), rng.standard_normal((2, 3))
+
+    def two_blocks(w, x):
+        return residual(residual(x, lambda h: block(h, w)), lambda h: block(h, w))
+    scopes = [repr(op.scope) for op in ag.viz.trace(two_blocks, w, x).ops]
+    assert scopes == ["two_blocks/block #1"] * 2 + ["two_blocks"] + [
+        "two_blocks/block #2"] * 2 + ["two_blocks"]
+
+
+def another_name(w, x):
+    """helper, under the name its callers know it by."""
+    return helper(w, x)
+
+
+def helper_and_more(w, x):
+    return helper(w, x) * 2.0
+
+
+def test_a_function_that_only_renames_another_is_one_cluster_under_its_name(w_x):
+    g = ag.viz.trace(model_calling(another_name), *w_x)
+    assert [(op.label, repr(op.scope)) for op in g.ops] == [
+        ("matmul", "inline/another_name"), ("tanh", "inline/another_name"), ("mul", "inline"),
+        ("sum", "inline")]
+    assert ag.viz.capture(model_calling(another_name), *w_x, op="tanh", scope="another_name")
+    with pytest.raises(ValueError, match="no 'tanh' op ran in a function named 'helper'"):
+        ag.viz.capture(model_calling(another_name), *w_x, op="tanh", scope="helper")
+    more = ag.viz.trace(model_calling(helper_and_more), *w_x)  # not only a call: two clusters
+    assert [repr(op.scope) for op in more.ops][:3] == [
+        "inline/helper_and_more/helper"] * 2 + ["inline/helper_and_more"]
+
+
+def reorders(w, x):
+    return helper(x, w)
+
+
+def with_keywords(w, x):
+    return helper(w, x=x)
+
+
+def test_renaming_is_read_from_the_source():
+    """Only `return f(<the parameters, in order>)`, after a docstring, renames f."""
+    assert [scopes.is_renaming(f.__code__) for f in
+            (another_name, reorders, with_keywords, helper_and_more, helper)] == [
+        True, False, False, False, False]
+    assert not scopes.is_renaming((lambda w, x: helper(w, x)).__code__)
+
+
 def test_recording_restores_the_profiler_it_found_even_when_the_call_fails(rng):
     events = []
 

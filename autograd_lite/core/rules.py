@@ -23,7 +23,8 @@ runs instead, op by op, so that the traces record it:
 
 - under higher order: a value belongs to an enclosing trace (grad of grad, hessian);
 - while a picture or a capture records (`Trace.picturing`), unless the fusable is one of
-  the library's ops (`op=True`), which pictures draw as one op;
+  the library's ops (`op=True`), which pictures draw as one op (with its rules off, one
+  node whose output and pullback are the plain function's);
 - when no rule applies; and when rules are off (`fast_rules(False)`, or
   AUTOGRAD_LITE_FAST_RULES=0 for a process).
 
@@ -100,9 +101,9 @@ def fusable(fn=None, *, name=None, op=False):
 
     @functools.wraps(fn)
     def fusable_call(*args, **kwargs):
-        if not (fusable_call.rules and _Switch.on):
-            return fn(*args, **kwargs)
-        return _dispatch(fusable_call, args, kwargs)
+        if fusable_call.rules and (_Switch.on or op):  # an op: one op in pictures, rules off too
+            return _dispatch(fusable_call, args, kwargs)
+        return fn(*args, **kwargs)
     fusable_call.plain = fn
     fusable_call.rules = []
     fusable_call.op_name = name or fn.__name__
@@ -181,6 +182,9 @@ def _count_leaves(skeleton):
 
 
 def _applicable(function, args, kwargs):
+    """The first rule that applies to the call, or None (also when rules are off)."""
+    if not _Switch.on:
+        return None
     for rule in function.rules:
         if rule.applies is None or rule.applies(*args, **kwargs):
             return rule
@@ -216,7 +220,9 @@ def _dispatch(function, args, kwargs):
         return function.plain(*args, **kwargs)  # higher order: the traces record the ops
     plain_args = values if flat else _rebuilt(args, values)
     rule = _applicable(function, plain_args, kwargs)
-    if rule is None:
+    if rule is None and top.picturing:  # an op, drawn as one whichever body computes it
+        rule = Rule(_plain_rule(function, values, parents, kwargs), None)
+    elif rule is None:
         return function.plain(*args, **kwargs)
     out, pullback, *traced = rule.body(*plain_args, **kwargs)
     if not flat:
@@ -265,6 +271,16 @@ def _plain_function_pullback(function, plain_args, values, parents, kwargs, flat
             cotangents[i] = c
         return tuple(cotangents)
     return plain_function_pullback
+
+
+def _plain_rule(function, values, parents, kwargs):
+    """A rule for an op that a picture draws while no rule of its own runs: the plain
+    function's output, and for every cotangent the plain function's vjp."""
+    def plain_rule(*args, **kwargs):
+        pullback = _plain_function_pullback(function, args, values, parents, kwargs, True)
+        pullback.__name__ = pullback.__qualname__ = f"{function.op_name}_pullback"
+        return function.plain(*args, **kwargs), pullback, pullback
+    return plain_rule
 
 
 def seam_pullback(pullback, traced_pullback):
