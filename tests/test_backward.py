@@ -112,9 +112,12 @@ INPUT_NOT_KEPT = {  # ops whose pullback needs at most their first input's shape
 
 
 @pytest.mark.parametrize("op", INPUT_NOT_KEPT)
-def test_an_input_the_pullback_does_not_need_is_freed_after_the_forward_pass(op, rng):
+def test_an_input_the_pullback_does_not_need_is_freed_after_the_forward_pass(op, rng,
+                                                                            fast_rules_on):
     """h = 2x is used by `op` alone; the backward pass must not keep it alive (as an add after
-    a matmul would keep the matmul's output), yet the gradient stays right."""
+    a matmul would keep the matmul's output), yet the gradient stays right. With the fast
+    rules, which save what their pullbacks need (gather's plain definition, a product with a
+    one-hot matrix, keeps the table as any product keeps its operands)."""
     x = rng.standard_normal((3, 4))
     refs = []
 

@@ -113,11 +113,12 @@ def test_kept_nan_inf_or_only_minus_inf_make_the_row_nan_as_in_torch(dtype, torc
     mask = np.array([[True, True, False], [True, True, False], [True, False, False],
                      [True, True, False], [True, True, False]])
     want = torch_masked_softmax(torch, mask)(torch.from_numpy(x)).numpy()
-    got = ag.softmax(x, mask=mask)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the NaN rows, as intended
+        got = ag.softmax(x, mask=mask)
+        g = ag.grad(lambda x: ag.sum(ag.softmax(x, mask=mask)))(x)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     assert np.isnan(got[:4, :2]).all()
     np.testing.assert_allclose(got[4], want[4], rtol=1e-6)
-    g = ag.grad(lambda x: ag.sum(ag.softmax(x, mask=mask)))(x)
     assert np.all(g[~mask] == 0) and np.all(np.isfinite(g[4]))
 
 
@@ -135,9 +136,12 @@ def softmax_in_float64(x, mask=None):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("scale", [0.5, 0.99, 1.01, 2.0])
-def test_softmax_is_as_exact_on_both_sides_of_the_no_shift_bound(dtype, scale, rng):
-    """Within ±½·log(largest float) exp is taken unshifted; beyond, shifted by the row max.
-    Rows far below zero (all near -bound) keep full relative precision either way."""
+def test_softmax_is_as_exact_on_both_sides_of_the_no_shift_bound(dtype, scale, rng,
+                                                                  fast_rules_on):
+    """The kernels' precision (the fast rules'; the plain definitions shift every row, and
+    their float32 rounding stays within the op table's tolerance): within
+    ±½·log(largest float) exp is taken unshifted; beyond, shifted by the row max. Rows far
+    below zero (all near -bound) keep full relative precision either way."""
     bound = 0.5 * np.log(np.finfo(dtype).max)
     x = rng.uniform(-1, 1, (6, 64)) * bound * scale
     x[0] = -bound * scale + rng.uniform(0, 3, 64)  # every entry near the lower end

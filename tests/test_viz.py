@@ -356,7 +356,8 @@ def relu_mlp(p, x):
     return dense(p.l2, ag.relu(dense(p.l1, x)))  # matmul, add, relu, matmul, add
 
 
-def test_draw_backward_shows_saved_values_residuals_total_and_gradient_edges(tmp_path):
+def test_draw_backward_shows_saved_values_residuals_total_and_gradient_edges(tmp_path,
+                                                                             fast_rules_on):
     """float32 MLP x (5, 3) -> dense (3, 4) -> relu -> dense (4, 2). What each op's
     pullback holds, read from the ops' code (autograd_lite/ops):
       matmul keeps both operands a, b;  add keeps only its operands' shapes (no array);

@@ -207,10 +207,8 @@ def _dispatch(function, args, kwargs):
         check_keyword_only(function.op_name, kwargs, top)
     if top is None:  # nothing traced: the rule's output only
         rule = _applicable(function, args, kwargs)
-        if rule is None:
-            return function.plain(*args, **kwargs)
-        out = rule.body(*args, **kwargs)[0]
-        return out if type(out) is np.ndarray else np.asanyarray(out)
+        out = function.plain(*args, **kwargs) if rule is None else rule.body(*args, **kwargs)[0]
+        return out if type(out) is np.ndarray or not flat else np.asanyarray(out)  # an op's: an array
     if not top.active:
         raise escaped_value_error(function.op_name, top)
     if top.picturing and not function.drawn_as_op:

@@ -18,7 +18,7 @@ from ..core.tracer import is_traced, primal
 from .broadcasting import sum_rows, unbroadcast
 from .checks import as_array, check_same_float_dtype
 from .elementwise import mul
-from .precision import computed_in_float32
+from .precision import computed_in_float32, defined_in_float32
 from .reductions import mean_last, mean_of_products_last
 from .softmax import log_softmax
 from .weak import settles_weak_floats
@@ -50,6 +50,7 @@ def _checked_layer_norm_operands(x, scale, bias, eps):
 
 
 @fusable(op=True)
+@defined_in_float32
 def layer_norm(x, scale, bias, eps=1e-5):
     """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
     (as torch.nn.functional.layer_norm). scale, bias: (D,) for x of shape (..., D); eps a
@@ -107,8 +108,9 @@ def _check_labels(logits, labels, ignore_index):
         raise ValueError(f"cross_entropy: labels {labels.shape} must have the shape "
                          f"{logits.shape[:-1]} of logits {logits.shape} without the class axis")
     if ignore_index is not None and not isinstance(ignore_index, numbers.Integral):
-        raise TypeError(f"cross_entropy: ignore_index must be an int or None, "
-                        f"got {primal(ignore_index)!r}")
+        shown = primal(ignore_index)  # a differentiated float: an array (a weak one, plain)
+        shown = np.asarray(shown) if isinstance(shown, np.ndarray) else shown
+        raise TypeError(f"cross_entropy: ignore_index must be an int or None, got {shown!r}")
     counted = labels if ignore_index is None else labels[labels != ignore_index]
     n_classes = logits.shape[-1]
     if counted.size and (counted.min() < 0 or counted.max() >= n_classes):
@@ -147,6 +149,7 @@ def _checked_cross_entropy_operands(logits, labels, ignore_index, label_smoothin
 
 
 @fusable(op=True)
+@defined_in_float32
 def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     """Mean over counted positions of -Σ_c target_c log softmax(logits)_c,
     target = (1 - ε) onehot(label) + ε / C (torch.nn.functional.cross_entropy).
@@ -168,7 +171,9 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     per_row = -((onehot * (1 - label_smoothing) + label_smoothing / n_classes) * log_p).sum(-1)
     if counted is not None:
         per_row = per_row * counted
-    return per_row.sum() * (1.0 / n_counted if n_counted else float("nan"))
+    if not n_counted:  # NaN, and a gradient of 0: nothing counted moves no parameter
+        return per_row.sum() * 0.0 + float("nan")
+    return per_row.sum() * (1.0 / n_counted)
 
 
 @fast_rule(cross_entropy)

@@ -42,6 +42,22 @@ def _to_half(cotangent):
     return cotangent.astype(HALF)
 
 
+def defined_in_float32(function):
+    """A plain definition `function(x, ...)` that computes in float32 when its float array
+    operands are all float16, with the library's casts (recorded, so differentiable): the
+    operands cast up, the output cast back, as computed_in_float32 does for a rule's body.
+    Any other dtype calls `function` as it is."""
+    @functools.wraps(function)
+    def float32_definition(*args, **kwargs):
+        if getattr(args[0], "dtype", None) != HALF:
+            return function(*args, **kwargs)
+        if any(_is_float_array(a) and a.dtype != HALF for a in args):
+            return function(*args, **kwargs)
+        up = [a.astype(np.float32) if _is_float_array(a) else a for a in args]
+        return function(*up, **kwargs).astype(HALF)
+    return float32_definition
+
+
 def computed_in_float32(body):
     """A primitive's body `body(x, ...) -> (out, pullback)` that runs in float32 when its float
     operands are all float16: they are converted, and the output and every cotangent are

@@ -59,8 +59,9 @@ def softmax(x, axis=-1, mask=None):
 
     Masked entries get 0 and have gradient 0, and their values (NaN and inf included) change
     nothing. A row with every entry masked is all zeros (torch: NaN), with gradient 0.
-    Written out: exp shifted by the largest kept entry of each row (a constant), masked
-    entries selected away, a row with nothing kept divided by infinity.
+    Written out: exp shifted by the largest kept entry of each row (a constant; 0 where that
+    is -inf, so that a row of -inf gives 0 / 0, and a kept NaN or +inf makes the row NaN),
+    masked entries selected away, a row with nothing kept divided by infinity.
     """
     x, axis, mask = _checked_softmax_operands(x, axis, mask)
     if x.size == 0:
@@ -68,7 +69,7 @@ def softmax(x, axis=-1, mask=None):
     kept = x if mask is None else np.where(mask, x, x.dtype.type(-np.inf))
     with np.errstate(invalid="ignore"):
         peak = stop_gradient(kept).max(axis=axis, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, 0)  # nothing kept, or only ±inf
+    peak = np.where(peak == -np.inf, 0, peak)  # nothing kept, or only -inf
     e = np.exp(kept - peak)
     sums = sum_keepdims(e, axis)
     if mask is not None:
