@@ -7,6 +7,7 @@ import pytest
 
 import autograd_lite as ag
 from models import transformer
+from models.layers import Dense, Embedding
 from helpers.references import relative_error
 from helpers.tiny_models import (TRANSFORMER, assert_dropout_in_training_only_and_seeded,
                                  tiny_transformer)
@@ -42,7 +43,7 @@ def torch_logits_and_grads(torch, p, src, tgt, weight, src_pad):
 
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-9), (np.float32, 1e-4)])
 @pytest.mark.parametrize("norm", ["post", "pre"])
-@pytest.mark.parametrize("share", [False, True])
+@pytest.mark.parametrize("share", [False, True, "all"])
 def test_logits_and_every_gradient_match_torch(torch, dtype, rtol, norm, share):
     from models import torch_bridge
     p = tiny_shared(share, dtype=dtype, norm=norm)
@@ -225,6 +226,42 @@ def test_dropout_sites_are_the_papers_and_torchs(dropout_sites, norm):
             + N_DEC * decoder_layer)
     assert len(want) == 2 + 4 * N_ENC + 6 * N_DEC == 28
     assert sorted(dropout_sites) == sorted((shape, RATE) for shape in want)
+
+
+def untied_copy(p):
+    """A model with share_embeddings=False holding the values of a share "all" model p: three
+    arrays, each a copy of p's one table (out.w in its (D, V) layout)."""
+    table = p.tgt_embed.table
+    return p._replace(src_embed=Embedding(table.copy()), out=Dense(table.T.copy(), p.out.b))
+
+
+def test_sharing_all_makes_one_table_whose_gradient_sums_its_three_uses(torch):
+    """§3.4: one matrix for the source embedding, the target embedding and the pre-softmax
+    projection. Its gradient, from ag.gradient, against torch's .grad of the one Parameter
+    of TorchTransformer(share_embeddings="all"), and against the sum of the three separate
+    matrices' gradients (torch, untied, same values): float64, relative error below 1e-10."""
+    from models import torch_bridge
+    p = tiny_shared("all")
+    assert p.src_embed.table is None and p.out.w is None
+    assert transformer.sharing(p) == "all"
+    src, tgt = batch()
+    weight = np.random.default_rng(5).standard_normal((3, 5, TGT_VOCAB))
+    (grads,) = ag.gradient(lambda p: ag.sum(transformer.apply(p, src, tgt, PAD) * weight), p)
+    assert grads.src_embed.table is None and grads.out.w is None
+    shared = grads.tgt_embed.table  # (V, D)
+
+    module = torch_bridge.torch_module_for(p)
+    assert module.src_embed.weight is module.tgt_embed.weight is module.out.weight
+    _, tied = torch_logits_and_grads(torch, p, src, tgt, weight, PAD)
+    assert relative_error(shared, tied["tgt_embed.weight"]) < 1e-10
+
+    untied = untied_copy(p)
+    np.testing.assert_allclose(transformer.apply(untied, src, tgt, PAD),
+                               transformer.apply(p, src, tgt, PAD), rtol=1e-13, atol=1e-13)
+    _, uses = torch_logits_and_grads(torch, untied, src, tgt, weight, PAD)
+    three = [uses["src_embed.weight"], uses["tgt_embed.weight"], uses["out.weight"]]  # (V, D)
+    assert all(np.abs(use).max() > 1e-3 for use in three)  # each use contributes
+    assert relative_error(shared, sum(three)) < 1e-10
 
 
 def test_share_embeddings_true_is_target_and_all_keeps_one_table():
