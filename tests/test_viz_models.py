@@ -133,3 +133,28 @@ def test_backward_picture_reaches_every_parameter_at_every_depth(depth, rng, tmp
         assert inside == 0 and len(svg_groups(svg, "call")) == 0
     else:
         assert inside > 0
+
+
+def test_the_table_shared_by_all_three_is_one_parameter_feeding_three_calls(rng, tokens,
+                                                                            tmp_path):
+    """share_embeddings="all": at depth 2 one parameter box, p.tgt_embed.table, feeds both
+    embed_with_positions (source and target) and project; in the explorer it is one item
+    whose consumers are the two embeddings' gathers and the projection's transpose."""
+    from autograd_lite.viz import explorer
+    p = transformer.init(rng, 13, 13, d_model=16, n_heads=2, d_ff=32, n_encoder=1,
+                         n_decoder=1, max_len=20, share_embeddings="all")
+    g = ag.viz.trace(transformer.apply, p, *tokens, 0)
+    svg = g.render(tmp_path / "shared.svg", depth=2).read_text()
+    params = {title: text.split()[0] for title, text in svg_groups(svg, "param")}
+    assert "p.src_embed.table" not in params.values() and "p.out.w" not in params.values()
+    (table,) = [title for title, label in params.items() if label == "p.tgt_embed.table"]
+    boxes = {title: _box_label(text) for title, text in svg_groups(svg, "call")}
+    fed = [boxes[t.split("->")[1]] for t, _ in svg_groups(svg, "edge")
+           if t.startswith(table + "->")]
+    assert sorted(fed) == ["embed_with_positions", "embed_with_positions", "project"]
+
+    page = explorer.page_data(g, backward=True, values=False)
+    (item,) = [it for it in page["items"] if it["label"] == "p.tgt_embed.table"]
+    labels = {it["id"]: it["label"] for it in page["items"]}
+    assert sorted(labels[c] for c in item["consumers"]) == ["gather", "gather", "transpose"]
+    assert page["scopes"][item["home"]]["path"] == "apply"  # the call that holds all three
