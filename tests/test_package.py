@@ -43,7 +43,7 @@ def test_the_extras_and_no_graphviz_python_package():
     assert dict(extras) == {"fast": "\nnumba>=0.68", "demos": "\ntqdm\nmatplotlib\nnumba>=0.68",
                             "test": "\npytest\nhypothesis\nselenium\ntqdm\nmatplotlib\njupytext"
                                     "\nnbclient\nipykernel",
-                            "tour": "\njupyter\njupytext\nmatplotlib"}
+                            "tour": "\njupyter\njupytext\nmatplotlib", "torch": "\ntorch>=2.11"}
     sources = [*ROOT.glob("autograd_lite/**/*.py"), *ROOT.glob("models/**/*.py")]
     assert sources and not any("import graphviz" in path.read_text() for path in sources)
 
