@@ -6,7 +6,6 @@ Graphviz the demo writes DOT text and says how to install it."""
 import contextlib
 import pathlib
 import re
-import shutil
 import struct
 import xml.etree.ElementTree as ElementTree
 
@@ -26,9 +25,7 @@ def texts(path):
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    if shutil.which("dot") is None:
-        pytest.skip("Graphviz's dot is not installed")
+def quick_run(tmp_path_factory, dot):
     out = tmp_path_factory.mktemp("graphs")
     capture = out / "stdout.txt"
     with open(capture, "w") as fh, contextlib.redirect_stdout(fh):

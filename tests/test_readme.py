@@ -5,6 +5,7 @@ import pathlib
 import re
 
 import numpy as np
+import pytest
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 
@@ -32,6 +33,7 @@ def write_reviews_csv(path, n=600, seed=0):
         csv.writer(fh).writerows(rows)
 
 
+@pytest.mark.usefixtures("dot")  # the pictures section writes an explorer
 def test_readme_examples_run(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # "Train on your data" reads reviews.csv and writes runs/
     write_reviews_csv(tmp_path / "reviews.csv")
