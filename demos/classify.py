@@ -22,8 +22,10 @@ Amazon reviews (see the README): at --max-len 200 the transformer matches the ba
 Saved in --out: model.npz (ag.save), vocabulary.txt (IndexTokenizer.save),
 hyperparameters.json and history.json (models.train.fit, with last.npz and best.npz),
 curves.png, health.png (gradient norms and update ratios by parameter group:
-models/health.py), confusion.png and probabilities.png. --predict needs only that folder.
-The last line printed is the test accuracy of both models.
+models/health.py), confusion.png and probabilities.png. --predict needs only that folder
+(and answers with the transformer alone).
+The last line printed is the test accuracy of the two models' ensemble (demos/ensemble.py:
+the mean of their probabilities), the demo's result, then of each model.
 """
 import json
 import math
@@ -38,7 +40,7 @@ import autograd_lite as ag
 import models
 from models import classifier, health, plots, text, train
 
-from . import baseline, common, review_files, runs
+from . import baseline, common, ensemble, review_files, runs
 from .common import flag
 from .batching import fixed_length, length_bucketed_batches, probabilities
 
@@ -239,7 +241,9 @@ def print_confusion(counts, class_names):
 
 
 def report(split, model_probabilities, baseline_probabilities, out):
-    """Print and plot the test results; -> the final line."""
+    """Print and plot the test results (the plots and the confusion matrix: the transformer's,
+    the model --predict uses); -> the final line: the ensemble's accuracy (demos/ensemble.py),
+    the demo's result, then each model's."""
     names, labels = split.class_names, split.test.labels
     predicted = model_probabilities.argmax(axis=1)
     plots.confusion_matrix(labels, predicted, out / "confusion.png", class_names=names)
@@ -247,10 +251,11 @@ def report(split, model_probabilities, baseline_probabilities, out):
                                  class_names=names)
     print("confusion matrix of the transformer on the test reviews:")
     print_confusion(plots.confusion_counts(labels, predicted, len(names)), names)
-    model_accuracy = np.mean(predicted == labels)
-    baseline_accuracy = np.mean(baseline_probabilities.argmax(axis=1) == labels)
-    return (f"test accuracy: transformer {100 * model_accuracy:.1f}%, bag-of-words baseline "
-            f"(TF-IDF words and pairs) {100 * baseline_accuracy:.1f}% "
+    both = ensemble.mean_probabilities(model_probabilities, baseline_probabilities)  # (N, C)
+    combined, model, bag = (100 * ensemble.accuracy(p, labels) for p in (
+        both, model_probabilities, baseline_probabilities))
+    return (f"test accuracy: ensemble (mean probability) {combined:.1f}%, transformer "
+            f"{model:.1f}%, bag-of-words baseline (TF-IDF words and pairs) {bag:.1f}% "
             f"({len(labels):,} review{'s' if len(labels) != 1 else ''})")
 
 
