@@ -30,6 +30,7 @@ from .blocks import (check_norm_order, decoder_block, decoder_block_init, decode
 from .layers import (Dense, Embedding, LayerNorm, check_dropout_rate, check_tokens, dense,
                      dense_init, dropout_setting, embed_with_positions, embedding_init,
                      layer_norm, layer_norm_init)
+from .sizes import check_sizes
 
 # Table 3 of the paper; use as init(rng, V, V, **BASE). (N = n_encoder = n_decoder, h = n_heads.)
 BASE = dict(d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6, dropout=0.1)
@@ -57,6 +58,9 @@ def init(rng, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder
     share_embeddings=True ties the output projection to the target embedding
     (§3.4): logits = x tgt_embed.tableᵀ + out.b, and out.w is None.
     """
+    check_sizes("transformer.init", src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=d_model,
+                n_heads=n_heads, d_ff=d_ff, max_len=max_len)
+    check_sizes("transformer.init", least=0, n_encoder=n_encoder, n_decoder=n_decoder)
     check_norm_order(norm)
     check_dropout_rate("transformer.init", dropout)
     src_embed = embedding_init(rng, src_vocab, d_model, dtype)
