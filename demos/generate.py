@@ -300,8 +300,9 @@ def save_outputs(out, params, tokenizer, history, texts, result):
             val_label=f"val loss: {VALIDATION_WINDOWS} random held-out windows, every "
                       f"position (the first with little context)",
             final=(result["transformer_bits"], f"the reported {result['transformer_bits']:.2f}:"
-                                               f" all held-out text, each character after at "
-                                               f"least {params.max_len - params.max_len // 2}"))
+                                               f" all held-out text, each character read "
+                                               f"after {params.max_len - params.max_len // 2} "
+                                               f"or more"))
         plots.training_health(history, out / "health.png")  # fit's health records
     write_text(out / "samples.txt", "".join(f"--- {label}\n{sample}\n\n"
                                             for label, sample in texts.items()))

@@ -329,3 +329,20 @@ def test_without_other_fonts_only_the_default_fonts_characters_are_kept(monkeypa
     assert families == ["DejaVu Sans"]
     assert shown == [c if ord(c) in charmap else ascii(c)[1:-1] for c in characters]
     plots._characters_of.cache_clear()
+
+
+def test_training_curves_say_how_the_validation_loss_is_measured_and_star_the_reported_one(
+        tmp_path):
+    """Issue 33: the LM's curve ended at 1.84 bits where the run reported 1.72, measured
+    differently; the legend says how each is measured and the reported figure is a star at
+    the last step, in the panel's unit (bits, not scaled again)."""
+    fig = plots.training_curves(HISTORY, tmp_path / "c.png", bits=True, per="character",
+                                val_label="val loss: random windows", final=(0.25, "reported"))
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    np.testing.assert_allclose(lines["val loss: random windows"].get_ydata(),
+                               [r["val_loss"] / np.log(2) for r in HISTORY["epochs"]])
+    star = lines["reported"]
+    assert (list(star.get_xdata()), list(star.get_ydata()), star.get_marker()) == \
+        ([len(HISTORY["step_loss"])], [0.25], "*")
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][-2:] == \
+        ["val loss: random windows", "reported"]
