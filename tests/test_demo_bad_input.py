@@ -78,7 +78,7 @@ def test_a_diverging_run_ends_with_its_step_where_and_a_lower_lr(program, argv, 
         rf"large \(its squared norm overflows its precision\)) at step \d+ \(epoch 0\); "
         rf"([\d,]+ of the gradient's [\d,]+ entries are NaN or infinite, in [\w\[\]., ]+|every "
         rf"gradient entry is finite; the largest group's norm is \S+'s, [\d.e+]+); stopped "
-        rf"before that update: try a lower --lr than {float(lr):g}", code), code
+        rf"before that update: try a lower --lr than {re.escape(f'{float(lr):g}')}", code), code
 
 
 @pytest.mark.parametrize("program, argv, message", [
