@@ -217,9 +217,10 @@ def _train_steps(loop, position, source, history):
                          f"used {position.step} of them")
     for index, batch in enumerate(batches, position.step):
         rng = np.random.default_rng([loop.seed, epoch, index])
-        (loss, metrics), (grads,) = ag.value_and_gradient(
-            lambda p: _loss_and_metrics(loop.loss_fn(p, batch, rng)), position.params,
-            has_aux=True)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # _check_finite
+            (loss, metrics), (grads,) = ag.value_and_gradient(  # says it, once, in one line
+                lambda p: _loss_and_metrics(loop.loss_fn(p, batch, rng)), position.params,
+                has_aux=True)
         _check_finite(loss, grads, position, index)
         due = groups is not None and position.global_step % loop.health_every == 0
         if due:
