@@ -61,6 +61,7 @@ MIN_STEPS = baseline.MIN_STEPS  # the same rule for both models
 WARMUP_FRACTION = 0.05  # of the steps: a linear warm-up, then a cosine decay to zero
 WEIGHT_DECAY = 0.01
 CLIP_NORM = 1.0
+MAX_GENERATED = 10_000_000  # generated reviews: about 300 bytes each, kept with their words
 MODEL, VOCABULARY, HYPERPARAMETERS = "model.npz", "vocabulary.txt", "hyperparameters.json"
 # what build_model and predict read from a run's hyperparameters.json
 MODEL_SETTINGS = ("vocab_size", "pad", "class_names", "max_len", "d_model", "heads", "d_ff",
@@ -120,7 +121,8 @@ def parse_args(argv=None):
         parser.error("--predict and --model go together")
     common.check_options(parser, args, counts=[n for n in DEFAULTS if n not in ("lr", "dropout",
                                                                               "pool")],
-                         rates=("lr",), fractions=("dropout",))
+                         rates=("lr",), fractions=("dropout",),
+                         at_most={"generated": (MAX_GENERATED, "a few GB of reviews")})
     if args.model is not None:
         return args
     if args.resume:
@@ -149,8 +151,8 @@ def epochs_for(n_reviews, batch_size):
 
 
 def check_data_options(parser, args):
-    """The options about a data file need --data, and --labels a JSON lines file; then
-    --labels defaults to stars."""
+    """The options about a data file need --data, and --labels a JSON lines file, for which
+    it defaults to stars (other files keep None: a resumed CSV or TSV run reads it back)."""
     for name in DATA_OPTIONS:
         if args.data is None and getattr(args, name) is not None:
             parser.error(f"{flag(name)} is about the --data file: it needs --data FILE")
@@ -158,7 +160,8 @@ def check_data_options(parser, args):
     if args.labels is not None and kind not in (None, "jsonl"):
         parser.error(f"--labels {args.labels} is for JSON lines (star ratings), but --data "
                      f"{args.data} is {kind}")
-    args.labels = args.labels or "stars" if args.data is not None else args.labels
+    if kind == "jsonl" and args.labels is None:
+        args.labels = "stars"
 
 
 def loss_fn(params, batch, rng):
@@ -189,7 +192,8 @@ def hyperparameters(args, tokenizer, class_names):
                 layers=args.layers, pool=args.pool, dropout=args.dropout, epochs=args.epochs,
                 batch_size=args.batch_size, lr=args.lr, weight_decay=WEIGHT_DECAY,
                 warmup_fraction=WARMUP_FRACTION, embedding_scale=EMBEDDING_SCALE,
-                min_df=args.min_df, seed=args.seed, options=runs.saved_options(args, OPTIONS))
+                min_df=args.min_df, seed=args.seed, demo="classify",
+                options=runs.saved_options(args, OPTIONS))
 
 
 def build_model(settings, rng):
@@ -266,6 +270,7 @@ def run_settings(directory):
     if not directory.is_dir():
         what = "a file, not a folder" if directory.exists() else "no such folder"
         raise ValueError(f"{not_a_run} ({what})")
+    runs.check_made_by("classify", directory)  # a run of another demo is named as such
     missing = [name for name in (MODEL, VOCABULARY, HYPERPARAMETERS)
                if not (directory / name).is_file()]
     if missing:
@@ -308,11 +313,24 @@ def predict_with(model, texts):
 
 def print_predictions(model, texts):
     """A line per text: the predicted class, every class's probability and the text, under
-    load_model's (params, tokenizer, settings)."""
+    load_model's (params, tokenizer, settings); on stderr, a note for each text of which
+    the model knows no word (its answer is then the same for any such text)."""
     probs, names = predict_with(model, texts)
     for t, row in zip(texts, probs):
         shares = ", ".join(f"{n} {p:.4f}" for n, p in zip(names, row))
-        print(f"{names[int(row.argmax())]}: {shares}   {t!r}")
+        print(f"{names[int(row.argmax())]}: {shares}   {t!r}", flush=True)
+        if not known_words(model, t):
+            print(f"classify: none of the words of {t!r} is in the model's vocabulary: the "
+                  f"prediction above is its answer to a review it cannot read", file=sys.stderr,
+                  flush=True)
+
+
+def known_words(model, review):
+    """How many of the review's words (the first max_len) are in the model's vocabulary,
+    under load_model's (params, tokenizer, settings)."""
+    _, tokenizer, settings = model
+    ids = tokenizer.encode(words_of([review], settings["max_len"])[0])
+    return int(np.sum(ids != tokenizer.unk_id))
 
 
 def read_reviews(args):
@@ -338,6 +356,12 @@ def main(argv=None):
             model = load_model(args.model)
         return print_predictions(model, args.predict)
     out = common.output_path(args, "classify")
+    with runs.stopped_in_one_line("classify", out, argv, args.lr) as run:
+        return train_and_test(args, out, run)
+
+
+def train_and_test(args, out, run):
+    """Read the reviews, train, save and test: -> Run (run.trained set once fit returned)."""
     with common.exit_on_bad_input("classify"):
         split, (train_words, test_words), features, tokenizer = read_reviews(args)
         out.mkdir(parents=True, exist_ok=True)
@@ -349,11 +373,9 @@ def main(argv=None):
     train_sequences, test_sequences = ([tokenizer.encode(w) for w in words]
                                        for words in (train_words, test_words))
     started = time.perf_counter()
-    try:
-        params, history = train_transformer(args, settings, (train_sequences, split.train.labels),
-                                            (test_sequences, split.test.labels), out)
-    except train.TrainingInterrupted as stop:
-        sys.exit(runs.interrupted("classify", stop, out))
+    params, history = train_transformer(args, settings, (train_sequences, split.train.labels),
+                                        (test_sequences, split.test.labels), out)
+    run.trained = True
     print(f"trained in {time.perf_counter() - started:.0f} s; vocabulary {len(tokenizer):,} "
           f"words; files in {out}")
     ag.save(out / MODEL, params)

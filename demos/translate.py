@@ -76,6 +76,7 @@ VALIDATION_BATCHES = 4
 CLIP_NORM = 1.0
 ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-9  # the paper's (§5.3)
 BEAM_SIZE = 4
+MAX_BEAM = 64
 
 
 def parse_args(argv=None):
@@ -93,7 +94,9 @@ def parse_args(argv=None):
                      help="beam search over N candidates (1: greedy decoding) (1)")
     args = parser.parse_args(argv)
     common.check_options(parser, args, counts=(*AT_LEAST_ONE, "beam"), rates=("lr",),
-                         fractions=("label_smoothing", "dropout"), non_negative=("warmup",))
+                         fractions=("label_smoothing", "dropout"), non_negative=("warmup",),
+                         at_most={"beam": (MAX_BEAM, "a wider beam finds hardly anything "
+                                                     "better")})
     if args.model is not None or args.number is not None:
         if args.model is None:
             parser.error("--number needs --model DIR, the folder of a trained translate run")
@@ -122,8 +125,8 @@ def parse_args(argv=None):
 
 def settings(args):
     """The settings that make a run what it is (fit keeps them in hyperparameters.json):
-    the options, which a --resume reads back."""
-    return {"options": runs.saved_options(args, OPTIONS)}
+    the demo's name and the options, which a --resume reads back."""
+    return {"demo": "translate", "options": runs.saved_options(args, OPTIONS)}
 
 
 def vocabulary_sizes(share_embeddings):
@@ -285,7 +288,7 @@ def load_model(directory):
     options = {"share_embeddings": "none", **options}  # runs from before the option: none
     try:
         like = build_model(argparse.Namespace(**options), np.random.default_rng(0))
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, AttributeError) as error:  # a run of an older version
         raise ValueError(f"translate: {pathlib.Path(directory) / 'hyperparameters.json'}: "
                          f"its options do not make a model ({error})") from None
     model = pathlib.Path(directory) / "model.npz"
@@ -337,18 +340,22 @@ def main(argv=None):
         return use_model(args)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
     out = common.output_directory(args, "translate")
-    held_out = nw.held_out_values(args.held_out, HELD_OUT_SEED)
-    params = build_model(args, np.random.default_rng(args.seed))
-    print(f"translate: digits -> English words, 0..{nw.LARGEST:,}; {len(held_out):,} held-out "
-          f"numbers never drawn for training")
-    print(models.summary(params).splitlines()[-1])
-    start = time.perf_counter()
-    try:
+    with runs.stopped_in_one_line("translate", out, argv, args.lr) as run:
+        held_out = nw.held_out_values(args.held_out, HELD_OUT_SEED)
+        params = build_model(args, np.random.default_rng(args.seed))
+        print(f"translate: digits -> English words, 0..{nw.LARGEST:,}; {len(held_out):,} "
+              f"held-out numbers never drawn for training")
+        print(models.summary(params).splitlines()[-1])
+        start = time.perf_counter()
         params, history = train_model(params, args, held_out, out)
-    except train.TrainingInterrupted as stop:
-        sys.exit(runs.interrupted("translate", stop, out))
-    seconds, steps = time.perf_counter() - start, len(history["step_loss"])
-    print(f"trained {steps} steps; this session took {seconds:.0f} s")
+        run.trained = True
+        seconds, steps = time.perf_counter() - start, len(history["step_loss"])
+        print(f"trained {steps} steps; this session took {seconds:.0f} s")
+        report(out, params, history, held_out)
+
+
+def report(out, params, history, held_out):
+    """Save the model and the plots, show examples, and measure the held-out exact match."""
     ag.save(out / "model.npz", params)
     print(f"saved {out / 'model.npz'} and fit's files (history.json, last.npz, ...) in {out}")
     examples = held_out[:: max(1, len(held_out) // 6)][:6]

@@ -30,6 +30,7 @@ from .blocks import (check_norm_order, decoder_block, decoder_block_init, decode
 from .layers import (Dense, Embedding, LayerNorm, check_dropout_rate, check_tokens, dense,
                      dense_init, dropout_setting, embed_with_positions, embedding_init,
                      layer_norm, layer_norm_init)
+from .sizes import check_sizes
 
 # Table 3 of the paper; use as init(rng, V, V, **BASE). (N = n_encoder = n_decoder, h = n_heads.)
 BASE = dict(d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6, dropout=0.1)
@@ -64,6 +65,9 @@ def init(rng, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder
     "all" reproduces Table 3's sizes: models.summary counts BASE at a shared 37,000-token
     vocabulary as 63,121,544 parameters (the paper: 65M) and BIG as 214,286,472 (213M).
     """
+    check_sizes("transformer.init", src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=d_model,
+                n_heads=n_heads, d_ff=d_ff, max_len=max_len)
+    check_sizes("transformer.init", least=0, n_encoder=n_encoder, n_decoder=n_decoder)
     check_norm_order(norm)
     check_dropout_rate("transformer.init", dropout)
     tied = check_sharing("transformer.init", share_embeddings, src_vocab, tgt_vocab)

@@ -37,7 +37,7 @@ PyTorch, both backends: README.md and tests/benchmarks/README.md.
 
 Start-up (tests/benchmarks/bench_startup.py: a fresh process imports the library and runs
 one LM step and one forward; medians): numpy's kernels 0.41 s; numba's with an empty cache
-+7 - 8 s (every kernel compiles, once; the demos say so in one line, `compiling_notice`); with
++7 - 8 s (every kernel compiles, once; the demos say so on stderr, `notify_compiling`); with
 numba's cache +0.7 - 0.9 s on the extras' install and +0.8 - 1.3 s where scipy is installed.
 All but about 0.1 s of the warm cost is numba's own floor, which the script measures too (a
 one-line cached numba function's first call: +0.8 - 0.9 s, and +1.0 - 1.2 s with scipy,
@@ -97,17 +97,29 @@ def backend():
     return _chosen or select()
 
 
-def compiling_notice():
-    """A line to print before the first step when the compiled kernels will compile in it (the
-    first run after installing, or after the cache was cleared), else None."""
+def notify_compiling(notice):
+    """Call notice(line) once, when this process first compiles one of the numba kernels
+    (the first run after installing, or after numba's cache was cleared; a kernel loaded
+    from the cache compiles nothing): a line saying so, for a program to show. Nothing
+    happens with numpy's kernels."""
+    if backend() != "numba":
+        return
+    from .numba_compile import watch_compiles
+    watch_compiles(lambda: notice("compiling numba's kernels on their first call, once (about "
+                                  "half a second each; numba caches them on disk) ..."))
+
+
+def compiled_summary():
+    """A line saying how many kernels this process compiled and in how many seconds, or None
+    when it compiled none (or notify_compiling was not called first)."""
     if backend() != "numba":
         return None
-    from .numba_compile import KERNELS, uncached
-    missing = uncached()
-    if not missing:
+    from .numba_compile import watch_compiles
+    seconds = watch_compiles().seconds
+    if not seconds:
         return None
-    return (f"compiling {missing} of the {len(KERNELS)} numba kernels during the first steps "
-            "(a few seconds, once: numba caches them on disk)")
+    return (f"numba compiled {len(seconds)} of the kernels in {sum(seconds):.1f} s; later runs "
+            f"load them from its cache")
 
 
 def __getattr__(name):
