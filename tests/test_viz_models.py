@@ -140,6 +140,7 @@ def test_backward_picture_reaches_every_parameter_at_every_depth(depth, rng, tmp
         assert inside > 0
 
 
+@pytest.mark.usefixtures("dot")
 def test_the_table_shared_by_all_three_is_one_parameter_feeding_three_calls(rng, tokens,
                                                                             tmp_path):
     """share_embeddings="all": at depth 2 one parameter box, p.tgt_embed.table, feeds both
