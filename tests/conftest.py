@@ -3,6 +3,7 @@ with the reason, and fail them instead where AUTOGRAD_LITE_REQUIRE_<PART>=1 (set
 `torch`, the independent reference of many tests (REQUIRE_TORCH); `browser`, headless
 Chromium (REQUIRE_BROWSER); `dot`, Graphviz's program that draws the pictures (REQUIRE_DOT)."""
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -17,6 +18,13 @@ def missing(part, reason):
     if os.environ.get(variable) == "1":
         pytest.fail(f"{reason}, and {variable}=1 requires it")
     pytest.skip(reason)
+
+
+# A shell that starts pytest as a background job starts it with SIGINT ignored, and the children
+# it spawns inherit that. The Ctrl-C tests send real SIGINTs to this process and to the demos'
+# processes, so they need Python's own handler (KeyboardInterrupt) wherever pytest is started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
