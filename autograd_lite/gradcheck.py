@@ -14,6 +14,13 @@ def _as_float64(leaf):
     return np.asarray(leaf, dtype=np.float64) if is_differentiable(leaf) else leaf
 
 
+def _kind(leaf):
+    """'int64 array (3,)', 'str', ...: what a leaf is, for a message."""
+    if isinstance(leaf, np.ndarray):
+        return f"{leaf.dtype} array {leaf.shape}"
+    return type(leaf).__name__
+
+
 def _directions(leaf, max_coordinates, n_directions, rng):
     """Unit coordinate vectors for a small leaf, random unit vectors for a large one."""
     if leaf.size <= max_coordinates:
@@ -34,10 +41,17 @@ def check_gradients(f, *args, eps=1e-6, rtol=1e-5, atol=1e-8, max_coordinates=16
     The arguments are converted to float64 first. Returns {leaf path: largest
     absolute error}; raises AssertionError naming the worst leaf (its path, the
     reverse-mode and the numerical number) when any error exceeds atol + rtol·|numerical|.
+    Arguments with no float leaf (integer arrays, strings, None: static, no gradient) leave
+    nothing to check, which is a ValueError naming what they hold: an empty result would
+    read as a pass.
     """
     args = tuple(tree_map(_as_float64, a) for a in args)
-    grads = gradient(f, *args)
     leaves = tree_leaves(args)
+    if not any(is_differentiable(leaf) for leaf in leaves):
+        raise ValueError(f"check_gradients: nothing to check: no argument holds a float leaf "
+                         f"(they hold {', '.join(_kind(leaf) for leaf in leaves) or 'nothing'}, "
+                         f"which have no gradient); pass the floats to differentiate")
+    grads = gradient(f, *args)
     grad_leaves = tree_leaves(grads)
     paths = [p for name, a in zip(argument_names(f, len(args)), args) for p in tree_paths(a, name)]
 

@@ -22,8 +22,10 @@ Amazon reviews (see the README): at --max-len 200 the transformer matches the ba
 Saved in --out: model.npz (ag.save), vocabulary.txt (IndexTokenizer.save),
 hyperparameters.json and history.json (models.train.fit, with last.npz and best.npz),
 curves.png, health.png (gradient norms and update ratios by parameter group:
-models/health.py), confusion.png and probabilities.png. --predict needs only that folder.
-The last line printed is the test accuracy of both models.
+models/health.py), confusion.png and probabilities.png. --predict needs only that folder
+(and answers with the transformer alone).
+The last line printed is the test accuracy of the two models' ensemble (demos/ensemble.py:
+the mean of their probabilities), the demo's result, then of each model.
 """
 import json
 import math
@@ -38,7 +40,7 @@ import autograd_lite as ag
 import models
 from models import classifier, health, plots, text, train
 
-from . import baseline, common, review_files, runs
+from . import baseline, common, ensemble, review_files, runs
 from .common import flag
 from .batching import fixed_length, length_bucketed_batches, probabilities
 
@@ -59,6 +61,7 @@ MIN_STEPS = baseline.MIN_STEPS  # the same rule for both models
 WARMUP_FRACTION = 0.05  # of the steps: a linear warm-up, then a cosine decay to zero
 WEIGHT_DECAY = 0.01
 CLIP_NORM = 1.0
+MAX_GENERATED = 10_000_000  # generated reviews: about 300 bytes each, kept with their words
 MODEL, VOCABULARY, HYPERPARAMETERS = "model.npz", "vocabulary.txt", "hyperparameters.json"
 # what build_model and predict read from a run's hyperparameters.json
 MODEL_SETTINGS = ("vocab_size", "pad", "class_names", "max_len", "d_model", "heads", "d_ff",
@@ -118,7 +121,8 @@ def parse_args(argv=None):
         parser.error("--predict and --model go together")
     common.check_options(parser, args, counts=[n for n in DEFAULTS if n not in ("lr", "dropout",
                                                                               "pool")],
-                         rates=("lr",), fractions=("dropout",))
+                         rates=("lr",), fractions=("dropout",),
+                         at_most={"generated": (MAX_GENERATED, "a few GB of reviews")})
     if args.model is not None:
         return args
     if args.resume:
@@ -147,8 +151,8 @@ def epochs_for(n_reviews, batch_size):
 
 
 def check_data_options(parser, args):
-    """The options about a data file need --data, and --labels a JSON lines file; then
-    --labels defaults to stars."""
+    """The options about a data file need --data, and --labels a JSON lines file, for which
+    it defaults to stars (other files keep None: a resumed CSV or TSV run reads it back)."""
     for name in DATA_OPTIONS:
         if args.data is None and getattr(args, name) is not None:
             parser.error(f"{flag(name)} is about the --data file: it needs --data FILE")
@@ -156,7 +160,8 @@ def check_data_options(parser, args):
     if args.labels is not None and kind not in (None, "jsonl"):
         parser.error(f"--labels {args.labels} is for JSON lines (star ratings), but --data "
                      f"{args.data} is {kind}")
-    args.labels = args.labels or "stars" if args.data is not None else args.labels
+    if kind == "jsonl" and args.labels is None:
+        args.labels = "stars"
 
 
 def loss_fn(params, batch, rng):
@@ -187,7 +192,8 @@ def hyperparameters(args, tokenizer, class_names):
                 layers=args.layers, pool=args.pool, dropout=args.dropout, epochs=args.epochs,
                 batch_size=args.batch_size, lr=args.lr, weight_decay=WEIGHT_DECAY,
                 warmup_fraction=WARMUP_FRACTION, embedding_scale=EMBEDDING_SCALE,
-                min_df=args.min_df, seed=args.seed, options=runs.saved_options(args, OPTIONS))
+                min_df=args.min_df, seed=args.seed, demo="classify",
+                options=runs.saved_options(args, OPTIONS))
 
 
 def build_model(settings, rng):
@@ -239,7 +245,9 @@ def print_confusion(counts, class_names):
 
 
 def report(split, model_probabilities, baseline_probabilities, out):
-    """Print and plot the test results; -> the final line."""
+    """Print and plot the test results (the plots and the confusion matrix: the transformer's,
+    the model --predict uses); -> the final line: the ensemble's accuracy (demos/ensemble.py),
+    the demo's result, then each model's."""
     names, labels = split.class_names, split.test.labels
     predicted = model_probabilities.argmax(axis=1)
     plots.confusion_matrix(labels, predicted, out / "confusion.png", class_names=names)
@@ -247,10 +255,11 @@ def report(split, model_probabilities, baseline_probabilities, out):
                                  class_names=names)
     print("confusion matrix of the transformer on the test reviews:")
     print_confusion(plots.confusion_counts(labels, predicted, len(names)), names)
-    model_accuracy = np.mean(predicted == labels)
-    baseline_accuracy = np.mean(baseline_probabilities.argmax(axis=1) == labels)
-    return (f"test accuracy: transformer {100 * model_accuracy:.1f}%, bag-of-words baseline "
-            f"(TF-IDF words and pairs) {100 * baseline_accuracy:.1f}% "
+    both = ensemble.mean_probabilities(model_probabilities, baseline_probabilities)  # (N, C)
+    combined, model, bag = (100 * ensemble.accuracy(p, labels) for p in (
+        both, model_probabilities, baseline_probabilities))
+    return (f"test accuracy: ensemble (mean probability) {combined:.1f}%, transformer "
+            f"{model:.1f}%, bag-of-words baseline (TF-IDF words and pairs) {bag:.1f}% "
             f"({len(labels):,} review{'s' if len(labels) != 1 else ''})")
 
 
@@ -261,6 +270,7 @@ def run_settings(directory):
     if not directory.is_dir():
         what = "a file, not a folder" if directory.exists() else "no such folder"
         raise ValueError(f"{not_a_run} ({what})")
+    runs.check_made_by("classify", directory)  # a run of another demo is named as such
     missing = [name for name in (MODEL, VOCABULARY, HYPERPARAMETERS)
                if not (directory / name).is_file()]
     if missing:
@@ -303,11 +313,24 @@ def predict_with(model, texts):
 
 def print_predictions(model, texts):
     """A line per text: the predicted class, every class's probability and the text, under
-    load_model's (params, tokenizer, settings)."""
+    load_model's (params, tokenizer, settings); on stderr, a note for each text of which
+    the model knows no word (its answer is then the same for any such text)."""
     probs, names = predict_with(model, texts)
     for t, row in zip(texts, probs):
         shares = ", ".join(f"{n} {p:.4f}" for n, p in zip(names, row))
-        print(f"{names[int(row.argmax())]}: {shares}   {t!r}")
+        print(f"{names[int(row.argmax())]}: {shares}   {t!r}", flush=True)
+        if not known_words(model, t):
+            print(f"classify: none of the words of {t!r} is in the model's vocabulary: the "
+                  f"prediction above is its answer to a review it cannot read", file=sys.stderr,
+                  flush=True)
+
+
+def known_words(model, review):
+    """How many of the review's words (the first max_len) are in the model's vocabulary,
+    under load_model's (params, tokenizer, settings)."""
+    _, tokenizer, settings = model
+    ids = tokenizer.encode(words_of([review], settings["max_len"])[0])
+    return int(np.sum(ids != tokenizer.unk_id))
 
 
 def read_reviews(args):
@@ -333,6 +356,12 @@ def main(argv=None):
             model = load_model(args.model)
         return print_predictions(model, args.predict)
     out = common.output_path(args, "classify")
+    with runs.stopped_in_one_line("classify", out, argv, args.lr) as run:
+        return train_and_test(args, out, run)
+
+
+def train_and_test(args, out, run):
+    """Read the reviews, train, save and test: -> Run (run.trained set once fit returned)."""
     with common.exit_on_bad_input("classify"):
         split, (train_words, test_words), features, tokenizer = read_reviews(args)
         out.mkdir(parents=True, exist_ok=True)
@@ -344,11 +373,9 @@ def main(argv=None):
     train_sequences, test_sequences = ([tokenizer.encode(w) for w in words]
                                        for words in (train_words, test_words))
     started = time.perf_counter()
-    try:
-        params, history = train_transformer(args, settings, (train_sequences, split.train.labels),
-                                            (test_sequences, split.test.labels), out)
-    except train.TrainingInterrupted as stop:
-        sys.exit(runs.interrupted("classify", stop, out))
+    params, history = train_transformer(args, settings, (train_sequences, split.train.labels),
+                                        (test_sequences, split.test.labels), out)
+    run.trained = True
     print(f"trained in {time.perf_counter() - started:.0f} s; vocabulary {len(tokenizer):,} "
           f"words; files in {out}")
     ag.save(out / MODEL, params)

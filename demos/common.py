@@ -22,6 +22,7 @@ import pathlib
 import sys
 
 import autograd_lite as ag
+from models import progress
 
 
 def argument_parser(name, doc):
@@ -50,10 +51,16 @@ def flag(name):
     return "--" + name.replace("_", "-")
 
 
-def check_options(parser, args, counts=(), rates=(), fractions=(), non_negative=()):
+def check_options(parser, args, counts=(), rates=(), fractions=(), non_negative=(),
+                  at_most=None):
     """Refuse by its flag (parser.error) an option of args that is given and out of range:
     a count below 1, a rate that is not a finite number above 0, a fraction outside [0, 1),
-    a non_negative one below 0. Options that are None (not given, not set) are left alone."""
+    a non_negative one below 0, one above its bound in `at_most` ({name: (bound, what the
+    bound keeps within)}). Options that are None (not given, not set) are left alone."""
+    for name, (bound, reason) in (at_most or {}).items():
+        value = getattr(args, name)
+        if value is not None and value > bound:
+            parser.error(f"{flag(name)} must be at most {bound:,} ({reason}), got {value:,}")
     for names, least in ((counts, 1), (non_negative, 0)):
         for name in names:
             value = getattr(args, name)
@@ -113,11 +120,10 @@ def check_memory(parser, estimate, options):
 
 
 def say_if_compiling():
-    """Print one line when the compiled kernels (the `fast` extra) will compile during the first
-    steps: the first run after installing takes a few seconds longer, once."""
-    notice = ag.kernels.compiling_notice()
-    if notice:
-        print(notice, flush=True)
+    """From now on, a line on stderr when the compiled kernels (the `fast` extra) compile,
+    which they do once, on the first run after installing: it takes a few seconds longer.
+    print_result then says how many compiled."""
+    ag.kernels.notify_compiling(progress.notice)
 
 
 def output_path(args, name):
@@ -157,5 +163,9 @@ def one_line_error(program, error):
 
 
 def print_result(line):
-    """The run's last line: its measured result."""
+    """The run's last line: its measured result (after, on stderr, how many kernels numba
+    compiled, when it compiled some)."""
+    compiled = ag.kernels.compiled_summary()
+    if compiled:
+        progress.notice(compiled)
     print(line, flush=True)

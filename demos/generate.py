@@ -42,14 +42,15 @@ import argparse  # noqa: E402  (after the thread setting, on purpose)
 import json  # noqa: E402
 import math  # noqa: E402
 import pathlib  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
+from autograd_lite.io.atomic import write_text  # noqa: E402
 from models import data, health, lm, text, train  # noqa: E402
+from models.run_files import CHECKPOINT, write_json  # noqa: E402
 
 from . import common, ngram, runs  # noqa: E402
 from .common import flag, learning_rate  # noqa: E402
@@ -63,6 +64,8 @@ LARGE_VOCABULARY = 1_000  # distinct characters assumed by the memory estimate (
 HELD_OUT_FRACTION = 0.1  # the last tenth of the text
 TEMPERATURES = (0.5, 0.8, 1.0)
 BEAM_SIZE = 4
+MAX_LENGTH = 100_000  # characters one sampling may add (at about 1 ms a character)
+MAX_BEAM = 64
 PROMPT_LENGTH = 40  # characters of held-out text (at most context / 2) that start the samples
 CLIP_NORM = 1.0
 VALIDATION_WINDOWS = 64  # windows of held-out text for fit's per-epoch validation loss
@@ -110,7 +113,10 @@ def parse_args(argv=None):
                      help="the most probable continuation by a beam search of N, instead of "
                           "sampling")
     args = parser.parse_args(argv)
-    common.check_options(parser, args, rates=("lr", "temperature"))
+    common.check_options(parser, args, rates=("lr", "temperature"), at_most={
+        "length": (MAX_LENGTH, "about a minute of sampling"),
+        "sample_length": (MAX_LENGTH, "about a minute of sampling each"),
+        "beam": (MAX_BEAM, "a wider beam finds hardly anything better")})
     if args.model is not None or args.prompt is not None:
         if args.model is None or not args.prompt:
             parser.error("--model DIR and --prompt TEXT (not empty) go together")
@@ -242,7 +248,7 @@ def build_model(args, vocab_size, rng):
 def hyperparameters(args, corpus_name):
     """The run's settings as JSON values: fit checks a resumed run against them."""
     return dict({name: getattr(args, name) for name in FULL}, corpus=corpus_name,
-                seed=args.seed, options=runs.saved_options(args, OPTIONS))
+                seed=args.seed, demo="generate", options=runs.saved_options(args, OPTIONS))
 
 
 def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
@@ -273,9 +279,9 @@ def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
 
 
 def steps_recorded(out):
-    """The training steps an interrupted run in `out` has done (its history.json)."""
-    path = out / "history.json"
-    return len(json.loads(path.read_text())["step_loss"]) if path.exists() else 0
+    """The training steps an interrupted run in `out` has done (its checkpoint's)."""
+    path = out / CHECKPOINT
+    return json.loads(ag.load(path).position)["global_step"] if path.exists() else 0
 
 
 def save_outputs(out, params, tokenizer, history, texts, result):
@@ -288,11 +294,18 @@ def save_outputs(out, params, tokenizer, history, texts, result):
     except ImportError as error:  # matplotlib: in the demos extra, not a dependency
         print(f"curves.png: not drawn ({error})")
     else:
-        plots.training_curves(history, out / "curves.png", bits=True, per="character")
+        plots.training_curves(
+            history, out / "curves.png", bits=True, per="character",
+            val_label=f"val loss: {VALIDATION_WINDOWS} random held-out windows, every "
+                      f"position (the first with little context)",
+            final=(result["transformer_bits"], f"the reported {result['transformer_bits']:.2f}:"
+                                               f" all held-out text, each character read "
+                                               f"after {params.max_len - params.max_len // 2} "
+                                               f"or more"))
         plots.training_health(history, out / "health.png")  # fit's health records
-    (out / "samples.txt").write_text("".join(f"--- {label}\n{sample}\n\n"
-                                             for label, sample in texts.items()))
-    (out / "result.json").write_text(json.dumps(result, indent=1))
+    write_text(out / "samples.txt", "".join(f"--- {label}\n{sample}\n\n"
+                                            for label, sample in texts.items()))
+    write_json(out / "result.json", result)
 
 
 def load_model(directory):
@@ -306,7 +319,12 @@ def load_model(directory):
             raise ValueError(f"generate: {directory} holds no trained model (no {name}): the "
                              f"run has not finished")
     tokenizer = text.CharTokenizer.load(directory / "tokenizer.txt")
-    like = build_model(argparse.Namespace(**options), len(tokenizer), np.random.default_rng(0))
+    try:
+        like = build_model(argparse.Namespace(**options), len(tokenizer),
+                           np.random.default_rng(0))
+    except (TypeError, ValueError, AttributeError) as error:  # a run of an older version
+        raise ValueError(f"generate: {directory / 'hyperparameters.json'}: its options do not "
+                         f"make a model ({error})") from None
     try:
         return ag.load(directory / "model.npz", like=like), tokenizer
     except ValueError as error:  # a MalformedFile: a shape, dtype or structure differs
@@ -338,45 +356,49 @@ def main(argv=None):
         return use_model(args)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
     out = common.output_path(args, "generate")
-    with common.exit_on_bad_input("generate"):
-        corpus_name, corpus = read_corpus(args.data)
-        tokenizer = text.CharTokenizer.from_text(corpus)
-        train_ids, held_out_ids = split_text(tokenizer.encode(corpus), args.context)
-        check_ngram_order(args.ngram, len(tokenizer))
-        out.mkdir(parents=True, exist_ok=True)
-    print(f"generate: {corpus_name}, {len(corpus):,} characters, {len(tokenizer)} distinct; "
-          f"held out: the last {len(held_out_ids):,}")
+    with runs.stopped_in_one_line("generate", out, argv, args.lr) as run:
+        with common.exit_on_bad_input("generate"):
+            corpus_name, corpus = read_corpus(args.data)
+            tokenizer = text.CharTokenizer.from_text(corpus)
+            train_ids, held_out_ids = split_text(tokenizer.encode(corpus), args.context)
+            check_ngram_order(args.ngram, len(tokenizer))
+            out.mkdir(parents=True, exist_ok=True)
+        print(f"generate: {corpus_name}, {len(corpus):,} characters, {len(tokenizer)} "
+              f"distinct; held out: the last {len(held_out_ids):,}")
 
-    baselines = ngram_baselines(train_ids, held_out_ids, len(tokenizer), args.ngram)
-    print("n-gram baselines (interpolated Kneser-Ney), held-out bits per character: " +
-          ", ".join(f"{order}-gram {bits:.3f}" for order, bits in baselines.items()))
-    baseline = baselines[args.ngram]
+        baselines = ngram_baselines(train_ids, held_out_ids, len(tokenizer), args.ngram)
+        print("n-gram baselines (interpolated Kneser-Ney), held-out bits per character: " +
+              ", ".join(f"{order}-gram {bits:.3f}" for order, bits in baselines.items()))
 
-    params = build_model(args, len(tokenizer), np.random.default_rng(args.seed))
-    print(models.summary(params).splitlines()[-1])
-    load = os.getloadavg()[0]
-    try:
+        params = build_model(args, len(tokenizer), np.random.default_rng(args.seed))
+        print(models.summary(params).splitlines()[-1])
+        load = os.getloadavg()[0]
         params, history, seconds = train_model(args, params, train_ids, held_out_ids, out,
                                                corpus_name)
-    except train.TrainingInterrupted as stop:
-        sys.exit(runs.interrupted("generate", stop, out))
-    steps = max(seconds["steps"], 1)
-    print(f"trained {seconds['steps']} steps in {seconds['wall']:.0f} s, "
-          f"{1000 * seconds['wall'] / steps:.0f} ms a step (CPU {seconds['cpu']:.0f} s; "
-          f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after, on "
-          f"{os.cpu_count()} cores)")
+        run.trained = True
+        steps = max(seconds["steps"], 1)
+        print(f"trained {seconds['steps']} steps in {seconds['wall']:.0f} s, "
+              f"{1000 * seconds['wall'] / steps:.0f} ms a step (CPU {seconds['cpu']:.0f} s; "
+              f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after, on "
+              f"{os.cpu_count()} cores)")
+        report(args, out, params, tokenizer, history, held_out_ids,
+               dict(corpus=corpus_name, ngram=args.ngram, ngram_bits=baselines,
+                    train_seconds=seconds, steps=args.steps))
 
+
+def report(args, out, params, tokenizer, history, held_out_ids, result):
+    """Measure the held-out bits, print and save the samples, the model and the pictures,
+    then the last line. result: what result.json gets besides the held-out measure."""
     bits = held_out_bits(params, held_out_ids)
     prompt = sample_prompt(held_out_ids, tokenizer, min(PROMPT_LENGTH, args.context // 2))
     texts = samples(params, tokenizer, prompt, args.sample_length, args.seed)
     for label, sample in texts.items():
         print(f"--- {label}\n{sample}")
-    result = dict(corpus=corpus_name, held_out_characters=len(held_out_ids),
-                  transformer_bits=bits, ngram=args.ngram, ngram_bits=baselines,
-                  train_seconds=seconds, steps=args.steps)
+    result = dict(result, held_out_characters=len(held_out_ids), transformer_bits=bits)
     save_outputs(out, params, tokenizer, history, texts, result)
     print(health.summary(history.get("health")))
     print(f"saved the model, tokenizer, history, curves and samples in {out}")
+    baseline = result["ngram_bits"][args.ngram]
     common.print_result(f"held-out bits per character: transformer {bits:.2f}, {args.ngram}-gram "
                         f"baseline {baseline:.2f} (last 10% of the text)")
 

@@ -18,7 +18,9 @@ SVG and PNG in --out (default runs/graphs-<timestamp>/):
     transformer           the encoder-decoder's loss (the paper's base model, 6 + 6 blocks),
                           at depth 3 (each block one box) and depth 4 (inside each block)
 
-The files are named <model>-<depth>[-backward].<svg|png>, the depth "all" for every op.
+The files are named <model>-<depth>[-backward].<svg|png>, the depth "all" for every op. A
+PNG is left out where it would pass MAX_PNG_SIDE pixels a side (the base Transformer at
+depth 4), and the demo says so: its SVG holds the picture whole.
 Each model also gets an explorer, <model>-explorer.html (ag.viz.explore: a page to walk
 through its calls, search, and read each value's statistics, gradient norms and what the
 backward pass keeps); the demo prints their paths. Drawing needs Graphviz's `dot`; without
@@ -26,6 +28,7 @@ it the demo writes each picture's DOT text (<name>.dot), says how to install Gra
 writes no explorer, and still ends normally.
 """
 import shutil
+import struct
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,6 +44,9 @@ from . import number_words as nw
 FULL = dict(d_model=512, heads=8, d_ff=2048, layers=6, vocab=7455, review_len=50)
 QUICK = dict(d_model=16, heads=2, d_ff=32, layers=2, vocab=50, review_len=8)
 README_DEPTH = 2  # the README's picture: one encoder block at this depth
+# A PNG taller or wider than this is a strip no viewer shows readably (the base Transformer
+# at depth 4 would be 1,758 x 11,221 px): it is left out, and its SVG zooms in a browser.
+MAX_PNG_SIDE = 4000
 
 
 class Picture(NamedTuple):
@@ -102,15 +108,30 @@ def file_stem(name, depth, backward):
 
 def draw(picture, out, formats):
     """Record the picture's call once (with its values) and render it at each depth, forward
-    and backward, in each format. -> (the Graph, the paths written)"""
+    and backward, in each format; a PNG past MAX_PNG_SIDE pixels a side is deleted again
+    (its SVG, which a browser zooms, stays). -> (the Graph, the paths written, a line for
+    each PNG left out)"""
     graph = ag.viz.trace(picture.function, *picture.args, values=True)
-    paths = []
+    paths, left_out = [], []
     for depth in picture.depths:
         for backward in (False, True):
             for fmt in formats:
-                path = out / f"{file_stem(picture.name, depth, backward)}.{fmt}"
-                paths.append(graph.render(path, depth=depth, backward=backward))
-    return graph, paths
+                path = graph.render(out / f"{file_stem(picture.name, depth, backward)}.{fmt}",
+                                    depth=depth, backward=backward)
+                size = png_size(path) if fmt == "png" else (0, 0)
+                if max(size) > MAX_PNG_SIDE:
+                    path.unlink()
+                    left_out.append(f"  {path.name}: left out, {size[0]:,} x {size[1]:,} px is "
+                                    f"past {MAX_PNG_SIDE:,} px a side; its SVG has it whole")
+                else:
+                    paths.append(path)
+    return graph, paths, left_out
+
+
+def png_size(path):
+    """(width, height) in pixels, from a PNG file's header."""
+    with open(path, "rb") as fh:
+        return struct.unpack(">II", fh.read(24)[16:24])
 
 
 def describe(picture, graph):
@@ -158,9 +179,11 @@ def main(argv=None):
               f"{ag.viz.dot.INSTALL}")
     written, explorers = [], []
     for picture in pictures(QUICK if args.quick else FULL, np.random.default_rng(args.seed)):
-        graph, paths = draw(picture, out, formats)
+        graph, paths, left_out = draw(picture, out, formats)
         written += paths
         print(describe(picture, graph), flush=True)
+        for line in left_out:
+            print(line, flush=True)
         if formats != ("dot",):
             explorers.append(graph.explore(out / f"{picture.name}-explorer.html",
                                            backward=True, values=True).path)

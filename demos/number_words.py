@@ -10,7 +10,9 @@ American usage without "and" or hyphens, so every word is one token; numbers fro
 group below a thousand is written the same way and followed by its scale word. The
 source is the digit string, one token per character; the target is the word sequence
 between BOS and EOS. The vocabularies are fixed by the task, not read from data: 10
-digits, and 31 words (zero..nineteen, the eight tens, hundred, thousand, million).
+digits, and 31 words (zero..nineteen, the eight tens, hundred, thousand, million). A model
+that shares one matrix between both embeddings and its output (the paper's §3.4) reads and
+writes one vocabulary, JOINT_VOCAB: the target's tokens, then the ten digits.
 
 `held_out_values` draws a fixed set of values uniformly from the whole range with a
 seeded generator; `sample_values` draws training values from the other values only, so
@@ -33,8 +35,10 @@ PAD, BOS, EOS = 0, 1, 2  # shared by both vocabularies (digits have no BOS/EOS, 
 SOURCE_VOCAB = ("<pad>", "<bos>", "<eos>") + tuple("0123456789")
 TARGET_VOCAB = (("<pad>", "<bos>", "<eos>") + tuple(UNITS) + tuple(TENS)
                 + ("hundred", "thousand", "million"))
+JOINT_VOCAB = TARGET_VOCAB + tuple("0123456789")  # TARGET_VOCAB's ids keep their meaning
 SOURCE_IDS = {token: i for i, token in enumerate(SOURCE_VOCAB)}
 TARGET_IDS = {token: i for i, token in enumerate(TARGET_VOCAB)}
+JOINT_IDS = {token: i for i, token in enumerate(JOINT_VOCAB)}
 MAX_DIGITS = len(str(LARGEST))  # 9
 MAX_WORDS = 14  # 777,777,777: (seven hundred seventy seven) × 3 and two scale words
 ZERO_GROUP_RATE = 0.15  # how often training zeroes a group of three digits: sample_values
@@ -82,9 +86,10 @@ def pad_rows(rows, length):
     return out
 
 
-def encode_sources(values):
-    """Digit strings as token ids.  values: (B,) -> (B, MAX_DIGITS), PAD after the digits."""
-    return pad_rows([[SOURCE_IDS[c] for c in str(int(v))] for v in values], MAX_DIGITS)
+def encode_sources(values, ids=SOURCE_IDS):
+    """Digit strings as token ids of `ids` (SOURCE_IDS, or JOINT_IDS for one vocabulary).
+    values: (B,) -> (B, MAX_DIGITS), PAD after the digits."""
+    return pad_rows([[ids[c] for c in str(int(v))] for v in values], MAX_DIGITS)
 
 
 def encode_targets(values):
@@ -94,13 +99,14 @@ def encode_targets(values):
 
 
 def decode_words(ids):
-    """Target ids (one row) -> the words up to the first EOS (BOS and PAD dropped)."""
+    """Target ids (one row) -> the words up to the first EOS (BOS and PAD dropped). The ids
+    may be JOINT_VOCAB's: a model of one vocabulary may write a digit, which is shown."""
     words = []
     for i in np.asarray(ids).tolist():
         if i == EOS:
             break
         if i not in (PAD, BOS):
-            words.append(TARGET_VOCAB[i])
+            words.append(JOINT_VOCAB[i])
     return words
 
 

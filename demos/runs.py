@@ -2,8 +2,9 @@
 run in --out DIR; `--out DIR --resume` continues it with the options it was started with
 (read from its hyperparameters.json, where the demo keeps them under "options"), and an
 option given that contradicts them is refused by name; Ctrl-C ends with one line giving
-the command that resumes; `--model DIR` uses the trained model, after checking the run's
-files against each other.
+the command that resumes, wherever it came (making the data, a step, writing the epoch's
+files or the final model and plots), and a diverging run ends with one line too; `--model
+DIR` uses the trained model, after checking the run's files against each other.
 
     runs.add_resume_option(parser)                   # --resume; --seed defaults to None
     args = parser.parse_args(argv)
@@ -11,15 +12,19 @@ files against each other.
         runs.take_run_options(parser, args, "translate", OPTIONS)
     runs.fill_defaults(args, QUICK if args.quick else FULL)
     ...
-    except train.TrainingInterrupted as stop:
-        sys.exit(runs.interrupted("translate", stop, out))
+    with runs.stopped_in_one_line("translate", out, argv, args.lr) as run:
+        ...                                          # make the data, fit
+        run.trained = True                           # then the model, the plots, the tests
 """
+import contextlib
 import json
 import pathlib
 import shlex
 import sys
+import types
 
 import autograd_lite as ag
+from models import train
 from models.run_files import CHECKPOINT, HYPERPARAMETERS
 
 from .common import flag, one_line_error
@@ -58,7 +63,24 @@ def read_settings(program, directory):
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as error:
         raise ValueError(f"{program}: {path} is not the settings of a {program} run "
                          f"({type(error).__name__}: {error})") from None
+    check_made_by(program, directory, settings)
     return settings
+
+
+def check_made_by(program, directory, settings=None):
+    """A run's settings (its hyperparameters; None: read from its hyperparameters.json, if
+    it is there and reads) name the demo that made it ("demo"): one of another demo is a
+    ValueError naming that demo."""
+    if settings is None:
+        try:
+            path = pathlib.Path(directory) / HYPERPARAMETERS
+            settings = json.loads(path.read_text(encoding="utf-8"))["hyperparameters"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+    made_by = settings.get("demo") if isinstance(settings, dict) else None
+    if made_by is not None and made_by != program:
+        raise ValueError(f"{program}: {directory} is a run of demos.{made_by}, not of "
+                         f"demos.{program}: use it with python -m demos.{made_by}")
 
 
 def take_run_options(parser, args, program, names, paths=()):
@@ -99,11 +121,47 @@ def saved_options(args, names):
             for name in names for value in [getattr(args, name)]}
 
 
-def interrupted(program, stop, out):
-    """The one line Ctrl-C ends a run with: where it stopped and the command that resumes."""
-    return (f"{program}: stopped at epoch {stop.epoch}, step {stop.step} (saved in "
-            f"{pathlib.Path(out) / CHECKPOINT}); to continue: python -m demos.{program} "
-            f"--out {shlex.quote(str(out))} --resume")
+@contextlib.contextmanager
+def stopped_in_one_line(program, out, argv, lr):
+    """Around a training run in `out` (the program's arguments `argv`, None for sys.argv's;
+    its peak learning rate `lr`): Ctrl-C anywhere inside, and a loss or gradient that is not
+    finite, end the program with one line (interrupted, diverged) instead of a traceback.
+    Yields an object whose `trained` the program sets once fit has returned."""
+    run = types.SimpleNamespace(trained=False)
+    try:
+        yield run
+    except KeyboardInterrupt as stop:
+        sys.exit(interrupted(program, stop, out, argv, run.trained))
+    except train.NonFiniteError as error:
+        sys.exit(diverged(program, error, lr))
+
+
+def interrupted(program, stop, out, argv=None, trained=False):
+    """The one line Ctrl-C ends a run with: where it stopped and the command that resumes
+    (from last.npz: fit's TrainingInterrupted says where; else the checkpoint on disk does),
+    or, stopped before the first checkpoint, the command that starts it again."""
+    checkpoint = pathlib.Path(out) / CHECKPOINT
+    resume = f"to continue: python -m demos.{program} --out {shlex.quote(str(out))} --resume"
+    if isinstance(stop, train.TrainingInterrupted):
+        return (f"{program}: stopped at epoch {stop.epoch}, step {stop.step} (saved in "
+                f"{checkpoint}); {resume}")
+    if not checkpoint.is_file():
+        again = shlex.join(sys.argv[1:] if argv is None else [str(a) for a in argv])
+        return (f"{program}: stopped before its first checkpoint, so there is nothing to "
+                f"continue; to start again: python -m demos.{program} {again}".rstrip())
+    if trained:
+        return (f"{program}: stopped after training, while writing its results (the trained "
+                f"model is in {checkpoint}); {resume}")
+    saved = json.loads(ag.load(checkpoint).position)
+    return (f"{program}: stopped at epoch {saved['epoch']}, step {saved['step']} (saved in "
+            f"{checkpoint}); {resume}")
+
+
+def diverged(program, error, lr):
+    """The one line a run ends with when fit met a loss or gradient that is not finite
+    (train.NonFiniteError): the step, where in the gradient, and what to try."""
+    return (f"{program}: {error.what} at step {error.step} (epoch {error.epoch}); "
+            f"{error.where}; stopped before that update: try a lower --lr than {lr:g}")
 
 
 def check_new_run(program, out):

@@ -5,6 +5,7 @@ every batch, and rank 0 hands the weights back.
     job = Job(params, state, schedule, seed, steps, batch_size, held_out, first_step, check)
     result = train(job, workers=2, port=0)    # Result(state_dict, checked, losses, seconds)
     losses, checked = train_checked(torch, module, adam, job, rank=0, world=1)   # one process
+    parallel = without_buffer_sync(DistributedDataParallel, module)   # what each worker trains
     loss = shard_loss(torch, module, batch, rank, world)    # this process's part of the mean
     parameter_difference(state_dict, reference)             # how far, the key biases aside
 
@@ -19,6 +20,7 @@ change of order: one process given each batch's rows reversed differs from itsel
 the largest weight after 30 steps, 1e-2 after 200 (as 2 processes do). So the weights are
 compared after the first `check` steps, where rounding alone stays far below the tolerance.
 """
+import inspect
 import pathlib
 import tempfile
 import time
@@ -83,14 +85,24 @@ def worker(rank, world, job):
     adam = torch.optim.Adam(module.parameters(), betas=translate.ADAM_BETAS,
                             eps=translate.ADAM_EPS)
     adam_state_to_torch(torch, adam, module, job.state)
-    # no buffer sync before each forward: the one buffer, the position table, is a constant
-    parallel = DistributedDataParallel(module, forward_sync_buffers=False)
+    parallel = without_buffer_sync(DistributedDataParallel, module)
     start = time.perf_counter()
     losses, checked = train_checked(torch, parallel, adam, job, rank, world)
     seconds = (time.perf_counter() - start) / job.steps
     if rank == 0:
         torch.save({"state_dict": module.state_dict(), "checked": checked, "losses": losses,
                     "seconds_per_step": seconds}, job.result)
+
+
+def without_buffer_sync(ddp, module):
+    """module under ddp (torch's DistributedDataParallel class), with no sync of the buffers
+    before each forward: the one buffer, the position table, is a constant. torch 2.13 spells
+    this forward_sync_buffers=False and deprecates broadcast_buffers=False (a FutureWarning in
+    every worker); older releases, 2.11 among them, know only broadcast_buffers. So the
+    keyword follows the signature of the torch at hand."""
+    if "forward_sync_buffers" in inspect.signature(ddp).parameters:
+        return ddp(module, forward_sync_buffers=False)
+    return ddp(module, broadcast_buffers=False)
 
 
 def train_checked(torch, module, adam, job, rank=0, world=1):

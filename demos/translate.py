@@ -2,6 +2,7 @@
 
     python -m demos.translate                 # the full run: >= 99% on numbers it never saw
     python -m demos.translate --quick         # a tiny model for a few seconds (CI)
+    python -m demos.translate --share-embeddings all   # one vocabulary, one embedding matrix
     python -m demos.translate --out DIR --resume     # continue a stopped run, its own options
     python -m demos.translate --model DIR --number 4721 1000001   # (or numbers on stdin)
     python -m demos.translate --help          # the knobs: --epochs, --d-model, --layers, ...
@@ -9,7 +10,11 @@
 The task (demos/number_words.py): 4721 -> "four thousand seven hundred twenty one", for
 every whole number up to 999,999,999; digits in, one token each, words out. The model is
 models.transformer with layer norm before each sublayer (--norm post is the paper's order,
-which learns the task too), trained by models.train.fit. An epoch is --epoch-size batches
+which learns the task too), trained by models.train.fit. --share-embeddings all gives
+both sides one vocabulary (number_words.JOINT_VOCAB: the words, then the digits) and the
+model one matrix for the source embedding, the target embedding and the output projection,
+as the paper does (§3.4); target ties the output projection to the word embedding alone;
+none (the default) keeps three matrices. An epoch is --epoch-size batches
 of numbers drawn afresh from (seed, epoch) out of the whole range except a held-out set,
 which is drawn once from a fixed seed (the same for every --seed, so runs compare). After
 each epoch fit measures the loss on a fixed validation set (numbers training may also draw)
@@ -24,7 +29,8 @@ checkpoint a --resume continues), best.npz, history.json and hyperparameters.jso
 
 The full run takes about 4 minutes of one core (205 and 220 s of CPU time for seeds 0 and 1,
 both 100% on the 2,000 held-out numbers; 289 s wall, 226 s CPU on a 2-core machine at load 2;
-with the compiled kernels 193 s wall, 100% too). Run as a program, it sets OPENBLAS_NUM_THREADS=1 unless
+with the compiled kernels 193 s wall, 100% too; at load 5, 449 s wall, and 475 s with
+--share-embeddings all, both 100%). Run as a program, it sets OPENBLAS_NUM_THREADS=1 unless
 the environment says otherwise: at these sizes a second BLAS thread does not make a step
 faster, and on a busy machine it makes a step 9 to 20 times slower (measured: 56-136 ms a
 step with one thread, 500-1600 ms with two).
@@ -53,9 +59,12 @@ from . import number_words as nw  # noqa: E402
 # The recipe found by experiment (the report of issue 13 holds the table), and the quick one:
 # 8 epochs of 500 batches are the 4,000 steps of the recipe.
 FULL = dict(epochs=8, epoch_size=500, d_model=64, heads=4, d_ff=256, layers=2, norm="pre",
-            batch_size=64, lr=1e-3, warmup=200, label_smoothing=0.0, dropout=0.0, held_out=2000)
+            batch_size=64, lr=1e-3, warmup=200, label_smoothing=0.0, dropout=0.0, held_out=2000,
+            share_embeddings="none")
 QUICK = dict(epochs=4, epoch_size=100, d_model=32, heads=4, d_ff=64, layers=1, norm="pre",
-             batch_size=64, lr=1e-2, warmup=50, label_smoothing=0.0, dropout=0.0, held_out=500)
+             batch_size=64, lr=1e-2, warmup=50, label_smoothing=0.0, dropout=0.0, held_out=500,
+             share_embeddings="none")
+CHOICES = {"norm": ("post", "pre"), "share_embeddings": ("none", "target", "all")}
 AT_LEAST_ONE = ("epochs", "epoch_size", "d_model", "heads", "d_ff", "layers", "batch_size",
                 "held_out")
 OPTIONS = ("seed", *FULL)  # what a run keeps in hyperparameters.json and --resume reads
@@ -66,14 +75,14 @@ VALIDATION_BATCHES = 4
 CLIP_NORM = 1.0
 ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-9  # the paper's (§5.3)
 BEAM_SIZE = 4
+MAX_BEAM = 64
 
 
 def parse_args(argv=None):
     parser = common.argument_parser("translate", __doc__)
     runs.add_resume_option(parser)
     for name, value in FULL.items():
-        parser.add_argument(flag(name), type=type(value), default=None,
-                            choices=("post", "pre") if name == "norm" else None,
+        parser.add_argument(flag(name), type=type(value), default=None, choices=CHOICES.get(name),
                             help=f"full run: {value}, --quick: {QUICK[name]}")
     use = parser.add_argument_group("using a trained model")
     use.add_argument("--model", type=pathlib.Path, metavar="DIR",
@@ -84,7 +93,9 @@ def parse_args(argv=None):
                      help="beam search over N candidates (1: greedy decoding) (1)")
     args = parser.parse_args(argv)
     common.check_options(parser, args, counts=(*AT_LEAST_ONE, "beam"), rates=("lr",),
-                         fractions=("label_smoothing", "dropout"), non_negative=("warmup",))
+                         fractions=("label_smoothing", "dropout"), non_negative=("warmup",),
+                         at_most={"beam": (MAX_BEAM, "a wider beam finds hardly anything "
+                                                     "better")})
     if args.model is not None or args.number is not None:
         if args.model is None:
             parser.error("--number needs --model DIR, the folder of a trained translate run")
@@ -101,7 +112,7 @@ def parse_args(argv=None):
                      f"training), got {args.held_out:,}")
     if args.d_model % args.heads:
         parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
-    length, vocab = nw.MAX_WORDS + 2, len(nw.TARGET_VOCAB)
+    length, vocab = nw.MAX_WORDS + 2, vocabulary_sizes(args.share_embeddings)[1]
     step_bytes = common.transformer_bytes(args.batch_size, length, args.d_model, args.d_ff,
                                            args.heads, 2 * args.layers, vocab, length,
                                            length * vocab)
@@ -113,8 +124,21 @@ def parse_args(argv=None):
 
 def settings(args):
     """The settings that make a run what it is (fit keeps them in hyperparameters.json):
-    the options, which a --resume reads back."""
-    return {"options": runs.saved_options(args, OPTIONS)}
+    the demo's name and the options, which a --resume reads back."""
+    return {"demo": "translate", "options": runs.saved_options(args, OPTIONS)}
+
+
+def vocabulary_sizes(share_embeddings):
+    """(src_vocab, tgt_vocab) of the model for --share-embeddings: "all" needs one vocabulary."""
+    if share_embeddings == "all":
+        return len(nw.JOINT_VOCAB), len(nw.JOINT_VOCAB)
+    return len(nw.SOURCE_VOCAB), len(nw.TARGET_VOCAB)
+
+
+def source_ids(share_embeddings):
+    """The digits' token ids for --share-embeddings (or transformer.sharing(params)):
+    number_words.JOINT_IDS when the model has one vocabulary, else SOURCE_IDS."""
+    return nw.JOINT_IDS if share_embeddings == "all" else nw.SOURCE_IDS
 
 
 def adam(args, steps):
@@ -130,19 +154,20 @@ def trim_padding(ids):
     return ids[:, :used[-1] + 1]
 
 
-def training_batch(rng, size, held_out):
-    """Fresh numbers, none held out: sources (B, S) and targets [BOS, words.., EOS] (B, T)."""
+def training_batch(rng, size, held_out, ids=nw.SOURCE_IDS):
+    """Fresh numbers, none held out: sources (B, S) as token ids of `ids` (source_ids) and
+    targets [BOS, words.., EOS] (B, T)."""
     values = nw.sample_values(rng, size, held_out)  # (B,)
-    return trim_padding(nw.encode_sources(values)), trim_padding(nw.encode_targets(values))
+    return trim_padding(nw.encode_sources(values, ids)), trim_padding(nw.encode_targets(values))
 
 
 class EpochBatches:
     """The `size` training batches of one epoch, drawn as they are used from
     default_rng([seed, epoch]): the same batches whenever the epoch is run again (a resume)."""
 
-    def __init__(self, seed, epoch, size, batch_size, held_out):
+    def __init__(self, seed, epoch, size, batch_size, held_out, ids=nw.SOURCE_IDS):
         self.seed, self.epoch, self.size = seed, epoch, size
-        self.batch_size, self.held_out = batch_size, held_out
+        self.batch_size, self.held_out, self.ids = batch_size, held_out, ids
 
     def __len__(self):
         return self.size
@@ -150,7 +175,7 @@ class EpochBatches:
     def __iter__(self):
         rng = np.random.default_rng([self.seed, self.epoch])
         for _ in range(self.size):
-            yield training_batch(rng, self.batch_size, self.held_out)
+            yield training_batch(rng, self.batch_size, self.held_out, self.ids)
 
 
 def loss_fn(params, batch, rng, label_smoothing=0.0):
@@ -165,7 +190,7 @@ def loss_fn(params, batch, rng, label_smoothing=0.0):
 
 def translate(params, values, beam_size=1):
     """Words for each value, by greedy decoding (beam_size=1) or beam search. -> list of lists"""
-    src = nw.encode_sources(values)  # (B, S)
+    src = nw.encode_sources(values, source_ids(transformer.sharing(params)))  # (B, S)
     longest = nw.MAX_WORDS + 2  # BOS, the words, EOS
     if beam_size == 1:
         ids = transformer.greedy_decode(params, src, nw.BOS, nw.EOS, longest, src_pad=nw.PAD)
@@ -186,13 +211,14 @@ def train_model(params, args, held_out, out):
     args.epochs epochs of args.epoch_size fresh batches; after each epoch the validation loss
     and the exact match on every fourth held-out value. -> (params, history)"""
     optimizer, _ = adam(args, args.epochs * args.epoch_size)
-    rng = np.random.default_rng(VALIDATION_SEED)
-    validation = [training_batch(rng, args.batch_size, held_out)
+    rng, ids = np.random.default_rng(VALIDATION_SEED), source_ids(args.share_embeddings)
+    validation = [training_batch(rng, args.batch_size, held_out, ids)
                   for _ in range(VALIDATION_BATCHES)]
     monitor = held_out[::4]  # evenly over the held-out set, which is sorted
     return train.fit(
         functools.partial(loss_fn, label_smoothing=args.label_smoothing), params, optimizer,
-        lambda epoch: EpochBatches(args.seed, epoch, args.epoch_size, args.batch_size, held_out),
+        lambda epoch: EpochBatches(args.seed, epoch, args.epoch_size, args.batch_size, held_out,
+                                   ids),
         args.epochs, out_dir=out, val_batches=validation,
         evaluate=lambda p: {"held_out_exact_match": exact_match(p, monitor)},
         seed=args.seed, resume=args.resume, clip_norm=CLIP_NORM, hyperparameters=settings(args),
@@ -224,7 +250,8 @@ def draw_attention(path, params, value):
     """The last decoder layer's attention over the digits of `value` while the model writes
     its words (the words it should write, fed by teacher forcing), averaged over the heads."""
     digits, words = list(str(int(value))), nw.to_words(int(value))
-    src = nw.encode_sources([value])[:, :len(digits)]  # (1, S): the digits, no padding
+    ids = source_ids(transformer.sharing(params))
+    src = nw.encode_sources([value], ids)[:, :len(digits)]  # (1, S): the digits, no padding
     tgt = nw.encode_targets([value])[:, :len(words) + 1]  # (1, T): BOS and the words
     weights = plots.transformer_cross_attention(params, src, tgt, nw.PAD)  # (1, H, T, S)
     plots.attention(weights[0].mean(axis=0), path, words + ["<eos>"], digits,
@@ -233,20 +260,24 @@ def draw_attention(path, params, value):
 
 
 def build_model(args, rng):
-    """The encoder-decoder with the sizes in args, for the task's two vocabularies."""
-    return transformer.init(rng, len(nw.SOURCE_VOCAB), len(nw.TARGET_VOCAB),
-                            d_model=args.d_model, n_heads=args.heads, d_ff=args.d_ff,
-                            n_encoder=args.layers, n_decoder=args.layers,
-                            max_len=nw.MAX_WORDS + 2, norm=args.norm, dropout=args.dropout)
+    """The encoder-decoder with the sizes in args, for the task's two vocabularies (one with
+    --share-embeddings all)."""
+    share = args.share_embeddings
+    return transformer.init(rng, *vocabulary_sizes(share), d_model=args.d_model,
+                            n_heads=args.heads, d_ff=args.d_ff, n_encoder=args.layers,
+                            n_decoder=args.layers, max_len=nw.MAX_WORDS + 2, norm=args.norm,
+                            dropout=args.dropout,
+                            share_embeddings=False if share == "none" else share)
 
 
 def load_model(directory):
     """(params, options) of the translate run in `directory`: model.npz checked against the
     sizes in its hyperparameters.json (ag.load names a leaf whose shape differs)."""
     options = runs.read_settings("translate", directory)["options"]
+    options = {"share_embeddings": "none", **options}  # runs from before the option: none
     try:
         like = build_model(argparse.Namespace(**options), np.random.default_rng(0))
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, AttributeError) as error:  # a run of an older version
         raise ValueError(f"translate: {pathlib.Path(directory) / 'hyperparameters.json'}: "
                          f"its options do not make a model ({error})") from None
     model = pathlib.Path(directory) / "model.npz"
@@ -298,18 +329,22 @@ def main(argv=None):
         return use_model(args)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
     out = common.output_directory(args, "translate")
-    held_out = nw.held_out_values(args.held_out, HELD_OUT_SEED)
-    params = build_model(args, np.random.default_rng(args.seed))
-    print(f"translate: digits -> English words, 0..{nw.LARGEST:,}; {len(held_out):,} held-out "
-          f"numbers never drawn for training")
-    print(models.summary(params).splitlines()[-1])
-    start = time.perf_counter()
-    try:
+    with runs.stopped_in_one_line("translate", out, argv, args.lr) as run:
+        held_out = nw.held_out_values(args.held_out, HELD_OUT_SEED)
+        params = build_model(args, np.random.default_rng(args.seed))
+        print(f"translate: digits -> English words, 0..{nw.LARGEST:,}; {len(held_out):,} "
+              f"held-out numbers never drawn for training")
+        print(models.summary(params).splitlines()[-1])
+        start = time.perf_counter()
         params, history = train_model(params, args, held_out, out)
-    except train.TrainingInterrupted as stop:
-        sys.exit(runs.interrupted("translate", stop, out))
-    seconds, steps = time.perf_counter() - start, len(history["step_loss"])
-    print(f"trained {steps} steps; this session took {seconds:.0f} s")
+        run.trained = True
+        seconds, steps = time.perf_counter() - start, len(history["step_loss"])
+        print(f"trained {steps} steps; this session took {seconds:.0f} s")
+        report(out, params, history, held_out)
+
+
+def report(out, params, history, held_out):
+    """Save the model and the plots, show examples, and measure the held-out exact match."""
     ag.save(out / "model.npz", params)
     print(f"saved {out / 'model.npz'} and fit's files (history.json, last.npz, ...) in {out}")
     examples = held_out[:: max(1, len(held_out) // 6)][:6]

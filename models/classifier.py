@@ -31,6 +31,7 @@ from .attention import padding_mask
 from .blocks import encoder_block, encoder_block_init
 from .layers import (Dense, Embedding, add_position_encoding, check_dropout_rate, check_tokens,
                      dense, dense_init, dropout_setting, embed)
+from .sizes import check_sizes
 
 POOLS = ("flatten", "mean")
 
@@ -50,6 +51,9 @@ def init(rng, vocab_size, n_labels, d_model=32, n_heads=4, d_ff=128, n_layers=1,
          pool="flatten", pad=None, dropout=0.1, dtype=np.float32):
     """Embedding ~ N(0, 1) (as TransformersLite's `Embed`); Glorot-uniform weights, zero
     biases and unit layer-norm scales elsewhere, all drawn from `rng`."""
+    check_sizes("classifier.init", vocab_size=vocab_size, n_labels=n_labels, d_model=d_model,
+                n_heads=n_heads, d_ff=d_ff, max_len=max_len)
+    check_sizes("classifier.init", least=0, n_layers=n_layers)
     if pool not in POOLS:
         raise ValueError(f"classifier.init: pool must be one of {POOLS}, got {pool!r}")
     if pool == "mean" and pad is None:

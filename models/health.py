@@ -75,10 +75,23 @@ def nonfinite_fraction(grads, groups, norm=None):
 
 
 def describe_nonfinite(grads, groups):
-    """One line on the non-finite gradient entries: their fraction and the groups holding them."""
-    where = [name for name in groups if nonfinite_fraction(grads, {name: groups[name]})]
-    return (f"{nonfinite_fraction(grads, groups):.3g} of the gradient's entries are NaN or "
-            f"infinite, in {', '.join(where) or 'no group'}")
+    """Where a gradient is not finite, in one clause: how many entries are NaN or ±inf and
+    in which groups; when none is (a loss that is not finite, or a norm past the float
+    range), the group with the largest norm, measured in float64."""
+    by_group = _by_group(grads, groups)
+    counts = {name: sum(int(np.count_nonzero(~np.isfinite(g))) for g in leaves)
+              for name, leaves in by_group.items()}
+    bad, total = sum(counts.values()), sum(g.size for leaves in by_group.values() for g in leaves)
+    if bad:
+        return (f"{bad:,} of the gradient's {total:,} entries are NaN or infinite, in "
+                + ", ".join(name for name, n in counts.items() if n))
+    norms = {name: math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in leaves))
+             for name, leaves in by_group.items()}
+    if not norms:
+        return "the gradient has no float entries"
+    largest = max(norms, key=norms.get)
+    return (f"every gradient entry is finite; the largest group's norm is {largest}'s, "
+            f"{norms[largest]:.3g}")
 
 
 def snapshot(params, groups):

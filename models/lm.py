@@ -29,6 +29,7 @@ from .blocks import decoder_only_block, decoder_only_block_init, decoder_only_bl
 from .layers import (Dense, Embedding, LayerNorm, check_dropout_rate, check_tokens, dense,
                      dense_init, dropout_setting, embed_with_positions, embedding_init,
                      layer_norm, layer_norm_init)
+from .sizes import check_sizes
 
 
 class LM(NamedTuple):
@@ -43,6 +44,9 @@ class LM(NamedTuple):
 def init(rng, vocab_size, d_model, n_heads, d_ff, n_layers, max_len, dropout=0.0,
          dtype=np.float32):
     """Glorot-uniform weights, zero biases, unit layer-norm scales, from `rng`."""
+    check_sizes("lm.init", vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, d_ff=d_ff,
+                max_len=max_len)
+    check_sizes("lm.init", least=0, n_layers=n_layers)
     check_dropout_rate("lm.init", dropout)
     table = embedding_init(rng, vocab_size, d_model, dtype)
     blocks = tuple(decoder_only_block_init(rng, d_model, n_heads, d_ff, dtype)

@@ -13,33 +13,43 @@
 Each function draws on its own matplotlib Figure (no pyplot: nothing global changes and
 no window opens), writes `path` at figsize × dpi pixels, and returns the Figure.
 """
+import functools
+
 import numpy as np
 
 try:
+    from matplotlib import font_manager
     from matplotlib.figure import Figure
+    from matplotlib.ft2font import FT2Font
     from matplotlib.ticker import FormatStrFormatter, FuncFormatter, MaxNLocator
 except ImportError as error:  # matplotlib is in the `demos` extra, not a dependency
     raise ImportError("models.plots needs matplotlib: "
                       "pip install 'autograd-lite[demos]'") from error
 
 import autograd_lite as ag
+from autograd_lite.io.atomic import write_atomically
 
 from . import classifier, layers, transformer
 
 
 def _save(fig, path):
-    fig.savefig(path, format="png")  # at the figure's own dpi: exactly figsize × dpi pixels
+    """The PNG at the figure's own dpi (exactly figsize × dpi pixels), written atomically: a
+    Ctrl-C or a crash leaves the old picture or the new one, never a truncated one."""
+    write_atomically(path, lambda fh: fig.savefig(fh, format="png"), caller="plots")
     return fig
 
 
 def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=None, bits=False,
-                    per=None):
+                    per=None, val_label=None, final=None):
     """fit's history over the optimizer steps, in two panels that share the step axis, each
     epoch's end a light vertical line. Left: the loss of every step (light), its running
     mean, and each epoch's train and validation loss; in nats, or in bits with bits=True
     (the losses divided by ln 2), "per" naming the unit counted (e.g. "character"); on a log
     scale when log_loss is True, or when None (the default) and the step losses span more
-    than a decade. Right (when there are any): the other per-epoch metrics."""
+    than a decade. Right (when there are any): the other per-epoch metrics.
+    val_label: the legend's words for the validation loss (say how it is measured, where a
+    program reports another figure); final: (value, label), a figure measured after
+    training, in the panel's unit, drawn as a star at the last step."""
     epochs = history["epochs"]
     metrics = sorted({k for r in epochs for k in r} - {"epoch", "steps", "train_loss", "val_loss"})
     scale = 1 / np.log(2) if bits else 1.0
@@ -57,8 +67,13 @@ def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=None, bits
                      linewidth=1.2, label=f"mean of {window} steps")
     for name in ("train_loss", "val_loss"):
         if any(name in r for r in epochs):
+            label = (val_label if name == "val_loss" and val_label
+                     else f"{name.replace('_', ' ')} (epoch mean)")
             axes[0].plot(ends, [scale * r.get(name, np.nan) for r in epochs], marker,
-                         label=f"{name.replace('_', ' ')} (epoch mean)")
+                         label=label)
+    if final is not None:
+        axes[0].plot([len(step_loss)], [final[0]], "*", color="black", markersize=11,
+                     label=final[1])
     unit = ("bits" if bits else "nats") + (f" per {per}" if per else "")
     axes[0].set(xlabel="step", ylabel=f"cross-entropy ({unit})", title="training loss")
     positive = step_loss[step_loss > 0]
@@ -116,20 +131,26 @@ def training_health(history, path, figsize=(12, 4), dpi=100):
 
 
 def _draw_groups(ax, steps, records, key):
-    """One line per parameter group of records[i][key] ({group: value}), log y."""
+    """One line per parameter group of records[i][key] ({group: value}), log y, each group
+    in its own colour and dash (_group_style)."""
     groups = list(dict.fromkeys(name for r in records for name in r[key]))
-    colors = [_group_color(k, len(groups)) for k in range(len(groups))]
-    for name, color in zip(groups, colors):
+    for k, name in enumerate(groups):
+        color, dashes = _group_style(k)
         ax.plot(steps, [r[key].get(name, np.nan) for r in records], color=color,
-                linewidth=0.9, label=name)
+                linestyle=dashes, linewidth=1.1, label=name)
     ax.set_yscale("log")
 
 
-def _group_color(k, n):
-    """Group k of n along a perceptually ordered colormap: from the input (embeddings, dark)
-    to the output (head, light)."""
-    from matplotlib import colormaps
-    return colormaps["viridis"](0.9 * k / max(n - 1, 1))
+# Okabe and Ito's colours, told apart with the common colour blindnesses, less their black
+# (the global norm's) and their yellow (faint on white); past six groups the dash tells them.
+GROUP_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
+GROUP_DASHES = ("-", "--", ":", "-.")
+
+
+def _group_style(k):
+    """(colour, line style) of group k: the six colours solid, then dashed, dotted, ..."""
+    return (GROUP_COLORS[k % len(GROUP_COLORS)],
+            GROUP_DASHES[k // len(GROUP_COLORS) % len(GROUP_DASHES)])
 
 
 def _two_and_five(value, _):
@@ -189,6 +210,61 @@ def _class_names(class_names, n_classes):
     return names
 
 
+def drawable(labels):
+    """(labels, font families) to draw user text (class names, tokens) with: matplotlib's
+    default font, then each installed font that has a character it lacks; a character no
+    installed font has (an emoji, where no emoji font is installed) is written as its
+    escape, 😀 -> \\U0001f600, rather than as an empty box."""
+    default = font_manager.findfont(font_manager.FontProperties())
+    fonts, shown = [default], []
+    for label in labels:
+        characters = []
+        for character in str(label):
+            font = _font_with(character, default)
+            if font is not None and font not in fonts:
+                fonts.append(font)
+            characters.append(ascii(character)[1:-1] if font is None else character)
+        shown.append("".join(characters))
+    return shown, [font_manager.FontProperties(fname=font).get_name() for font in fonts]
+
+
+def _font_with(character, default):
+    """The path of a font that draws `character`: the default font if it has it, else the
+    first installed outline font that does (not matplotlib's Last Resort, which draws a
+    box naming the character's block); None if none has it. (Whitespace and control
+    characters count as drawn.)"""
+    if not character.isprintable() or character.isspace():
+        return default
+    for path in [default] + [f.fname for f in font_manager.fontManager.ttflist
+                             if not f.name.startswith("Last Resort")]:  # its glyphs: boxes
+        if ord(character) in _characters_of(path):
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _characters_of(path):
+    """The character codes a scalable font file has glyphs for (none for a bitmap font, as
+    colour emoji fonts are, which the Agg renderer cannot scale)."""
+    try:
+        font = FT2Font(path)
+    except (OSError, RuntimeError):
+        return frozenset()
+    return frozenset(font.get_charmap()) if font.scalable else frozenset()
+
+
+def _drawable_pair(first, second):
+    """drawable of two lists of labels at once: -> ((first', second'), families)."""
+    shown, families = drawable([*first, *second])
+    return (shown[:len(first)], shown[len(first):]), families
+
+
+def _set_font(texts, families):
+    """Each matplotlib Text in `texts` drawn with the font families `drawable` gave."""
+    for text in texts:
+        text.set_fontfamily(families)
+
+
 def row_percentages(counts):
     """Each row of counts as percentages of its sum (0 for an empty row).  (n, n) -> (n, n)"""
     totals = counts.sum(axis=1, keepdims=True)  # (n, 1)
@@ -203,7 +279,7 @@ def confusion_matrix(true_labels, predicted_labels, path, class_names=None, figs
     n = len(class_names) if class_names is not None else \
         int(max(np.max(true_labels, initial=0), np.max(predicted_labels, initial=0))) + 1
     counts = confusion_counts(true_labels, predicted_labels, n)
-    names = _class_names(class_names, n)
+    names, families = drawable(_class_names(class_names, n))
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
     ax = fig.subplots()
     shares = row_percentages(counts)  # (n, n)
@@ -215,6 +291,11 @@ def confusion_matrix(true_labels, predicted_labels, path, class_names=None, figs
            xlabel="predicted class", ylabel="true class",
            title=f"confusion matrix, {counts.sum():,} samples\n"
                  f"each cell: count and % of its true class")
+    _set_font(ax.get_xticklabels() + ax.get_yticklabels(), families)
+    if max(map(len, names)) > 6:  # side by side they would run into each other
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     fig.colorbar(image, ax=ax, shrink=0.8, label="% of the true class")
     return _save(fig, path)
 
@@ -228,13 +309,14 @@ def probabilities_by_class(probabilities, true_labels, path, class_names=None, f
         raise ValueError(f"probabilities_by_class: probabilities (N, C) and true_labels (N,) "
                          f"expected, got {probabilities.shape} and {true_labels.shape}")
     n = probabilities.shape[1]
-    names = _class_names(class_names, n)
+    names, families = drawable(_class_names(class_names, n))
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
     for k, ax in enumerate(fig.subplots(1, n, sharey=True, squeeze=False)[0]):
         rows = probabilities[true_labels == k]  # (N_k, C)
         ax.bar(range(n), rows.mean(axis=0) if len(rows) else np.zeros(n))
         ax.set(xticks=range(n), xticklabels=names, ylim=(0, 1), xlabel="predicted class",
                title=f"true {names[k]} (n={len(rows)})")
+        _set_font([ax.title, *ax.get_xticklabels()], families)
     fig.axes[0].set_ylabel("mean predicted probability")
     fig.suptitle("what the model predicts for the samples of each true class")
     return _save(fig, path)
@@ -276,8 +358,10 @@ def attention(weights, path, query_tokens, key_tokens=None, figsize=(6, 6), dpi=
     image = ax.imshow(weights, cmap="viridis", vmin=0, vmax=1)
     ax.set(xticks=range(len(key_tokens)), yticks=range(len(query_tokens)),
            xlabel=xlabel, ylabel=ylabel, title=title)
-    ax.set_xticklabels(key_tokens, rotation=90)
-    ax.set_yticklabels(query_tokens)
+    (keys, queries), families = _drawable_pair(key_tokens, query_tokens)
+    ax.set_xticklabels(keys, rotation=90)
+    ax.set_yticklabels(queries)
+    _set_font(ax.get_xticklabels() + ax.get_yticklabels(), families)
     fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight (each row sums to 1)")
     return _save(fig, path)
 

@@ -6,9 +6,25 @@ extra, not a dependency); otherwise a plain line is rewritten in place at most t
     bar.start(total=40, done=0, samples=0)          # total None: an iterable without len
     bar.show(done=1, loss=0.69, samples=32)         # after each step: epoch totals so far
     bar.close("train_loss 0.52, val_loss 0.61")     # the epoch's summary stays on screen
+    notice("compiling ...")                         # a line on stderr, above a bar drawn
+
+A Ctrl-C inside tqdm's drawing would leave the bar half updated (and its __del__ then
+prints a traceback): the bar's calls run with Ctrl-C deferred to their end.
 """
 import sys
 import time
+
+from autograd_lite.interrupts import deferred_interrupts
+
+
+def notice(line):
+    """`line` on stderr, above the progress bar when one is drawn (tqdm.write), else alone."""
+    try:
+        import tqdm
+    except ImportError:
+        print(line, file=sys.stderr, flush=True)
+    else:
+        tqdm.tqdm.write(line, file=sys.stderr)
 
 
 def progress_bar(description, unit, enabled=True):
@@ -50,19 +66,23 @@ class TqdmBar(Speed):
 
     def start(self, total, done, samples):
         super().start(samples)
-        self.bar = self.tqdm(total=total, initial=done, desc=self.description, unit="batch",
-                             file=sys.stderr, dynamic_ncols=True)
+        with deferred_interrupts():
+            self.bar = self.tqdm(total=total, initial=done, desc=self.description,
+                                 unit="batch", file=sys.stderr, dynamic_ncols=True)
 
     def show(self, done, loss, samples):
         self.speed = f"{self.per_second(samples):.0f} {self.unit}/s"
-        self.bar.set_postfix_str(f"loss {loss:.4f}, {self.speed}", refresh=False)
-        self.bar.update(done - self.bar.n)  # tqdm redraws at most every 0.1 s
+        with deferred_interrupts():
+            self.bar.set_postfix_str(f"loss {loss:.4f}, {self.speed}", refresh=False)
+            self.bar.update(done - self.bar.n)  # tqdm redraws at most every 0.1 s
 
     def close(self, summary=""):
-        if self.bar is not None:
-            if summary:
-                self.bar.set_postfix_str(f"{summary}, {self.speed}", refresh=False)
-            self.bar.close()
+        bar, self.bar = self.bar, None  # closed once, even when a Ctrl-C follows
+        if bar is not None:
+            with deferred_interrupts():
+                if summary:
+                    bar.set_postfix_str(f"{summary}, {self.speed}", refresh=False)
+                bar.close()
 
 
 class PlainBar(Speed):

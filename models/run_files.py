@@ -1,5 +1,6 @@
 """The files of a training run in its out_dir, each replaced atomically (a temporary file,
-then os.replace), so that a crash never loses the previous version:
+then os.replace), so that a crash never loses the previous version (a process killed while
+writing leaves its <name>.partial-<pid>, which the next start in out_dir deletes):
 
     hyperparameters.json   the run's settings, written when it starts; a resume must match them
     last.npz               the Position after the last completed epoch (or the step of a Ctrl-C):
@@ -47,6 +48,7 @@ def open_run(out_dir, settings, resume):
         raise TypeError(f"fit: the hyperparameters go to {HYPERPARAMETERS} and must be "
                         f"JSON numbers, strings, lists and dicts ({error})") from None
     checkpoint = os.path.join(out_dir, CHECKPOINT)
+    remove_stale_partials(out_dir)
     if not resume:
         if os.path.exists(checkpoint):
             raise FileExistsError(f"fit: {checkpoint} exists: pass resume=True to continue that "
@@ -65,6 +67,30 @@ def open_run(out_dir, settings, resume):
     return True
 
 
+def remove_stale_partials(out_dir):
+    """Delete the temporary files (<name>.partial-<pid>) that a process killed while writing
+    left in out_dir; those of a process still running are its own, and stay."""
+    if not os.path.isdir(out_dir):
+        return
+    for name in os.listdir(out_dir):
+        _, partial, pid = name.rpartition(".partial-")
+        if partial and pid.isdigit() and not _running(int(pid)):
+            os.remove(os.path.join(out_dir, name))
+
+
+def _running(pid):
+    """Whether a process with this id runs (this one included)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def save_epoch(out_dir, position, history):
     """After an epoch: best.npz if the validation loss improved, then last.npz, then
     history.json (a crash between them leaves each file whole, and last.npz decides a resume)."""
@@ -72,6 +98,11 @@ def save_epoch(out_dir, position, history):
     if losses and losses[-1] < min(losses[:-1], default=math.inf):
         ag.save(os.path.join(out_dir, BEST), position.params)
     save_checkpoint(out_dir, position, history)
+    write_history(out_dir, history)
+
+
+def write_history(out_dir, history):
+    """history.json: fit's history, whole."""
     write_json(os.path.join(out_dir, HISTORY), history)
 
 

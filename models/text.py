@@ -19,6 +19,8 @@ from collections import Counter
 
 import numpy as np
 
+from autograd_lite.io.atomic import write_atomically
+
 WORD = re.compile(r"\w\w+")
 APOSTROPHES = str.maketrans("", "", "'`\u2019\u02bc")  # ' ` ’ ʼ are removed: "don't" -> "dont"
 NOT_WORD = re.compile(r"[^\w ]|_")  # punctuation, symbols, newlines, tabs: each becomes a space
@@ -185,8 +187,10 @@ class Tokenizer:
     def save(self, path):
         """A text file (UTF-8) with every token in id order, one a line; a backslash or a
         newline inside a token is written as \\\\ or \\n."""
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write("".join(escape_line(t) + "\n" for t in self.tokens))
+        write_atomically(path, lambda f: f.write("".join(escape_line(t) + "\n"
+                                                         for t in self.tokens)),
+                         mode="w", caller=f"{type(self).__name__}.save", encoding="utf-8",
+                         newline="")
 
     @classmethod
     def load(cls, path, **specials):

@@ -28,12 +28,14 @@ from .blocks import DecoderBlock
 from .classifier import Classifier
 from .layers import Dense, Embedding, FeedForward, LayerNorm, position_encoding
 from .lm import LM
-from .transformer import Transformer
+from .transformer import Transformer, check_sharing, sharing, source_embedding
 
 
 class TorchTransformer(nn.Module):
     """nn.Transformer between embeddings (scaled by √d_model, plus the sinusoidal position
-    encoding) and an output Linear, with models.transformer.apply's masks."""
+    encoding) and an output Linear, with models.transformer.apply's masks. share_embeddings
+    as transformer.init's: True or "target" makes out.weight tgt_embed.weight, "all" makes
+    src_embed.weight that one Parameter too (torch sums the .grad of its uses)."""
 
     def __init__(self, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder=6,
                  n_decoder=6, max_len=512, norm="post", dropout=0.1, share_embeddings=False):
@@ -49,8 +51,11 @@ class TorchTransformer(nn.Module):
         # The nested-tensor fast path zeroes padded outputs under no_grad: keep the plain path.
         self.transformer.encoder.use_nested_tensor = False
         self.out = nn.Linear(d_model, tgt_vocab)
-        if share_embeddings:
+        tied = check_sharing("TorchTransformer", share_embeddings, src_vocab, tgt_vocab)
+        if tied:
             self.out.weight = self.tgt_embed.weight
+        if tied == "all":
+            self.src_embed.weight = self.tgt_embed.weight
         self.dropout = dropout  # a float, not a module: the children are exactly the four above
         pe = torch.from_numpy(np.array(position_encoding(max_len, d_model, np.float64)))
         self.register_buffer("pe", pe, persistent=False)  # (max_len, D); not in state_dict
@@ -76,9 +81,9 @@ def torch_module_for(p):
     """A TorchTransformer of p's sizes holding p's weights, in p's float dtype."""
     attn = (p.encoder or p.decoder)[0].self_attn
     module = TorchTransformer(
-        p.src_embed.table.shape[0], p.tgt_embed.table.shape[0], p.d_model, attn.n_heads,
+        source_embedding(p).table.shape[0], p.tgt_embed.table.shape[0], p.d_model, attn.n_heads,
         (p.encoder or p.decoder)[0].ff.linear1.w.shape[1], len(p.encoder), len(p.decoder),
-        p.max_len, p.norm, p.dropout, share_embeddings=p.out.w is None)
+        p.max_len, p.norm, p.dropout, share_embeddings=sharing(p))
     module = module.to(torch.from_numpy(np.zeros(0, p.out.b.dtype)).dtype)
     module.load_state_dict(to_torch(p))
     return module
@@ -129,9 +134,12 @@ def to_torch(tree):
 
 def transformer_to_torch(tree):
     """A Transformer tree -> TorchTransformer's state_dict keys. With tied embeddings (out.w
-    None), out.weight is tgt_embed's table, as it is one parameter in torch."""
-    sd = {"src_embed.weight": _tensor(tree.src_embed.table),
-          "tgt_embed.weight": _tensor(tree.tgt_embed.table)}
+    None; src_embed.table None too when all three are shared), out.weight (and src_embed.weight)
+    is tgt_embed's table, as it is one parameter in torch; for a gradient tree, that table's
+    gradient is the sum over its uses, which is torch's .grad of the one Parameter."""
+    tgt_embed = _tensor(tree.tgt_embed.table)
+    src_embed = tgt_embed if sharing(tree) == "all" else _tensor(tree.src_embed.table)
+    sd = {"src_embed.weight": src_embed, "tgt_embed.weight": tgt_embed}
     for i, block in enumerate(tree.encoder):
         sd.update(block_to_torch(f"transformer.encoder.layers.{i}.", block))
     sd.update(_norm("transformer.encoder.norm.", tree.encoder_norm))
@@ -215,14 +223,35 @@ def _from_block(sd, prefix, like):
                         _from_norm(sd, prefix + "norm3.", like.norm3))
 
 
+def _tied_table(sd, keys, like):
+    """The one table that sd holds under each of `keys` (tied weights), as _array reads it;
+    a ValueError naming the keys if their values differ (a state_dict of an untied model)."""
+    table = _array(sd, keys[0], like)
+    for key in keys[1:]:
+        other = _array(sd, key, like)
+        if not np.array_equal(other, table):
+            raise ValueError(f"from_torch: `like` ties {', '.join(keys)} into one table, but the "
+                             f"state_dict's {key} differs from its {keys[0]} (largest difference "
+                             f"{np.max(np.abs(other - table)):.3g}): it comes from a model that "
+                             f"does not share them")
+    return table
+
+
 def _from_transformer(sd, like):
-    if like.out.w is None:
+    tied = sharing(like)
+    keys = {False: ["tgt_embed.weight"], "target": ["tgt_embed.weight", "out.weight"],
+            "all": ["tgt_embed.weight", "src_embed.weight", "out.weight"]}[tied]
+    tgt_embed = Embedding(_tied_table(sd, keys, like.tgt_embed.table))
+    if tied == "all":
+        src_embed = like.src_embed  # Embedding(None): the source reads tgt_embed's table
+    else:
+        src_embed = Embedding(_array(sd, "src_embed.weight", like.src_embed.table))
+    if tied:
         out = Dense(None, _array(sd, "out.bias", like.out.b))
     else:
         out = _from_linear(sd, "out.", like.out)
     return like._replace(
-        src_embed=Embedding(_array(sd, "src_embed.weight", like.src_embed.table)),
-        tgt_embed=Embedding(_array(sd, "tgt_embed.weight", like.tgt_embed.table)),
+        src_embed=src_embed, tgt_embed=tgt_embed,
         encoder=tuple(_from_block(sd, f"transformer.encoder.layers.{i}.", b)
                       for i, b in enumerate(like.encoder)),
         encoder_norm=_from_norm(sd, "transformer.encoder.norm.", like.encoder_norm),

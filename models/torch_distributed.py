@@ -138,18 +138,21 @@ def _watch(processes, folder, start):
     one has not. Should several have failed by then, those that died without an exception
     (a signal, os._exit) come first: their peers' errors ("Connection closed by peer") are
     more likely the consequence than the cause."""
-    while any(p.exitcode is None for p in processes):
-        multiprocessing.connection.wait([p.sentinel for p in processes if p.exitcode is None])
+    while True:
         for process in processes:
             process.join(0)
         failed = [rank for rank, p in enumerate(processes) if p.exitcode not in (None, 0)]
-        if failed:
+        if failed:  # checked before the first wait too: a worker may have failed already
             failed.sort(key=lambda rank: (folder / f"error-{rank}").exists())
             what = "; ".join(f"worker {rank} of {len(processes)} "
                              f"{_how_it_ended(processes[rank], folder / f'error-{rank}')}"
                              for rank in failed)
             raise WorkerFailed(f"{what} after {time.perf_counter() - start:.1f} s; the others "
                                f"were stopped")
+        running = [p.sentinel for p in processes if p.exitcode is None]
+        if not running:
+            return
+        multiprocessing.connection.wait(running)
 
 
 def _how_it_ended(process, error_file):

@@ -21,21 +21,26 @@ with the lowest validation loss) and `history.json` (run_files.py describes the 
 Ctrl-C (a KeyboardInterrupt, also from inside `batches`) saves `last.npz` at the current
 step and raises `TrainingInterrupted`, a KeyboardInterrupt whose message says where the
 checkpoint is and how to resume: the program stops as Ctrl-C asked, and
-`fit(..., resume=True)` then ends bit-identical to an uninterrupted run. Without out_dir,
-Ctrl-C is a plain KeyboardInterrupt. fit changes nothing outside the run: keeping freed
-memory for reuse (ag.memory.keep_freed_memory(), for the whole process) is the program's
-call, and the demos make it.
+`fit(..., resume=True)` then ends bit-identical to an uninterrupted run. While an epoch's
+files are written, Ctrl-C waits until they are all whole (they agree with each other).
+Without out_dir, Ctrl-C is a plain KeyboardInterrupt. fit changes nothing outside the run:
+keeping freed memory for reuse (ag.memory.keep_freed_memory(), for the whole process) is
+the program's call, and the demos make it.
 """
 import itertools
 import math
+import os
 from typing import Any, NamedTuple
 
 import numpy as np
 
 import autograd_lite as ag
 
+from autograd_lite.interrupts import deferred_interrupts
+
 from . import health
-from .run_files import Position, load_checkpoint, open_run, save_checkpoint, save_epoch
+from .run_files import (CHECKPOINT, Position, load_checkpoint, open_run, save_checkpoint,
+                        save_epoch, write_history)
 from .progress import progress_bar
 
 HEALTH_EVERY = 10  # the demos' health_every: a record costs 2-8% of one of their steps, so
@@ -53,7 +58,16 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 class NonFiniteError(FloatingPointError):
-    """A loss or gradient was NaN or infinite; training stopped before that update."""
+    """A loss or gradient was NaN or infinite; training stopped before that update.
+    `what` ("the loss is nan", "the gradient is not finite"), `where` (the gradient's
+    groups that hold NaN or inf, or its largest group), `epoch`, `step` (the update it
+    would have been, from 0) and `batch` (its index in the epoch) say which."""
+
+    def __init__(self, what, where, epoch, step, batch):
+        super().__init__(f"fit: {what} at epoch {epoch}, step {step} (batch {batch} of the "
+                         f"epoch); {where}; stopped before the update: no file was written "
+                         f"after the last good step (a lower learning rate may help)")
+        self.what, self.where, self.epoch, self.step, self.batch = what, where, epoch, step, batch
 
 
 class Loop(NamedTuple):
@@ -105,8 +119,20 @@ def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=N
         history["epochs"].append(record)
         position = position._replace(epoch=position.epoch + 1, step=0, totals={})
         if out_dir is not None:
-            save_epoch(out_dir, position, history)
+            _save_whole(save_epoch, loop, position, history)
     return position.params, history
+
+
+def _save_whole(save, loop, position, history):
+    """save(out_dir, position, history) (save_epoch or save_checkpoint) with Ctrl-C deferred
+    until every file is written, so that last.npz, history.json and best.npz agree; a Ctrl-C
+    that came meanwhile then raises TrainingInterrupted at `position`."""
+    try:
+        with deferred_interrupts():
+            save(loop.out_dir, position, history)
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(os.path.join(loop.out_dir, CHECKPOINT), position.epoch,
+                                  position.step) from None
 
 
 def _check_arguments(epochs, seed, val_batches):
@@ -143,7 +169,11 @@ def _start(loop, params, resume, hyperparameters):
     settings = {"fit": {"seed": loop.seed, "clip_norm": loop.clip_norm},
                 "hyperparameters": hyperparameters or {}}
     if loop.out_dir is not None and open_run(loop.out_dir, settings, resume):
-        return load_checkpoint(loop.out_dir, position)
+        position, history = load_checkpoint(loop.out_dir, position)
+        # as last.npz says: a stop while the epoch's files were written may have left the
+        # history of the epoch before (and a resume with no epoch left writes nothing else)
+        write_history(loop.out_dir, history)
+        return position, history
     return position, {"epochs": [], "step_loss": []}
 
 
@@ -163,8 +193,12 @@ def _run_epoch(loop, position, history):
         bar.close()
         if loop.out_dir is None:
             raise
-        path = save_checkpoint(loop.out_dir, position, history)
-        raise TrainingInterrupted(path, position.epoch, position.step) from None
+        _save_whole(save_checkpoint, loop, position, history)
+        raise TrainingInterrupted(os.path.join(loop.out_dir, CHECKPOINT), position.epoch,
+                                  position.step) from None
+    except BaseException:  # NonFiniteError and the like: the bar ends before their message
+        bar.close()
+        raise
     bar.close(", ".join(f"{k} {v:.4g}" for k, v in record.items()
                         if k not in ("epoch", "steps")))
     return position, record
@@ -183,15 +217,11 @@ def _train_steps(loop, position, source, history):
                          f"used {position.step} of them")
     for index, batch in enumerate(batches, position.step):
         rng = np.random.default_rng([loop.seed, epoch, index])
-        (loss, metrics), (grads,) = ag.value_and_gradient(
-            lambda p: _loss_and_metrics(loop.loss_fn(p, batch, rng)), position.params,
-            has_aux=True)
-        try:
-            _check_finite(loss, grads, epoch, position.global_step, index)
-        except NonFiniteError as error:
-            if groups is not None:  # where the NaNs are: the health the run stopped on
-                error.args = (f"{error}; {health.describe_nonfinite(grads, groups)}",)
-            raise
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # _check_finite
+            (loss, metrics), (grads,) = ag.value_and_gradient(  # says it, once, in one line
+                lambda p: _loss_and_metrics(loop.loss_fn(p, batch, rng)), position.params,
+                has_aux=True)
+        _check_finite(loss, grads, position, index)
         due = groups is not None and position.global_step % loop.health_every == 0
         if due:
             record = health.gradient_health(grads, groups, loop.clip_norm)
@@ -219,22 +249,23 @@ def _loss_and_metrics(out):
     return out, {}
 
 
-def _check_finite(loss, grads, epoch, step, index):
-    """Stop before the update on a NaN or inf loss or gradient. The gradient is checked by
-    its squared norm, Σ g·g in its own precision (one BLAS dot a leaf: NaN or inf in any
-    entry makes it so; in float32 so does a norm above ~1e19)."""
+def _check_finite(loss, grads, position, index):
+    """Stop before the update on a NaN or inf loss or gradient, saying where (the gradient's
+    groups: health.describe_nonfinite). The gradient is checked by its squared norm, Σ g·g
+    in its own precision (one BLAS dot a leaf: NaN or inf in any entry makes it so; in
+    float32 so does a norm above ~1e19)."""
     what = None
     if not math.isfinite(loss):
         what = f"the loss is {float(loss)}"
     else:
-        squared_norm = sum(float(np.vdot(g, g)) for g in ag.tree_leaves(grads)
-                           if isinstance(g, (np.ndarray, np.floating, float)))
-        if not math.isfinite(squared_norm):
-            what = "the gradient is not finite"
+        leaves = [g for g in ag.tree_leaves(grads)
+                  if isinstance(g, (np.ndarray, np.floating, float))]
+        if not math.isfinite(sum(float(np.vdot(g, g)) for g in leaves)):
+            what = ("the gradient is not finite" if not all(np.isfinite(g).all() for g in leaves)
+                    else "the gradient is too large (its squared norm overflows its precision)")
     if what:
-        raise NonFiniteError(f"fit: {what} at epoch {epoch}, step {step} (batch {index} of the "
-                             f"epoch); stopped before the update: no file was written after "
-                             f"the last good step")
+        where = health.describe_nonfinite(grads, health.parameter_groups(position.params))
+        raise NonFiniteError(what, where, position.epoch, position.global_step, index)
 
 
 def _add_to_totals(totals, samples, loss, metrics):

@@ -30,6 +30,7 @@ from .blocks import (check_norm_order, decoder_block, decoder_block_init, decode
 from .layers import (Dense, Embedding, LayerNorm, check_dropout_rate, check_tokens, dense,
                      dense_init, dropout_setting, embed_with_positions, embedding_init,
                      layer_norm, layer_norm_init)
+from .sizes import check_sizes
 
 # Table 3 of the paper; use as init(rng, V, V, **BASE). (N = n_encoder = n_decoder, h = n_heads.)
 BASE = dict(d_model=512, n_heads=8, d_ff=2048, n_encoder=6, n_decoder=6, dropout=0.1)
@@ -37,13 +38,13 @@ BIG = dict(d_model=1024, n_heads=16, d_ff=4096, n_encoder=6, n_decoder=6, dropou
 
 
 class Transformer(NamedTuple):
-    src_embed: Embedding  # (src_vocab, D)
+    src_embed: Embedding  # (src_vocab, D), or table=None when it is tgt_embed's (share "all")
     tgt_embed: Embedding  # (tgt_vocab, D)
     encoder: tuple  # of n_encoder blocks.EncoderBlock
     encoder_norm: LayerNorm  # (D,)
     decoder: tuple  # of n_decoder blocks.DecoderBlock
     decoder_norm: LayerNorm  # (D,)
-    out: Dense  # w (D, tgt_vocab), or w=None when tied to tgt_embed.table (share_embeddings)
+    out: Dense  # w (D, tgt_vocab), or w=None when tied to tgt_embed.table (sharing)
     d_model: int
     max_len: int
     norm: str  # "post" (the paper) or "pre"
@@ -54,23 +55,66 @@ def init(rng, src_vocab, tgt_vocab, d_model=512, n_heads=8, d_ff=2048, n_encoder
          max_len=512, norm="post", dropout=0.1, share_embeddings=False, dtype=np.float32):
     """Glorot-uniform weights, zero biases, unit layer-norm scales, from `rng`.
 
-    share_embeddings=True ties the output projection to the target embedding
-    (§3.4): logits = x tgt_embed.tableᵀ + out.b, and out.w is None.
+    share_embeddings ties the embeddings (§3.4); a tied matrix is one array in the tree, so
+    its gradient is the sum of the gradients of its uses:
+      False            three matrices: src_embed.table, tgt_embed.table, out.w.
+      True / "target"  the output projection is the target embedding:
+                       logits = x tgt_embed.tableᵀ + out.b, and out.w is None.
+      "all"            the paper's sharing, for one vocabulary (src_vocab == tgt_vocab): the
+                       source embedding is the target's too, and src_embed.table is None.
+    "all" reproduces Table 3's sizes: models.summary counts BASE at a shared 37,000-token
+    vocabulary as 63,121,544 parameters (the paper: 65M) and BIG as 214,286,472 (213M).
     """
+    check_sizes("transformer.init", src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=d_model,
+                n_heads=n_heads, d_ff=d_ff, max_len=max_len)
+    check_sizes("transformer.init", least=0, n_encoder=n_encoder, n_decoder=n_decoder)
     check_norm_order(norm)
     check_dropout_rate("transformer.init", dropout)
-    src_embed = embedding_init(rng, src_vocab, d_model, dtype)
+    tied = check_sharing("transformer.init", share_embeddings, src_vocab, tgt_vocab)
+    if tied == "all":
+        src_embed = Embedding(None)  # the source reads tgt_embed's table (source_embedding)
+    else:
+        src_embed = embedding_init(rng, src_vocab, d_model, dtype)
     tgt_embed = embedding_init(rng, tgt_vocab, d_model, dtype)
     encoder = tuple(encoder_block_init(rng, d_model, n_heads, d_ff, dtype)
                     for _ in range(n_encoder))
     decoder = tuple(decoder_block_init(rng, d_model, n_heads, d_ff, dtype)
                     for _ in range(n_decoder))
-    if share_embeddings:
+    if tied:
         out = Dense(None, np.zeros(tgt_vocab, dtype=dtype))
     else:
         out = dense_init(rng, d_model, tgt_vocab, dtype)
     return Transformer(src_embed, tgt_embed, encoder, layer_norm_init(d_model, dtype), decoder,
                        layer_norm_init(d_model, dtype), out, d_model, max_len, norm, ag.Hyper(dropout))
+
+
+def check_sharing(caller, share_embeddings, src_vocab, tgt_vocab):
+    """share_embeddings as init takes it -> False, "target" or "all" (True means "target");
+    a ValueError naming `caller` for any other value, or for "all" with two vocabulary sizes."""
+    if isinstance(share_embeddings, bool):
+        return "target" if share_embeddings else False
+    if share_embeddings not in ("target", "all"):
+        raise ValueError(f"{caller}: share_embeddings must be False, True (= \"target\"), "
+                         f"\"target\" or \"all\", got {share_embeddings!r}")
+    if share_embeddings == "all" and src_vocab != tgt_vocab:
+        raise ValueError(f"{caller}: share_embeddings=\"all\" makes one (vocab, d_model) table "
+                         f"of the source embedding, the target embedding and the output "
+                         f"projection, so src_vocab must equal tgt_vocab; got src_vocab="
+                         f"{src_vocab}, tgt_vocab={tgt_vocab} (share_embeddings=\"target\" "
+                         f"ties the target side alone)")
+    return share_embeddings
+
+
+def sharing(p):
+    """Which embeddings p ties, as init's share_embeddings: False, "target" or "all"."""
+    if p.src_embed.table is None:
+        return "all"
+    return "target" if p.out.w is None else False
+
+
+def source_embedding(p):
+    """The source side's Embedding: src_embed, or tgt_embed when all three are shared."""
+    return p.tgt_embed if p.src_embed.table is None else p.src_embed
 
 
 def project(p, x):
@@ -95,7 +139,7 @@ def memory_mask(src, src_pad, memory):
 
 def check_source(caller, p, src):
     """src: integer tokens (B, S) of the source vocabulary that fit the position table."""
-    return check_tokens(caller, src, p.src_embed.table.shape[0], p.max_len, "src")
+    return check_tokens(caller, src, source_embedding(p).table.shape[0], p.max_len, "src")
 
 
 def check_target(caller, p, tgt, name="tgt", start=0):
@@ -111,7 +155,8 @@ def encode(p, src, src_pad=None, training=False, rng=None):
     src = check_source("transformer.encode", p, src)
     rate, rng = dropout_setting("transformer.encode", p.dropout, training, rng)
     mask = padding_mask(src, src_pad)  # (B, 1, 1, S) or None
-    x = ag.dropout(embed_with_positions(p.src_embed, src, p.max_len), rate, rng)  # (B, S, D)
+    embedding = source_embedding(p)  # tgt_embed when all three are shared
+    x = ag.dropout(embed_with_positions(embedding, src, p.max_len), rate, rng)  # (B, S, D)
     for block in p.encoder:
         x = encoder_block(block, x, mask, p.norm, rate, rng)  # (B, S, D)
     return layer_norm(p.encoder_norm, x)  # (B, S, D)

@@ -1,7 +1,9 @@
-"""Shared fixtures. `torch` is the independent reference for many tests: with
-AUTOGRAD_LITE_REQUIRE_TORCH=1 (set by .ci/run) its absence is a failure, not a skip; the
-same for `browser` (headless Chromium) with AUTOGRAD_LITE_REQUIRE_BROWSER=1."""
+"""Shared fixtures. The optional parts skip the tests that need them where they are missing,
+with the reason, and fail them instead where AUTOGRAD_LITE_REQUIRE_<PART>=1 (set by .ci/run):
+`torch`, the independent reference of many tests (REQUIRE_TORCH); `browser`, headless
+Chromium (REQUIRE_BROWSER); `dot`, Graphviz's program that draws the pictures (REQUIRE_DOT)."""
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -9,14 +11,28 @@ import pytest
 import autograd_lite as ag
 
 
+def missing(part, reason):
+    """Skip the test for want of an optional part, or fail it where the environment requires
+    the part (AUTOGRAD_LITE_REQUIRE_<part>=1)."""
+    variable = f"AUTOGRAD_LITE_REQUIRE_{part}"
+    if os.environ.get(variable) == "1":
+        pytest.fail(f"{reason}, and {variable}=1 requires it")
+    pytest.skip(reason)
+
+
+# A shell that starts pytest as a background job starts it with SIGINT ignored, and the children
+# it spawns inherit that. The Ctrl-C tests send real SIGINTs to this process and to the demos'
+# processes, so they need Python's own handler (KeyboardInterrupt) wherever pytest is started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session")
 def torch():
     try:
         import torch as torch_module
     except ImportError:
-        if os.environ.get("AUTOGRAD_LITE_REQUIRE_TORCH") == "1":
-            pytest.fail("torch is required (AUTOGRAD_LITE_REQUIRE_TORCH=1) but not installed")
-        pytest.skip("torch is not installed")
+        missing("TORCH", "torch is not installed")
     torch_module.set_num_threads(1)
     return torch_module
 
@@ -52,17 +68,25 @@ def browser():
     """One headless Chromium (Debian's, through selenium) for every browser test of the run.
     Skips where there is none, unless AUTOGRAD_LITE_REQUIRE_BROWSER=1 (set by .ci/run)."""
     from demos import browser as chromium
-    missing = None
+    absent = None
     try:
         import selenium  # noqa: F401
     except ImportError:
-        missing = "selenium is not installed"
-    if missing is None and chromium.chromium_paths() is None:
-        missing = "no chromium and chromedriver on PATH"
-    if missing:
-        if os.environ.get("AUTOGRAD_LITE_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"a browser is required (AUTOGRAD_LITE_REQUIRE_BROWSER=1): {missing}")
-        pytest.skip(missing)
+        absent = "selenium is not installed"
+    if absent is None and chromium.chromium_paths() is None:
+        absent = "no chromium and chromedriver on PATH"
+    if absent:
+        missing("BROWSER", absent)
     driver = chromium.headless_chromium()
     yield driver
     driver.quit()
+
+
+@pytest.fixture(scope="session")
+def dot():
+    """The path of Graphviz's `dot`, for the tests that draw pictures or lay out explorers.
+    Skips where it is not on PATH, unless AUTOGRAD_LITE_REQUIRE_DOT=1 (set by .ci/run)."""
+    path = ag.viz.dot.dot_executable()
+    if path is None:
+        missing("DOT", "Graphviz's dot is not on PATH")
+    return path

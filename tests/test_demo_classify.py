@@ -62,7 +62,7 @@ def quick_run(tmp_path_factory):
 
 def test_quick_run_learns_what_a_bag_of_words_cannot(quick_run):
     run, printed = quick_run
-    transformer, bag, n = FINAL_LINE.fullmatch(printed[-1]).groups()
+    _, transformer, bag, n = FINAL_LINE.fullmatch(printed[-1]).groups()
     # chance is 50%; a bag of words and pairs cannot see negation or which clause is last
     assert float(transformer) >= 75 and 50 <= float(bag) <= 68
     assert float(transformer) >= float(bag) + 15
@@ -82,8 +82,26 @@ def test_quick_run_saves_the_model_vocabulary_history_and_plots(quick_run):
     saved = json.loads((run.out / "hyperparameters.json").read_text())["hyperparameters"]
     assert saved == run.settings and saved["class_names"] == ["negative", "positive"]
     counts = [[int(c) for c in line.split()[1:]] for line in printed[-3:-1]]
-    accuracy = float(FINAL_LINE.fullmatch(printed[-1]).group(1))
+    accuracy = float(FINAL_LINE.fullmatch(printed[-1]).group(2))  # the transformer's
     assert round(100 * np.trace(counts) / np.sum(counts), 1) == accuracy
+
+
+def test_the_reported_ensemble_is_the_mean_of_both_models_recomputed(quick_run, tmp_path):
+    """The final line's first figure against the two models' test probabilities worked out
+    again outside the demo's report: the trained transformer's, and a baseline trained anew
+    on the same words from the same seed; their mean in float64."""
+    run, printed = quick_run
+    combined, transformer, bag = map(float, FINAL_LINE.fullmatch(printed[-1]).groups()[:3])
+    args = classify.parse_args(["--quick", "--out", str(tmp_path / "unused")])
+    split, (train_words, test_words), features, tokenizer = classify.read_reviews(args)
+    sequences = [run.tokenizer.encode(w) for w in test_words]
+    p_model = batching.probabilities(run.params, sequences, run.tokenizer.pad_id)  # (N, 2)
+    params = baseline.train(features, train_words, split.train.labels, 2, seed=args.seed)
+    p_bag = baseline.predict(params, features, test_words)  # (N, 2)
+    labels = split.test.labels
+    mean = (p_model.astype(np.float64) + p_bag.astype(np.float64)) / 2
+    for figure, p in ((combined, mean), (transformer, p_model), (bag, p_bag)):
+        assert figure == round(100 * np.mean(p.argmax(axis=1) == labels), 1)
 
 
 def test_predict_gives_the_probabilities_of_the_model_in_memory(quick_run):
@@ -168,7 +186,7 @@ def test_a_csv_with_a_test_file_trains_and_tests(tmp_path):
     run, printed = run_classify("--quick", "--data", tmp_path / "train.csv", "--test",
                             tmp_path / "test.csv", "--text-column", "review", "--label-column",
                             "sentiment", "--out", tmp_path / "run")
-    transformer, bag, n = FINAL_LINE.fullmatch(printed[-1]).groups()
+    _, transformer, bag, n = FINAL_LINE.fullmatch(printed[-1]).groups()
     assert float(transformer) >= 75 and n == "500"
     assert printed[0].startswith("data: ") and "6,000 training and 500 test reviews" in printed[0]
 

@@ -6,7 +6,6 @@ Graphviz the demo writes DOT text and says how to install it."""
 import contextlib
 import pathlib
 import re
-import shutil
 import struct
 import xml.etree.ElementTree as ElementTree
 
@@ -26,9 +25,7 @@ def texts(path):
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    if shutil.which("dot") is None:
-        pytest.skip("Graphviz's dot is not installed")
+def quick_run(tmp_path_factory, dot):
     out = tmp_path_factory.mktemp("graphs")
     capture = out / "stdout.txt"
     with open(capture, "w") as fh, contextlib.redirect_stdout(fh):
@@ -40,13 +37,26 @@ def test_quick_run_ends_with_the_pictures_it_wrote(quick_run):
     out, lines = quick_run
     found = re.fullmatch(r"wrote (\d+) pictures \(svg, png\) and 4 explorers of 4 models in (.+)",
                          lines[-1])
-    assert found and int(found.group(1)) == 2 * PICTURES and found.group(2) == str(out), lines
+    assert found and int(found.group(1)) == 2 * PICTURES - 2 and found.group(2) == str(out), lines
     assert len(list(out.glob("*.svg"))) == PICTURES + 1  # and the README's
-    assert len(list(out.glob("*.png"))) == PICTURES
+    assert len(list(out.glob("*.png"))) == PICTURES - 2  # the transformer's depth 4: SVG only
     for png in out.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png.name
-    for svg in out.glob("*.svg"):
-        assert texts(svg), svg.name
+        assert max(png_size(png)) <= graphs.MAX_PNG_SIDE, png.name
+
+
+def test_a_png_past_the_readable_size_is_left_out_and_said_so(quick_run):
+    """The tiny transformer's depth-4 pictures would be PNGs over 4,000 px tall: only their
+    SVGs stay, and the demo says how large each PNG was."""
+    out, lines = quick_run
+    left_out = [line for line in lines if "left out" in line]
+    assert [line.split(":")[0].strip() for line in left_out] == [
+        "transformer-depth4.png", "transformer-depth4-backward.png"], lines
+    for line in left_out:
+        found = re.fullmatch(r"  (\S+)\.png: left out, ([\d,]+) x ([\d,]+) px is past 4,000 px "
+                             r"a side; its SVG has it whole", line)
+        assert found and max(int(n.replace(",", "")) for n in found.groups()[1:]) > 4000, line
+        assert texts(out / f"{found.group(1)}.svg") and not (out / f"{found.group(1)}.png").exists()
 
 
 def test_pictures_show_what_the_models_are_made_of(quick_run):

@@ -74,6 +74,7 @@ def test_quick_run_on_two_workers_as_ci_runs_it(torch, tmp_path):
                            "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
                           timeout=600)  # about 15 s on 2 idle cores; 90 s at load 11
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "Warning" not in done.stderr, done.stderr[-3000:]  # no deprecated DDP keyword
     last = done.stdout.strip().splitlines()[-1]
     found = re.fullmatch(r"held-out loss ([\d.]+) untrained, ([\d.]+) after 30 steps here, "
                          r"([\d.]+) after 30 in torch; exact match [\d.]+% \(500 values\); "

@@ -54,3 +54,26 @@ def test_the_shards_hold_unequal_numbers_of_words():
         words = [np.count_nonzero(torch_distributed.shard(batch, rank, 2)[1][:, 1:] != nw.PAD)
                  for rank in (0, 1)]
         assert words[0] != words[1]
+
+
+class DDPBefore213:
+    """DistributedDataParallel's buffer keyword in torch 2.11 (and every release before 2.13)."""
+
+    def __init__(self, module, broadcast_buffers=True):
+        self.module, self.buffers = module, {"broadcast_buffers": broadcast_buffers}
+
+
+class DDPSince213:
+    """Its buffer keywords in torch 2.13: broadcast_buffers deprecated, its successor beside it."""
+
+    def __init__(self, module, broadcast_buffers=None, forward_sync_buffers=None):
+        self.module = module
+        self.buffers = {"broadcast_buffers": broadcast_buffers,
+                        "forward_sync_buffers": forward_sync_buffers}
+
+
+def test_the_buffer_sync_is_turned_off_with_the_keyword_each_torch_knows():
+    old = to_torch_ddp.without_buffer_sync(DDPBefore213, "module")
+    assert old.module == "module" and old.buffers == {"broadcast_buffers": False}
+    new = to_torch_ddp.without_buffer_sync(DDPSince213, "module")
+    assert new.buffers == {"broadcast_buffers": None, "forward_sync_buffers": False}

@@ -59,6 +59,18 @@ def test_sources_are_the_digits_then_padding():
     assert [nw.SOURCE_VOCAB[i] for i in rows[2]] == list("999999999")
 
 
+def test_one_vocabulary_holds_the_words_then_the_digits():
+    """JOINT_VOCAB, for a model that shares its embeddings and output (§3.4): the target's ids
+    unchanged, the digits after them; a digit a model writes is shown, not dropped."""
+    assert nw.JOINT_VOCAB[:len(nw.TARGET_VOCAB)] == nw.TARGET_VOCAB
+    assert len(nw.JOINT_VOCAB) == len(set(nw.JOINT_VOCAB)) == 3 + 31 + 10
+    rows = nw.encode_sources(np.array([4721, 0]), nw.JOINT_IDS)
+    assert [nw.JOINT_VOCAB[i] for i in rows[0]] == list("4721") + ["<pad>"] * 5
+    assert rows[1, 0] == len(nw.TARGET_VOCAB)  # "0", the first id after the words
+    assert nw.decode_words([nw.BOS, nw.TARGET_IDS["six"], nw.JOINT_IDS["7"], nw.EOS]) == [
+        "six", "7"]
+
+
 def test_targets_are_bos_words_eos_and_decode_back():
     rows = nw.encode_targets(np.array([4721, 100]))
     assert rows.shape == (2, nw.MAX_WORDS + 2)
@@ -270,11 +282,11 @@ def test_same_seed_same_bits_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_
     run_demo(capsys, *TINY, "--out", str(tmp_path / "b"))
     real_batch, drawn = translate.training_batch, []
 
-    def interrupted_batch(rng, size, held_out):  # Ctrl-C while drawing epoch 1's third batch
+    def interrupted_batch(rng, size, held_out, ids):  # Ctrl-C while drawing epoch 1's 3rd batch
         drawn.append(size)
         if len(drawn) == translate.VALIDATION_BATCHES + 5 + 3:
             raise KeyboardInterrupt
-        return real_batch(rng, size, held_out)
+        return real_batch(rng, size, held_out, ids)
     monkeypatch.setattr(translate, "training_batch", interrupted_batch)
     with pytest.raises(SystemExit, match=r"^translate: stopped at epoch 1, step 2 \(saved in "
                                          r".*c/last.npz\); to continue: python -m "
@@ -301,3 +313,47 @@ def test_the_demos_are_packaged():
     include = config["options.packages.find"]["include"].split()
     assert {"demos", "models", "autograd_lite"} <= set(setuptools.find_packages(ROOT,
                                                                                 include=include))
+
+
+@pytest.mark.parametrize("share, vocabs, n_matrices", [("none", (13, 34), 3),
+                                                       ("target", (13, 34), 2),
+                                                       ("all", (44, 44), 1)])
+def test_share_embeddings_builds_the_model_of_its_vocabularies(share, vocabs, n_matrices):
+    from models import transformer
+    args = translate.parse_args(["--quick", "--share-embeddings", share])
+    p = translate.build_model(args, np.random.default_rng(0))
+    assert transformer.sharing(p) == (False if share == "none" else share)
+    assert (transformer.source_embedding(p).table.shape[0], p.out.b.shape[0]) == vocabs
+    tables = [p.src_embed.table, p.tgt_embed.table, p.out.w]
+    assert sum(t is not None for t in tables) == n_matrices
+    src, _ = translate.training_batch(np.random.default_rng(1), 8, nw.held_out_values(10),
+                                      translate.source_ids(share))
+    assert src.max() < vocabs[0] and (src.max() >= len(nw.TARGET_VOCAB)) == (share == "all")
+
+
+def test_a_run_sharing_all_three_trains_saves_resumes_and_answers(tmp_path, capsys,
+                                                                  monkeypatch):
+    """The one table survives the run's files: model.npz, and last.npz that a --resume
+    (which reads --share-embeddings all back from the run) continues bit for bit."""
+    from models import transformer
+    run_demo(capsys, *TINY, "--share-embeddings", "all", "--out", str(tmp_path / "a"))
+    real_batch, drawn = translate.training_batch, []
+
+    def interrupted_batch(rng, size, held_out, ids):  # Ctrl-C while drawing epoch 1's 3rd batch
+        drawn.append(ids)
+        if len(drawn) == translate.VALIDATION_BATCHES + 5 + 3:
+            raise KeyboardInterrupt
+        return real_batch(rng, size, held_out, ids)
+    monkeypatch.setattr(translate, "training_batch", interrupted_batch)
+    with pytest.raises(SystemExit, match=r"^translate: stopped at epoch"):
+        run_demo(capsys, *TINY, "--share-embeddings", "all", "--out", str(tmp_path / "b"))
+    monkeypatch.undo()
+    assert all(ids is nw.JOINT_IDS for ids in drawn)
+    run_demo(capsys, "--out", str(tmp_path / "b"), "--resume")
+    whole, resumed = (ag.load(tmp_path / name / "model.npz") for name in "ab")
+    assert transformer.sharing(whole) == transformer.sharing(resumed) == "all"
+    for x, y in zip(ag.tree_leaves(whole), ag.tree_leaves(resumed)):
+        np.testing.assert_array_equal(x, y)
+    answers = run_demo(capsys, "--model", str(tmp_path / "a"), "--number", "4721", "12")
+    lines = [line for line in answers.splitlines() if "\t" in line]  # not "compiling ..."
+    assert [line.split("\t")[0] for line in lines] == ["4721", "12"]

@@ -123,3 +123,15 @@ def test_a_nan_gradient_fails():
     nan_pullback = ag.primitive(lambda x: (x * 1.0, lambda g: (g * np.nan,)))
     with pytest.raises(AssertionError, match="reverse mode nan"):
         ag.check_gradients(lambda x: ag.sum(nan_pullback(x)), np.ones(3))
+
+
+@pytest.mark.parametrize("args, held", [
+    ((np.ones(3, np.int64),), r"int64 array \(3,\)"),
+    ((np.arange(2), "text", None), r"int64 array \(2,\), str, NoneType"),
+    (((), {}), "nothing")])
+def test_nothing_to_check_is_an_error_naming_what_the_arguments_hold(args, held):
+    """An empty result would read as a pass: with no float leaf, check_gradients says so."""
+    with pytest.raises(ValueError, match=rf"^check_gradients: nothing to check: no argument "
+                                         rf"holds a float leaf \(they hold {held}, which have "
+                                         rf"no gradient\); pass the floats to differentiate$"):
+        ag.check_gradients(lambda *a: ag.sum(np.ones(2)), *args)

@@ -137,7 +137,8 @@ def test_a_non_finite_gradient_is_located_by_group_and_fraction():
     p = tiny_lm()
     n_entries = sum(leaf.size for leaf in ag.tree_leaves(p)
                     if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f")
-    expected = rf"; {12 / n_entries:.3g} of the gradient's entries are NaN or infinite, in head$"
+    expected = (rf"; 12 of the gradient's {n_entries:,} entries are NaN or infinite, in head; "
+                r"stopped before the update")
     with pytest.raises(train.NonFiniteError, match=expected), \
             np.errstate(divide="ignore", invalid="ignore"):
         train.fit(poisoned, p, ag.optim.adam(1e-2), lm_batches, 1, health_every=5,
@@ -163,3 +164,16 @@ def test_the_summary_line_reads_the_first_and_last_records():
     records[1]["nonfinite_fraction"] = 0.125
     assert health.summary(records).endswith("; non-finite entries up to 0.12")
     assert health.summary(None).startswith("training health: not recorded")
+
+
+def test_a_finite_gradient_past_the_float_range_is_described_by_its_largest_group():
+    """Every entry finite but Σ g² overflowing float32 (or a loss that is not finite): the
+    description names no NaN (issue 33: "0 of the gradient's entries are NaN or infinite, in no
+    group" contradicted the stop) but the group with the largest norm, measured in float64."""
+    p = tiny_lm()
+    groups = health.parameter_groups(p)
+    grads = ag.tree_map(lambda leaf: np.full_like(leaf, 1e19) if leaf is p.head.w
+                        else np.ones_like(leaf), p)
+    norm = 1e19 * np.sqrt(p.head.w.size)
+    assert health.describe_nonfinite(grads, groups) == (
+        f"every gradient entry is finite; the largest group's norm is head's, {norm:.3g}")

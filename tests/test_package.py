@@ -1,5 +1,5 @@
-"""The package itself: its version, that pictures need no Python graphviz package, and that
-the explorer's script and style are installed with it."""
+"""The package itself: its version, its requirements' floors, that pictures need no Python
+graphviz package, and that the explorer's script and style are installed with it."""
 import configparser
 import fnmatch
 import os
@@ -36,23 +36,47 @@ def test_without_installed_metadata_the_version_says_unknown():
     assert out.stdout.strip() == "0+unknown"
 
 
-def test_the_extras_and_no_graphviz_python_package():
-    """The `demos` extra includes `fast` (the demos' timings are the compiled kernels'); the
-    pictures call the `dot` program, and nothing imports the `graphviz` package."""
-    extras = setup_cfg()["options.extras_require"]
-    assert dict(extras) == {"fast": "\nnumba>=0.68", "demos": "\ntqdm\nmatplotlib\nnumba>=0.68",
-                            "test": "\npytest\nhypothesis\nselenium\ntqdm\nmatplotlib\njupytext"
-                                    "\nnbclient\nipykernel",
-                            "tour": "\njupyter\njupytext\nmatplotlib"}
+def requirements():
+    """{"core" or an extra's name: its requirements} as setup.cfg states them, each a
+    packaging Requirement (packaging is pytest's own dependency)."""
+    from packaging.requirements import Requirement
+    config = setup_cfg()
+    texts = {"core": config["options"]["install_requires"], **config["options.extras_require"]}
+    return {name: [Requirement(line) for line in text.split("\n") if line]
+            for name, text in texts.items()}
+
+
+def test_every_requirement_states_a_floor_that_this_environment_meets():
+    """A floor is the oldest release tested (setup.cfg says where), so every requirement has
+    one, the jupyter front end aside, and whatever is installed where the suite runs meets
+    it; the demos extra includes `fast` (the demos' timings are the compiled kernels')."""
+    from packaging.version import Version
+    stated = requirements()
+    for requirement in (r for group in stated.values() for r in group):
+        floors = [spec.version for spec in requirement.specifier if spec.operator == ">="]
+        assert len(floors) == len(requirement.specifier), requirement  # floors, no ceilings
+        assert floors or requirement.name == "jupyter", requirement
+        try:
+            installed = metadata.version(requirement.name)
+        except metadata.PackageNotFoundError:
+            continue
+        assert all(Version(installed) >= Version(f) for f in floors), (requirement, installed)
+    assert {str(r) for r in stated["fast"]} <= {str(r) for r in stated["demos"]}
+
+
+def test_the_pictures_need_no_graphviz_python_package():
+    """The pictures call the `dot` program, and nothing imports the `graphviz` package."""
     sources = [*ROOT.glob("autograd_lite/**/*.py"), *ROOT.glob("models/**/*.py")]
     assert sources and not any("import graphviz" in path.read_text() for path in sources)
 
 
 # Each package of the engine, with the packages it may import (DESIGN.md's layout: viz, optim, io
-# and the transforms above ops; ops above kernels and core; core above nothing).
+# and the transforms above ops; ops above kernels and core; core above nothing; interrupts.py
+# a leaf below all, which the kernels use while numba compiles).
 MAY_IMPORT = {
+    "interrupts": set(),
     "core": set(),
-    "kernels": set(),
+    "kernels": {"interrupts"},
     "ops": {"core", "kernels"},
     "optim": {"core", "kernels"},
     "io": {"core"},
@@ -101,7 +125,7 @@ def test_the_explorers_script_and_style_are_package_data():
 def test_the_core_install_needs_numpy_alone_and_imports_numba_lazily():
     """`import autograd_lite` loads no numba; the first kernel call does where numba is
     installed (the `fast` extra), unless AUTOGRAD_LITE_KERNELS=numpy asks for numpy's."""
-    assert setup_cfg()["options"]["install_requires"].split() == ["numpy"]
+    assert [r.name for r in requirements()["core"]] == ["numpy"]
     script = ("import sys, autograd_lite as ag\n"
               "print('numba' in sys.modules)\n"
               "print(ag.kernels.backend(), 'numba' in sys.modules)\n")

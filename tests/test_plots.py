@@ -1,5 +1,7 @@
 """plots: every picture is a PNG of figsize × dpi pixels that matplotlib reads back, not blank;
 the numbers drawn are checked against hand counts, numpy means, the paper's formula and torch."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -284,3 +286,63 @@ def test_training_health_adds_the_non_finite_fraction_and_refuses_a_history_with
     with pytest.raises(ValueError, match=r"^training_health: the history has no health "
                                          r"records; train with fit\(..., health_every=N\)$"):
         plots.training_health({"epochs": [], "step_loss": []}, tmp_path / "x.png")
+
+
+@pytest.mark.parametrize("draw", ["confusion_matrix", "probabilities_by_class", "attention"])
+def test_labels_no_installed_font_has_are_escaped_and_no_glyph_is_missing(draw, tmp_path):
+    """Class names and tokens are the user's text: a character the fonts lack would be drawn
+    as an empty box (matplotlib warns "Glyph ... missing from font(s)", an error here); it is
+    written as its escape instead, and one another installed font has is drawn in that font."""
+    names = ["👍 good", "⭐⭐⭐", "中文", "naïve"]
+    shown, families = plots.drawable(names)
+    assert families[0] == "DejaVu Sans"
+    for name, label in zip(names, shown):
+        for character in name:
+            if character not in label:  # escaped: no installed font draws it
+                assert ascii(character)[1:-1] in label
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if draw == "confusion_matrix":
+            fig = plots.confusion_matrix([0, 1, 2, 3], [0, 1, 3, 3], tmp_path / "m.png",
+                                         class_names=names)
+            labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+        elif draw == "probabilities_by_class":
+            fig = plots.probabilities_by_class(np.full((4, 4), 0.25), np.arange(4),
+                                               tmp_path / "p.png", class_names=names)
+            labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+        else:
+            fig = plots.attention(np.full((4, 4), 0.25), tmp_path / "a.png", names)
+            labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == shown
+
+
+def test_without_other_fonts_only_the_default_fonts_characters_are_kept(monkeypatch):
+    """With matplotlib's default font alone: a character is kept exactly when that font's own
+    character map (read with FreeType) has it."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", [])
+    plots._characters_of.cache_clear()
+    characters = "a😀👍⭐中é✓"
+    charmap = FT2Font(font_manager.findfont(font_manager.FontProperties())).get_charmap()
+    shown, families = plots.drawable(list(characters))
+    assert families == ["DejaVu Sans"]
+    assert shown == [c if ord(c) in charmap else ascii(c)[1:-1] for c in characters]
+    plots._characters_of.cache_clear()
+
+
+def test_training_curves_say_how_the_validation_loss_is_measured_and_star_the_reported_one(
+        tmp_path):
+    """Issue 33: the LM's curve ended at 1.84 bits where the run reported 1.72, measured
+    differently; the legend says how each is measured and the reported figure is a star at
+    the last step, in the panel's unit (bits, not scaled again)."""
+    fig = plots.training_curves(HISTORY, tmp_path / "c.png", bits=True, per="character",
+                                val_label="val loss: random windows", final=(0.25, "reported"))
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    np.testing.assert_allclose(lines["val loss: random windows"].get_ydata(),
+                               [r["val_loss"] / np.log(2) for r in HISTORY["epochs"]])
+    star = lines["reported"]
+    assert (list(star.get_xdata()), list(star.get_ydata()), star.get_marker()) == \
+        ([len(HISTORY["step_loss"])], [0.25], "*")
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][-2:] == \
+        ["val loss: random windows", "reported"]

@@ -1,16 +1,27 @@
-"""Every ```python block of README.md, executed in order in one namespace, so the
-examples cannot rot."""
+"""Every ```python block of README.md runs, each on its own (a fresh namespace), except one
+that opens with "# continues the <first|second|...> block", which runs after that block, in
+a copy of its namespace: so a reader can paste any block alone, or knows which to paste
+first, and the examples cannot rot."""
 import csv
 import pathlib
 import re
 
 import numpy as np
+import pytest
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+CONTINUES = re.compile(r"# continues the (\w+) block\b")
 
 
 def python_blocks(text):
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def continued(block):
+    """The index of the block this one continues (its first line says so), else None."""
+    found = CONTINUES.match(block)
+    return ORDINALS.index(found.group(1)) if found else None
 
 
 def test_readme_has_examples():
@@ -32,12 +43,18 @@ def write_reviews_csv(path, n=600, seed=0):
         csv.writer(fh).writerows(rows)
 
 
+@pytest.mark.usefixtures("dot")  # the pictures section writes an explorer
 def test_readme_examples_run(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # "Train on your data" reads reviews.csv and writes runs/
     write_reviews_csv(tmp_path / "reviews.csv")
-    namespace = {"__name__": "readme"}
+    namespaces = []
     for i, block in enumerate(python_blocks(README.read_text())):
+        before = continued(block)
+        assert before is None or before < i, f"block {i + 1} continues a later block"
+        namespace = dict(namespaces[before] if before is not None else {}, __name__="readme")
         exec(compile(block, f"README.md python block {i + 1}", "exec"), namespace)
+        namespaces.append(namespace)
+    namespace = {k: v for n in namespaces for k, v in n.items()}
     printed = capsys.readouterr().out
     # the outputs the README promises in its comments
     assert "Dense (3, 2) (2,)" in printed

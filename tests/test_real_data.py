@@ -18,7 +18,7 @@ HATN = ("books", "electronics", "kitchen")
 
 def accuracies(printed):
     """(transformer %, baseline %, test reviews) from the demo's final line."""
-    transformer, bag, n = FINAL_LINE.fullmatch(printed[-1]).groups()
+    _, transformer, bag, n = FINAL_LINE.fullmatch(printed[-1]).groups()
     return float(transformer), float(bag), int(n.replace(",", ""))
 
 

@@ -89,3 +89,19 @@ def test_float_scalars_count_and_settings_do_not():
     ones = {k: np.ones_like(x) for k, x in tree.items()}  # a gradient offered for every leaf
     moved, _ = opt.update(tree, ones, opt.init(tree))
     assert [k for k in tree if not np.array_equal(moved[k], tree[k])] == ["w", "gain", "bias"]
+
+
+def test_the_base_model_sharing_all_three_matrices_has_table_3s_size():
+    """§3.4's sharing at a shared 37,000-token vocabulary: 63,121,544 parameters (the paper:
+    65M). By hand: the table 37,000·512, out.b 37,000, six encoder blocks of 4·(512² + 512)
+    + (512·2048 + 2048) + (2048·512 + 512) + 2·1,024, six decoder blocks with a second
+    attention and a third norm, and the two final norms."""
+    from models import transformer
+    p = transformer.init(np.random.default_rng(0), 37000, 37000, **transformer.BASE,
+                         share_embeddings="all")
+    attention, ff, norm = 4 * (512 * 512 + 512), 512 * 2048 + 2048 + 2048 * 512 + 512, 1024
+    by_hand = (37000 * 512 + 37000 + 6 * (attention + ff + 2 * norm)
+               + 6 * (2 * attention + ff + 3 * norm) + 2 * norm)
+    assert total_parameters(models.summary(p)) == by_hand == 63_121_544
+    rows = [line.split()[0] for line in models.summary(p).splitlines()[1:-1]]
+    assert "src_embed" not in rows and rows.count("tgt_embed") == 1

@@ -10,8 +10,14 @@ from helpers.tiny_models import perturbed, tiny_classifier, tiny_lm, tiny_transf
 SIZES = dict(d_model=8, n_heads=2, d_ff=12, n_encoder=2, n_decoder=1, max_len=10, dropout=0.0)
 
 
+def vocabularies(share=False):
+    """(src_vocab, tgt_vocab) of tiny(): one vocabulary when all three matrices are shared."""
+    return (6, 6) if share == "all" else (6, 5)
+
+
 def tiny(dtype=np.float64, **overrides):
-    return tiny_transformer(0, 6, 5, scale=0.0, dtype=dtype, **{**SIZES, **overrides})
+    vocabs = vocabularies(overrides.get("share_embeddings"))
+    return tiny_transformer(0, *vocabs, scale=0.0, dtype=dtype, **{**SIZES, **overrides})
 
 
 @pytest.fixture
@@ -20,17 +26,18 @@ def bridge(torch):
     return torch_bridge
 
 
-@pytest.mark.parametrize("share", [False, True])
+@pytest.mark.parametrize("share", [False, True, "all"])
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_keys_are_those_of_the_torch_module(bridge, share, norm):
     p = tiny(share_embeddings=share, norm=norm)
-    module = bridge.TorchTransformer(6, 5, norm=norm, share_embeddings=share, **SIZES)
+    module = bridge.TorchTransformer(*vocabularies(share), norm=norm, share_embeddings=share,
+                                     **SIZES)
     assert list(bridge.to_torch(p)) == list(module.state_dict())
     assert "transformer.decoder.layers.0.multihead_attn.in_proj_weight" in module.state_dict()
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("share", [False, True])
+@pytest.mark.parametrize("share", [False, True, "all"])
 def test_round_trip_is_exact(bridge, dtype, share):
     p = tiny(dtype, share_embeddings=share)
     q = bridge.from_torch(bridge.to_torch(p), like=p)
@@ -118,12 +125,37 @@ def test_a_torch_initialized_module_runs_the_same_in_our_model(bridge, torch):
                                atol=1e-12)
 
 
-def test_tied_embeddings_are_one_torch_parameter(bridge):
-    p = tiny(share_embeddings=True)
+@pytest.mark.parametrize("share", [True, "target", "all"])
+def test_tied_embeddings_are_one_torch_parameter(bridge, share):
+    p = tiny(share_embeddings=share)
     module = bridge.torch_module_for(p)
     assert module.out.weight is module.tgt_embed.weight
+    assert (module.src_embed.weight is module.tgt_embed.weight) == (share == "all")
+    assert len(list(module.parameters())) == len(module.state_dict()) - (2 if share == "all"
+                                                                         else 1)
     np.testing.assert_array_equal(module.out.weight.detach().numpy(), p.tgt_embed.table)
     np.testing.assert_array_equal(module.out.bias.detach().numpy(), p.out.b)
+    sd = bridge.to_torch(p)
+    assert sd["out.weight"] is sd["tgt_embed.weight"]
+    assert (sd["src_embed.weight"] is sd["tgt_embed.weight"]) == (share == "all")
+
+
+@pytest.mark.parametrize("share,tied", [("target", "out.weight"), ("all", "src_embed.weight"),
+                                        ("all", "out.weight")])
+def test_from_torch_refuses_untied_weights_for_a_tied_model(bridge, share, tied):
+    like = tiny(share_embeddings=share)
+    sd = {**bridge.to_torch(like)}
+    sd[tied] = sd[tied] + 0.5  # a state_dict in which the tied keys hold two tables
+    with pytest.raises(ValueError, match=rf"from_torch: `like` ties tgt_embed.weight, .* but "
+                                         rf"the state_dict's {tied} differs from its "
+                                         rf"tgt_embed.weight \(largest difference 0.5\)"):
+        bridge.from_torch(sd, like=like)
+
+
+def test_torch_module_refuses_sharing_all_with_two_vocabularies(bridge):
+    with pytest.raises(ValueError, match=r'TorchTransformer: share_embeddings="all" .* '
+                                         r'src_vocab=6, tgt_vocab=5'):
+        bridge.TorchTransformer(6, 5, share_embeddings="all", **SIZES)
 
 
 @pytest.mark.parametrize("dtype,torch_dtype", [(np.float64, "float64"), (np.float32, "float32")])
@@ -179,7 +211,7 @@ def test_the_module_has_exactly_the_documented_attributes(bridge, torch, norm):
     assert {k.split(".")[0] for k in module.state_dict()} == set(children)
 
 
-@pytest.mark.parametrize("share", [False, True])
+@pytest.mark.parametrize("share", [False, True, "all"])
 def test_torch_gradients_come_back_as_our_gradient_tree(bridge, torch, share):
     """The way back for training continued in PyTorch: module .grad tensors, converted with
     from_torch(like=params), equal ag.gradient of the same loss."""
@@ -189,7 +221,7 @@ def test_torch_gradients_come_back_as_our_gradient_tree(bridge, torch, share):
     labels = np.array([[4, 2, 0], [3, 1, 2]])
     module = bridge.torch_module_for(p)
     logits = module(torch.from_numpy(src), torch.from_numpy(tgt), 0)
-    torch.nn.functional.cross_entropy(logits.reshape(-1, 5), torch.from_numpy(labels).reshape(-1)
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), torch.from_numpy(labels).reshape(-1)
                                       ).backward()
     torch_grads = {k: module.get_parameter(k).grad for k in module.state_dict()}
     got = bridge.from_torch(torch_grads, like=p)

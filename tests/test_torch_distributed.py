@@ -1,6 +1,8 @@
 """models.torch_distributed: the checks of --workers and --port, the shards against torch's
 DistributedSampler, and processes that fail or are killed (the others stopped at once, the
 failure named). Processes that finish: tests/test_demo_to_torch_ddp.py."""
+import multiprocessing
+import os
 import socket
 import time
 
@@ -62,3 +64,14 @@ def test_a_worker_that_raises_is_named_with_its_error(torch, capfd):
                        match=r"^worker 0 of 1 failed: ValueError: no data for rank 0 after "):
         torch_distributed.launch(workers.raise_value_error, 1, {"message": "no data for rank 0"})
     assert "Traceback" in capfd.readouterr().err  # the worker's own, for the details
+
+
+def test_a_worker_that_failed_before_the_watch_began_is_still_reported(tmp_path):
+    """A worker can fail before launch starts watching (a fast error on a loaded machine):
+    the watch looks at the exit statuses before it first waits, instead of returning."""
+    process = multiprocessing.get_context("spawn").Process(target=os._exit, args=(3,))
+    process.start()
+    process.join()
+    with pytest.raises(torch_distributed.WorkerFailed,
+                       match=r"^worker 0 of 1 exited with status 3 after "):
+        torch_distributed._watch([process], tmp_path, time.perf_counter())

@@ -21,6 +21,7 @@ def outputs_of(notebook, kind):
             for output in cell.get("outputs", []) if kind in output.get("data", {})]
 
 
+@pytest.mark.usefixtures("dot")  # the tour draws a picture and an explorer
 def test_the_tour_runs_top_to_bottom_and_draws_its_pictures():
     notebook = jupytext.read(TOUR)
     assert notebook.metadata["kernelspec"]["name"] == "python3"

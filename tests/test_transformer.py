@@ -7,6 +7,7 @@ import pytest
 
 import autograd_lite as ag
 from models import transformer
+from models.layers import Dense, Embedding
 from helpers.references import relative_error
 from helpers.tiny_models import (TRANSFORMER, assert_dropout_in_training_only_and_seeded,
                                  tiny_transformer)
@@ -23,6 +24,13 @@ def batch(seed=1, b=3, s=6, t=5):
     return src, rng.integers(0, TGT_VOCAB, (b, t))  # (B, T)
 
 
+def tiny_shared(share, **keywords):
+    """tiny_transformer with share_embeddings=share; "all" needs one vocabulary: TGT_VOCAB's
+    (the source ids of batch() lie in it too)."""
+    src_vocab = TGT_VOCAB if share == "all" else SRC_VOCAB
+    return tiny_transformer(src_vocab=src_vocab, share_embeddings=share, **keywords)
+
+
 def torch_logits_and_grads(torch, p, src, tgt, weight, src_pad):
     """TorchTransformer's logits and, for Σ logits ⊙ weight, each state_dict key's .grad."""
     from models import torch_bridge
@@ -35,10 +43,10 @@ def torch_logits_and_grads(torch, p, src, tgt, weight, src_pad):
 
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-9), (np.float32, 1e-4)])
 @pytest.mark.parametrize("norm", ["post", "pre"])
-@pytest.mark.parametrize("share", [False, True])
+@pytest.mark.parametrize("share", [False, True, "all"])
 def test_logits_and_every_gradient_match_torch(torch, dtype, rtol, norm, share):
     from models import torch_bridge
-    p = tiny_transformer(dtype=dtype, norm=norm, share_embeddings=share)
+    p = tiny_shared(share, dtype=dtype, norm=norm)
     src, tgt = batch()
     weight = np.random.default_rng(5).standard_normal((3, 5, TGT_VOCAB)).astype(dtype)
     logits = transformer.apply(p, src, tgt, src_pad=PAD)  # (B, T, V)
@@ -218,3 +226,103 @@ def test_dropout_sites_are_the_papers_and_torchs(dropout_sites, norm):
             + N_DEC * decoder_layer)
     assert len(want) == 2 + 4 * N_ENC + 6 * N_DEC == 28
     assert sorted(dropout_sites) == sorted((shape, RATE) for shape in want)
+
+
+def untied_copy(p):
+    """A model with share_embeddings=False holding the values of a share "all" model p: three
+    arrays, each a copy of p's one table (out.w in its (D, V) layout)."""
+    table = p.tgt_embed.table
+    return p._replace(src_embed=Embedding(table.copy()), out=Dense(table.T.copy(), p.out.b))
+
+
+def test_sharing_all_makes_one_table_whose_gradient_sums_its_three_uses(torch):
+    """§3.4: one matrix for the source embedding, the target embedding and the pre-softmax
+    projection. Its gradient, from ag.gradient, against torch's .grad of the one Parameter
+    of TorchTransformer(share_embeddings="all"), and against the sum of the three separate
+    matrices' gradients (torch, untied, same values): float64, relative error below 1e-10."""
+    from models import torch_bridge
+    p = tiny_shared("all")
+    assert p.src_embed.table is None and p.out.w is None
+    assert transformer.sharing(p) == "all"
+    src, tgt = batch()
+    weight = np.random.default_rng(5).standard_normal((3, 5, TGT_VOCAB))
+    (grads,) = ag.gradient(lambda p: ag.sum(transformer.apply(p, src, tgt, PAD) * weight), p)
+    assert grads.src_embed.table is None and grads.out.w is None
+    shared = grads.tgt_embed.table  # (V, D)
+
+    module = torch_bridge.torch_module_for(p)
+    assert module.src_embed.weight is module.tgt_embed.weight is module.out.weight
+    _, tied = torch_logits_and_grads(torch, p, src, tgt, weight, PAD)
+    assert relative_error(shared, tied["tgt_embed.weight"]) < 1e-10
+
+    untied = untied_copy(p)
+    np.testing.assert_allclose(transformer.apply(untied, src, tgt, PAD),
+                               transformer.apply(p, src, tgt, PAD), rtol=1e-13, atol=1e-13)
+    _, uses = torch_logits_and_grads(torch, untied, src, tgt, weight, PAD)
+    three = [uses["src_embed.weight"], uses["tgt_embed.weight"], uses["out.weight"]]  # (V, D)
+    assert all(np.abs(use).max() > 1e-3 for use in three)  # each use contributes
+    assert relative_error(shared, sum(three)) < 1e-10
+
+
+def test_share_embeddings_true_is_target_and_all_keeps_one_table():
+    rng = np.random.default_rng
+    target = transformer.init(rng(0), SRC_VOCAB, TGT_VOCAB, share_embeddings="target",
+                              **TRANSFORMER)
+    true = transformer.init(rng(0), SRC_VOCAB, TGT_VOCAB, share_embeddings=True, **TRANSFORMER)
+    assert ag.tree_paths(true) == ag.tree_paths(target)
+    for a, b in zip(ag.tree_leaves(true), ag.tree_leaves(target)):
+        np.testing.assert_array_equal(a, b)
+    assert transformer.sharing(target) == "target" and target.out.w is None
+    assert transformer.sharing(tiny_transformer()) is False
+    separate = tiny_transformer(src_vocab=TGT_VOCAB)
+    shared = tiny_shared("all")
+    n_arrays = [sum(ag.is_differentiable(x) for x in ag.tree_leaves(q)) for q in (separate,
+                                                                                  shared)]
+    assert n_arrays[1] == n_arrays[0] - 2  # src_embed.table and out.w are tgt_embed.table
+
+
+def test_sharing_all_needs_one_vocabulary_and_share_embeddings_a_known_value():
+    with pytest.raises(ValueError, match=r'transformer.init: share_embeddings="all" makes one '
+                                         r'\(vocab, d_model\) table .* got src_vocab=7, '
+                                         r'tgt_vocab=9 \(share_embeddings="target" ties'):
+        transformer.init(np.random.default_rng(0), SRC_VOCAB, TGT_VOCAB,
+                         share_embeddings="all", **TRANSFORMER)
+    with pytest.raises(ValueError, match=r'transformer.init: share_embeddings must be False, '
+                                         r'True \(= "target"\), "target" or "all", got .both.'):
+        transformer.init(np.random.default_rng(0), 9, 9, share_embeddings="both", **TRANSFORMER)
+
+
+def shared_copy_loss(p, batch, rng):
+    """Cross-entropy of each next token of the (src, tgt) batch: tgt[:, 1:] from tgt[:, :-1]."""
+    src, tgt = batch
+    return ag.cross_entropy(transformer.apply(p, src, tgt[:, :-1], PAD), tgt[:, 1:])
+
+
+def test_save_and_load_keep_the_one_table_and_a_resumed_fit_is_bit_identical(tmp_path):
+    """The file holds the tying as the tree does: one array, src_embed.table and out.w None.
+    A fit stopped after an epoch (its last.npz: parameters and Adam's moments) and resumed
+    ends bit for bit where the uninterrupted fit does."""
+    from models import train
+    p = tiny_shared("all")
+    ag.save(tmp_path / "p.npz", p)
+    for loaded in (ag.load(tmp_path / "p.npz", like=p), ag.load(tmp_path / "p.npz")):
+        assert loaded.src_embed.table is None and loaded.out.w is None
+        assert transformer.sharing(loaded) == "all"
+        np.testing.assert_array_equal(loaded.tgt_embed.table, p.tgt_embed.table)
+    with np.load(tmp_path / "p.npz") as stored:
+        n_arrays = sum(isinstance(x, np.ndarray) for x in ag.tree_leaves(p))
+        assert len(stored.files) == n_arrays + 1  # the arrays and "__structure__"
+
+    def batches(epoch):
+        rng = np.random.default_rng([2, epoch])
+        return [batch(int(rng.integers(100)), b=2, s=4, t=4) for _ in range(3)]
+    optimizer, fit = ag.optim.adam(1e-2), dict(seed=0, progress=False)
+    whole, _ = train.fit(shared_copy_loss, p, optimizer, batches, 2, tmp_path / "whole", **fit)
+    train.fit(shared_copy_loss, p, optimizer, batches, 1, tmp_path / "cut", **fit)
+    resumed, _ = train.fit(shared_copy_loss, p, optimizer, batches, 2, tmp_path / "cut",
+                           resume=True, **fit)
+    assert resumed.src_embed.table is None and resumed.out.w is None
+    assert resumed.tgt_embed.table.tobytes() == whole.tgt_embed.table.tobytes()
+    assert np.abs(whole.tgt_embed.table - p.tgt_embed.table).max() > 1e-3  # it trained
+    for a, b in zip(ag.tree_leaves(resumed), ag.tree_leaves(whole)):
+        assert (a.tobytes() == b.tobytes()) if isinstance(a, np.ndarray) else a == b

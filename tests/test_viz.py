@@ -29,6 +29,7 @@ def render_svg(graph, tmp_path, **options):
     return path.read_text()
 
 
+@pytest.mark.usefixtures("dot")
 def test_svg_has_a_cluster_per_call_and_every_parameter_path(mlp_args, tmp_path):
     svg = render_svg(ag.viz.trace(mlp, *mlp_args), tmp_path)
     clusters = sorted(text.strip() for _, text in svg_groups(svg, "scope"))
@@ -39,6 +40,7 @@ def test_svg_has_a_cluster_per_call_and_every_parameter_path(mlp_args, tmp_path)
     assert "x" in [t.split()[0] for _, t in svg_groups(svg, "input")]
 
 
+@pytest.mark.usefixtures("dot")
 def test_one_node_per_primitive_call(mlp_args, tmp_path):
     g = ag.viz.trace(mlp, *mlp_args)
     svg = render_svg(g, tmp_path)
@@ -63,6 +65,7 @@ def messy(x, w):
     return ag.cross_entropy(h, np.array([0, 1, 2, 3])) + ag.sum(np.exp(h.T))
 
 
+@pytest.mark.usefixtures("dot")
 def test_node_count_equals_the_engines_count_of_primitive_calls(rng, tmp_path):
     x, w = rng.standard_normal((4, 6)), rng.standard_normal((6, 6))
     g = ag.viz.trace(messy, x, w)
@@ -76,6 +79,7 @@ def test_node_count_equals_the_engines_count_of_primitive_calls(rng, tmp_path):
     assert "cross_entropy" in [op.label for op in g.ops] and "log_softmax" not in [op.label for op in g.ops]
 
 
+@pytest.mark.usefixtures("dot")
 def test_depth_collapses_calls_into_boxes(mlp_args, tmp_path):
     g = ag.viz.trace(mlp, *mlp_args)
 
@@ -100,6 +104,7 @@ def test_depth_collapses_calls_into_boxes(mlp_args, tmp_path):
         g.to_dot(depth=-1)
 
 
+@pytest.mark.usefixtures("dot")
 def test_png_pdf_and_dot_files(mlp_args, tmp_path):
     g = ag.viz.trace(mlp, *mlp_args)
     png = g.render(tmp_path / "g.png").read_bytes()
@@ -114,6 +119,7 @@ def test_png_pdf_and_dot_files(mlp_args, tmp_path):
         g.render(tmp_path / "g.jpg")
 
 
+@pytest.mark.usefixtures("dot")
 def test_draw_writes_the_file(mlp_args, tmp_path):
     g = ag.viz.draw(mlp, *mlp_args, path=tmp_path / "d.svg", depth=1, backward=True)
     assert isinstance(g, ag.viz.Graph)
@@ -147,6 +153,7 @@ def test_missing_dot_says_how_to_install_and_writes_the_dot_file(mlp_args, tmp_p
         g._repr_svg_()
 
 
+@pytest.mark.usefixtures("dot")
 def test_notebook_svg(mlp_args):
     svg = ag.viz.trace(mlp, *mlp_args)._repr_svg_()
     assert "<svg" in svg and len(svg_groups(svg, "op")) == 5  # small: every op
@@ -161,6 +168,7 @@ def deep_chain(x, levels=4):
     return x
 
 
+@pytest.mark.usefixtures("dot")
 def test_notebook_shows_the_deepest_picture_that_stays_legible(rng):
     g = ag.viz.trace(deep_chain, rng.standard_normal(3))
     assert len(g.ops) == 16 and g.scope_depth() == 5
@@ -200,6 +208,7 @@ def stack_of_blocks(blocks, table, ids):
     return h
 
 
+@pytest.mark.usefixtures("dot")
 def test_repeated_calls_tokens_and_folded_constants(rng, tmp_path):
     blocks = [Block(rng.standard_normal((4, 4)).astype(np.float32)) for _ in range(3)]
     table = rng.standard_normal((10, 4)).astype(np.float32)
@@ -239,6 +248,7 @@ def two_lengths(table, ids):
     return ag.sum(long) + ag.sum(short)
 
 
+@pytest.mark.usefixtures("dot")
 def test_slices_of_one_array_show_the_shape_each_op_is_passed(rng, tmp_path):
     table, ids = rng.standard_normal((10, 4)).astype(np.float32), rng.integers(0, 10, (2, 5))
     g = ag.viz.trace(two_lengths, table, ids)
@@ -356,6 +366,7 @@ def relu_mlp(p, x):
     return dense(p.l2, ag.relu(dense(p.l1, x)))  # matmul, add, relu, matmul, add
 
 
+@pytest.mark.usefixtures("dot")
 def test_draw_backward_shows_saved_values_residuals_total_and_gradient_edges(tmp_path,
                                                                              fast_rules_on):
     """float32 MLP x (5, 3) -> dense (3, 4) -> relu -> dense (4, 2). What each op's
@@ -463,6 +474,7 @@ LEGEND_NAMES = {"param": "parameter", "input": "data input", "op": "op (output s
                 "call": "function call (collapsed)", "output": "output"}
 
 
+@pytest.mark.usefixtures("dot")
 @pytest.mark.parametrize("depth, backward", [(None, False), (None, True), (1, True), (2, False)])
 def test_the_legend_names_the_kinds_drawn_in_their_colours(depth, backward, mlp_args, tmp_path):
     graph = ag.viz.trace(mlp, *mlp_args)
@@ -494,6 +506,7 @@ def svg_box(svg_text, cls):
     return min(xs), min(ys), max(xs), max(ys)
 
 
+@pytest.mark.usefixtures("dot")
 def test_the_legend_sits_below_the_output_and_the_backward_picture_explains_its_notes(
         mlp_args, tmp_path):
     """Issue 22, finding 10: the legend floated far to the right of the graph, and "saved 64 B"

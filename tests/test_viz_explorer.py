@@ -1,7 +1,8 @@
 """viz/explorer.py and the modules under it (scope_view, layout, values): what each call's
 view holds, the layouts dot makes, the statistics and gradient norms against numpy and the
 analytic gradient, the source line of each op, what the page carries, and bad input.
-The page itself is tested in a browser in test_viz_explorer_browser.py."""
+The tests that lay a page out need Graphviz's dot (the `dot` fixture). The page itself is
+tested in a browser in test_viz_explorer_browser.py."""
 import html
 import inspect
 import json
@@ -11,14 +12,11 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.viz import explorer, layout, values
+from autograd_lite.viz import explorer, values
 from autograd_lite.viz.scope_view import ScopeView, consumers_of
 from helpers.pictures import mlp, mlp_arguments
 from helpers.tiny_models import tiny_transformer
 from models import transformer
-
-pytestmark = pytest.mark.skipif(layout.dot_executable() is None, reason="Graphviz's dot is missing")
-
 
 def scope_named(graph, path):
     return next(s for s in explorer._scopes_in_order(graph.root) if repr(s) == path)
@@ -72,6 +70,7 @@ def test_values_of_each_op_and_gradient_norms_against_the_analytic_gradient(rng)
     assert norms == pytest.approx({k: np.linalg.norm(v) for k, v in expected.items()}, rel=1e-10)
 
 
+@pytest.mark.usefixtures("dot")
 def test_an_infinite_gradient_norm_reaches_the_page(tmp_path):
     x = np.array([0.0, 4.0])  # d sqrt(x) / dx = 1 / (2 sqrt(x)): infinite at 0
     with np.errstate(divide="ignore"):
@@ -101,6 +100,7 @@ def transformer_page(n_layers=3):
     return g, explorer.page_data(g, backward=True, values=False)
 
 
+@pytest.mark.usefixtures("dot")
 def test_previous_and_next_step_between_repeated_calls_at_the_same_place():
     _, data = transformer_page()
     paths = [s["path"] for s in data["scopes"]]
@@ -120,6 +120,7 @@ def test_previous_and_next_step_between_repeated_calls_at_the_same_place():
         assert by_path[calls[1]]["repeat"] == [2, 3]
 
 
+@pytest.mark.usefixtures("dot")
 def test_repeated_calls_share_one_layout_and_layouts_fit_their_nodes():
     g, data = transformer_page()
     blocks = [s for s in data["scopes"] if re.search(r"encoder_block #\d$", s["path"])]
@@ -144,6 +145,7 @@ def near(box, x, y, slack=2):
     return box[0] - slack <= x <= box[2] + slack and box[1] - slack <= y <= box[3] + slack
 
 
+@pytest.mark.usefixtures("dot")
 def test_the_memory_curve_adds_up_to_what_the_backward_pass_keeps():
     g, data = transformer_page(1)
     made, given = g.saved_bytes()
@@ -153,6 +155,7 @@ def test_the_memory_curve_adds_up_to_what_the_backward_pass_keeps():
     assert data["scopes"][0]["kept"] == sum(op.kept + op.residual for op in g.ops)
 
 
+@pytest.mark.usefixtures("dot")
 def test_the_page_carries_its_data_and_forbids_the_network(rng, tmp_path):
     ex = ag.viz.explore(mlp, *mlp_arguments(rng), path=tmp_path / "mlp.html", values=True)
     page = (tmp_path / "mlp.html").read_text()

@@ -1,10 +1,10 @@
-"""The explorer's pages in headless Chromium (the `browser` fixture, conftest.py): the base
-Transformer's page stays within its size limit and every call in it opens (the times are
-measured by tests/benchmarks/bench_explorer.py, not asserted here); clicking a box opens its
-call and the breadcrumb goes back; search finds every attention's softmax; the details panel
-says what the trace recorded; the colour scale, gradient edges and memory plot are drawn;
-and no page logs a JavaScript error or asks the network for anything. Each test saves
-screenshots of the states it reaches into its temporary folder."""
+"""The explorer's pages in headless Chromium (the `browser` fixture, conftest.py; laid out by
+Graphviz's dot, the `dot` fixture): the base Transformer's page stays within its size limit and
+every call in it opens (the times are measured by tests/benchmarks/bench_explorer.py, not asserted
+here); clicking a box opens its call and the breadcrumb goes back; search finds every attention's
+softmax; the details panel says what the trace recorded; the colour scale, gradient edges and
+memory plot are drawn; and no page logs a JavaScript error or asks the network for anything. Each
+test saves screenshots of the states it reaches into its temporary folder."""
 import json
 import time
 
@@ -48,7 +48,7 @@ def lm_loss(p, ids):
 
 
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory):
+def pages(tmp_path_factory, dot):
     folder = tmp_path_factory.mktemp("explorers")
     rng = np.random.default_rng(0)
     base = transformer.init(rng, 1000, 1000)  # the paper's base sizes: 6 + 6 layers, d 512

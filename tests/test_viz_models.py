@@ -36,6 +36,7 @@ def transformer_graph(rng, tokens, n_layers):
     return p, ag.viz.trace(transformer.apply, p, *tokens, 0)
 
 
+@pytest.mark.usefixtures("dot")
 def test_transformer_pictures_at_depth_1_and_2(rng, tokens, tmp_path):
     p, g = transformer_graph(rng, tokens, 2)
     assert len(g.ops) == engine_node_count(lambda p, s, t: transformer.apply(p, s, t, 0), p, *tokens)
@@ -68,6 +69,7 @@ def test_the_position_table_is_named_and_each_stack_gets_its_own_rows(rng, token
     assert names == {"position_rows", "mask", "self_mask", "mem_mask"}
 
 
+@pytest.mark.usefixtures("dot")
 def test_base_transformer_at_depth_2_stays_readable(rng, tokens, tmp_path):
     _, g = transformer_graph(rng, tokens, 6)  # the base model's 6 + 6 layers, a small width
     assert len(g.ops) > 400
@@ -78,6 +80,7 @@ def test_base_transformer_at_depth_2_stays_readable(rng, tokens, tmp_path):
     assert sum(label.startswith("decoder_block #") for label in labels) == 6
 
 
+@pytest.mark.usefixtures("dot")
 def test_classifier_pictures_at_depth_1_and_2(rng, tmp_path):
     p = classifier.init(rng, 30, 5, d_model=16, n_heads=2, d_ff=32, n_layers=2, max_len=10, pad=0)
     ids = rng.integers(0, 30, (3, 10))
@@ -100,6 +103,7 @@ def test_classifier_pictures_at_depth_1_and_2(rng, tmp_path):
                                     if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f")
 
 
+@pytest.mark.usefixtures("dot")
 def test_large_pictures_grow_their_canvas_instead_of_shrinking_the_text(rng, tokens, tmp_path):
     _, g = transformer_graph(rng, tokens, 1)
     assert g.view().count() > 100
@@ -112,6 +116,7 @@ def test_large_pictures_grow_their_canvas_instead_of_shrinking_the_text(rng, tok
     assert struct.unpack(">I", png[16:20])[0] == pytest.approx(svg_width * 96 / 72, rel=0.02)
 
 
+@pytest.mark.usefixtures("dot")
 @pytest.mark.parametrize("depth", [1, 2, 3, None])
 def test_backward_picture_reaches_every_parameter_at_every_depth(depth, rng, tmp_path):
     """Each parameter gets its gradient shown once: a dashed gradient edge when it is drawn
@@ -133,3 +138,29 @@ def test_backward_picture_reaches_every_parameter_at_every_depth(depth, rng, tmp
         assert inside == 0 and len(svg_groups(svg, "call")) == 0
     else:
         assert inside > 0
+
+
+@pytest.mark.usefixtures("dot")
+def test_the_table_shared_by_all_three_is_one_parameter_feeding_three_calls(rng, tokens,
+                                                                            tmp_path):
+    """share_embeddings="all": at depth 2 one parameter box, p.tgt_embed.table, feeds both
+    embed_with_positions (source and target) and project; in the explorer it is one item
+    whose consumers are the two embeddings' gathers and the projection's transpose."""
+    from autograd_lite.viz import explorer
+    p = transformer.init(rng, 13, 13, d_model=16, n_heads=2, d_ff=32, n_encoder=1,
+                         n_decoder=1, max_len=20, share_embeddings="all")
+    g = ag.viz.trace(transformer.apply, p, *tokens, 0)
+    svg = g.render(tmp_path / "shared.svg", depth=2).read_text()
+    params = {title: text.split()[0] for title, text in svg_groups(svg, "param")}
+    assert "p.src_embed.table" not in params.values() and "p.out.w" not in params.values()
+    (table,) = [title for title, label in params.items() if label == "p.tgt_embed.table"]
+    boxes = {title: _box_label(text) for title, text in svg_groups(svg, "call")}
+    fed = [boxes[t.split("->")[1]] for t, _ in svg_groups(svg, "edge")
+           if t.startswith(table + "->")]
+    assert sorted(fed) == ["embed_with_positions", "embed_with_positions", "project"]
+
+    page = explorer.page_data(g, backward=True, values=False)
+    (item,) = [it for it in page["items"] if it["label"] == "p.tgt_embed.table"]
+    labels = {it["id"]: it["label"] for it in page["items"]}
+    assert sorted(labels[c] for c in item["consumers"]) == ["gather", "gather", "transpose"]
+    assert page["scopes"][item["home"]]["path"] == "apply"  # the call that holds all three

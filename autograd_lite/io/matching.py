@@ -18,6 +18,12 @@ def shown_path(path, keep=60):
     return path if len(path) <= 2 * keep else f"{path[:keep]}...{path[-keep:]}"
 
 
+def function_name(f):
+    """The name a function is stored and shown by: its qualified name, else its name (numpy
+    2.1's ufuncs have only __name__: np.tanh is 'tanh' on every numpy), else its repr."""
+    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
+
+
 class StoredFunction(str):
     """A function's name as stored in a file: `like` gives the function back."""
 
@@ -45,7 +51,7 @@ def _shown(leaf):
     if isinstance(leaf, type):
         return f"any {leaf.__name__}"
     if callable(leaf):
-        return f"<function {getattr(leaf, '__qualname__', repr(leaf))}>"
+        return f"<function {function_name(leaf)}>"
     if leaf is None or isinstance(leaf, Hyper):
         return repr(leaf)
     return f"{type(leaf).__name__} {leaf!r}"

@@ -31,7 +31,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .atomic import write_atomically
-from .matching import StoredFunction, matched, shown_path
+from .matching import StoredFunction, function_name, matched, shown_path
 from .npz import MalformedFile, NpzArchive
 from ..core.tree import Hyper, is_namedtuple
 
@@ -86,7 +86,7 @@ def _describe(tree, arrays, path, depth=1):
     if tree is None or isinstance(tree, (bool, str, numbers.Integral, float)):
         return {"kind": "value", "value": tree}
     if callable(tree):
-        return {"kind": "function", "name": getattr(tree, "__qualname__", repr(tree))}
+        return {"kind": "function", "name": function_name(tree)}
     raise TypeError(f"save: cannot store the {type(tree).__name__} at '{shown_path(path)}'")
 
 

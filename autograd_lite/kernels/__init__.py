@@ -24,7 +24,7 @@ compiled without `parallel` (numba_compile.py): no thread pool is ever started, 
 sets a thread count or a threading layer (importing the library changes nothing outside
 it), and the first compile is cheaper. The measurements, whole steps against PyTorch with
 both backends, and what the compiled kernels cost at start-up (a first run compiles each
-kernel once, `compiling_notice` says so; later runs load them from numba's cache):
+kernel once, `notify_compiling` says so; later runs load them from numba's cache):
 tests/benchmarks/README.md.
 """
 import os
@@ -81,17 +81,29 @@ def backend():
     return _chosen or select()
 
 
-def compiling_notice():
-    """A line to print before the first step when the compiled kernels will compile in it (the
-    first run after installing, or after the cache was cleared), else None."""
+def notify_compiling(notice):
+    """Call notice(line) once, when this process first compiles one of the numba kernels
+    (the first run after installing, or after numba's cache was cleared; a kernel loaded
+    from the cache compiles nothing): a line saying so, for a program to show. Nothing
+    happens with numpy's kernels."""
+    if backend() != "numba":
+        return
+    from .numba_compile import watch_compiles
+    watch_compiles(lambda: notice("compiling numba's kernels on their first call, once (about "
+                                  "half a second each; numba caches them on disk) ..."))
+
+
+def compiled_summary():
+    """A line saying how many kernels this process compiled and in how many seconds, or None
+    when it compiled none (or notify_compiling was not called first)."""
     if backend() != "numba":
         return None
-    from .numba_compile import KERNELS, uncached
-    missing = uncached()
-    if not missing:
+    from .numba_compile import watch_compiles
+    seconds = watch_compiles().seconds
+    if not seconds:
         return None
-    return (f"compiling {missing} of the {len(KERNELS)} numba kernels during the first steps "
-            "(a few seconds, once: numba caches them on disk)")
+    return (f"numba compiled {len(seconds)} of the kernels in {sum(seconds):.1f} s; later runs "
+            f"load them from its cache")
 
 
 def __getattr__(name):

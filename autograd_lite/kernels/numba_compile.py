@@ -1,12 +1,23 @@
 """How the numba kernels are compiled: on first use, cached on disk (`cache=True`: numba
 writes beside the source, or under the user's cache folder when the install is read-only),
-or in memory each run where no cache folder is writable; and the row layout they take."""
+or in memory each run where no cache folder is writable; and the row layout they take.
+
+A kernel's first call with new argument types (where numba loads or compiles it) runs with
+Ctrl-C deferred to its end (autograd_lite/interrupts.py, a leaf, is all this package takes
+from the library): numba's compiler calls back into Python through ctypes, where a
+KeyboardInterrupt is dropped. `watch_compiles` counts the kernels this process really
+compiles, from numba's "numba:compile" event, which a load from the disk cache does not
+send: so a notice of it tells the truth, and says nothing once they are cached."""
 import os
+import time
 
 import numba
+import numba.core.event
 import numpy as np
 
-KERNELS = []  # every compiled kernel (its numba dispatcher), for `uncached`
+from ..interrupts import deferred_interrupts
+
+KERNELS = []  # every compiled kernel (its numba dispatcher)
 
 
 def compiled(reassociate=False, contract=False):
@@ -30,20 +41,60 @@ def compiled(reassociate=False, contract=False):
             kernel = numba.njit(cache=True, **options)(function)
         except RuntimeError:  # "cannot cache function ...: no locator available"
             kernel = numba.njit(cache=False, **options)(function)
+        _defer_interrupts_in_first_calls(kernel)
         KERNELS.append(kernel)
         return kernel
     return decorate
 
 
-def uncached():
-    """The number of kernels with no index in numba's disk cache: each compiles on its first
-    call (about half a second). Read from numba's cache layout; a kernel compiled in memory
-    (no writable folder) or a numba laid out otherwise counts as uncached."""
-    def has_index(kernel):
-        cache_file = getattr(getattr(kernel, "_cache", None), "_cache_file", None)
-        index = getattr(cache_file, "_index_path", None)
-        return index is not None and os.path.exists(index)
-    return sum(not has_index(kernel) for kernel in KERNELS)
+def _defer_interrupts_in_first_calls(kernel):
+    """Ctrl-C during the kernel's load or compile raises once it is done (the dispatcher
+    calls its `_compile_for_args` only when no compiled version fits the arguments)."""
+    load_or_compile = kernel._compile_for_args
+
+    def _compile_for_args(*args, **kwargs):
+        with deferred_interrupts():
+            return load_or_compile(*args, **kwargs)
+    kernel._compile_for_args = _compile_for_args
+
+
+class CompileWatch(numba.core.event.Listener):
+    """numba's compile events of our kernels: calls each `first` callback with no argument
+    at the first one, and keeps the seconds each compile took."""
+
+    def __init__(self):
+        self.first, self.seconds, self.started = [], [], {}
+
+    def ours(self, event):
+        return any(event.data["dispatcher"] is kernel for kernel in KERNELS)
+
+    def on_start(self, event):
+        if self.ours(event):
+            self.started[id(event.data["dispatcher"])] = time.perf_counter()
+            first, self.first = self.first, []
+            for callback in first:
+                callback()
+
+    def on_end(self, event):
+        started = self.started.pop(id(event.data["dispatcher"]), None)
+        if started is not None:
+            self.seconds.append(time.perf_counter() - started)
+
+
+_watch = None
+
+
+def watch_compiles(first=None):
+    """Start counting the kernels this process compiles (not those it loads from the disk
+    cache); `first()` is called at the next compile. -> the CompileWatch (its `seconds`:
+    one entry a compiled kernel)."""
+    global _watch
+    if _watch is None:
+        _watch = CompileWatch()
+        numba.core.event.register("numba:compile", _watch)
+    if first is not None:
+        _watch.first.append(first)
+    return _watch
 
 
 def as_rows(a):

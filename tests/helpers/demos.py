@@ -6,8 +6,11 @@ import re
 
 from demos import classify
 
-FINAL_LINE = re.compile(r"test accuracy: transformer ([\d.]+)%, bag-of-words baseline "
-                        r"\(TF-IDF words and pairs\) ([\d.]+)% \(([\d,]+) reviews?\)")
+# groups: the ensemble's (the demo's result), the transformer's and the baseline's accuracy
+# in percent, and the number of test reviews
+FINAL_LINE = re.compile(r"test accuracy: ensemble \(mean probability\) ([\d.]+)%, transformer "
+                        r"([\d.]+)%, bag-of-words baseline \(TF-IDF words and pairs\) "
+                        r"([\d.]+)% \(([\d,]+) reviews?\)")
 
 
 def run_classify(*argv):
