@@ -5,7 +5,8 @@ without dropout). Values and every gradient against torch (nn.MultiheadAttention
 and cross-attention with each mask kind; F.linear and relu; F.layer_norm of the sum); second
 order and jvp (the plain functions under enclosing traces, the rules' pullbacks given a
 traced cotangent) against finite differences; each rule against its function with the rules
-off; which calls take them; and that pictures and captures still show the composition."""
+off; the three models whole, rules on against off in float64 to 1e-10; which calls take
+them; and that pictures and captures still show the composition."""
 import numpy as np
 import pytest
 
@@ -401,3 +402,47 @@ def test_decoding_runs_the_rules_and_pictures_show_the_composition(rng):
     graph = ag.viz.trace(lambda x: attention.attention_over(p, x, (keys, values), mask), x)
     assert "attention_over" not in {op.label for op in graph.ops}
     assert {"matmul", "softmax", "linear"} <= {op.label for op in graph.ops}
+
+
+# ---- whole models: the rules on and off ------------------------------------------------------
+
+def model_loss(model, rng):
+    """(a float64 model's mean cross-entropy as a function of its parameters, the parameters):
+    tiny sizes, each model's masks, and "with dropout" a training pass whose masks come from
+    a generator seeded alike at every call."""
+    from models import classifier, lm, transformer
+    name, _, dropout = model.partition(" with ")
+    rate = 0.2 if dropout else 0.0
+
+    def mode():  # apply's keywords: a training pass with a fresh generator, or inference
+        return dict(training=True, rng=np.random.default_rng(5)) if dropout else {}
+    if name.startswith("transformer"):
+        p = transformer.init(rng, 11, 13, d_model=8, n_heads=2, d_ff=12, n_encoder=2,
+                             n_decoder=2, max_len=10, norm=name.split()[1], dropout=rate,
+                             dtype=np.float64)
+        src, tgt = rng.integers(1, 11, (3, 7)), rng.integers(1, 13, (3, 6))
+        src[0, 5:] = 0  # padding
+        return (lambda p: ag.cross_entropy(
+            transformer.apply(p, src, tgt[:, :-1], src_pad=0, **mode()), tgt[:, 1:])), p
+    if name == "classifier":
+        p = classifier.init(rng, 17, 3, d_model=8, n_heads=2, d_ff=12, n_layers=2, max_len=6,
+                            pool="mean", pad=0, dropout=rate, dtype=np.float64)
+        ids, labels = rng.integers(0, 17, (4, 6)), rng.integers(0, 3, 4)
+        return (lambda p: ag.cross_entropy(classifier.apply(p, ids, **mode()), labels)), p
+    p = lm.init(rng, 9, d_model=8, n_heads=2, d_ff=12, n_layers=2, max_len=8, dropout=rate,
+                dtype=np.float64)
+    ids = rng.integers(0, 9, (3, 8))
+    return (lambda p: ag.cross_entropy(lm.apply(p, ids[:, :-1], **mode()), ids[:, 1:])), p
+
+
+@pytest.mark.parametrize("model", ["transformer post", "transformer pre",
+                                   "transformer post with dropout", "classifier",
+                                   "classifier with dropout", "lm", "lm with dropout"])
+def test_whole_models_agree_with_the_rules_on_and_off(model, rng):
+    """Each model's loss in float64, with the fast rules and with its plain functions alone,
+    to 1e-10 relative: the value, every parameter's gradient and the second order (the
+    gradient of the gradient's squared norm); in float32 the gradients stay float32."""
+    loss, p = model_loss(model, rng)
+    names = fused_calls(loss, p)
+    assert "multihead_attention" in names and "feed_forward" in names, names
+    assert_fused_matches_composed(loss, rules_off(loss), p, rtol=1e-10)
