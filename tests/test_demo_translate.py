@@ -217,6 +217,20 @@ def run_demo(capsys, *flags):
     return capsys.readouterr().out
 
 
+def ctrl_c_at_epoch_1_batch_3(monkeypatch):
+    """Make translate's run raise KeyboardInterrupt while drawing epoch 1's 3rd batch (TINY:
+    5 batches an epoch, after the validation batches). -> the `ids` argument of each draw."""
+    real_batch, drawn = translate.training_batch, []
+
+    def interrupted_batch(rng, size, held_out, ids):
+        drawn.append(ids)
+        if len(drawn) == translate.VALIDATION_BATCHES + 5 + 3:
+            raise KeyboardInterrupt
+        return real_batch(rng, size, held_out, ids)
+    monkeypatch.setattr(translate, "training_batch", interrupted_batch)
+    return drawn
+
+
 def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path, capsys, monkeypatch):
     out = run_demo(capsys, "--quick", "--out", str(tmp_path))
     last = out.strip().splitlines()[-1]
@@ -280,14 +294,7 @@ def test_same_seed_same_bits_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_
                                                                             monkeypatch):
     run_demo(capsys, *TINY, "--out", str(tmp_path / "a"))
     run_demo(capsys, *TINY, "--out", str(tmp_path / "b"))
-    real_batch, drawn = translate.training_batch, []
-
-    def interrupted_batch(rng, size, held_out, ids):  # Ctrl-C while drawing epoch 1's 3rd batch
-        drawn.append(size)
-        if len(drawn) == translate.VALIDATION_BATCHES + 5 + 3:
-            raise KeyboardInterrupt
-        return real_batch(rng, size, held_out, ids)
-    monkeypatch.setattr(translate, "training_batch", interrupted_batch)
+    ctrl_c_at_epoch_1_batch_3(monkeypatch)
     with pytest.raises(SystemExit, match=r"^translate: stopped at epoch 1, step 2 \(saved in "
                                          r".*c/last.npz\); to continue: python -m "
                                          r"demos.translate --out .*c --resume$"):
@@ -337,18 +344,11 @@ def test_a_run_sharing_all_three_trains_saves_resumes_and_answers(tmp_path, caps
     (which reads --share-embeddings all back from the run) continues bit for bit."""
     from models import transformer
     run_demo(capsys, *TINY, "--share-embeddings", "all", "--out", str(tmp_path / "a"))
-    real_batch, drawn = translate.training_batch, []
-
-    def interrupted_batch(rng, size, held_out, ids):  # Ctrl-C while drawing epoch 1's 3rd batch
-        drawn.append(ids)
-        if len(drawn) == translate.VALIDATION_BATCHES + 5 + 3:
-            raise KeyboardInterrupt
-        return real_batch(rng, size, held_out, ids)
-    monkeypatch.setattr(translate, "training_batch", interrupted_batch)
+    drawn = ctrl_c_at_epoch_1_batch_3(monkeypatch)
     with pytest.raises(SystemExit, match=r"^translate: stopped at epoch"):
         run_demo(capsys, *TINY, "--share-embeddings", "all", "--out", str(tmp_path / "b"))
     monkeypatch.undo()
-    assert all(ids is nw.JOINT_IDS for ids in drawn)
+    assert all(ids is nw.JOINT_IDS for ids in drawn)  # each batch's token ids
     run_demo(capsys, "--out", str(tmp_path / "b"), "--resume")
     whole, resumed = (ag.load(tmp_path / name / "model.npz") for name in "ab")
     assert transformer.sharing(whole) == transformer.sharing(resumed) == "all"
