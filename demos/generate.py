@@ -357,7 +357,8 @@ def main(argv=None):
     args = parse_args(argv)
     common.say_if_compiling()
     if args.model is not None:
-        return use_model(args)
+        with runs.stopped_quietly("generate"):
+            return use_model(args)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
     out = common.output_path(args, "generate")
     with runs.stopped_in_one_line("generate", out, argv, args.lr) as run:
