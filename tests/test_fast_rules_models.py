@@ -1,4 +1,4 @@
-"""The models' fast rules (models/fast), which the blocks run without dropout: for
+"""The models' fast rules (models/fast), which the blocks run with or without dropout: for
 multihead_attention (and so cross_attention), decoding's projected_heads (keys_and_values)
 and attention_over, feed_forward with relu, and the post-LN blocks' add_and_norm (with or
 without dropout). Values and every gradient against torch (nn.MultiheadAttention for self-
@@ -106,15 +106,21 @@ def test_jvp_through_the_fast_rule_matches_finite_differences(rng):
     np.testing.assert_allclose(tangent, (loss(x + h * v) - loss(x - h * v)) / (2 * h), rtol=1e-7)
 
 
-def test_dropout_on_the_weights_takes_the_composed_path_with_the_same_draws(rng):
+def test_dropout_on_the_weights_runs_in_the_rule_with_the_functions_draws(rng):
+    """With dropout the rule still applies: it draws the mask the function's ag.dropout
+    draws, from the same generator, which it leaves where the function leaves it."""
     p = random_attention(rng, dtype=np.float32)
     x = rng.standard_normal((2, 4, 8)).astype(np.float32)
     names = fused_calls(lambda p, x: multihead_attention(p, x, x, None, 0.5,
                                                          np.random.default_rng(3)), p, x)
-    assert "multihead_attention" not in names and "softmax" in names
-    got = multihead_attention(p, x, x, None, 0.5, np.random.default_rng(3))
-    want = rules_off(multihead_attention)(p, x, x, None, 0.5, np.random.default_rng(3))
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # the ops' rules off: float32
+    assert "multihead_attention" in names and "softmax" not in names
+    generators = np.random.default_rng(3), np.random.default_rng(3)
+    got = multihead_attention(p, x, x, None, 0.5, generators[0])
+    want = rules_off(multihead_attention)(p, x, x, None, 0.5, generators[1])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # float32
+    assert generators[0].random() == generators[1].random()
+    with pytest.raises(ValueError, match=r"dropout: rate must lie in \[0, 1\), got 1.5"):
+        multihead_attention(p, x, x, None, 1.5, np.random.default_rng(3))
 
 
 def test_float16_and_unusual_masks_take_the_composed_path(rng):
@@ -203,17 +209,17 @@ def test_fused_feed_forward_second_order_and_jvp_match_finite_differences(rng):
     assert_hvp_and_jvp_match_central_differences(*feed_forward_loss(rng))
 
 
-def test_gelu_dropout_and_float16_feed_forwards_go_op_by_op(rng):
+def test_gelu_and_float16_feed_forwards_go_op_by_op_and_dropout_takes_the_rule(rng):
     p = random_feed_forward(rng, dtype=np.float32)
     x = rng.standard_normal((2, 3, 6)).astype(np.float32)
     assert "feed_forward" not in fused_calls(lambda p, x: feed_forward(p, x, activation=ag.gelu),
                                              p, x)
-    assert "feed_forward" not in fused_calls(
+    assert "feed_forward" in fused_calls(
         lambda p, x: feed_forward(p, x, 0.5, np.random.default_rng(1)), p, x)
-    np.testing.assert_array_equal(
+    np.testing.assert_allclose(  # the mask the composition draws, from the same generator
         feed_forward(p, x, 0.5, np.random.default_rng(1)),
         ag.linear(ag.dropout(ag.relu(ag.linear(x, *p.linear1)), 0.5, np.random.default_rng(1)),
-                  *p.linear2))
+                  *p.linear2), rtol=1e-6, atol=1e-6)
     p16 = random_feed_forward(rng, dtype=np.float16)
     assert "feed_forward" not in fused_calls(feed_forward, p16, x.astype(np.float16))
 
@@ -306,13 +312,24 @@ def test_post_ln_blocks_run_the_add_and_norm_rule_and_pictures_show_the_sum(rng)
 
 
 @pytest.mark.parametrize("sublayer", ["self-attention", "cross-attention", "feed-forward",
-                                      "add and norm"])
+                                      "add and norm", "self-attention with dropout",
+                                      "cross-attention with dropout", "feed-forward with dropout"])
 def test_each_rule_agrees_with_its_function(sublayer, rng):
     """The rule's value and pullback against the plain function's (what pictures and higher
     order run), in float64 at the same point, to first and second order; float32 stays
-    float32."""
+    float32. With dropout, each call draws its masks from a generator seeded alike."""
     x = rng.standard_normal((2, 4, 8))
-    if sublayer == "add and norm":
+    drop = lambda: np.random.default_rng(11)  # noqa: E731
+    if sublayer == "self-attention with dropout":
+        function = lambda p, x: multihead_attention(p, x, x, causal_mask(4), 0.3, drop())  # noqa
+        args = (random_attention(rng), x)
+    elif sublayer == "cross-attention with dropout":
+        function = lambda p, x, m: attention.cross_attention(p, x, m, None, 0.3, drop())  # noqa
+        args = (random_attention(rng), x, rng.standard_normal((2, 5, 8)))
+    elif sublayer == "feed-forward with dropout":
+        function = lambda p, x: layers.feed_forward(p, x, 0.3, drop())  # noqa: E731
+        args = (random_feed_forward(rng, d_model=8), x)
+    elif sublayer == "add and norm":
         function, args = layers.add_and_norm, (random_layer_norm(rng), x,
                                                rng.standard_normal((2, 4, 8)))
     elif sublayer == "feed-forward":
