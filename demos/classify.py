@@ -352,9 +352,10 @@ def main(argv=None):
     common.say_if_compiling()
     ag.memory.keep_freed_memory()
     if args.predict is not None:
-        with common.exit_on_bad_input("classify"):
-            model = load_model(args.model)
-        return print_predictions(model, args.predict)
+        with runs.stopped_quietly("classify"):
+            with common.exit_on_bad_input("classify"):
+                model = load_model(args.model)
+            return print_predictions(model, args.predict)
     out = common.output_path(args, "classify")
     with runs.stopped_in_one_line("classify", out, argv, args.lr) as run:
         return train_and_test(args, out, run)

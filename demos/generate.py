@@ -56,9 +56,9 @@ from . import common, ngram, runs  # noqa: E402
 from .common import flag, learning_rate  # noqa: E402
 
 FULL = dict(steps=2500, d_model=96, heads=4, d_ff=384, layers=2, context=128, batch_size=16,
-            lr=3e-3, warmup=100, eval_every=250, ngram=4, sample_length=300)
+            lr=3e-3, warmup=100, eval_every=250, ngram=4, sample_length=300, dropout=0.0)
 QUICK = dict(steps=120, d_model=32, heads=2, d_ff=64, layers=1, context=32, batch_size=16,
-             lr=1e-2, warmup=10, eval_every=40, ngram=3, sample_length=80)
+             lr=1e-2, warmup=10, eval_every=40, ngram=3, sample_length=80, dropout=0.0)
 OPTIONS = ("seed", "data", *FULL)  # what a run keeps in hyperparameters.json; --resume reads
 LARGE_VOCABULARY = 1_000  # distinct characters assumed by the memory estimate (ASCII: ~100)
 HELD_OUT_FRACTION = 0.1  # the last tenth of the text
@@ -78,7 +78,8 @@ HELP = dict(steps="training steps (batches)", d_model="model width",
             warmup="steps of linear warm-up, before a cosine decay",
             eval_every="steps between held-out losses (fit's epoch)",
             ngram="order of the n-gram baseline the last line names",
-            sample_length="characters of each printed sample")
+            sample_length="characters of each printed sample",
+            dropout="dropout rate in training, in [0, 1)")
 
 
 def positive(kind):
@@ -98,7 +99,8 @@ def parse_args(argv=None):
                         help=f"a UTF-8 text file to learn (default: Python's {PYDOC_TOPICS})")
     runs.add_resume_option(parser)
     for name, value in FULL.items():
-        parser.add_argument(flag(name), type=positive(type(value)), default=None,
+        kind = float if name == "dropout" else positive(type(value))  # a rate of 0 is allowed
+        parser.add_argument(flag(name), type=kind, default=None,
                             metavar={int: "N", float: "RATE"}[type(value)],
                             help=f"{HELP[name]} (full run: {value}, --quick: {QUICK[name]})")
     use = parser.add_argument_group("using a trained model")
@@ -113,10 +115,10 @@ def parse_args(argv=None):
                      help="the most probable continuation by a beam search of N, instead of "
                           "sampling")
     args = parser.parse_args(argv)
-    common.check_options(parser, args, rates=("lr", "temperature"), at_most={
-        "length": (MAX_LENGTH, "about a minute of sampling"),
-        "sample_length": (MAX_LENGTH, "about a minute of sampling each"),
-        "beam": (MAX_BEAM, "a wider beam finds hardly anything better")})
+    common.check_options(parser, args, rates=("lr", "temperature"), fractions=("dropout",),
+                         at_most={"length": (MAX_LENGTH, "about a minute of sampling"),
+                                  "sample_length": (MAX_LENGTH, "about a minute of sampling each"),
+                                  "beam": (MAX_BEAM, "a wider beam finds hardly anything better")})
     if args.model is not None or args.prompt is not None:
         if args.model is None or not args.prompt:
             parser.error("--model DIR and --prompt TEXT (not empty) go together")
@@ -176,7 +178,8 @@ def ngram_baselines(train_ids, held_out_ids, vocab_size, order):
 def loss_fn(params, batch, rng):
     """Mean cross-entropy in nats of each next character.  inputs, targets: (B, T)"""
     inputs, targets = batch
-    return ag.cross_entropy(lm.apply(params, inputs), targets)  # no dropout: rng unused
+    logits = lm.apply(params, inputs, training=rng is not None, rng=rng)  # rng None: validation
+    return ag.cross_entropy(logits, targets)
 
 
 def window_starts(n_targets, context, stride):
@@ -242,7 +245,7 @@ def samples(params, tokenizer, prompt, length, seed):
 
 def build_model(args, vocab_size, rng):
     return lm.init(rng, vocab_size, d_model=args.d_model, n_heads=args.heads, d_ff=args.d_ff,
-                   n_layers=args.layers, max_len=args.context)
+                   n_layers=args.layers, max_len=args.context, dropout=args.dropout)
 
 
 def hyperparameters(args, corpus_name):
@@ -320,7 +323,8 @@ def load_model(directory):
                              f"run has not finished")
     tokenizer = text.CharTokenizer.load(directory / "tokenizer.txt")
     try:
-        like = build_model(argparse.Namespace(**options), len(tokenizer),
+        # runs from before --dropout existed trained without it
+        like = build_model(argparse.Namespace(**{"dropout": 0.0, **options}), len(tokenizer),
                            np.random.default_rng(0))
     except (TypeError, ValueError, AttributeError) as error:  # a run of an older version
         raise ValueError(f"generate: {directory / 'hyperparameters.json'}: its options do not "
@@ -353,7 +357,8 @@ def main(argv=None):
     args = parse_args(argv)
     common.say_if_compiling()
     if args.model is not None:
-        return use_model(args)
+        with runs.stopped_quietly("generate"):
+            return use_model(args)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
     out = common.output_path(args, "generate")
     with runs.stopped_in_one_line("generate", out, argv, args.lr) as run:

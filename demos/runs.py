@@ -136,6 +136,20 @@ def stopped_in_one_line(program, out, argv, lr):
         sys.exit(diverged(program, error, lr))
 
 
+CTRL_C_STATUS = 130  # a shell's status for a program a SIGINT ended (128 + 2)
+
+
+@contextlib.contextmanager
+def stopped_quietly(program):
+    """Around a trained model's answers (--model): Ctrl-C ends the program with one line on
+    stderr and status 130, not a traceback; nothing is written there, so nothing is lost."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"\n{program}: stopped", file=sys.stderr)
+        sys.exit(CTRL_C_STATUS)
+
+
 def interrupted(program, stop, out, argv=None, trained=False):
     """The one line Ctrl-C ends a run with: where it stopped and the command that resumes
     (from last.npz: fit's TrainingInterrupted says where; else the checkpoint on disk does),

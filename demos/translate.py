@@ -326,7 +326,8 @@ def main(argv=None):
     args = parse_args(argv)
     common.say_if_compiling()
     if args.model is not None:
-        return use_model(args)
+        with runs.stopped_quietly("translate"):
+            return use_model(args)
     ag.memory.keep_freed_memory()  # reuse freed blocks: training steps run markedly faster
     out = common.output_directory(args, "translate")
     with runs.stopped_in_one_line("translate", out, argv, args.lr) as run:

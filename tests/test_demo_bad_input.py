@@ -4,10 +4,13 @@ diverging run names its step and where the gradient went wrong and what to try, 
 length has an upper bound, and a prediction from words the model never saw says so."""
 import contextlib
 import io
+import os
 import re
+import signal
 
 import pytest
 
+import autograd_lite as ag
 from demos import classify, generate, translate
 
 DEMOS = {"translate": translate, "classify": classify, "generate": generate}
@@ -95,3 +98,34 @@ def test_a_diverging_run_ends_with_its_step_where_and_a_lower_lr(program, argv, 
 def test_sizes_have_upper_bounds(program, argv, message):
     code, _, err = run(program, *argv)
     assert code == 2 and err.splitlines()[-1] == f"python -m demos.{program}: error: {message}"
+
+
+@pytest.mark.parametrize("program, use", [
+    ("translate", ["--number", "5"]), ("classify", ["--predict", "ok"]),
+    ("generate", ["--prompt", "The"])])
+def test_ctrl_c_while_a_model_answers_ends_in_one_line(finished_runs, program, use, monkeypatch):
+    """A SIGINT while the trained model is read (every demo's --model mode loads it with
+    ag.load) ends the program with status 130 and one line, not a KeyboardInterrupt."""
+    real_load = ag.load
+
+    def load_then_ctrl_c(*args, **kwargs):
+        loaded = real_load(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return loaded
+    monkeypatch.setattr(ag, "load", load_then_ctrl_c)
+    code, out, err = run(program, "--model", finished_runs[program], *use)
+    assert (code, out, err.strip()) == (130, "", f"{program}: stopped")
+
+
+def test_ctrl_c_while_translate_reads_numbers_from_stdin(finished_runs, monkeypatch):
+    """translate --model DIR answers the numbers of standard input until it ends; a Ctrl-C
+    there, the usual way to stop it at a terminal, ends it quietly after the answers so far."""
+    class Terminal(io.StringIO):
+        def __iter__(self):
+            yield "5\n"
+            os.kill(os.getpid(), signal.SIGINT)
+            yield "6\n"
+    monkeypatch.setattr("sys.stdin", Terminal())
+    code, out, err = run("translate", "--model", finished_runs["translate"])
+    assert (code, err.strip()) == (130, "translate: stopped")
+    assert out == ""  # the numbers are read first, then answered: none was answered yet

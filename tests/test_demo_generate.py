@@ -177,11 +177,28 @@ def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
     (["--quick", "--d-model", "30", "--heads", "4"], "--d-model 30 must be a multiple of "
                                                      "--heads 4"),
     (["--resume"], "--resume needs --out DIR"),
+    (["--dropout", "1"], "--dropout must lie in [0, 1), got 1.0"),
+    (["--dropout=-0.1"], "--dropout must lie in [0, 1), got -0.1"),
 ])
 def test_bad_settings_are_refused_by_name(flags, message, capsys):
     with pytest.raises(SystemExit):
         generate.parse_args(flags)
     assert message in capsys.readouterr().err
+
+
+def test_dropout_is_the_models_and_acts_in_training_steps_only():
+    """--dropout sets the model's rate; loss_fn drops with a step's rng (fit passes one) and
+    not in validation (rng None), where it equals the plain forward pass."""
+    args = generate.parse_args(["--quick", "--dropout", "0.5"])
+    params = generate.build_model(args, 11, np.random.default_rng(0))
+    assert params.dropout == 0.5
+    ids = np.random.default_rng(1).integers(0, 11, (2, 9))
+    batch = ids[:, :-1], ids[:, 1:]
+    plain = ag.cross_entropy(lm.apply(params, batch[0]), batch[1])
+    assert generate.loss_fn(params, batch, None) == plain
+    dropped = ag.cross_entropy(lm.apply(params, batch[0], training=True,
+                                        rng=np.random.default_rng(7)), batch[1])
+    assert generate.loss_fn(params, batch, np.random.default_rng(7)) == dropped != plain
 
 
 def test_resume_takes_the_runs_settings_and_refuses_others(tmp_path, capsys):
