@@ -16,7 +16,7 @@ from .. import kernels
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import is_traced, primal
 from .broadcasting import sum_rows, unbroadcast
-from .checks import as_array, check_same_float_dtype
+from .checks import as_array, check_same_float_dtype, every_value
 from .elementwise import mul
 from .precision import computed_in_float32, defined_in_float32
 from .reductions import mean_last, mean_of_products_last
@@ -124,9 +124,9 @@ def _check_smoothing(logits, smoothing):
         raise ValueError(f"cross_entropy: label_smoothing must be a scalar, got shape "
                          f"{np.shape(smoothing)}")
     check_same_float_dtype("cross_entropy", logits, smoothing)
-    if not 0.0 <= float(primal(smoothing)) <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], "
-                         f"got {primal(smoothing)}")
+    values = every_value(smoothing)
+    if not np.all((0.0 <= values) & (values <= 1.0)):
+        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {values}")
 
 
 def _counted_labels(labels, ignore_index):
