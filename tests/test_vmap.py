@@ -22,12 +22,18 @@ def examples(case, dtype, seed=0):
     return [case.arguments(rng, dtype) for _ in range(EXAMPLES)]
 
 
+def first_float(args):
+    return next(k for k, a in enumerate(args) if is_float(a))
+
+
 def batched_arguments(draws, layout):
     """The vmap call's arguments and in_axes for one layout: every float argument stacked on
-    axis 0 or on its last axis; or the first stacked and the others unmapped (example 0's)."""
+    axis 0 or on its last axis; or the first float one stacked and the others unmapped
+    (example 0's)."""
     args, axes = [], []
+    mapped_alone = first_float(draws[0])
     for k, first in enumerate(draws[0]):
-        if not is_float(first) or (layout == "unmapped" and k > 0):
+        if not is_float(first) or (layout == "unmapped" and k != mapped_alone):
             args.append(first)
             axes.append(None)
             continue
@@ -41,10 +47,11 @@ def batched_arguments(draws, layout):
 
 def per_example(draws, layout):
     """Each example's arguments as the loop sees them: with the layout "unmapped", its first
-    argument and example 0's others."""
+    float argument and example 0's others."""
     if layout != "unmapped":
         return draws
-    return [[d[0], *draws[0][1:]] for d in draws]
+    k = first_float(draws[0])
+    return [[d[k] if i == k else a for i, a in enumerate(draws[0])] for d in draws]
 
 
 def first_order(case):

@@ -3,14 +3,15 @@
 A static index gets a full slice in front for the examples' axis; where numpy moves the
 advanced indices' axes to the front (advanced indices not side by side), the examples' axis
 follows them. Batched integer indices (an embedding lookup of each example's tokens) pick
-each example's rows by pairing them with the examples' numbers."""
+each example's rows (shared.gather_each)."""
 import numbers
 
 import numpy as np
 
 from ..core.batching import BATCHING_RULES
 from ..ops import indexing as ix, reshape
-from .axes import front_or_broadcast, moveaxis, ndim_of, shape_of, static, to_front
+from .axes import front_or_broadcast, length_of, moveaxis, ndim_of, shape_of, static, to_front
+from .shared import gather_each
 
 
 def _parts(index):
@@ -67,10 +68,17 @@ def gather_rule(values, bdims):
         return ix.gather(table, indices), bi
     if bi is None:  # a table per example, the same indices: the tables' axis after theirs
         return ix.gather(moveaxis(table, bt, 1), indices), ndim_of(indices)
-    length = shape_of(table)[bt]
-    indices = to_front(indices, bi)
-    pairs = (_example_numbers(length, ndim_of(indices) - 1), indices)
-    return ix.getitem(to_front(table, bt), pairs), 0
+    return gather_each(to_front(table, bt), to_front(indices, bi)), 0
+
+
+def gather_each_rule(values, bdims):
+    """gather_each under a second vmap: the two levels' examples as one axis."""
+    (tables, indices), (bt, bi) = values, bdims
+    length = length_of(values, bdims)
+    tables, indices = front_or_broadcast(tables, bt, length), front_or_broadcast(indices, bi, length)
+    t, i = shape_of(tables), shape_of(indices)
+    out = gather_each(reshape(tables, (t[0] * t[1],) + t[2:]), reshape(indices, (i[0] * i[1],) + i[2:]))
+    return reshape(out, t[:2] + i[2:] + t[3:]), 0
 
 
 def scatter_add_rule(values, bdims):
@@ -92,4 +100,5 @@ def scatter_add_rule(values, bdims):
 
 
 BATCHING_RULES.update({ix.getitem: getitem_rule, ix.add_at: add_at_rule,
-                       ix.gather: gather_rule, ix.scatter_add: scatter_add_rule})
+                       ix.gather: gather_rule, ix.scatter_add: scatter_add_rule,
+                       gather_each: gather_each_rule})

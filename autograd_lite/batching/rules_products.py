@@ -5,6 +5,7 @@ from ..ops import expand_dims, squeeze
 from ..ops.einsum import LETTERS, einsum, explicit_subscripts
 from ..ops.matmul import linear, matmul
 from .axes import ndim_of, padded, to_front
+from .shared import fits_shared_matmul, shared_matmul
 
 
 def matmul_rule(values, bdims):
@@ -27,7 +28,10 @@ def matmul_rule(values, bdims):
         a = padded(a, 0, rank)
     if bb is not None:
         b = padded(b, 0, rank)
-    out = matmul(a, b)
+    if ba is not None and bb is not None and fits_shared_matmul(a, b):
+        out = shared_matmul(a, b)  # a parameter that every example shares, unmapped
+    else:
+        out = matmul(a, b)
     if b_vector:
         out = squeeze(out, -1)
     if a_vector:
@@ -59,4 +63,5 @@ def einsum_rule(values, bdims, optimize=False):
     return einsum(f"{','.join(terms)}->{letter}{output}", *operands, optimize=optimize), 0
 
 
-BATCHING_RULES.update({matmul: matmul_rule, linear: linear_rule, einsum: einsum_rule})
+BATCHING_RULES.update({matmul: matmul_rule, linear: linear_rule, einsum: einsum_rule,
+                       shared_matmul: matmul_rule})  # (its value is a @ b's)

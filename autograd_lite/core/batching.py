@@ -23,6 +23,8 @@ package installs (`OPS`), since the core imports no op.
 """
 import numpy as np
 
+from .levels import next_level
+
 
 class Batched:
     """Many examples of a value: `value` holds them along axis `bdim`; `level` is the vmap
@@ -52,8 +54,17 @@ class Batched:
         return self.shape[0]
 
     def __bool__(self):
-        raise TypeError(f"the truth value of a batched value {self.shape} (one per example, "
-                        "under vmap) is not one bool: use ag.where to choose per example")
+        """Where every example gives the same truth value, that value (a check of an input,
+        `if ids.min() < 0`, takes the branch a loop would take for each); else an error."""
+        if self.size != 1:
+            raise ValueError(f"the truth value of a batched value of shape {self.shape} is "
+                             "ambiguous (as numpy's): use .any() or .all()")
+        values = np.asarray(Ops.every_value(self), dtype=bool)
+        if values.all() or not values.any():
+            return bool(values.all())
+        raise TypeError("under vmap a condition is True for some examples and False for "
+                        "others, so no one branch is right for all: use ag.where to choose "
+                        "per example")
 
     def __repr__(self):
         return f"Batched(level={self.level}, bdim={self.bdim}, {self.value!r})"
@@ -78,7 +89,6 @@ _ACTIVE = []  # (level, length) of each vmap call running its function, outermos
 
 def new_level():
     """A level above every trace and vmap call opened so far (one counter for both)."""
-    from .tracer import next_level  # the tracer imports this module
     return next_level()
 
 
@@ -109,9 +119,11 @@ BATCHING_RULES = {}
 
 class Ops:
     """The ops the axis helpers need, installed by autograd_lite/batching (core imports no op):
-    moveaxis(x, source, destination) and broadcast_axis(x, axis, length)."""
+    moveaxis(x, source, destination) and broadcast_axis(x, axis, length); and
+    every_value(x), the plain values of all of a batched value's examples."""
     moveaxis = None
     broadcast_axis = None
+    every_value = None
 
 
 def batched_call(op, args, kwargs, plain=None):

@@ -11,18 +11,11 @@ returns: a box that escaped the call and reaches an op later is an error that sa
 """
 import functools
 import inspect
-import itertools
 
 import numpy as np
 
 from .batching import Batched, batched_call
-
-_trace_levels = itertools.count(1)
-
-
-def next_level():
-    """A level above every trace (and vmap call, core/batching.py) opened so far."""
-    return next(_trace_levels)
+from .levels import next_level
 
 
 class Trace:

@@ -138,6 +138,13 @@ def _counted_labels(labels, ignore_index):
     return np.where(counted, flat_labels, 0), counted, int(counted.sum())
 
 
+def check_cross_entropy(logits, labels, ignore_index, label_smoothing):
+    """cross_entropy's checks of its operands (the labels' dtype, shape and range, the
+    smoothing's), for a function that computes it otherwise (its batching rule)."""
+    _check_labels(logits, labels, ignore_index)
+    _check_smoothing(logits, label_smoothing)
+
+
 def _checked_cross_entropy_operands(logits, labels, ignore_index, label_smoothing):
     """(logits, flat labels (N,) with ignored ones 0, counted (N,) bool or None, count),
     after the operands' checks."""
