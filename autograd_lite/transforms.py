@@ -27,28 +27,39 @@ import numpy as np
 from . import ops
 from .core.backward import backward
 from .core.argnums import argnum_positions, check_argnums
-from .core.differentiate import (differentiate, gradient_function, output_of, trace_call,
-                            trees_of_inputs, vjp_of_tree)
+from .core.batching import Batched, aligned, wrap
+from .core.differentiate import (batched_output, differentiate, gradient_function, output_of,
+                                 trace_call, trees_of_inputs, vjp_of_tree)
 from .core.tree import is_differentiable, tree_leaves, tree_map, tree_paths
 from .batching import vmap
 
 
 # ---------------------------------------------------------------- jacobian, hessian
 
-def _blocks(node, shape, input_nodes):
-    """For an output of `shape` recorded as `node` (None: a constant), the Jacobian block
-    of each input node, shape + the input's: the pullbacks of the one-hot cotangents of
-    every output element, computed together as one backward pass under vmap (the rows'
-    axis batched through every pullback) rather than one pass per element."""
+def _blocks(caller, leaf, trace, input_nodes):
+    """For an output leaf of the trace, the Jacobian block of each input node, the output's
+    shape + the input's: the pullbacks of the one-hot cotangents of every output element,
+    computed together as one backward pass under vmap (the rows' axis batched through every
+    pullback) rather than one pass per element. Under an enclosing vmap the output and the
+    inputs hold many examples (their Batched layers, core/batching.py): each gets its own."""
+    core, layers, lengths = batched_output(leaf, trace)
+    value, node = output_of(caller, core, trace)
+    shape = np.shape(leaf) if type(leaf) is not Batched else leaf.shape
+    inputs = [wrap(np.zeros(n.shape, dtype=n.dtype), trace.batch_layers.get(n, ()))
+              for n in input_nodes]  # zeros of each input's (logical) shape
     size = int(np.prod(shape))
     if node is None or size == 0:
-        return [np.zeros(tuple(shape) + n.shape, dtype=n.dtype) for n in input_nodes]
+        return [np.zeros(tuple(shape) + z.shape, z.dtype) if type(z) is np.ndarray
+                else ops.broadcast_to(z, tuple(shape) + z.shape) for z in inputs]
 
     def pulled_back(seed):  # one output element's row of every block
-        at_leaves = backward(node, seed.reshape(shape), release=False)
-        return [at_leaves.get(n, np.zeros(n.shape, dtype=n.dtype)) for n in input_nodes]
+        seed = seed.reshape(shape)
+        at_leaves = backward(node, aligned(seed, layers, lengths) if layers else seed,
+                             release=False)
+        return [z if n not in at_leaves else wrap(at_leaves[n], trace.batch_layers.get(n, ()))
+                for n, z in zip(input_nodes, inputs)]
     rows = vmap(pulled_back)(np.eye(size, dtype=node.dtype))  # each (size,) + input's shape
-    return [ops.reshape(r, tuple(shape) + n.shape) for r, n in zip(rows, input_nodes)]
+    return [ops.reshape(r, tuple(shape) + r.shape[1:]) for r in rows]
 
 
 def _jacobian(caller, f, argnums):
@@ -62,8 +73,7 @@ def _jacobian(caller, f, argnums):
         def of_output(leaf):
             if leaf is None:  # a static leaf of a gradient tree (hessian): no derivative
                 return None
-            value, node = output_of(caller, leaf, trace)
-            blocks = dict(zip(input_nodes, _blocks(node, np.shape(value), input_nodes)))
+            blocks = dict(zip(input_nodes, _blocks(caller, leaf, trace, input_nodes)))
             trees = trees_of_inputs(args, positions, input_nodes,
                                     lambda _, input_node: blocks[input_node])
             return trees[0] if single else trees
