@@ -17,30 +17,32 @@ from ..ops import gather
 
 
 def is_one_copy(x, bdim):
-    """Whether x's examples along bdim are one array seen B times (a stride of 0)."""
-    value = primal(x)
-    return type(value) is np.ndarray and value.ndim > bdim and value.strides[bdim] == 0 \
-        and value.shape[bdim] > 1
+    """Whether x is a plain array whose examples along bdim are one array seen B times (a
+    stride of 0). Not a traced value: an enclosing trace differentiating it must see every
+    example's copy used, or its derivatives would all go to the first."""
+    return type(x) is np.ndarray and x.ndim > bdim and x.strides[bdim] == 0 and x.shape[bdim] > 1
 
 
 @primitive(name="matmul")
 def shared_matmul(a, b):
     """a @ b, b (B, 1, ..., 1, k, m) with one matrix for its B examples, a (B, ..., n, k):
-    one product with that matrix forward and for a's cotangent; b's per example."""
-    matrix = reshape(b[(0,) * (b.ndim - 2)], b.shape[-2:])  # (k, m)
-    out = matmul(a, matrix)
+    one product with that matrix forward and for a's cotangent; b's per example. (Where b
+    is not one plain copy, as under higher order, the stacked product.)"""
     a_shape, b_shape = a.shape, b.shape
+    matrix = reshape(b[(0,) * (b.ndim - 2)], b.shape[-2:]) if is_one_copy(b, 0) else b
+    out = matmul(a, matrix)
 
     def shared_matmul_pullback(g):
-        return (lambda: reshape(matmul(g, swapaxes(matrix, 0, 1)), a_shape),
+        return (lambda: unbroadcast(matmul(g, swapaxes(matrix, -1, -2)), a_shape),
                 lambda: unbroadcast(matmul(swapaxes(a, -1, -2), g), b_shape))
     return out, shared_matmul_pullback
 
 
 def fits_shared_matmul(a, b):
-    """a (B, ..., n, k) and b (B, 1, ..., 1, k, m), b one copy of a matrix along axis 0."""
+    """a (B, ..., n, k) and b (B, 1, ..., 1, k, m), b's value one copy of a matrix along
+    axis 0 (the body checks again on the array it gets)."""
     return (b.ndim >= 3 and a.ndim >= b.ndim and a.shape[0] == b.shape[0]
-            and all(n == 1 for n in b.shape[1:-2]) and is_one_copy(b, 0))
+            and all(n == 1 for n in b.shape[1:-2]) and is_one_copy(primal(b), 0))
 
 
 @primitive
