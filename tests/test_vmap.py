@@ -299,3 +299,14 @@ def test_per_example_gradients_of_the_seed_classifier_equal_separate_gradients()
         assert got.shape == (32,) + want[0].shape, path
         np.testing.assert_allclose(got, np.stack(want), rtol=1e-6, atol=1e-6 * largest,
                                    err_msg=path)
+
+
+def test_a_picture_of_a_vmapped_call_shows_the_examples_axis_on_its_shapes():
+    """The ops a vmapped call records are the batched ones: their shapes hold the examples'
+    axis (5 here), where the mapped function's own ops have none."""
+    w = np.random.default_rng(5).standard_normal((3, 4))
+    mapped = ag.vmap(lambda x: ag.sum(ag.tanh(x @ w)))
+    graph = ag.viz.trace(lambda xs: ag.sum(mapped(xs)), np.ones((5, 3)))
+    dot = graph.to_dot()
+    assert "<B>tanh</B>  <FONT POINT-SIZE=\"9\" COLOR=\"#334155\">(5, 4) f64" in dot
+    assert "<B>sum</B> axis=(1,)" in dot  # one sum per example, over its own axis

@@ -1,8 +1,8 @@
 """vmap against Python loops: per-example gradients of the seed classifier (vocab 7455, D 32,
 4 heads, d_ff 128, one block, 50 tokens, B 32; float32) through ag.vmap(ag.grad(loss)), beside
-one batched gradient and a loop of 32 single-example gradients; and ag.jacobian (one batched
-backward pass under vmap) of a 64 -> 64 MLP at a batch of 32 against the loop of one vjp per
-output element that it replaced. Alternating blocks (timing.alternating_blocks); the figures
+one batched gradient and a loop of 32 single-example gradients; and the Jacobians of a
+64 -> 64 MLP at each of 32 examples through ag.vmap(ag.jacobian) against the loop over the
+examples of the loop of one vjp per output element that ag.jacobian was before. Alternating blocks (timing.alternating_blocks); the figures
 are ratios of medians, with quartiles. A script, not a test:
 
     python3 tests/benchmarks/bench_vmap.py [--threads 1] [--rounds 7]
@@ -38,14 +38,17 @@ def classifier_sides(batch=32):
 
 
 def mlp_sides(batch=32, width=64):
+    """Each example's Jacobian of a 64 -> 64 MLP, (32, 64, 64): ag.vmap of ag.jacobian (its
+    rows one batched backward pass, the examples another axis of it) against the loop over
+    the examples of the loop of one vjp per output element that ag.jacobian was before."""
     rng = np.random.default_rng(1)
     w1, w2 = rng.standard_normal((2, width, width)) / np.sqrt(width)
 
-    def mlp(x):  # (B, 64) -> (B, 64)
+    def mlp(x):  # (64,) -> (64,)
         return ag.tanh(ag.tanh(x @ w1) @ w2)
-    x = rng.standard_normal((batch, width))
+    xs = rng.standard_normal((batch, width))
 
-    def loop():  # one vjp per output element, as ag.jacobian computed it before vmap
+    def jacobian_by_vjps(x):
         out, pullback = ag.vjp(mlp, x)
         rows = []
         for k in range(out.size):
@@ -53,7 +56,10 @@ def mlp_sides(batch=32, width=64):
             seed[k] = 1
             rows.append(pullback(seed.reshape(out.shape))[0])
         return np.stack(rows).reshape(out.shape + x.shape)
-    return {"jacobian": lambda: ag.jacobian(mlp)(x), "loop": loop}
+    per_example = ag.vmap(ag.jacobian(mlp))
+    assert np.allclose(per_example(xs), [jacobian_by_vjps(x) for x in xs], rtol=1e-10)
+    return {"jacobian": lambda: per_example(xs),
+            "loop": lambda: [jacobian_by_vjps(x) for x in xs]}
 
 
 def main():
