@@ -26,7 +26,10 @@ runs instead, op by op, so that the traces record it:
   the library's ops (`op=True`), which pictures draw as one op (with its rules off, one
   node whose output and pullback are the plain function's);
 - when no rule applies; and when rules are off (`fast_rules(False)`, or
-  AUTOGRAD_LITE_FAST_RULES=0 for a process).
+  AUTOGRAD_LITE_FAST_RULES=0 for a process);
+- under vmap (a Batched argument, core/batching.py), unless the fusable is one of the
+  library's ops with a batching rule (softmax, layer_norm, cross_entropy, gather, linear...),
+  which then calls the op once for every example, so its fast rule runs on the batch.
 
 A rule's pullback may still meet a traced cotangent (jvp's double vjp, or a trace that
 differentiates the cotangent): a rule returns `(out, pullback, traced_pullback)` with one
