@@ -20,6 +20,7 @@ from .core.tracer import stop_gradient
 from .ops.weak import user_fast_rule as fast_rule
 from .ops.weak import user_primitive as primitive
 from .transforms import hessian, hvp, jacobian, jvp
+from .batching import vmap
 from .core.tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
 from .gradcheck import check_gradients
 from .io.serialization import load, save

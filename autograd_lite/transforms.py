@@ -5,8 +5,8 @@ Like `gradient`, each takes and returns pytrees in the structure of the argument
     jacobian(f, argnums=0)(*args)  ∂f/∂x. For an output leaf of shape S and an argument
         leaf of shape L, an array of shape S + L (jax.jacrev's layout), in the argument's
         tree (argnums an int) or a tuple of such trees (a tuple); a tree-valued f gives
-        its output's tree of those. One backward pass per output element: rows by
-        repeated vjp.
+        its output's tree of those. One backward pass for all the output's elements:
+        the vjp of each one-hot cotangent, under vmap.
     hessian(f, argnums=0)(*args)   jacobian(grad(f)): ∂²f/∂x_i∂x_j of shape L_i + L_j,
         nested as jax.hessian nests it (H.w.b for parameters with fields w and b).
     hvp(f, primals, tangents)      (f(*primals), H·v) for scalar f, one tree per primal:
@@ -27,35 +27,39 @@ import numpy as np
 from . import ops
 from .core.backward import backward
 from .core.argnums import argnum_positions, check_argnums
-from .core.differentiate import (differentiate, gradient_function, output_of, trace_call,
-                            trees_of_inputs, vjp_of_tree)
+from .core.batching import Batched, aligned, wrap
+from .core.differentiate import (batched_output, differentiate, gradient_function, output_of,
+                                 trace_call, trees_of_inputs, vjp_of_tree)
 from .core.tree import is_differentiable, tree_leaves, tree_map, tree_paths
+from .batching import vmap
 
 
 # ---------------------------------------------------------------- jacobian, hessian
 
-def _rows(node, shape):
-    """For each element k of an output of `shape` (row-major): {input node: ∂out_k/∂input},
-    one backward pass each (the pullback of a one-hot cotangent). node None: a constant."""
+def _blocks(caller, leaf, trace, input_nodes):
+    """For an output leaf of the trace, the Jacobian block of each input node, the output's
+    shape + the input's: the pullbacks of the one-hot cotangents of every output element,
+    computed together as one backward pass under vmap (the rows' axis batched through every
+    pullback) rather than one pass per element. Under an enclosing vmap the output and the
+    inputs hold many examples (their Batched layers, core/batching.py): each gets its own."""
+    core, layers, lengths = batched_output(leaf, trace)
+    value, node = output_of(caller, core, trace)
+    shape = np.shape(leaf) if type(leaf) is not Batched else leaf.shape
+    inputs = [wrap(np.zeros(n.shape, dtype=n.dtype), trace.batch_layers.get(n, ()))
+              for n in input_nodes]  # zeros of each input's (logical) shape
     size = int(np.prod(shape))
-    if node is None:
-        return [{}] * size
-    rows = []
-    for k in range(size):
-        seed = np.zeros(size, dtype=node.dtype)
-        seed[k] = 1
-        rows.append(backward(node, seed.reshape(shape), release=False))
-    return rows
+    if node is None or size == 0:
+        return [np.zeros(tuple(shape) + z.shape, z.dtype) if type(z) is np.ndarray
+                else ops.broadcast_to(z, tuple(shape) + z.shape) for z in inputs]
 
-
-def _stacked(rows, input_node, out_shape):
-    """The Jacobian block of one input: its rows stacked, shape out_shape + the input's."""
-    shape = tuple(out_shape) + input_node.shape
-    zeros = np.zeros(input_node.shape, dtype=input_node.dtype)
-    gradients = [row.get(input_node, zeros) for row in rows]
-    if not gradients:  # an empty output
-        return np.zeros(shape, dtype=input_node.dtype)
-    return ops.reshape(ops.stack(gradients), shape)  # recorded by an enclosing trace, if any
+    def pulled_back(seed):  # one output element's row of every block
+        seed = seed.reshape(shape)
+        at_leaves = backward(node, aligned(seed, layers, lengths) if layers else seed,
+                             release=False)
+        return [z if n not in at_leaves else wrap(at_leaves[n], trace.batch_layers.get(n, ()))
+                for n, z in zip(input_nodes, inputs)]
+    rows = vmap(pulled_back)(np.eye(size, dtype=node.dtype))  # each (size,) + input's shape
+    return [ops.reshape(r, tuple(shape) + r.shape[1:]) for r in rows]
 
 
 def _jacobian(caller, f, argnums):
@@ -69,11 +73,9 @@ def _jacobian(caller, f, argnums):
         def of_output(leaf):
             if leaf is None:  # a static leaf of a gradient tree (hessian): no derivative
                 return None
-            value, node = output_of(caller, leaf, trace)
-            rows = _rows(node, np.shape(value))
+            blocks = dict(zip(input_nodes, _blocks(caller, leaf, trace, input_nodes)))
             trees = trees_of_inputs(args, positions, input_nodes,
-                                    lambda _, input_node: _stacked(rows, input_node,
-                                                                   np.shape(value)))
+                                    lambda _, input_node: blocks[input_node])
             return trees[0] if single else trees
         return tree_map(of_output, out)
     return jacobian_of_f

@@ -177,3 +177,29 @@ def test_a_finite_gradient_past_the_float_range_is_described_by_its_largest_grou
     norm = 1e19 * np.sqrt(p.head.w.size)
     assert health.describe_nonfinite(grads, groups) == (
         f"every gradient entry is finite; the largest group's norm is head's, {norm:.3g}")
+
+
+def test_example_health_holds_the_quantiles_of_each_examples_gradient_norm():
+    """The per-example norms (one vmap of the gradient) against each example's own gradient
+    taken alone, and fit's records of them; the run's numbers are those without them."""
+    p, batch = tiny_lm(), next(iter(lm_batches(0)))
+    norms = health.example_gradient_norms(lm_loss, p, batch, None)
+    alone = [np.sqrt(sum(np.sum(np.square(g, dtype=np.float64))
+                         for g in ag.tree_leaves(ag.gradient(
+                             lambda q: lm_loss(q, (batch[0][i:i + 1], batch[1][i:i + 1]), None),
+                             p)[0]) if g is not None))
+             for i in range(len(batch[0]))]
+    np.testing.assert_allclose(norms, alone, rtol=1e-5)
+    optimizer = ag.optim.adam(3e-2)
+    plain_params, plain = train.fit(lm_loss, tiny_lm(), optimizer, lm_batches, 1,
+                                    health_every=2, progress=False)
+    params, history = train.fit(lm_loss, tiny_lm(), optimizer, lm_batches, 1, health_every=2,
+                                progress=False, example_health=True)
+    assert history["step_loss"] == plain["step_loss"]
+    first = history["health"][0]["example_grad_norm"]
+    assert list(first) == ["q05", "q25", "q50", "q75", "q95"]
+    np.testing.assert_allclose(list(first.values()),
+                               np.quantile(norms, [0.05, 0.25, 0.5, 0.75, 0.95]), rtol=1e-6)
+    with pytest.raises(ValueError, match="example_health=True adds to the health records"):
+        train.fit(lm_loss, tiny_lm(), optimizer, lm_batches, 1, progress=False,
+                  example_health=True)

@@ -71,8 +71,9 @@ def test_the_pictures_need_no_graphviz_python_package():
 
 
 # Each package of the engine, with the packages it may import (DESIGN.md's layout: viz, optim, io
-# and the transforms above ops; ops above kernels and core; core above nothing; interrupts.py
-# a leaf below all, which the kernels use while numba compiles).
+# and the transforms above ops, batching (vmap and the ops' batching rules) among the
+# transforms; ops above kernels and core; core above nothing; interrupts.py a leaf below all,
+# which the kernels use while numba compiles).
 MAY_IMPORT = {
     "interrupts": set(),
     "core": set(),
@@ -80,7 +81,8 @@ MAY_IMPORT = {
     "ops": {"core", "kernels"},
     "optim": {"core", "kernels"},
     "io": {"core"},
-    "transforms": {"core", "ops"},
+    "batching": {"core", "ops"},
+    "transforms": {"core", "ops", "batching"},
     "gradcheck": {"core", "ops"},
     "viz": {"core", "ops"},
 }

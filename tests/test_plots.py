@@ -288,6 +288,21 @@ def test_training_health_adds_the_non_finite_fraction_and_refuses_a_history_with
         plots.training_health({"epochs": [], "step_loss": []}, tmp_path / "x.png")
 
 
+def test_training_health_draws_the_per_example_norms_quantiles(tmp_path):
+    quantiles = [dict(q05=0.1 * s, q25=0.2 * s, q50=0.3 * s, q75=0.4 * s, q95=0.5 * s)
+                 for s in (1, 2, 3, 4)]
+    records = [dict(r, example_grad_norm=q) for r, q in zip(HEALTH["health"], quantiles)]
+    fig = plots.training_health({"health": records}, tmp_path / "h.png")
+    assert len(fig.axes) == 3
+    examples = fig.axes[2]
+    median = next(line for line in examples.get_lines() if line.get_label() == "examples' median")
+    np.testing.assert_allclose(median.get_ydata(), [0.3, 0.6, 0.9, 1.2])
+    bands = [c for c in examples.collections if c.get_label() == "examples 5-95%"]
+    low, high = bands[0].get_paths()[0].vertices[:, 1].min(), \
+        bands[0].get_paths()[0].vertices[:, 1].max()
+    assert (low, high) == pytest.approx((0.1, 2.0))
+
+
 @pytest.mark.parametrize("draw", ["confusion_matrix", "probabilities_by_class", "attention"])
 def test_labels_no_installed_font_has_are_escaped_and_no_glyph_is_missing(draw, tmp_path):
     """Class names and tokens are the user's text: a character the fonts lack would be drawn

@@ -16,6 +16,7 @@ import numpy as np
 
 from .argnums import argnum_positions, check_argnums, nothing_to_differentiate
 from .backward import backward
+from .batching import Batched, active_levels, aligned, batched_over, peel, wrap
 from .tracer import Box, Node, Trace, end_trace, escaped_value_error
 from .tree import children, is_differentiable, tree_leaves, tree_map, tree_unflatten
 from .weak import weak_float
@@ -54,15 +55,25 @@ def argument_names(f, n):
 # ---------------------------------------------------------------- tracing a call
 
 def _box_leaves(tree, trace):
-    """`tree` with each float leaf boxed as an input of `trace`; and the input nodes, in leaf order."""
+    """`tree` with each float leaf boxed as an input of `trace`; and the input nodes, in leaf
+    order. Under vmap (trace.batch_levels) a leaf is first batched over every vmap call in
+    progress, and the plain array inside its Batched layers is what is boxed (core/batching.py)."""
     nodes = []
 
     def box(leaf):
         if not is_differentiable(leaf):
             return leaf
-        boxed = box_input(leaf, trace)
+        if trace.batch_levels:
+            leaf = batched_over(leaf, trace.batch_levels)
+        if type(leaf) is not Batched:
+            boxed = box_input(leaf, trace)
+            nodes.append(boxed.node)
+            return boxed
+        core, layers = peel(leaf)
+        boxed = box_input(core, trace)
         nodes.append(boxed.node)
-        return boxed
+        trace.batch_layers[boxed.node] = layers
+        return wrap(boxed, layers)
     return tree_map(box, tree), nodes
 
 
@@ -71,6 +82,8 @@ def trace_call(caller, f, args, positions, named=False):
     ends when f returns: (output, input nodes, trace). named: the positions were asked for
     by argnums, so each must hold a float leaf."""
     trace = Trace(caller=caller)
+    trace.batch_levels = active_levels()
+    trace.batch_layers = {}
     boxed = list(args)
     input_nodes = []
     for i in positions:
@@ -82,6 +95,21 @@ def trace_call(caller, f, args, positions, named=False):
         return f(*boxed), input_nodes, trace
     finally:
         end_trace(trace)
+
+
+def batched_output(out, trace):
+    """(core, layers, lengths) of an output: under vmap, the output batched over the vmap
+    calls its trace's inputs were batched over, the value under its Batched layers, the
+    layers (outermost first) and {level: examples}."""
+    if trace.batch_levels and is_differentiable(out):
+        out = batched_over(out, trace.batch_levels)
+    lengths = {}
+    x = out
+    while type(x) is Batched:
+        lengths[x.level] = x.length
+        x = x.value
+    core, layers = peel(out)
+    return core, layers, lengths
 
 
 def output_of(caller, out, trace):
@@ -108,8 +136,22 @@ def trees_of_inputs(args, positions, input_nodes, of_leaf):
                           if is_differentiable(leaf) else None, args[i]) for i in positions)
 
 
+def _batched_gradient_leaf(node, g, seen, layers):
+    """The cotangent of an input boxed inside Batched layers: the plain array's (of the
+    node's shape: every example's), wrapped in the input's layers."""
+    if g is None:
+        g = np.zeros(node.shape, dtype=node.dtype)
+    elif type(g) is np.ndarray and (not g.flags.writeable or id(_memory_owner(g)) in seen):
+        g = np.array(g)
+    if type(g) is np.ndarray:
+        seen.add(id(_memory_owner(g)))
+    return wrap(g, layers)
+
+
 def _gradient_leaf(leaf, g, seen):
     """The cotangent of one input, as the leaf's own kind (float, numpy scalar or array)."""
+    if type(g) is Batched:  # a batched cotangent (vmap of a pullback)
+        return g
     if g is None:
         g = np.zeros(np.shape(leaf) if type(leaf) is not Box else leaf.shape,
                      dtype=leaf.dtype if hasattr(leaf, "dtype") else np.float64)
@@ -132,12 +174,17 @@ def _memory_owner(a):
     return a
 
 
-def gradient_trees(args, positions, input_nodes, at_leaves, caller_arrays=()):
+def gradient_trees(args, positions, input_nodes, at_leaves, caller_arrays=(), layers=None):
     """One gradient tree per differentiated argument, None at every static leaf. No two
-    results share memory, nor share it with `caller_arrays` (a cotangent given to vjp)."""
+    results share memory, nor share it with `caller_arrays` (a cotangent given to vjp).
+    layers: the trace's {input node: Batched layers} under vmap."""
     seen = {id(_memory_owner(a)) for a in caller_arrays if isinstance(a, np.ndarray)}
-    return trees_of_inputs(args, positions, input_nodes,
-                           lambda leaf, node: _gradient_leaf(leaf, at_leaves.get(node), seen))
+
+    def of_leaf(leaf, node):
+        if layers and node in layers:
+            return _batched_gradient_leaf(node, at_leaves.get(node), seen, layers[node])
+        return _gradient_leaf(leaf, at_leaves.get(node), seen)
+    return trees_of_inputs(args, positions, input_nodes, of_leaf)
 
 
 # ---------------------------------------------------------------- the API
@@ -155,6 +202,9 @@ def _untraced(tree, trace):
     """`tree` with every value traced by `trace` replaced by its plain value (0-d arrays as
     numpy scalars, as the output's value): aux leaves never carry the graph out of a call."""
     def unbox(leaf):
+        if type(leaf) is Batched:
+            core, layers = peel(leaf)
+            return wrap(unbox(core), layers)
         if type(leaf) is not Box or leaf.trace is not trace:
             return leaf
         return leaf.value[()] if isinstance(leaf.value, np.ndarray) and leaf.value.ndim == 0 \
@@ -176,16 +226,21 @@ def differentiate(caller, f, args, argnums=None, has_aux=False):
         raise TypeError(f"{hint} ({error})") from error
     if has_aux:
         out, aux = _split_aux(caller, out)
+    out, out_layers, _ = batched_output(out, trace)
     value, node = output_of(caller, out, trace)
-    if np.shape(value) != () if type(value) is not Box else value.shape != ():
+    shape = np.shape(value) if type(value) is not Box else value.shape
+    if len(shape) != len(out_layers):  # each Batched layer holds one axis of examples
+        logical = np.shape(wrap(value, out_layers)) if out_layers else shape
         raise ValueError(f"{caller}: f must return a scalar, got an array of shape "
-                         f"{value.shape}; use vjp for non-scalar outputs")
+                         f"{logical}; use vjp for non-scalar outputs")
     at_leaves = {}
-    if node is not None:
-        at_leaves = backward(node, np.ones((), dtype=node.dtype), release=True)
-    if isinstance(value, np.ndarray):
+    if node is not None:  # under vmap: a 1 for each example's output
+        at_leaves = backward(node, np.ones(node.shape, dtype=node.dtype), release=True)
+    if isinstance(value, np.ndarray) and not out_layers:
         value = value[()]
-    gradients = gradient_trees(args, positions, input_nodes, at_leaves)
+    value = wrap(value, out_layers)
+    gradients = gradient_trees(args, positions, input_nodes, at_leaves,
+                               layers=trace.batch_layers)
     gradients = gradients[0] if single else gradients
     return ((value, _untraced(aux, trace)) if has_aux else value), gradients
 
@@ -254,8 +309,8 @@ def grad(f, argnums=0, *, has_aux=False):
 
 def _checked_cotangent(caller, value, cotangent):
     """A cotangent for an output `value`: its shape and dtype (a number for a scalar)."""
-    shape = np.shape(value)
-    dtype = value.dtype if type(value) is Box else np.asarray(value).dtype
+    shape = value.shape if type(value) is Batched else np.shape(value)
+    dtype = value.dtype if type(value) in (Box, Batched) else np.asarray(value).dtype
     if shape == () and isinstance(cotangent, numbers.Number):
         cotangent = np.asarray(cotangent, dtype=dtype)
     c_shape, c_dtype = getattr(cotangent, "shape", None), getattr(cotangent, "dtype", None)
@@ -270,23 +325,31 @@ def vjp_of_tree(caller, f, args):
     the output's structure) -> one gradient tree per argument. Both may be traced."""
     positions = tuple(range(len(args)))
     out, input_nodes, trace = trace_call(caller, f, args, positions)
-    outputs = [(None, None) if leaf is None else output_of(caller, leaf, trace)  # None: static
-               for leaf in tree_leaves(out)]
-    values = [v if not isinstance(v, np.ndarray) or v.shape else v[()] for v, _ in outputs]
+    outputs = []  # (value, node, Batched layers, their lengths) of each output leaf
+    for leaf in tree_leaves(out):
+        if leaf is None:  # static
+            outputs.append((None, None, (), {}))
+            continue
+        core, layers, lengths = batched_output(leaf, trace)
+        value, node = output_of(caller, core, trace)
+        outputs.append((wrap(value, layers), node, layers, lengths))
+    values = [v if not isinstance(v, np.ndarray) or v.shape else v[()] for v, *_ in outputs]
     value_tree = tree_unflatten(out, values)
 
     def pullback(cotangent):
         cotangents = tree_leaves(tree_map(lambda v, c: c, value_tree, cotangent, caller=caller,
                                           names=("the output", "the cotangent")))
         at_leaves = {}
-        for (value, node), c in zip(outputs, cotangents):
+        for (value, node, layers, lengths), c in zip(outputs, cotangents):
             if value is None:
                 continue
             c = _checked_cotangent(caller, value, c)
             if node is not None:
-                for leaf, g in backward(node, c, release=False).items():
+                seed = aligned(c, layers, lengths) if layers else c
+                for leaf, g in backward(node, seed, release=False).items():
                     at_leaves[leaf] = g if leaf not in at_leaves else at_leaves[leaf] + g
-        return gradient_trees(args, positions, input_nodes, at_leaves, cotangents)
+        return gradient_trees(args, positions, input_nodes, at_leaves, cotangents,
+                              layers=trace.batch_layers)
     return value_tree, pullback
 
 

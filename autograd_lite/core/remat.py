@@ -16,6 +16,9 @@ the forward draws from the caller's generator (which advances exactly as it woul
 without checkpoint), each recomputation from a fresh copy of the saved state. Randomness
 that does not come through an argument (np.random.* or a generator in a closure) is not
 saved: pass the generator as an argument.
+
+Under vmap the checkpoint is of the function of the arrays inside the Batched values, so
+the recomputation is batched too (`_under_vmap`).
 """
 import copy
 import functools
@@ -23,6 +26,7 @@ import functools
 import numpy as np
 
 from .backward import backward
+from .batching import Batched, peel, wrap
 from .differentiate import box_input, output_of
 from .tracer import Box, Trace, end_trace, primitive
 from .tree import tree_leaves, tree_unflatten
@@ -79,12 +83,30 @@ def checkpointed_call(call, *traced_values):
     return out, checkpoint_pullback
 
 
+def _under_vmap(checkpointed, f, args, leaves):
+    """checkpoint(f) on arguments of which some are batched (vmap, core/batching.py): the
+    checkpoint of the function of the values under their Batched layers, which puts the
+    layers back around them, runs f and returns its output's value under its layers; the
+    output gets those layers again. The recomputation batches as the first run did."""
+    unbatched, layers = zip(*(peel(leaf) for leaf in leaves))
+    out_layers = []
+
+    def of_values(*values):
+        out = f(*tree_unflatten(args, [wrap(v, lay) for v, lay in zip(values, layers)]))
+        core, layers_of_out = peel(out)
+        out_layers[:] = layers_of_out
+        return core
+    return wrap(checkpointed(of_values)(*unbatched), out_layers)
+
+
 def checkpoint(f):
     """f, recomputed in the backward pass instead of keeping its forward values (module
     docstring). f returns one array. With nothing traced, it is f."""
     @functools.wraps(f)
     def checkpointed(*args):
         leaves = tree_leaves(args)
+        if any(type(leaf) is Batched for leaf in leaves):
+            return _under_vmap(checkpoint, f, args, leaves)
         traced = [i for i, leaf in enumerate(leaves) if type(leaf) is Box]
         if not traced:
             return f(*args)

@@ -26,7 +26,10 @@ runs instead, op by op, so that the traces record it:
   the library's ops (`op=True`), which pictures draw as one op (with its rules off, one
   node whose output and pullback are the plain function's);
 - when no rule applies; and when rules are off (`fast_rules(False)`, or
-  AUTOGRAD_LITE_FAST_RULES=0 for a process).
+  AUTOGRAD_LITE_FAST_RULES=0 for a process);
+- under vmap (a Batched argument, core/batching.py), unless the fusable is one of the
+  library's ops with a batching rule (softmax, layer_norm, cross_entropy, gather, linear...),
+  which then calls the op once for every example, so its fast rule runs on the batch.
 
 A rule's pullback may still meet a traced cotangent (jvp's double vjp, or a trace that
 differentiates the cotangent): a rule returns `(out, pullback, traced_pullback)` with one
@@ -44,6 +47,7 @@ import os
 
 import numpy as np
 
+from .batching import Batched, batched_call
 from .differentiate import vjp
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
                      move_keywords_to_positions, opened, positional_parameters)
@@ -201,8 +205,14 @@ def _dispatch(function, args, kwargs):
     leaves, skeleton = _leaves(args, flat)
     top = None
     for a in leaves:
-        if type(a) is Box and (top is None or a.trace.level > top.level):
-            top = a.trace
+        t = type(a)
+        if t is Box:
+            if top is None or a.trace.level > top.level:
+                top = a.trace
+        elif t is Batched:  # under vmap: an op's batching rule, else the plain function
+            if flat:
+                return batched_call(function, args, kwargs, plain=function.plain)
+            return function.plain(*args, **kwargs)
     if kwargs:
         check_keyword_only(function.op_name, kwargs, top)
     if top is None:  # nothing traced: the rule's output only
@@ -287,7 +297,7 @@ def seam_pullback(pullback, traced_pullback):
     what the cotangent was made from) `traced_pullback`, which that trace records."""
     @functools.wraps(pullback)  # named as the rule's pullback, in tracebacks and pictures too
     def fused_pullback(g):
-        return pullback(g) if type(g) is not Box else traced_pullback(g)
+        return traced_pullback(g) if type(g) is Box or type(g) is Batched else pullback(g)
     return fused_pullback
 
 

@@ -11,11 +11,11 @@ returns: a box that escaped the call and reaches an op later is an error that sa
 """
 import functools
 import inspect
-import itertools
 
 import numpy as np
 
-_trace_levels = itertools.count(1)
+from .batching import Batched, batched_call
+from .levels import next_level
 
 
 class Trace:
@@ -36,16 +36,21 @@ class Trace:
     picturing: the trace records a call for a picture or a capture (`viz` sets it), so a
     model's fusable functions run their plain definitions on it (core/rules.py): the picture
     shows the model's own ops rather than one fused box.
+    batch_layers, batch_levels: what a trace opened inside vmap keeps to batch its inputs,
+    seeds and gradients (core/batching.py, differentiate.py).
     """
 
-    __slots__ = ("level", "on_op", "caller", "active", "picturing")
+    __slots__ = ("level", "on_op", "caller", "active", "picturing", "batch_layers",
+                 "batch_levels")
 
     def __init__(self, on_op=None, caller="gradient", picturing=False):
-        self.level = next(_trace_levels)
+        self.level = next_level()
         self.on_op = on_op
         self.caller = caller
         self.active = True
         self.picturing = picturing
+        self.batch_layers = None  # under vmap: {input node: its Batched layers} (differentiate.py)
+        self.batch_levels = ()  # the vmap calls running when the trace began
 
 
 def end_trace(trace):
@@ -205,8 +210,12 @@ def primitive(body=None, *, name=None):
             args, kwargs = move_keywords_to_positions(op_name, parameters, args, kwargs)
         top = None
         for a in args:
-            if type(a) is Box and (top is None or a.trace.level > top.level):
-                top = a.trace
+            t = type(a)
+            if t is Box:
+                if top is None or a.trace.level > top.level:
+                    top = a.trace
+            elif t is Batched:  # under vmap: the op's batching rule (core/batching.py)
+                return batched_call(op, args, kwargs)
         if kwargs:
             check_keyword_only(op_name, kwargs, top)
         if top is None:

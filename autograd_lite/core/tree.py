@@ -16,6 +16,7 @@ import numbers
 
 import numpy as np
 
+from .batching import Batched
 from .tracer import Box
 
 
@@ -34,12 +35,14 @@ def is_differentiable(leaf):
     """Whether a leaf is a parameter: it gets a gradient, and optimizers move it.
 
     Differentiated: floating numpy arrays and numpy float scalars, exact Python floats,
-    and values already traced (by an enclosing `gradient`). Static: `Hyper` (a float
+    values already traced (by an enclosing `gradient`), and batched float values (vmap). Static: `Hyper` (a float
     subclass, hence "exact"), ints, bools, strings, None, functions, integer and bool arrays.
     """
     t = type(leaf)
     if t is float or t is Box:
         return True
+    if t is Batched:  # under vmap: as its examples are
+        return leaf.dtype.kind == "f"
     if isinstance(leaf, np.ndarray):
         return leaf.dtype.kind == "f"
     return isinstance(leaf, np.floating)
@@ -52,7 +55,7 @@ def is_python_number(x):
     """A Python scalar (int, float, bool, complex, a Fraction; a `Hyper` too), as an op's
     operand: a constant, never traced, with no shape or dtype of its own."""
     t = type(x)
-    if t is np.ndarray or t is Box:
+    if t is np.ndarray or t is Box or t is Batched:
         return False
     return t in _PYTHON_NUMBERS or (not hasattr(x, "shape") and isinstance(x, numbers.Number))
 

@@ -5,16 +5,17 @@ import numbers
 
 import numpy as np
 
-from ..core.tracer import Box
+from ..core.batching import Batched, peel
+from ..core.tracer import Box, primal
 from ..core.tree import is_python_number
 from ..core.weak import is_weak as is_weak_float
 
 
 def as_array(op, x, name="x"):
-    """`x` as numpy's function would take it: an array or a traced value as it is; a list, a
+    """`x` as numpy's function would take it: an array, a traced or a batched value as it is; a list, a
     tuple, a number or anything with `__array__` through np.asarray. Anything else, or a list
     of traced values, is refused naming the op, the argument and its type."""
-    if type(x) is np.ndarray or type(x) is Box or isinstance(x, np.ndarray):
+    if type(x) is np.ndarray or type(x) is Box or type(x) is Batched or isinstance(x, np.ndarray):
         return x
     if not isinstance(x, (list, tuple, numbers.Number, np.generic)) and not hasattr(x, "__array__"):
         raise TypeError(f"{op}: {name} must be an array, a list or a number, got "
@@ -33,15 +34,20 @@ def as_array(op, x, name="x"):
     return array
 
 
+def every_value(x):
+    """x's plain values, of every example under vmap: what a check of the values reads."""
+    return primal(peel(x)[0])
+
+
 def as_operand(op, x, name):
     """An operand of an arithmetic op: a Python number stays as it is (weak in numpy's
     promotion, NEP 50: it takes the other operand's dtype); anything else as `as_array`."""
-    if type(x) is np.ndarray or type(x) is Box or is_python_number(x):
+    if type(x) is np.ndarray or type(x) is Box or type(x) is Batched or is_python_number(x):
         return x
     return as_array(op, x, name)
 
 
-_READY = frozenset({np.ndarray, Box, float, int})  # operand types taken as they are
+_READY = frozenset({np.ndarray, Box, Batched, float, int})  # operand types taken as they are
 
 
 def as_operands(op, a, b, names=("a", "b")):

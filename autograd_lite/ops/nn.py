@@ -16,7 +16,7 @@ from .. import kernels
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import is_traced, primal
 from .broadcasting import sum_rows, unbroadcast
-from .checks import as_array, check_same_float_dtype
+from .checks import as_array, check_same_float_dtype, every_value
 from .elementwise import mul
 from .precision import computed_in_float32, defined_in_float32
 from .reductions import mean_last, mean_of_products_last
@@ -124,9 +124,9 @@ def _check_smoothing(logits, smoothing):
         raise ValueError(f"cross_entropy: label_smoothing must be a scalar, got shape "
                          f"{np.shape(smoothing)}")
     check_same_float_dtype("cross_entropy", logits, smoothing)
-    if not 0.0 <= float(primal(smoothing)) <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], "
-                         f"got {primal(smoothing)}")
+    values = every_value(smoothing)
+    if not np.all((0.0 <= values) & (values <= 1.0)):
+        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {values}")
 
 
 def _counted_labels(labels, ignore_index):
@@ -136,6 +136,13 @@ def _counted_labels(labels, ignore_index):
         return flat_labels, None, flat_labels.size
     counted = flat_labels != ignore_index
     return np.where(counted, flat_labels, 0), counted, int(counted.sum())
+
+
+def check_cross_entropy(logits, labels, ignore_index, label_smoothing):
+    """cross_entropy's checks of its operands (the labels' dtype, shape and range, the
+    smoothing's), for a function that computes it otherwise (its batching rule)."""
+    _check_labels(logits, labels, ignore_index)
+    _check_smoothing(logits, label_smoothing)
 
 
 def _checked_cross_entropy_operands(logits, labels, ignore_index, label_smoothing):

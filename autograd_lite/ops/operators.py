@@ -12,9 +12,15 @@ from . import indexing, linalg, matmul as mm, reductions as red, selection as se
 from . import sorting
 
 
+def _constant(ufunc, *inputs):
+    """A ufunc without a derivative on traced values: computed on their plain values."""
+    return ufunc(*(primal(x) for x in inputs))
+
+
 def _comparison(ufunc):
-    """Comparisons are not differentiable: they give plain bool arrays."""
-    return lambda self, other: ufunc(primal(self), primal(other))
+    """Comparisons are not differentiable: they give plain bool arrays (batched ones under
+    vmap, by the class's `constant_ufunc`)."""
+    return lambda self, other: type(self).constant_ufunc(ufunc, self, other)
 
 
 def _reshape_method(self, *shape):
@@ -124,7 +130,7 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         if ufunc in _UFUNCS:
             return _UFUNCS[ufunc](*inputs)
         if ufunc in _CONSTANT_UFUNCS:
-            return ufunc(*(primal(x) for x in inputs))
+            return type(self).constant_ufunc(ufunc, *inputs)
     raise TypeError(f"autograd_lite has no rule for numpy's {ufunc.__name__}"
                     f"{'' if method == '__call__' else '.' + method}"
                     f"{' with ' + ', '.join(kwargs) if kwargs else ''} on traced values; "
@@ -138,10 +144,12 @@ def _array_function(self, func, types, args, kwargs):
     return _FUNCTIONS[func](*args, **kwargs)
 
 
-def install():
-    """Give Box its operators, methods and numpy protocol."""
+def install(cls=Box, constant_ufunc=_constant):
+    """Give Box (or vmap's Batched, with its own `constant_ufunc(ufunc, *inputs)` for the
+    ufuncs without a derivative) its operators, methods and numpy protocol."""
     for name, method in _BOX_METHODS.items():
-        setattr(Box, name, method)
-    Box.__hash__ = None  # __eq__ compares elementwise, so traced values cannot be dict keys
-    Box.__array_ufunc__ = _array_ufunc
-    Box.__array_function__ = _array_function
+        setattr(cls, name, method)
+    cls.__hash__ = None  # __eq__ compares elementwise, so traced values cannot be dict keys
+    cls.__array_ufunc__ = _array_ufunc
+    cls.__array_function__ = _array_function
+    cls.constant_ufunc = staticmethod(constant_ufunc)

@@ -9,6 +9,7 @@ import functools
 
 import numpy as np
 
+from ..core.batching import Batched
 from ..core.rules import fast_rule
 from ..core.tracer import Box, primitive
 from ..core.weak import is_weak, strong_float_dtype, weak_float
@@ -49,7 +50,7 @@ def _as_weak_cotangent(g):
         return None
     if callable(g):
         return lambda: _as_weak_cotangent(g())
-    return weak_cotangent(g) if type(g) is Box else weak_float(g)
+    return weak_cotangent(g) if type(g) is Box or type(g) is Batched else weak_float(g)
 
 
 @primitive(name="weak")

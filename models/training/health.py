@@ -13,6 +13,11 @@ clipping fired (clip_by_global_norm's test: max_norm / (‖G‖ + 1e-6) < 1), an
 gradient entries that are NaN or infinite. An update ratio near 1e-3 is the usual healthy
 figure for Adam; one far below says the group hardly learns, one near 1 that it is thrown about.
 
+With fit(..., example_health=True) a record also holds the quantiles of the examples' own
+gradient norms, ‖∇ loss_i‖ for each example i of the batch (`example_gradient_norms`, one
+ag.vmap of the gradient): a wide spread says a few examples drive the step (outliers, label
+noise); their median, beside the batch's norm, how much the examples' gradients agree.
+
     groups = parameter_groups(params)                    # {name: [leaf index, ...]}
     record = gradient_health(grads, groups, clip_norm)  # before the update
     record["update_ratio"] = update_ratios(snapshot(params, groups), new_params, groups)
@@ -128,3 +133,28 @@ def summary(records):
             f"{clipped} of {len(records)}; update/parameter RMS (median of groups) "
             f"{ratio[0]:.2g} -> {ratio[1]:.2g}; "
             + (f"non-finite entries up to {worst:.2g}" if worst else "no NaN or inf"))
+
+
+EXAMPLE_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+def example_gradient_norms(loss_fn, params, batch, rng):
+    """‖∇ loss of each example‖ (B,): the loss of one example is loss_fn of a batch holding
+    it alone (each array of the batch sliced along its first axis, kept as a batch of one),
+    its gradients for all B examples in one call through ag.vmap. The loss of a batch must be
+    the mean (or sum) of its examples' for these to be the gradients that make the step's."""
+    def example_loss(p, example):
+        one = ag.tree_map(lambda a: a[None] if hasattr(a, "shape") else a, example)
+        out = loss_fn(p, one, rng)
+        return out[0] if isinstance(out, tuple) else out
+
+    in_axes = ag.tree_map(lambda a: 0 if hasattr(a, "shape") else None, batch)
+    grads = ag.vmap(ag.grad(example_loss), in_axes=(None, in_axes))(params, batch)
+    squares = [np.square(g, dtype=np.float64).reshape(len(g), -1).sum(axis=1)
+               for g in ag.tree_leaves(grads) if g is not None]
+    return np.sqrt(np.sum(squares, axis=0))
+
+
+def example_norm_quantiles(norms):
+    """{"q05": ..., "q25", "q50", "q75", "q95"}: quantiles of the per-example gradient norms."""
+    return {f"q{round(100 * q):02d}": float(np.quantile(norms, q)) for q in EXAMPLE_QUANTILES}

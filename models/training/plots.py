@@ -100,15 +100,20 @@ def training_health(history, path, figsize=(12, 4), dpi=100):
     """fit's health records (health_every=N) against the step, on log scales. Left: each
     parameter group's gradient norm and the global norm before clipping, red where clipping
     fired. Middle: each group's update RMS / parameter RMS, with 1e-3 dotted for reference.
-    Right, only when some gradient entry was NaN or infinite: the fraction that was."""
+    Then, where the records have them (fit(..., example_health=True)): the quantiles of the
+    per-example gradient norms, the median as a line, 25-75% and 5-95% as bands. Right, only
+    when some gradient entry was NaN or infinite: the fraction that was."""
     records = history.get("health") or []
     if not records:
         raise ValueError("training_health: the history has no health records; train with "
                          "fit(..., health_every=N)")
     steps = np.array([r["step"] for r in records])
     nonfinite = np.array([r["nonfinite_fraction"] for r in records])
+    examples = all("example_grad_norm" in r for r in records)
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    axes = fig.subplots(1, 3 if nonfinite.any() else 2, squeeze=False)[0]
+    axes = fig.subplots(1, 2 + examples + bool(nonfinite.any()), squeeze=False)[0]
+    if examples:
+        _draw_example_norms(axes[2], steps, [r["example_grad_norm"] for r in records])
     _draw_groups(axes[0], steps, records, "group_grad_norm")
     norms, clipped = np.array([r["grad_norm"] for r in records]), np.array(
         [r["clipped"] for r in records], bool)
@@ -121,13 +126,24 @@ def training_health(history, path, figsize=(12, 4), dpi=100):
                     label=f"{UPDATE_RATIO_GUIDE:g} (a usual guide)")
     axes[1].set(title="update RMS / parameter RMS", ylabel="ratio")
     if nonfinite.any():
-        axes[2].plot(steps, nonfinite, "o-", color="red")
-        axes[2].set(title="non-finite gradient entries", ylabel="fraction", yscale="log")
+        axes[-1].plot(steps, nonfinite, "o-", color="red")
+        axes[-1].set(title="non-finite gradient entries", ylabel="fraction", yscale="log")
     for ax in axes:
         ax.set(xlabel="step")
     handles = axes[0].get_lines() + axes[1].get_lines()[-1:]  # the groups, global, clipped, guide
     fig.legend(handles=handles, loc="outside right upper", fontsize="small")
     return _save(fig, path)
+
+
+def _draw_example_norms(ax, steps, quantiles):
+    """The per-example gradient norms' quantiles ({"q05", "q25", "q50", "q75", "q95"} per
+    record): the median, and bands between 25 and 75% and between 5 and 95%."""
+    q = {k: np.array([r[k] for r in quantiles]) for k in ("q05", "q25", "q50", "q75", "q95")}
+    ax.fill_between(steps, q["q05"], q["q95"], color="0.85", label="examples 5-95%")
+    ax.fill_between(steps, q["q25"], q["q75"], color="0.65", label="examples 25-75%")
+    ax.plot(steps, q["q50"], color="black", linewidth=1.2, label="examples' median")
+    ax.set(title="per-example gradient norm", ylabel="‖g_i‖", yscale="log")
+    ax.legend(fontsize="small")
 
 
 def _draw_groups(ax, steps, records, key):

@@ -84,11 +84,12 @@ class Loop(NamedTuple):
     out_dir: Any
     progress: bool
     health_every: Any = None  # record training health every this many updates (health.py)
+    example_health: bool = False  # health records hold per-example gradient norms too
 
 
 def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=None,
         evaluate=None, seed=0, resume=False, clip_norm=None, hyperparameters=None,
-        health_every=None, *, count=None, unit="samples", progress=True):
+        health_every=None, *, count=None, unit="samples", progress=True, example_health=False):
     """Train for `epochs` epochs: -> (params, history).
 
     val_batches: a function epoch -> batches, or batches to iterate again every epoch (a
@@ -101,7 +102,10 @@ def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=N
     resume=True continues the run in out_dir: `params` then only gives the structure, shapes
     and dtypes, and the hyperparameters must be those the run started with.
     health_every=N records the training health (health.py) of updates 1, N + 1, 2N + 1, ...
-    in history["health"]; it reads the step and changes no bit of the run.
+    in history["health"]; it reads the step and changes no bit of the run. With
+    example_health=True each record also has "example_grad_norm": the quantiles of the batch's
+    per-example gradient norms (health.example_gradient_norms, through ag.vmap; loss_fn must
+    take a batch of one).
 
     history = {"epochs": [{"epoch", "steps", "train_loss", "val_loss", ...}, ...],
                "step_loss": [the loss of every update, in order],
@@ -111,8 +115,11 @@ def fit(loss_fn, params, optimizer, batches, epochs, out_dir=None, val_batches=N
     """
     _check_arguments(epochs, seed, val_batches)
     _check_health_every(health_every)
+    if example_health and health_every is None:
+        raise ValueError("fit: example_health=True adds to the health records, which "
+                         "health_every=N asks for")
     loop = Loop(loss_fn, optimizer, batches, val_batches, evaluate, int(seed), clip_norm,
-                count or samples_in, unit, out_dir, progress, health_every)
+                count or samples_in, unit, out_dir, progress, health_every, bool(example_health))
     position, history = _start(loop, params, resume, hyperparameters)
     while position.epoch < epochs:
         position, record = _run_epoch(loop, position, history)
@@ -225,6 +232,11 @@ def _train_steps(loop, position, source, history):
         due = groups is not None and position.global_step % loop.health_every == 0
         if due:
             record = health.gradient_health(grads, groups, loop.clip_norm)
+            if loop.example_health:  # the step's generator untouched: a fresh one alike
+                norms = health.example_gradient_norms(
+                    loop.loss_fn, position.params, batch,
+                    np.random.default_rng([loop.seed, epoch, index]))
+                record["example_grad_norm"] = health.example_norm_quantiles(norms)
             before = health.snapshot(position.params, groups)
         if loop.clip_norm is not None:
             grads = ag.optim.clip_by_global_norm(grads, loop.clip_norm)

@@ -1,0 +1,112 @@
+"""What the batching rules share: where a value's examples are and how to move them.
+
+A rule gets each argument's value at its vmap level with `bdim`, the axis that holds its
+examples (None: the argument is the same for every example). Most rules bring that axis to
+the front (`to_front`) and call the op once with the op's own axes shifted by one.
+"""
+import numpy as np
+
+from ..core.batching import Batched
+from ..core.tracer import Box
+from ..core.tree import is_python_number
+from ..ops import broadcast_to, expand_dims, reshape, transpose
+from ..ops.checks import normalize_axes
+
+
+def is_operand(x):
+    """An array (plain, traced or batched) or a Python number: what broadcasts."""
+    return isinstance(x, (np.ndarray, np.generic, Box, Batched)) or is_python_number(x)
+
+
+def example_rank(values, bdims):
+    """The most axes one example of the operands has."""
+    return max((ndim_of(v) - (b is not None) for v, b in zip(values, bdims) if is_operand(v)),
+               default=0)
+
+
+def ndim_of(x):
+    """The number of axes of an operand (0 for a Python number)."""
+    return 0 if is_python_number(x) else np.ndim(x) if type(x) is np.ndarray else x.ndim
+
+
+def shape_of(x):
+    return () if is_python_number(x) else x.shape
+
+
+def length_of(values, bdims):
+    """The number of examples: the size of any batch axis (vmap made them agree)."""
+    for v, b in zip(values, bdims):
+        if b is not None:
+            return shape_of(v)[b]
+    raise ValueError("a batching rule was called with no batched argument")
+
+
+def moveaxis(x, source, destination):
+    """x with axis `source` moved to `destination` (the library's transpose)."""
+    n = ndim_of(x)
+    source, destination = source % n, destination % n
+    if source == destination:
+        return x
+    order = [i for i in range(n) if i != source]
+    order.insert(destination, source)
+    return transpose(x, tuple(order))
+
+
+def broadcast_axis(x, axis, length):
+    """x with a new axis of `length` equal copies at `axis` (a broadcast view)."""
+    if is_python_number(x) or isinstance(x, np.generic):
+        x = np.asarray(x)
+    shape = list(shape_of(x))
+    axis = axis % (len(shape) + 1)
+    shape.insert(axis, length)
+    return broadcast_to(expand_dims(x, axis), tuple(shape))
+
+
+def to_front(x, bdim):
+    """x with its examples on axis 0 (bdim not None)."""
+    return x if bdim == 0 else moveaxis(x, bdim, 0)
+
+
+def front_or_broadcast(x, bdim, length):
+    """x with its examples on axis 0, broadcast to `length` copies where bdim is None."""
+    return broadcast_axis(x, 0, length) if bdim is None else to_front(x, bdim)
+
+
+def padded(x, bdim, ndim):
+    """A batched x with its examples on axis 0 and ones after it, so that one example has
+    `ndim` axes: it then broadcasts against unbatched operands as one example would."""
+    x = to_front(x, bdim)
+    shape = shape_of(x)
+    missing = ndim - (len(shape) - 1)
+    if missing <= 0:
+        return x
+    return reshape(x, shape[:1] + (1,) * missing + shape[1:])
+
+
+def shifted_axes(op, axis, ndim):
+    """An op's axis argument (None, an int or a tuple) for one example of `ndim` axes, as
+    axes of the batch with its examples on axis 0: every axis one further on; None: all of
+    the example's axes."""
+    if axis is None:
+        return tuple(range(1, ndim + 1))
+    if isinstance(axis, (tuple, list)):
+        return tuple(a + 1 for a in normalize_axes(op, tuple(axis), ndim))
+    (a,) = normalize_axes(op, (axis,), ndim)
+    return a + 1
+
+
+def shifted_axis(op, axis, ndim):
+    """One int axis of an example (negative counts from the end) as the batch's axis."""
+    (a,) = normalize_axes(op, (axis,), ndim)
+    return a + 1
+
+
+def is_batched(x):
+    return type(x) is Batched
+
+
+def static(op, bdims, names, start):
+    """Refuse a batched operand that must be the same for every example (an axis, a shape)."""
+    for b, name in zip(bdims[start:], names):
+        if b is not None:
+            raise ValueError(f"vmap: {op}'s {name} cannot differ from one example to the next")

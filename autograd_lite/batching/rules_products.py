@@ -1,0 +1,67 @@
+"""Batching rules of the products: matmul, linear and einsum. Each makes one call: matmul
+over stacks whose first axis holds the examples, einsum with one more letter for them."""
+from ..core.batching import BATCHING_RULES
+from ..ops import expand_dims, squeeze
+from ..ops.einsum import LETTERS, einsum, explicit_subscripts
+from ..ops.matmul import linear, matmul
+from .axes import ndim_of, padded, to_front
+from .shared import fits_shared_matmul, shared_matmul
+
+
+def matmul_rule(values, bdims):
+    """a @ b per example. Vector operands become matrices (a row on the left, a column on the
+    right) and lose that axis again after the product, so that the examples' axis is never
+    taken for a matrix axis; batched operands are padded to one rank (axes.padded)."""
+    (a, b), (ba, bb) = values, bdims
+    a_vector = ndim_of(a) - (ba is not None) == 1
+    b_vector = ndim_of(b) - (bb is not None) == 1
+    if ba is not None:
+        a = to_front(a, ba)
+    if bb is not None:
+        b = to_front(b, bb)
+    if a_vector:
+        a = expand_dims(a, -2)
+    if b_vector:
+        b = expand_dims(b, -1)
+    rank = max(ndim_of(a) - (ba is not None), ndim_of(b) - (bb is not None))
+    if ba is not None:
+        a = padded(a, 0, rank)
+    if bb is not None:
+        b = padded(b, 0, rank)
+    if ba is not None and bb is not None and fits_shared_matmul(a, b):
+        out = shared_matmul(a, b)  # a parameter that every example shares, unmapped
+    else:
+        out = matmul(a, b)
+    if b_vector:
+        out = squeeze(out, -1)
+    if a_vector:
+        out = squeeze(out, -1 if b_vector else -2)
+    return out, 0
+
+
+def linear_rule(values, bdims):
+    """linear of each example's x by one w and b: one call; a w or b per example: the plain
+    definition, op by op."""
+    x, w, b = values
+    if bdims[1] is not None or bdims[2] is not None:
+        return NotImplemented
+    return linear(to_front(x, bdims[0]), w, b), 0
+
+
+def einsum_rule(values, bdims, optimize=False):
+    """einsum with a letter of its own for the examples, first in the batched operands and
+    in the output."""
+    subscripts, *operands = values
+    if bdims[0] is not None:
+        raise ValueError("vmap: einsum's subscripts cannot differ from one example to the next")
+    ndims = [ndim_of(x) - (b is not None) for x, b in zip(operands, bdims[1:])]
+    inputs, output = explicit_subscripts(subscripts, ndims)
+    used = set("".join(inputs) + output)
+    letter = next(c for c in LETTERS if c not in used)
+    terms = [letter + s if b is not None else s for s, b in zip(inputs, bdims[1:])]
+    operands = [x if b is None else to_front(x, b) for x, b in zip(operands, bdims[1:])]
+    return einsum(f"{','.join(terms)}->{letter}{output}", *operands, optimize=optimize), 0
+
+
+BATCHING_RULES.update({matmul: matmul_rule, linear: linear_rule, einsum: einsum_rule,
+                       shared_matmul: matmul_rule})  # (its value is a @ b's)

@@ -1,0 +1,238 @@
+"""Batching (vmap's tracing, in the spirit of JAX's batching rules): a `Batched` value holds
+many examples of one logical value stacked along one axis of its `value` (`bdim`), for one
+vmap call (its `level`). Its `shape` is one example's; ops see it as one example.
+
+An op called with a `Batched` argument does not run its body: the batching rule registered
+for the op (`BATCHING_RULES`, filled by autograd_lite/batching/ above the ops) gets the
+values of the innermost-open vmap level (the highest level among the arguments), each with
+its batch axis (None: not mapped), and computes every example at once, most often by moving
+the batch axis to the front and calling the op once. An op without a rule is an error that
+names it; nothing falls back to a Python loop over the examples.
+
+Nesting: `Batched` layers always sit outside the boxes of the differentiating traces, the
+higher vmap level outermost. `gradient` (differentiate.py) boxes the plain array inside a
+batched argument and wraps the box again, and batches every argument it differentiates over
+every vmap call in progress (`active_levels`), so that `vmap(grad(f))` records one batched
+call whose backward pass gives each example its own gradient. Boxes, bodies and pullbacks
+recorded by a trace therefore see plain arrays; a batched cotangent (vmap of a pullback)
+runs the pullbacks on `Batched` values, which their ops batch.
+
+Axis helpers (`strip_level`, `insert_level`) move a level's axis between the `Batched`
+wrapper and the logical shape; they need moveaxis and broadcasting ops, which the batching
+package installs (`OPS`), since the core imports no op.
+"""
+import numpy as np
+
+from .levels import next_level
+
+
+class Batched:
+    """Many examples of a value: `value` holds them along axis `bdim`; `level` is the vmap
+    call's. shape, dtype, ndim and size describe one example."""
+
+    __slots__ = ("value", "level", "bdim")
+    __array_priority__ = 1000.0
+
+    def __init__(self, value, level, bdim):
+        self.value = value
+        self.level = level
+        self.bdim = bdim
+
+    @property
+    def shape(self):
+        s = self.value.shape
+        return s[:self.bdim] + s[self.bdim + 1:]
+
+    dtype = property(lambda self: self.value.dtype)
+    ndim = property(lambda self: self.value.ndim - 1)
+    size = property(lambda self: int(np.prod(self.shape)))
+    length = property(lambda self: self.value.shape[self.bdim])
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d batched value")
+        return self.shape[0]
+
+    def __bool__(self):
+        """Where every example gives the same truth value, that value (a check of an input,
+        `if ids.min() < 0`, takes the branch a loop would take for each); else an error."""
+        if self.size != 1:
+            raise ValueError(f"the truth value of a batched value of shape {self.shape} is "
+                             "ambiguous (as numpy's): use .any() or .all()")
+        values = np.asarray(Ops.every_value(self), dtype=bool)
+        if values.all() or not values.any():
+            return bool(values.all())
+        raise TypeError("under vmap a condition is True for some examples and False for "
+                        "others, so no one branch is right for all: use ag.where to choose "
+                        "per example")
+
+    def __repr__(self):
+        return f"Batched(level={self.level}, bdim={self.bdim}, {self.value!r})"
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            f"a batched value ({self.shape}, {self.dtype}, under vmap) cannot become a plain "
+            "numpy array inside the mapped function: use autograd_lite ops")
+
+    def __float__(self):
+        raise TypeError(f"float() of a batched value {self.shape}: it holds one per example")
+
+
+def is_batched(x):
+    return type(x) is Batched
+
+
+# ---------------------------------------------------------------- vmap calls in progress
+
+_ACTIVE = []  # (level, length) of each vmap call running its function, outermost first
+
+
+def new_level():
+    """A level above every trace and vmap call opened so far (one counter for both)."""
+    return next_level()
+
+
+def active_levels():
+    return tuple(_ACTIVE)
+
+
+class running:
+    """`with running(level, length):` marks a vmap call's function as running (gradients
+    taken inside it are per example)."""
+
+    def __init__(self, level, length):
+        self.entry = (level, length)
+
+    def __enter__(self):
+        _ACTIVE.append(self.entry)
+
+    def __exit__(self, *exc):
+        _ACTIVE.remove(self.entry)
+
+
+# ---------------------------------------------------------------- dispatch
+
+# op (a primitive's wrapper or a fusable) -> rule(values, bdims, **keyword_only) -> (out, bdim):
+# values holds every positional argument (defaults filled in), bdims their batch axes.
+BATCHING_RULES = {}
+
+
+class Ops:
+    """The ops the axis helpers need, installed by autograd_lite/batching (core imports no op):
+    moveaxis(x, source, destination) and broadcast_axis(x, axis, length); and
+    every_value(x), the plain values of all of a batched value's examples."""
+    moveaxis = None
+    broadcast_axis = None
+    every_value = None
+
+
+def batched_call(op, args, kwargs, plain=None):
+    """Call `op` on arguments among which some are Batched: its rule, at the highest level.
+    A fusable's rule may return NotImplemented; then its plain function `plain` runs, op by op."""
+    name = getattr(op, "op_name", getattr(op, "__name__", "op"))
+    for key, value in kwargs.items():
+        if type(value) is Batched:
+            raise TypeError(f"vmap: {name}'s keyword-only argument '{key}' is batched; only "
+                            "positional arguments of an op may be mapped")
+    level = max(a.level for a in args if type(a) is Batched)
+    parameters = getattr(op, "parameters", ())
+    if len(args) < len(parameters):  # the rule sees every positional parameter
+        args = list(args) + [default for _, default in parameters[len(args):]]
+    values, bdims = [], []
+    for a in args:
+        if type(a) is Batched and a.level == level:
+            values.append(a.value)
+            bdims.append(a.bdim)
+        else:
+            values.append(a)
+            bdims.append(None)
+    rule = BATCHING_RULES.get(op)
+    if rule is None:
+        if plain is not None:
+            return plain(*args, **kwargs)
+        shapes = ", ".join(_describe(a) for a in args)
+        raise NotImplementedError(
+            f"vmap: no batching rule for the op '{name}' (arguments: {shapes}); register one "
+            "in autograd_lite/batching, or write the function with ops that have one")
+    out = rule(values, bdims, **kwargs)
+    if out is NotImplemented:
+        return plain(*args, **kwargs)
+    out, bdim = out
+    return out if bdim is None else Batched(out, level, bdim)
+
+
+def _describe(a):
+    if type(a) is Batched:
+        return f"{a.shape} {a.dtype} mapped over {a.length}"
+    shape = getattr(a, "shape", None)
+    return f"{shape} {a.dtype}" if shape is not None else type(a).__name__
+
+
+# ---------------------------------------------------------------- layers and axes
+
+def peel(x):
+    """(core, layers): the value under every Batched layer, and the layers outermost first
+    as (level, bdim)."""
+    layers = []
+    while type(x) is Batched:
+        layers.append((x.level, x.bdim))
+        x = x.value
+    return x, layers
+
+
+def wrap(core, layers):
+    """The inverse of peel for a core of the peeled value's shape; a core that is itself
+    Batched (at other levels) gets the layers inserted at their places."""
+    for level, bdim in reversed(layers):
+        core = insert_level(core, level, bdim)
+    return core
+
+
+def insert_level(x, level, axis):
+    """x with its logical axis `axis` made the batch axis of `level`, nested below the
+    layers of higher levels."""
+    if type(x) is Batched and x.level > level:
+        inner_axis = axis + (1 if x.bdim <= axis else 0)
+        bdim = x.bdim - (1 if inner_axis < x.bdim else 0)
+        return Batched(insert_level(x.value, level, inner_axis), x.level, bdim)
+    return Batched(x, level, axis)
+
+
+def strip_level(x, level):
+    """(y, axis): x without its layer of `level`, whose examples become y's logical axis
+    `axis`; (x, None) where x is not batched at `level`."""
+    if type(x) is not Batched or x.level < level:
+        return x, None
+    if x.level == level:
+        return x.value, x.bdim
+    inner, axis = strip_level(x.value, level)
+    if axis is None:
+        return x, None
+    bdim = x.bdim + (1 if x.bdim >= axis else 0)
+    outer_axis = axis if axis < bdim else axis - 1
+    return Batched(inner, x.level, bdim), outer_axis
+
+
+def aligned(x, layers, lengths):
+    """The value under `layers` (outermost first, as peel gives them) of a value batched like
+    x: x's examples of each layer's level moved to that layer's axis, broadcast where x is not
+    batched at it (`lengths[level]` examples). What stays Batched is at other levels."""
+    for level, bdim in layers:
+        y, axis = strip_level(x, level)
+        if axis is None:
+            x = Ops.broadcast_axis(x, bdim, lengths[level])
+        else:
+            x = Ops.moveaxis(y, axis, bdim) if axis != bdim else y
+    return x
+
+
+def batched_over(x, levels):
+    """x batched at every (level, length) of `levels` (ascending levels) where it is not
+    already: its value broadcast along a new front axis (what vmap gives an unmapped
+    argument that a gradient inside it differentiates, one copy per example)."""
+    for level, length in levels:
+        _, axis = strip_level(x, level)
+        if axis is None:
+            x = insert_level(Ops.broadcast_axis(x, 0, length), level, 0)
+    return x
+
