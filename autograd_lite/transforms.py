@@ -26,6 +26,7 @@ import numpy as np
 
 from . import ops
 from .core.backward import backward
+from .core.devices import array_module
 from .core.argnums import argnum_positions, check_argnums
 from .core.differentiate import (differentiate, gradient_function, output_of, trace_call,
                             trees_of_inputs, vjp_of_tree)
@@ -156,7 +157,7 @@ def _zero_cotangent(value):
         return type(value)(0)
     if isinstance(value, np.generic):
         return value.dtype.type(0)
-    return np.zeros(value.shape, dtype=value.dtype)
+    return array_module(value).zeros(value.shape, dtype=value.dtype)
 
 
 def jvp(f, primals, tangents):

@@ -44,6 +44,7 @@ import os
 
 import numpy as np
 
+from .array_types import as_op_output
 from .differentiate import vjp
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
                      move_keywords_to_positions, opened, positional_parameters)
@@ -208,7 +209,7 @@ def _dispatch(function, args, kwargs):
     if top is None:  # nothing traced: the rule's output only
         rule = _applicable(function, args, kwargs)
         out = function.plain(*args, **kwargs) if rule is None else rule.body(*args, **kwargs)[0]
-        return out if type(out) is np.ndarray or not flat else np.asanyarray(out)  # an op's: an array
+        return out if type(out) is np.ndarray or not flat else as_op_output(out)  # an op's: an array
     if not top.active:
         raise escaped_value_error(function.op_name, top)
     if top.picturing and not function.drawn_as_op:
@@ -232,7 +233,7 @@ def _dispatch(function, args, kwargs):
     if traced is not pullback:
         pullback = seam_pullback(pullback, traced)
     if type(out) is not np.ndarray and type(out) is not Box:
-        out = np.asanyarray(out)  # an array subclass (core/weak.py's) stays as it is
+        out = as_op_output(out)  # an array subclass (core/weak.py's) stays as it is
     n_args = max(len(leaves), len(function.parameters)) if flat else len(leaves)
     box = Box(out, top, Node(pullback, tuple(parents), function.op_name, out.shape, out.dtype,
                              n_args))

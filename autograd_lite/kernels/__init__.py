@@ -28,6 +28,7 @@ kernel once, `notify_compiling` says so; later runs load them from numba's cache
 tests/benchmarks/README.md.
 """
 import os
+import sys
 
 from . import numpy_kernels
 
@@ -76,9 +77,26 @@ def select(name=None):
     return _chosen
 
 
-def backend():
-    """"numba" or "numpy": the kernels the fused ops use (choosing them on the first call)."""
+def backend(*arrays):
+    """"numba" or "numpy": the kernels the fused ops use on numpy's arrays (choosing them on
+    the first call); "cupy" where `arrays` are CuPy's (cupy_kernels.py)."""
+    if any(type(a).__module__.partition(".")[0] == "cupy" for a in arrays):
+        return "cupy"
     return _chosen or select()
+
+
+def of(name):
+    """The kernels of backend `name`: "host" (numpy's arrays: this package, the backend
+    `select` chose) or a device's ("cupy": cupy_kernels.py, which imports CuPy only when a
+    kernel first runs). core/devices.kernels_of names the one for an op's operands."""
+    if name == "host":
+        if _chosen is None:
+            select()
+        return _MODULE
+    if name == "cupy":
+        from . import cupy_kernels
+        return cupy_kernels
+    raise ValueError(f"kernels.of: {name!r}, expected 'host' or 'cupy'")
 
 
 def notify_compiling(notice):
@@ -104,6 +122,9 @@ def compiled_summary():
         return None
     return (f"numba compiled {len(seconds)} of the kernels in {sum(seconds):.1f} s; later runs "
             f"load them from its cache")
+
+
+_MODULE = sys.modules[__name__]
 
 
 def __getattr__(name):

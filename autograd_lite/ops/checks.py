@@ -5,6 +5,7 @@ import numbers
 
 import numpy as np
 
+from ..core.array_types import module_of_type
 from ..core.tracer import Box
 from ..core.tree import is_python_number
 from ..core.weak import is_weak as is_weak_float
@@ -12,9 +13,11 @@ from ..core.weak import is_weak as is_weak_float
 
 def as_array(op, x, name="x"):
     """`x` as numpy's function would take it: an array or a traced value as it is; a list, a
-    tuple, a number or anything with `__array__` through np.asarray. Anything else, or a list
-    of traced values, is refused naming the op, the argument and its type."""
-    if type(x) is np.ndarray or type(x) is Box or isinstance(x, np.ndarray):
+    tuple, a number or anything with `__array__` through np.asarray; a device's array
+    (CuPy's) as it is too. Anything else, or a list of traced values, is refused naming the
+    op, the argument and its type."""
+    if type(x) is np.ndarray or type(x) is Box or isinstance(x, np.ndarray) or \
+            module_of_type(type(x)) is not None:  # a device's array (CuPy's)
         return x
     if not isinstance(x, (list, tuple, numbers.Number, np.generic)) and not hasattr(x, "__array__"):
         raise TypeError(f"{op}: {name} must be an array, a list or a number, got "
