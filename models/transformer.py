@@ -175,7 +175,7 @@ def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None):
                          f"with the batch size of tgt {tgt.shape}")
     rate, rng = dropout_setting("transformer.decode", p.dropout, training, rng)
     mem_mask = memory_mask(src, src_pad, memory)  # (B, 1, 1, S) or None
-    self_mask = causal_mask(tgt.shape[1])  # (1, 1, T, T)
+    self_mask = causal_mask(tgt.shape[1], like=tgt)  # (1, 1, T, T)
     x = ag.dropout(embed_with_positions(p.tgt_embed, tgt, p.max_len), rate, rng)  # (B, T, D)
     for block in p.decoder:
         x = decoder_block(block, x, memory, self_mask, mem_mask, p.norm, rate, rng)  # (B, T, D)

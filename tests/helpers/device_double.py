@@ -194,7 +194,10 @@ class DoubleModule:
             return DeviceArray(np.array(x, dtype=dtype))
         raise TypeError(f"asarray: {type(x).__name__}")
 
-    array = asarray
+    @staticmethod
+    def array(x, dtype=None):
+        """A copy on the device, as cupy.array."""
+        return DoubleModule.asarray(x.get() if type(x) is DeviceArray else x, dtype)
 
     @staticmethod
     def asnumpy(x):
