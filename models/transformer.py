@@ -247,7 +247,9 @@ def reorder(state, rows):
 # --- searches over step (decoding.py) ---------------------------------------------------------
 
 def check_decode_args(fn, p, src, max_len, beam_size=1):
-    """The arguments every search shares. -> src as an array"""
+    """The arguments every search shares. -> src as an array, on p's device (the searches
+    run on the host: decoding.py)"""
+    src = ag.to_device(src, ag.device_name(p.tgt_embed.table))
     src = check_source(f"transformer.{fn}", p, src)
     if not 1 <= max_len <= p.max_len:
         raise ValueError(f"transformer.{fn}: max_len={max_len} must lie in [1, {p.max_len}] "

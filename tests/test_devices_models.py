@@ -132,3 +132,20 @@ def test_an_optimizer_refuses_a_gradient_on_another_device(device_double):
     opt = ag.optim.adam()
     with pytest.raises(TypeError, match="^adam.update: operands on different devices"):
         opt.update(p, {"w": np.ones(3, np.float32)}, opt.init(p))
+
+
+def test_decoding_a_model_on_the_device_chooses_numpys_tokens(device_double):
+    """The searches run on the host; a model on the device gets its tokens there and gives its
+    logits back (decoding.on_host): greedy, beam and sampled ids equal numpy's."""
+    p, q = tiny_transformer(scale=1.0), tiny_lm()
+    src, prompt = np.random.default_rng(0).integers(1, 7, (3, 5)), np.array([[1, 2, 3]])
+    searches = [
+        (p, lambda p: transformer.greedy_decode(p, src, 1, 2, 8, src_pad=0)),
+        (p, lambda p: transformer.beam_search(p, ag.to_device(src, ag.device_name(p.out.b)),
+                                              1, 2, 8, 3, src_pad=0)),
+        (q, lambda q: lm.beam_search(q, prompt, 5, 3)),
+        (q, lambda q: lm.generate(q, prompt, 5, rng=np.random.default_rng(1))),
+    ]
+    for params, search in searches:
+        want, got = search(params), search(ag.to_device(params, "cuda"))
+        assert type(got) is np.ndarray and np.array_equal(got, want)

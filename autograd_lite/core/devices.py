@@ -103,6 +103,13 @@ def device_of(x):
     return None
 
 
+def device_name(x):
+    """Where the array `x` lies: "cpu" (numpy's arrays, and anything that is no array) or its
+    device's name ("cuda"): what to_device takes to put another tree beside it."""
+    d = device_of(x)
+    return "cpu" if d is None else d.name
+
+
 def array_module(*values):
     """The module whose functions compute on the values' arrays: numpy, or a device's (cupy)
     where any value is that device's array. Traced values are looked through; numbers,
