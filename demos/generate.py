@@ -270,8 +270,8 @@ def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
     started = time.perf_counter(), time.process_time()
     params, history = train.fit(loss_fn, params, optimizer,
                                 common.batches_on(args.device, batches), n_epochs, out_dir=out,
-                                val_batches=common.batches_on(args.device, validation), seed=args.seed, resume=args.resume,
-                                clip_norm=CLIP_NORM,
+                                val_batches=common.batches_on(args.device, validation),
+                                seed=args.seed, resume=args.resume, clip_norm=CLIP_NORM,
                                 hyperparameters=hyperparameters(args, corpus_name),
                                 count=lambda batch: batch[0].size, unit="chars",
                                 health_every=train.HEALTH_EVERY)

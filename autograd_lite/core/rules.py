@@ -209,7 +209,9 @@ def _dispatch(function, args, kwargs):
     if top is None:  # nothing traced: the rule's output only
         rule = _applicable(function, args, kwargs)
         out = function.plain(*args, **kwargs) if rule is None else rule.body(*args, **kwargs)[0]
-        return out if type(out) is np.ndarray or not flat else as_op_output(out)  # an op's: an array
+        if type(out) is np.ndarray or not flat:
+            return out
+        return as_op_output(out)  # an op's output: an array
     if not top.active:
         raise escaped_value_error(function.op_name, top)
     if top.picturing and not function.drawn_as_op:

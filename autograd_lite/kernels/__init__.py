@@ -8,7 +8,11 @@ call, and `backend()` says which:
     AUTOGRAD_LITE_KERNELS=numpy     numpy
     AUTOGRAD_LITE_KERNELS=numba     numba, or an error saying it does not import
 
-`select(name)` switches in-process (tests and paired benchmarks run both). A kernel sees
+`select(name)` switches in-process (tests and paired benchmarks run both). On a device's
+arrays (CuPy's) the rules take `of("cupy")`, cupy_kernels.py, which covers softmax,
+log-softmax, layer norm, cross-entropy and the optimizers' updates; `of("host")` is this
+package, as `select` set it (core/devices.kernels_of names the one for an op's operands).
+A kernel sees
 plain arrays only (a fast rule runs on plain arrays, and the plain function under higher
 order: core/rules.py), so nothing here knows about tracing; this package imports nothing
 from the engine. The models' fast rules (models/fast) call these kernels too, to write the

@@ -129,8 +129,11 @@ def residual_layer_norm_forward(x, y, scale, bias, eps):
 
 
 def layer_norm_backward(g, saved, scale):
-    """(dx, dscale, dbias): dx = inv_std ⊙ (ĝ - mean(ĝ) - x̂ ⊙ mean(ĝ ⊙ x̂)), ĝ = g ⊙ scale;
-    dscale = Σ_rows g ⊙ x̂, dbias = Σ_rows g."""
+    """(dx, dscale, dbias) over rows (..., D):
+
+        dx = inv_std ⊙ (ĝ - mean(ĝ) - x̂ ⊙ mean(ĝ ⊙ x̂)),  ĝ = g ⊙ scale
+        dscale = Σ_rows g ⊙ x̂,  dbias = Σ_rows g
+    """
     x_hat, inv_std = saved
     d = g.shape[-1]
     g_hat = g * scale
