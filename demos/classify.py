@@ -22,7 +22,7 @@ Amazon reviews (see the README): at --max-len 200 the transformer matches the ba
 Saved in --out: model.npz (ag.save), vocabulary.txt (IndexTokenizer.save),
 hyperparameters.json and history.json (models.train.fit, with last.npz and best.npz),
 curves.png, health.png (gradient norms and update ratios by parameter group:
-models/health.py), confusion.png and probabilities.png. --predict needs only that folder
+models/training/health.py), confusion.png and probabilities.png. --predict needs only that folder
 (and answers with the transformer alone).
 The last line printed is the test accuracy of the two models' ensemble (demos/ensemble.py:
 the mean of their probabilities), the demo's result, then of each model.

@@ -22,7 +22,7 @@ search), the last line compares the two.
 Saved in --out (default runs/generate-<timestamp>/): model.npz (ag.load reads the
 parameters back), tokenizer.txt (CharTokenizer.load), fit's last.npz, best.npz,
 history.json and hyperparameters.json, curves.png, health.png (gradient norms and update
-ratios by parameter group: models/health.py), samples.txt and result.json.
+ratios by parameter group: models/training/health.py), samples.txt and result.json.
 --out DIR --resume continues a run that Ctrl-C stopped (or that was killed: from its last
 checkpoint), with the settings, --data and --seed it was started with.
 
@@ -50,7 +50,7 @@ import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
 from autograd_lite.io.atomic import write_text  # noqa: E402
 from models import data, health, lm, text, train  # noqa: E402
-from models.run_files import CHECKPOINT, write_json  # noqa: E402
+from models.training.run_files import CHECKPOINT, write_json  # noqa: E402
 
 from . import common, ngram, runs  # noqa: E402
 from .common import flag, learning_rate  # noqa: E402

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from models.text import check_count
+from models.inputs.text import check_count
 
 
 class Order(NamedTuple):

@@ -25,7 +25,7 @@ import types
 
 import autograd_lite as ag
 from models import train
-from models.run_files import CHECKPOINT, HYPERPARAMETERS
+from models.training.run_files import CHECKPOINT, HYPERPARAMETERS
 
 from .common import flag, one_line_error
 

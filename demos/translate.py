@@ -24,7 +24,7 @@ exact match (every word right, greedy decoding) on all the held-out numbers.
 Saved in --out (default runs/translate-<timestamp>/): model.npz (the trained parameters:
 ag.load reads them back), training_curves.png, attention.png (the last decoder layer's
 attention over the digits of one held-out number), health.png (gradient norms and update
-ratios by parameter group: models/health.py), and fit's files: last.npz (the
+ratios by parameter group: models/training/health.py), and fit's files: last.npz (the
 checkpoint a --resume continues), best.npz, history.json and hyperparameters.json.
 
 The full run takes about 4 minutes of one core (205 and 220 s of CPU time for seeds 0 and 1,

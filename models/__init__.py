@@ -3,6 +3,10 @@
     from models import transformer, classifier, lm
     p = transformer.init(rng, src_vocab, tgt_vocab, ...)
     logits = transformer.apply(p, src, tgt, src_pad=0)
+
+The models, their layers and their bridge to PyTorch are the modules here; `fast/` holds the
+fast rules attached to them, `training/` fit and what shows a run, `inputs/` the tokenizers
+and batches. `from models import text, data, train, plots` reaches those too.
 """
 # Bound eagerly: importing the submodule models.summary sets the package attribute
 # `summary` to the module, which would shadow a lazily returned function.
@@ -10,11 +14,18 @@ from .summary import summary
 from . import fast  # noqa: E402,F401  (registers the models' fast rules: the speed by default)
 
 
+# Submodules load on first use (torch_bridge needs torch, plots matplotlib, both optional);
+# the support code sits in subpackages, and `from models import train` reaches it the same.
+SUBMODULES = {name: f".{name}" for name in (
+    "transformer", "decoding", "classifier", "lm", "layers", "attention", "blocks",
+    "torch_bridge", "torch_distributed")}
+SUBMODULES.update({name: f".training.{name}" for name in (
+    "train", "run_files", "progress", "health", "plots")})
+SUBMODULES.update({name: f".inputs.{name}" for name in ("text", "data")})
+
+
 def __getattr__(name):
-    # Submodules load on first use; torch_bridge needs torch, which is optional.
     import importlib
-    if name in ("transformer", "decoding", "classifier", "lm", "torch_bridge", "torch_distributed",
-                "layers", "attention", "blocks", "text", "data", "train", "plots", "run_files",
-                "health"):
-        return importlib.import_module(f".{name}", __name__)
+    if name in SUBMODULES:
+        return importlib.import_module(SUBMODULES[name], __name__)
     raise AttributeError(f"module 'models' has no attribute '{name}'")

@@ -53,14 +53,17 @@ def rng():
 @pytest.fixture
 def dropout_sites(monkeypatch):
     """(shape, rate) of every ag.dropout call, recorded around the real dropout. The models
-    call it as `ag.dropout` (autograd_lite's attribute), so this patch sees every call."""
+    call it as `ag.dropout` (autograd_lite's attribute), so this patch sees every call of
+    their plain functions, which run with the fast rules off here (a rule draws the same
+    masks itself: tests/test_fast_rules_models.py)."""
     sites, real = [], ag.dropout
 
     def recording(x, rate, rng):
         sites.append((np.shape(x), float(rate)))
         return real(x, rate, rng)
     monkeypatch.setattr(ag, "dropout", recording)
-    return sites
+    with ag.fast_rules(False):
+        yield sites
 
 
 @pytest.fixture(scope="session")

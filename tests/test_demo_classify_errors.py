@@ -59,7 +59,7 @@ def in_tmp_path(tmp_path, monkeypatch):
      r"out\): give more reviews, or a held-out file with --test FILE"),
 ], ids=["csv-columns", "jsonl-keys", "empty", "tsv-no-tab", "jsonl-not-json", "not-utf8",
         "suffix", "one-class", "baseline-no-features", "no-test-review"])
-@pytest.mark.filterwarnings("ignore::models.data.DroppedRowsWarning")  # binary drops 3 stars
+@pytest.mark.filterwarnings("ignore::models.inputs.data.DroppedRowsWarning")  # binary drops 3 stars
 def test_a_bad_data_file_is_one_line_naming_it(in_tmp_path, name, content, flags, message):
     path = in_tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())

@@ -1,11 +1,12 @@
-"""The models' fast rules (models/fast), which the blocks run without dropout: for
+"""The models' fast rules (models/fast), which the blocks run with or without dropout: for
 multihead_attention (and so cross_attention), decoding's projected_heads (keys_and_values)
 and attention_over, feed_forward with relu, and the post-LN blocks' add_and_norm (with or
 without dropout). Values and every gradient against torch (nn.MultiheadAttention for self-
 and cross-attention with each mask kind; F.linear and relu; F.layer_norm of the sum); second
 order and jvp (the plain functions under enclosing traces, the rules' pullbacks given a
 traced cotangent) against finite differences; each rule against its function with the rules
-off; which calls take them; and that pictures and captures still show the composition."""
+off; the three models whole, rules on against off in float64 to 1e-10; which calls take
+them; and that pictures and captures still show the composition."""
 import numpy as np
 import pytest
 
@@ -106,15 +107,21 @@ def test_jvp_through_the_fast_rule_matches_finite_differences(rng):
     np.testing.assert_allclose(tangent, (loss(x + h * v) - loss(x - h * v)) / (2 * h), rtol=1e-7)
 
 
-def test_dropout_on_the_weights_takes_the_composed_path_with_the_same_draws(rng):
+def test_dropout_on_the_weights_runs_in_the_rule_with_the_functions_draws(rng):
+    """With dropout the rule still applies: it draws the mask the function's ag.dropout
+    draws, from the same generator, which it leaves where the function leaves it."""
     p = random_attention(rng, dtype=np.float32)
     x = rng.standard_normal((2, 4, 8)).astype(np.float32)
     names = fused_calls(lambda p, x: multihead_attention(p, x, x, None, 0.5,
                                                          np.random.default_rng(3)), p, x)
-    assert "multihead_attention" not in names and "softmax" in names
-    got = multihead_attention(p, x, x, None, 0.5, np.random.default_rng(3))
-    want = rules_off(multihead_attention)(p, x, x, None, 0.5, np.random.default_rng(3))
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # the ops' rules off: float32
+    assert "multihead_attention" in names and "softmax" not in names
+    generators = np.random.default_rng(3), np.random.default_rng(3)
+    got = multihead_attention(p, x, x, None, 0.5, generators[0])
+    want = rules_off(multihead_attention)(p, x, x, None, 0.5, generators[1])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # float32
+    assert generators[0].random() == generators[1].random()
+    with pytest.raises(ValueError, match=r"dropout: rate must lie in \[0, 1\), got 1.5"):
+        multihead_attention(p, x, x, None, 1.5, np.random.default_rng(3))
 
 
 def test_float16_and_unusual_masks_take_the_composed_path(rng):
@@ -203,17 +210,17 @@ def test_fused_feed_forward_second_order_and_jvp_match_finite_differences(rng):
     assert_hvp_and_jvp_match_central_differences(*feed_forward_loss(rng))
 
 
-def test_gelu_dropout_and_float16_feed_forwards_go_op_by_op(rng):
+def test_gelu_and_float16_feed_forwards_go_op_by_op_and_dropout_takes_the_rule(rng):
     p = random_feed_forward(rng, dtype=np.float32)
     x = rng.standard_normal((2, 3, 6)).astype(np.float32)
     assert "feed_forward" not in fused_calls(lambda p, x: feed_forward(p, x, activation=ag.gelu),
                                              p, x)
-    assert "feed_forward" not in fused_calls(
+    assert "feed_forward" in fused_calls(
         lambda p, x: feed_forward(p, x, 0.5, np.random.default_rng(1)), p, x)
-    np.testing.assert_array_equal(
+    np.testing.assert_allclose(  # the mask the composition draws, from the same generator
         feed_forward(p, x, 0.5, np.random.default_rng(1)),
         ag.linear(ag.dropout(ag.relu(ag.linear(x, *p.linear1)), 0.5, np.random.default_rng(1)),
-                  *p.linear2))
+                  *p.linear2), rtol=1e-6, atol=1e-6)
     p16 = random_feed_forward(rng, dtype=np.float16)
     assert "feed_forward" not in fused_calls(feed_forward, p16, x.astype(np.float16))
 
@@ -306,13 +313,24 @@ def test_post_ln_blocks_run_the_add_and_norm_rule_and_pictures_show_the_sum(rng)
 
 
 @pytest.mark.parametrize("sublayer", ["self-attention", "cross-attention", "feed-forward",
-                                      "add and norm"])
+                                      "add and norm", "self-attention with dropout",
+                                      "cross-attention with dropout", "feed-forward with dropout"])
 def test_each_rule_agrees_with_its_function(sublayer, rng):
     """The rule's value and pullback against the plain function's (what pictures and higher
     order run), in float64 at the same point, to first and second order; float32 stays
-    float32."""
+    float32. With dropout, each call draws its masks from a generator seeded alike."""
     x = rng.standard_normal((2, 4, 8))
-    if sublayer == "add and norm":
+    drop = lambda: np.random.default_rng(11)  # noqa: E731
+    if sublayer == "self-attention with dropout":
+        function = lambda p, x: multihead_attention(p, x, x, causal_mask(4), 0.3, drop())  # noqa
+        args = (random_attention(rng), x)
+    elif sublayer == "cross-attention with dropout":
+        function = lambda p, x, m: attention.cross_attention(p, x, m, None, 0.3, drop())  # noqa
+        args = (random_attention(rng), x, rng.standard_normal((2, 5, 8)))
+    elif sublayer == "feed-forward with dropout":
+        function = lambda p, x: layers.feed_forward(p, x, 0.3, drop())  # noqa: E731
+        args = (random_feed_forward(rng, d_model=8), x)
+    elif sublayer == "add and norm":
         function, args = layers.add_and_norm, (random_layer_norm(rng), x,
                                                rng.standard_normal((2, 4, 8)))
     elif sublayer == "feed-forward":
@@ -384,3 +402,47 @@ def test_decoding_runs_the_rules_and_pictures_show_the_composition(rng):
     graph = ag.viz.trace(lambda x: attention.attention_over(p, x, (keys, values), mask), x)
     assert "attention_over" not in {op.label for op in graph.ops}
     assert {"matmul", "softmax", "linear"} <= {op.label for op in graph.ops}
+
+
+# ---- whole models: the rules on and off ------------------------------------------------------
+
+def model_loss(model, rng):
+    """(a float64 model's mean cross-entropy as a function of its parameters, the parameters):
+    tiny sizes, each model's masks, and "with dropout" a training pass whose masks come from
+    a generator seeded alike at every call."""
+    from models import classifier, lm, transformer
+    name, _, dropout = model.partition(" with ")
+    rate = 0.2 if dropout else 0.0
+
+    def mode():  # apply's keywords: a training pass with a fresh generator, or inference
+        return dict(training=True, rng=np.random.default_rng(5)) if dropout else {}
+    if name.startswith("transformer"):
+        p = transformer.init(rng, 11, 13, d_model=8, n_heads=2, d_ff=12, n_encoder=2,
+                             n_decoder=2, max_len=10, norm=name.split()[1], dropout=rate,
+                             dtype=np.float64)
+        src, tgt = rng.integers(1, 11, (3, 7)), rng.integers(1, 13, (3, 6))
+        src[0, 5:] = 0  # padding
+        return (lambda p: ag.cross_entropy(
+            transformer.apply(p, src, tgt[:, :-1], src_pad=0, **mode()), tgt[:, 1:])), p
+    if name == "classifier":
+        p = classifier.init(rng, 17, 3, d_model=8, n_heads=2, d_ff=12, n_layers=2, max_len=6,
+                            pool="mean", pad=0, dropout=rate, dtype=np.float64)
+        ids, labels = rng.integers(0, 17, (4, 6)), rng.integers(0, 3, 4)
+        return (lambda p: ag.cross_entropy(classifier.apply(p, ids, **mode()), labels)), p
+    p = lm.init(rng, 9, d_model=8, n_heads=2, d_ff=12, n_layers=2, max_len=8, dropout=rate,
+                dtype=np.float64)
+    ids = rng.integers(0, 9, (3, 8))
+    return (lambda p: ag.cross_entropy(lm.apply(p, ids[:, :-1], **mode()), ids[:, 1:])), p
+
+
+@pytest.mark.parametrize("model", ["transformer post", "transformer pre",
+                                   "transformer post with dropout", "classifier",
+                                   "classifier with dropout", "lm", "lm with dropout"])
+def test_whole_models_agree_with_the_rules_on_and_off(model, rng):
+    """Each model's loss in float64, with the fast rules and with its plain functions alone,
+    to 1e-10 relative: the value, every parameter's gradient and the second order (the
+    gradient of the gradient's squared norm); in float32 the gradients stay float32."""
+    loss, p = model_loss(model, rng)
+    names = fused_calls(loss, p)
+    assert "multihead_attention" in names and "feed_forward" in names, names
+    assert_fused_matches_composed(loss, rules_off(loss), p, rtol=1e-10)

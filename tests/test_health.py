@@ -1,4 +1,4 @@
-"""Training health (models/health.py through train.fit(..., health_every=N)): every recorded
+"""Training health (models/training/health.py through train.fit(..., health_every=N)): every recorded
 number equals the one numpy computes from gradients and parameters of a hand-written loop,
 recording changes no bit of the run, a resume keeps the records, and NaNs are located."""
 import json

@@ -7,7 +7,8 @@ the default.
                    attention_over and projected_heads
     layers.py      feed_forward with relu, the post-LN blocks' add_and_norm
     sublayers.py   their kernels: BLAS products and ag.kernels, forward and backward
-    conditions.py  when a rule applies: one float dtype, no dropout, a mask of the scores' rank
+    conditions.py  when a rule applies (one float dtype, a mask of the scores' rank) and
+                   the dropout masks the rules draw as ag.dropout does
 
 Each rule computes its function's output and pullback on plain arrays, takes the function's
 own arguments (parameter NamedTuples included) and gives each argument's cotangent in that

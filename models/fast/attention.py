@@ -1,14 +1,14 @@
 """Fast rules for models/attention.py: multi-head attention (self- and cross-attention) and
 decoding's attention over cached keys and values and its projection into heads, each
-forward and backward by the kernels of sublayers.py, for calls without dropout on the
-weights, in one float dtype, with a mask of the scores' rank or none."""
+forward and backward by the kernels of sublayers.py, for calls in one float dtype, with a
+mask of the scores' rank or none."""
 import autograd_lite as ag
 
 from .. import attention
 from ..attention import MultiHeadAttention
 from ..layers import Dense
 from . import sublayers
-from .conditions import mask_fits, no_dropout, one_float_dtype
+from .conditions import dropout_fits, dropout_keep, mask_fits, one_float_dtype
 
 
 def _weights(p):
@@ -26,15 +26,19 @@ def _attention_cotangent(wq=None, wk=None, wv=None, wo=None):
 def multihead_attention_applies(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
     attention.check_activations(p, x_q, x_kv)  # refused as the function refuses it
     scores = (x_q.shape[0], p.n_heads, x_q.shape[1], x_kv.shape[1])
-    return no_dropout(rate, rng) and one_float_dtype(x_q, x_kv, p) and mask_fits(mask, scores)
+    return dropout_fits(rate, rng) and one_float_dtype(x_q, x_kv, p) and mask_fits(mask, scores)
 
 
 @ag.fast_rule(attention.multihead_attention, applies=multihead_attention_applies)
 def multihead_attention_rule(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
     """The projections that share an input in one product, the heads as views, the softmax
     kernel (sublayers.multihead_attention_forward); x_q is x_kv means self-attention, one
-    traced value (core/rules.py keeps two values two objects)."""
-    out, saved = sublayers.multihead_attention_forward(x_q, x_kv, _weights(p), p.n_heads, mask)
+    traced value (core/rules.py keeps two values two objects). Dropout on the weights P
+    draws the mask the function's ag.dropout would."""
+    scores = (x_q.shape[0], p.n_heads, x_q.shape[1], x_kv.shape[1])  # (B, H, T_q, T_k)
+    keep = dropout_keep(scores, x_q.dtype, rate, rng)
+    out, saved = sublayers.multihead_attention_forward(x_q, x_kv, _weights(p), p.n_heads, mask,
+                                                       keep)
 
     def multihead_attention_pullback(g):
         d_x_q, d_x_kv, *d = sublayers.multihead_attention_backward(g, saved)

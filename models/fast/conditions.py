@@ -1,7 +1,11 @@
 """When a model's fast rule computes what its function does: the conditions the rules'
 `applies` predicates share. Anything else runs the function itself, whose ops check their
 operands and say what is wrong."""
+import numbers
+
 import numpy as np
+
+import autograd_lite as ag
 
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -29,9 +33,21 @@ def _add_dtypes(trees, dtypes):
     return True
 
 
-def no_dropout(rate, rng):
-    """Dropout is off: rate 0 or no rng (inference)."""
-    return rate == 0 or rng is None
+def dropout_fits(rate, rng):
+    """Dropout is off (rate 0 or no rng: inference), or its rate is a plain number in (0, 1)
+    that the rule can draw its mask with; a traced or out-of-range rate is left to ag.dropout,
+    which says what is wrong."""
+    if rng is None or (isinstance(rate, numbers.Real) and rate == 0):
+        return True
+    return isinstance(rate, numbers.Real) and 0 < rate < 1
+
+
+def dropout_keep(shape, dtype, rate, rng):
+    """The scaled mask ag.dropout(x, rate, rng) multiplies an x of `shape` and `dtype` by:
+    the same draws from rng (ag.kernels.dropout_mask); None where dropout is off."""
+    if rate == 0 or rng is None:
+        return None
+    return ag.kernels.dropout_mask(shape, rate, rng, np.dtype(dtype))
 
 
 def mask_fits(mask, scores):

@@ -7,18 +7,21 @@ import autograd_lite as ag
 from .. import layers
 from ..layers import Dense, FeedForward, LayerNorm
 from . import sublayers
-from .conditions import no_dropout, one_float_dtype
+from .conditions import dropout_fits, dropout_keep, one_float_dtype
 
 
 def feed_forward_applies(p, x, rate=0.0, rng=None, activation=ag.relu):
-    return activation is ag.relu and no_dropout(rate, rng) and one_float_dtype(x, p)
+    return activation is ag.relu and dropout_fits(rate, rng) and one_float_dtype(x, p)
 
 
 @ag.fast_rule(layers.feed_forward, applies=feed_forward_applies)
 def feed_forward_rule(p, x, rate=0.0, rng=None, activation=ag.relu):
     """max(x W1 + b1, 0) W2 + b2: bias and relu in one pass after the first product, and
-    relu's mask with b1's sum in one pass backward (sublayers.feed_forward_forward)."""
-    out, saved = sublayers.feed_forward_forward(x, *p.linear1, *p.linear2)
+    relu's mask with b1's sum in one pass backward (sublayers.feed_forward_forward); dropout
+    on the hidden layer draws the mask the function's ag.dropout would."""
+    hidden = x.shape[:-1] + p.linear1.w.shape[1:]  # (B, T, d_ff)
+    keep = dropout_keep(hidden, x.dtype, rate, rng)
+    out, saved = sublayers.feed_forward_forward(x, *p.linear1, *p.linear2, keep)
 
     def feed_forward_pullback(g):
         d_x, d_w1, d_b1, d_w2, d_b2 = sublayers.feed_forward_backward(g, saved)

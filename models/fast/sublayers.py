@@ -7,7 +7,7 @@ Multi-head attention: the projections packed into one product where they share a
 the heads as views, the scores' softmax, and the output projection:
 
     q = x_q W_q + b_q,  k = x_kv W_k + b_k,  v = x_kv W_v + b_v        (N, D), split into H heads
-    P = softmax(q kᵀ / √d_head, mask),  o = P v,  out = merge(o) W_o + b_o
+    P = softmax(q kᵀ / √d_head, mask),  o = dropout(P) v,  out = merge(o) W_o + b_o
 
 With x_q and x_kv one object (self-attention: one traced value, see the forward) the three
 projections are one product with [W_q W_k W_v] (D, 3D) and their backward one product each
@@ -17,8 +17,11 @@ straight into the packed layouts the projections read (`np.matmul(..., out=view)
 of the heads either way). Shapes: x_q (B, T_q, D), x_kv (B, T_k, D), weights (D, D),
 biases (D,), mask bool, broadcastable to (B, H, T_q, T_k) and of that rank, or None.
 
-The feed-forward network: out = max(x W1 + b1, 0) W2 + b2, the bias and relu one pass
-after the first product, and in the backward pass relu's mask and b1's sum one pass.
+The feed-forward network: out = dropout(max(x W1 + b1, 0)) W2 + b2, the bias and relu one
+pass after the first product, and in the backward pass relu's mask and b1's sum one pass.
+Dropout (attention's on P, the feed-forward's on the hidden layer) multiplies by the mask
+that ag.dropout would draw, `keep` (0 or 1/(1 - rate)), which the rules draw from the same
+generator in the same order as the functions do.
 x (B, T, D), W1 (D, d_ff), W2 (d_ff, D).
 
 Decoding's two: a projection split into heads, x W + b -> (B, H, T, d_head) as a view of the
@@ -57,35 +60,42 @@ def _query_scale(weights, n_heads):
     return weights[0].dtype.type(1 / math.sqrt(weights[0].shape[1] // n_heads))
 
 
-def _attend(q, k, v, mask):
-    """The attention core: P = softmax(q kᵀ, mask) (q already scaled by 1/√d_head) and P v,
-    written into the rows the output projection reads. q (B, H, T_q, d_head), k and v
-    (B, H, T_k, d_head). -> (merged (B·T_q, D), P (B, H, T_q, T_k), the softmax's saved)"""
+def _attend(q, k, v, mask, keep=None):
+    """The attention core: P = softmax(q kᵀ, mask) (q already scaled by 1/√d_head), its
+    dropout A = P ⊙ keep (A = P without one), and A v, written into the rows the output
+    projection reads. q (B, H, T_q, d_head), k and v (B, H, T_k, d_head), keep: dropout's
+    scaled mask (B, H, T_q, T_k) or None. -> (merged (B·T_q, D), A, the softmax's saved)"""
     batch, n_heads, t_q, d_head = q.shape
     scores = q @ np.swapaxes(k, -1, -2)  # (B, H, T_q, T_k)
     probabilities, softmax_saved = ag.kernels.softmax_forward(scores, mask)
-    probabilities = probabilities.reshape(scores.shape)
+    attended = probabilities.reshape(scores.shape)
+    if keep is not None:
+        attended = attended * keep
     merged, (heads,) = _packed_buffer(1, batch, t_q, n_heads, d_head, q.dtype)
-    np.matmul(probabilities, v, out=heads)  # (B, H, T_q, d_head), written as (B·T_q, D)
-    return merged, probabilities, softmax_saved
+    np.matmul(attended, v, out=heads)  # (B, H, T_q, d_head), written as (B·T_q, D)
+    return merged, attended, softmax_saved
 
 
-def _attend_backward(g_rows, wo, merged, q, k, v, probabilities, softmax_saved, d_q, d_k, d_v):
+def _attend_backward(g_rows, wo, merged, q, k, v, attended, keep, softmax_saved, d_q, d_k,
+                     d_v):
     """The output projection's and the core's backward: from g_rows (B·T_q, D), the
     cotangents of q, k and v written into d_q, d_k, d_v (arrays or views of q's, k's and v's
-    shape). -> (d_wo, d_bo)"""
+    shape); attended and keep as _attend gave and took them. -> (d_wo, d_bo)"""
     batch, n_heads, t_q, _ = q.shape
     d_heads = _heads(g_rows @ wo.T, batch, t_q, 1, n_heads)[0]  # (B, H, T_q, d_head)
-    d_scores = ag.kernels.softmax_backward(d_heads @ np.swapaxes(v, -1, -2), softmax_saved)
-    d_scores = d_scores.reshape(probabilities.shape)  # (B, H, T_q, T_k)
+    d_attended = d_heads @ np.swapaxes(v, -1, -2)  # (B, H, T_q, T_k)
+    d_probabilities = d_attended if keep is None else d_attended * keep
+    d_scores = ag.kernels.softmax_backward(d_probabilities, softmax_saved)
+    d_scores = d_scores.reshape(attended.shape)  # (B, H, T_q, T_k)
     np.matmul(d_scores, k, out=d_q)  # the cotangent of the scaled query
     np.matmul(np.swapaxes(d_scores, -1, -2), q, out=d_k)
-    np.matmul(np.swapaxes(probabilities, -1, -2), d_heads, out=d_v)
+    np.matmul(np.swapaxes(attended, -1, -2), d_heads, out=d_v)
     return merged.T @ g_rows, column_sums(g_rows)
 
 
-def multihead_attention_forward(x_q, x_kv, weights, n_heads, mask):
-    """-> (out (B, T_q, D), saved). weights: (wq, bq, wk, bk, wv, bv, wo, bo). The scores'
+def multihead_attention_forward(x_q, x_kv, weights, n_heads, mask, keep=None):
+    """-> (out (B, T_q, D), saved). weights: (wq, bq, wk, bk, wv, bv, wo, bo); keep: the
+    dropout mask of the attention weights (B, H, T_q, T_k), scaled, or None. The scores'
     1/√d_head is folded into the query's projection (q' = x_q (W_q/√d) + b_q/√d), one
     (D, D) multiply instead of a pass over every query."""
     wq, bq, wk, bk, wv, bv, wo, bo = weights
@@ -106,9 +116,9 @@ def multihead_attention_forward(x_q, x_kv, weights, n_heads, mask):
         (q,) = _heads(_project(q_rows, packed_w[:, :d], bq * scale), batch, t_q, 1, n_heads)
         k, v = _heads(_project(x_kv.reshape(-1, d), packed_w[:, d:], np.concatenate([bk, bv])),
                       batch, t_k, 2, n_heads)
-    merged, probabilities, softmax_saved = _attend(q, k, v, mask)
+    merged, attended, softmax_saved = _attend(q, k, v, mask, keep)
     out = _project(merged, wo, bo).reshape(batch, t_q, d)
-    saved = (x_q, x_kv, self_attention, wo, packed_w, scale, n_heads, q, k, v, probabilities,
+    saved = (x_q, x_kv, self_attention, wo, packed_w, scale, n_heads, q, k, v, attended, keep,
              softmax_saved, merged)
     return out, saved
 
@@ -117,7 +127,7 @@ def multihead_attention_backward(g, saved):
     """-> the cotangents of (x_q, x_kv, wq, bq, wk, bk, wv, bv, wo, bo); x_kv's is None in
     self-attention (x_q's then holds both). q is the scaled query q', so the cotangents of
     W_q and b_q are those of its scaled copy times 1/√d_head."""
-    (x_q, x_kv, self_attention, wo, packed_w, scale, n_heads, q, k, v, probabilities,
+    (x_q, x_kv, self_attention, wo, packed_w, scale, n_heads, q, k, v, attended, keep,
      softmax_saved, merged) = saved
     batch, t_q, d = x_q.shape
     t_k, d_head = x_kv.shape[1], q.shape[-1]
@@ -126,7 +136,7 @@ def multihead_attention_backward(g, saved):
     else:
         d_q_rows, (d_q,) = _packed_buffer(1, batch, t_q, n_heads, d_head, g.dtype)
         d_kv_rows, (d_k, d_v) = _packed_buffer(2, batch, t_k, n_heads, d_head, g.dtype)
-    d_wo, d_bo = _attend_backward(g.reshape(-1, d), wo, merged, q, k, v, probabilities,
+    d_wo, d_bo = _attend_backward(g.reshape(-1, d), wo, merged, q, k, v, attended, keep,
                                   softmax_saved, d_q, d_k, d_v)
     if self_attention:
         d_w, d_b = x_q.reshape(-1, d).T @ d_rows, column_sums(d_rows)
@@ -140,20 +150,25 @@ def multihead_attention_backward(g, saved):
             d_wkv[:, :d], d_bkv[:d], d_wkv[:, d:], d_bkv[d:], d_wo, d_bo)
 
 
-def feed_forward_forward(x, w1, b1, w2, b2):
-    """-> (out (B, T, D), saved)."""
+def feed_forward_forward(x, w1, b1, w2, b2, keep=None):
+    """-> (out (B, T, D), saved). keep: the dropout mask of the hidden layer (B, T, d_ff),
+    scaled, or None."""
     x_rows = x.reshape(-1, x.shape[-1])
     hidden = ag.kernels.bias_relu_forward(x_rows @ w1, b1)  # (N, d_ff)
-    out = _project(hidden, w2, b2).reshape(x.shape[:-1] + w2.shape[1:])
-    return out, (x_rows, w1, w2, hidden, x.shape)
+    keep = None if keep is None else keep.reshape(hidden.shape)
+    dropped = hidden if keep is None else hidden * keep  # (N, d_ff)
+    out = _project(dropped, w2, b2).reshape(x.shape[:-1] + w2.shape[1:])
+    return out, (x_rows, w1, w2, hidden, dropped, keep, x.shape)
 
 
 def feed_forward_backward(g, saved):
     """-> the cotangents of (x, w1, b1, w2, b2)."""
-    x_rows, w1, w2, hidden, x_shape = saved
+    x_rows, w1, w2, hidden, dropped, keep, x_shape = saved
     g_rows = g.reshape(-1, g.shape[-1])
-    d_w2, d_b2 = hidden.T @ g_rows, column_sums(g_rows)
-    d_z, d_b1 = ag.kernels.bias_relu_backward(g_rows @ w2.T, hidden)  # (N, d_ff), (d_ff,)
+    d_w2, d_b2 = dropped.T @ g_rows, column_sums(g_rows)
+    d_dropped = g_rows @ w2.T  # (N, d_ff)
+    d_hidden = d_dropped if keep is None else d_dropped * keep
+    d_z, d_b1 = ag.kernels.bias_relu_backward(d_hidden, hidden)  # (N, d_ff), (d_ff,)
     return (d_z @ w1.T).reshape(x_shape), x_rows.T @ d_z, d_b1, d_w2, d_b2
 
 
@@ -190,19 +205,19 @@ def attention_over_forward(x_q, k, v, wq, bq, wo, bo, mask):
     scale = wq.dtype.type(1 / math.sqrt(d_head))
     x_rows, scaled_wq = x_q.reshape(-1, d), wq * scale
     (q,) = _heads(_project(x_rows, scaled_wq, bq * scale), batch, t_q, 1, n_heads)
-    merged, probabilities, softmax_saved = _attend(q, k, v, mask)
+    merged, attended, softmax_saved = _attend(q, k, v, mask)
     out = _project(merged, wo, bo).reshape(batch, t_q, d)
-    return out, (x_rows, scaled_wq, wo, scale, q, k, v, probabilities, softmax_saved, merged)
+    return out, (x_rows, scaled_wq, wo, scale, q, k, v, attended, softmax_saved, merged)
 
 
 def attention_over_backward(g, saved):
     """-> the cotangents of (x_q, k, v, wq, bq, wo, bo)."""
-    x_rows, scaled_wq, wo, scale, q, k, v, probabilities, softmax_saved, merged = saved
+    x_rows, scaled_wq, wo, scale, q, k, v, attended, softmax_saved, merged = saved
     batch, n_heads, t_q, d_head = q.shape
     d_q_rows, (d_q,) = _packed_buffer(1, batch, t_q, n_heads, d_head, g.dtype)
     d_k, d_v = np.empty(k.shape, g.dtype), np.empty(v.shape, g.dtype)
-    d_wo, d_bo = _attend_backward(g.reshape(-1, g.shape[-1]), wo, merged, q, k, v,
-                                  probabilities, softmax_saved, d_q, d_k, d_v)
+    d_wo, d_bo = _attend_backward(g.reshape(-1, g.shape[-1]), wo, merged, q, k, v, attended,
+                                  None, softmax_saved, d_q, d_k, d_v)
     d_x = (d_q_rows @ scaled_wq.T).reshape(g.shape[:-1] + (scaled_wq.shape[0],))
     return (d_x, d_k, d_v, (x_rows.T @ d_q_rows) * scale, column_sums(d_q_rows) * scale,
             d_wo, d_bo)

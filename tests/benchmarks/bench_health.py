@@ -1,4 +1,4 @@
-"""The cost of training health (models/health.py): one health record against one training
+"""The cost of training health (models/training/health.py): one health record against one training
 step, on the models of the three demos at their full-run sizes.
 
 A record is what fit adds on a step where health is due: the gradient norms by group,

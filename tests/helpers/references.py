@@ -35,12 +35,15 @@ def float_leaves(tree):
     return {path: x for path, x in zip(ag.tree_paths(tree), ag.tree_leaves(tree)) if is_float(x)}
 
 
-def assert_close(got, want, rtol, what=""):
+def assert_close(got, want, rtol, what="", scale=None):
     """|got - want| <= rtol·|want| + rtol·max|want|: relative, with an absolute floor at the
-    scale of the whole array (elements near zero come from cancellation)."""
+    scale of the whole array (elements near zero come from cancellation), or at `scale` where
+    given (a gradient's largest entry over all its leaves: a leaf whose gradient is zero
+    analytically holds rounding noise alone)."""
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    if scale is None:
+        scale = float(np.max(np.abs(want))) if want.size else 0.0
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * max(scale, 1e-3),
                                err_msg=what)
 

@@ -29,7 +29,7 @@ except ImportError as error:  # matplotlib is in the `demos` extra, not a depend
 import autograd_lite as ag
 from autograd_lite.io.atomic import write_atomically
 
-from . import classifier, layers, transformer
+from .. import classifier, layers, transformer
 
 
 def _save(fig, path):

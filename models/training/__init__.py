@@ -1,0 +1,10 @@
+"""What trains a model and shows the run, apart from the models themselves.
+
+    train.py       fit: the training loop, its history, checkpoints and exact resume
+    run_files.py   the files of a run in its out_dir, each written atomically
+    progress.py    the progress line of an epoch, on stderr
+    health.py      gradient norms and update ratios by parameter group
+    plots.py       curves, health, confusion matrices and attention maps (matplotlib)
+
+`from models import train, plots` reaches them; so does `models.training.train`.
+"""
