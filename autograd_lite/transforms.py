@@ -35,27 +35,28 @@ from .core.tree import is_differentiable, tree_leaves, tree_map, tree_paths
 
 # ---------------------------------------------------------------- jacobian, hessian
 
-def _rows(node, shape):
+def _rows(node, shape, xp=np):
     """For each element k of an output of `shape` (row-major): {input node: ∂out_k/∂input},
-    one backward pass each (the pullback of a one-hot cotangent). node None: a constant."""
+    one backward pass each (the pullback of a one-hot cotangent, made by xp: the output's
+    array module). node None: a constant."""
     size = int(np.prod(shape))
     if node is None:
         return [{}] * size
     rows = []
     for k in range(size):
-        seed = np.zeros(size, dtype=node.dtype)
+        seed = xp.zeros(size, dtype=node.dtype)
         seed[k] = 1
         rows.append(backward(node, seed.reshape(shape), release=False))
     return rows
 
 
-def _stacked(rows, input_node, out_shape):
+def _stacked(rows, input_node, out_shape, xp=np):
     """The Jacobian block of one input: its rows stacked, shape out_shape + the input's."""
     shape = tuple(out_shape) + input_node.shape
-    zeros = np.zeros(input_node.shape, dtype=input_node.dtype)
+    zeros = xp.zeros(input_node.shape, dtype=input_node.dtype)
     gradients = [row.get(input_node, zeros) for row in rows]
     if not gradients:  # an empty output
-        return np.zeros(shape, dtype=input_node.dtype)
+        return xp.zeros(shape, dtype=input_node.dtype)
     return ops.reshape(ops.stack(gradients), shape)  # recorded by an enclosing trace, if any
 
 
@@ -71,10 +72,11 @@ def _jacobian(caller, f, argnums):
             if leaf is None:  # a static leaf of a gradient tree (hessian): no derivative
                 return None
             value, node = output_of(caller, leaf, trace)
-            rows = _rows(node, np.shape(value))
+            xp = array_module(value)
+            rows = _rows(node, np.shape(value), xp)
             trees = trees_of_inputs(args, positions, input_nodes,
                                     lambda _, input_node: _stacked(rows, input_node,
-                                                                   np.shape(value)))
+                                                                   np.shape(value), xp))
             return trees[0] if single else trees
         return tree_map(of_output, out)
     return jacobian_of_f

@@ -144,3 +144,14 @@ def test_importing_the_library_imports_no_cupy():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_jacobian_and_hessian_on_the_device_match_numpys(device_double):
+    x = np.random.default_rng(0).standard_normal(4)
+
+    def f(x):
+        return ag.sum(ag.tanh(x) ** 3 * x)
+    for transform in (ag.jacobian(lambda x: ag.tanh(x) * x[::-1]), ag.hessian(f)):
+        want, got = transform(x), transform(ag.to_device(x, "cuda"))
+        assert type(got) is DeviceArray and got.shape == want.shape
+        np.testing.assert_allclose(ag.to_device(got, "cpu"), want, rtol=1e-12)
