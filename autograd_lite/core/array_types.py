@@ -14,25 +14,41 @@ DEVICE_NAME_OF = {}  # a device's array type -> the device's name ("cuda")
 LOADERS = {}  # a package's name ("cupy") -> a function that registers its device (devices.py)
 
 
+_SEEN = {}  # every type module_of_type answered for, and its answer (forgotten on a change)
+
+
 def module_of_type(t):
     """The module of arrays of type `t`, or None where `t` is no array type the engine knows
-    (a subclass of np.ndarray is numpy's)."""
+    (a subclass of np.ndarray is numpy's). Each type is looked at once: the answer is kept
+    until a device is registered or forgotten (`forget_answers`)."""
+    try:
+        return _SEEN[t]
+    except KeyError:
+        pass
     module = MODULE_OF.get(t)
-    if module is not None:
-        return module
-    if isinstance(t, type) and issubclass(t, np.ndarray):
-        return np
-    loader = LOADERS.get(getattr(t, "__module__", "").partition(".")[0])
-    if loader is not None:
-        loader()
-        return MODULE_OF.get(t)
-    return None
+    if module is None and isinstance(t, type) and issubclass(t, np.ndarray):
+        module = np
+    elif module is None:
+        loader = LOADERS.get(getattr(t, "__module__", "").partition(".")[0])
+        if loader is not None:
+            loader()
+            module = MODULE_OF.get(t)
+    _SEEN[t] = module
+    return module
+
+
+def forget_answers():
+    """Forget what module_of_type answered (a device was registered or forgotten)."""
+    _SEEN.clear()
 
 
 def is_device_array(x):
     """Whether `x` is an array of a device module (not numpy's)."""
     t = type(x)
-    return t is not np.ndarray and module_of_type(t) not in (None, np)
+    if t is np.ndarray:
+        return False
+    module = module_of_type(t)
+    return module is not None and module is not np
 
 
 def _operands(values):

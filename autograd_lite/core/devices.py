@@ -16,7 +16,8 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from .array_types import DEVICE_NAME_OF, LOADERS, MODULE_OF, mixed_devices_error, module_of_type
+from .array_types import (DEVICE_NAME_OF, LOADERS, MODULE_OF, forget_answers,
+                          mixed_devices_error, module_of_type)
 from .tracer import Box, primal
 from .tree import tree_map
 
@@ -49,6 +50,7 @@ def register_device(device):
     _DEVICES[device.name] = device
     MODULE_OF[device.array_type] = device.module
     DEVICE_NAME_OF[device.array_type] = device.name
+    forget_answers()
     return previous
 
 
@@ -58,6 +60,7 @@ def unregister_device(name, previous=None):
     if device is not None:
         MODULE_OF.pop(device.array_type, None)
         DEVICE_NAME_OF.pop(device.array_type, None)
+        forget_answers()
     if previous is not None:
         register_device(previous)
 

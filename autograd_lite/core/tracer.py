@@ -274,6 +274,9 @@ def keep_distinct_arguments_distinct(args, values):
     mean "the same traced value", as self-attention's does). In place, over `values`."""
     for i in range(1, len(values)):
         value = values[i]
+        t = type(value)
+        if t is float or t is int or t is Box:
+            continue
         if isinstance(value, np.ndarray) or is_device_array(value):
             for j in range(i):
                 if values[j] is value and args[j] is not args[i]:
