@@ -80,6 +80,8 @@ def test_array_module_follows_the_operands(device_double):
     ("matmul", lambda d, h: ag.matmul(h.reshape(1, 3), d.reshape(3, 1))),
     ("concatenate", lambda d, h: ag.concatenate([d, h])),
     ("where", lambda d, h: ag.where(h > 0, d, 0.0)),
+    ("softmax", lambda d, h: ag.softmax(d, -1, h > 0)),  # a fusable op: named, not its parts
+    ("layer_norm", lambda d, h: ag.layer_norm(d, h, d)),
 ])
 def test_a_mixed_numpy_and_device_op_names_the_op(op, args, device_double):
     device, host = DeviceArray(np.ones(3)), np.ones(3)

@@ -44,10 +44,10 @@ import os
 
 import numpy as np
 
-from .array_types import as_op_output
+from .array_types import as_op_output, mixed_devices_error
 from .differentiate import vjp
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
-                     move_keywords_to_positions, opened, positional_parameters)
+                     move_keywords_to_positions, opened, positional_parameters, primal)
 from .tree import children, rebuild
 
 _SETTING = "AUTOGRAD_LITE_FAST_RULES"
@@ -102,9 +102,15 @@ def fusable(fn=None, *, name=None, op=False):
 
     @functools.wraps(fn)
     def fusable_call(*args, **kwargs):
-        if fusable_call.rules and (_Switch.on or op):  # an op: one op in pictures, rules off too
-            return _dispatch(fusable_call, args, kwargs)
-        return fn(*args, **kwargs)
+        try:
+            if fusable_call.rules and (_Switch.on or op):  # an op: one op in pictures,
+                return _dispatch(fusable_call, args, kwargs)  # rules off too
+            return fn(*args, **kwargs)
+        except TypeError:  # numpy's and a device's arrays among the arguments: say so by name
+            error = mixed_devices_error(fusable_call.op_name, args, primal)
+            if error is not None:
+                raise error from None
+            raise
     fusable_call.plain = fn
     fusable_call.rules = []
     fusable_call.op_name = name or fn.__name__
