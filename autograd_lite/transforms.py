@@ -25,9 +25,10 @@ import numbers
 import numpy as np
 
 from . import ops
-from .core.backward import backward
 from .core.argnums import argnum_positions, check_argnums
+from .core.backward import backward
 from .core.batching import Batched, aligned, wrap
+from .core.devices import array_module
 from .core.differentiate import (batched_output, differentiate, gradient_function, output_of,
                                  trace_call, trees_of_inputs, vjp_of_tree)
 from .core.tree import is_differentiable, tree_leaves, tree_map, tree_paths
@@ -44,12 +45,13 @@ def _blocks(caller, leaf, trace, input_nodes):
     inputs hold many examples (their Batched layers, core/batching.py): each gets its own."""
     core, layers, lengths = batched_output(leaf, trace)
     value, node = output_of(caller, core, trace)
+    xp = array_module(value)  # the seeds and zeros on the output's device
     shape = np.shape(leaf) if type(leaf) is not Batched else leaf.shape
-    inputs = [wrap(np.zeros(n.shape, dtype=n.dtype), trace.batch_layers.get(n, ()))
+    inputs = [wrap(xp.zeros(n.shape, dtype=n.dtype), trace.batch_layers.get(n, ()))
               for n in input_nodes]  # zeros of each input's (logical) shape
     size = int(np.prod(shape))
     if node is None or size == 0:
-        return [np.zeros(tuple(shape) + z.shape, z.dtype) if type(z) is np.ndarray
+        return [xp.zeros(tuple(shape) + z.shape, z.dtype) if type(z) is not Batched
                 else ops.broadcast_to(z, tuple(shape) + z.shape) for z in inputs]
 
     def pulled_back(seed):  # one output element's row of every block
@@ -58,7 +60,7 @@ def _blocks(caller, leaf, trace, input_nodes):
                              release=False)
         return [z if n not in at_leaves else wrap(at_leaves[n], trace.batch_layers.get(n, ()))
                 for n, z in zip(input_nodes, inputs)]
-    rows = vmap(pulled_back)(np.eye(size, dtype=node.dtype))  # each (size,) + input's shape
+    rows = vmap(pulled_back)(xp.eye(size, dtype=node.dtype))  # each (size,) + input's shape
     return [ops.reshape(r, tuple(shape) + r.shape[1:]) for r in rows]
 
 
@@ -158,7 +160,7 @@ def _zero_cotangent(value):
         return type(value)(0)
     if isinstance(value, np.generic):
         return value.dtype.type(0)
-    return np.zeros(value.shape, dtype=value.dtype)
+    return array_module(value).zeros(value.shape, dtype=value.dtype)
 
 
 def jvp(f, primals, tangents):

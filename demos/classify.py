@@ -116,6 +116,7 @@ def parse_args(argv=None):
     use.add_argument("--model", type=pathlib.Path, metavar="DIR",
                      help="the --out folder of a classify run")
     runs.add_resume_option(parser)
+    common.add_device_option(parser)
     args = parser.parse_args(argv)
     if (args.predict is None) != (args.model is None):
         parser.error("--predict and --model go together")
@@ -217,13 +218,15 @@ def train_transformer(args, settings, train_set, test_set, out):
     accuracy after each epoch (nothing is chosen by them); -> (params, history)"""
     params = build_model(settings, np.random.default_rng(args.seed))
     print(f"model: {models.summary(params).splitlines()[-1]}")
+    params = ag.to_device(params, args.device)
     pad, length = settings["pad"], fixed_length(params)
     batches = lambda epoch: length_bucketed_batches(  # noqa: E731
         *train_set, args.batch_size, pad, np.random.default_rng([args.seed, epoch]), length)
     total_steps = args.epochs * len(batches(0))
     optimizer = ag.optim.adamw(warmup_cosine(args.lr, total_steps), weight_decay=WEIGHT_DECAY)
-    return train.fit(loss_fn, params, optimizer, batches, args.epochs, out_dir=out,
-                     val_batches=length_bucketed_batches(*test_set, 256, pad, None, length),
+    return train.fit(loss_fn, params, optimizer, common.batches_on(args.device, batches),
+                     args.epochs, out_dir=out, val_batches=common.batches_on(
+                         args.device, length_bucketed_batches(*test_set, 256, pad, None, length)),
                      seed=args.seed, resume=args.resume, clip_norm=CLIP_NORM,
                      hyperparameters=settings, unit="reviews", health_every=train.HEALTH_EVERY)
 
@@ -349,6 +352,7 @@ def read_reviews(args):
 def main(argv=None):
     """Train and test: -> Run. With --model and --predict: print the predictions, -> None."""
     args = parse_args(argv)
+    common.check_device("classify", args)
     common.say_if_compiling()
     ag.memory.keep_freed_memory()
     if args.predict is not None:
@@ -377,6 +381,7 @@ def train_and_test(args, out, run):
     params, history = train_transformer(args, settings, (train_sequences, split.train.labels),
                                         (test_sequences, split.test.labels), out)
     run.trained = True
+    params = ag.to_device(params, "cpu")  # the test and the files on the host
     print(f"trained in {time.perf_counter() - started:.0f} s; vocabulary {len(tokenizer):,} "
           f"words; files in {out}")
     ag.save(out / MODEL, params)

@@ -21,6 +21,8 @@ import os
 import pathlib
 import sys
 
+import numpy as np
+
 import autograd_lite as ag
 from models import progress
 
@@ -44,6 +46,56 @@ def add_options(parser):
                         help="where the run's files go (default: runs/<demo>-<timestamp>/)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seeds the data, the initial weights, the batches and dropout (0)")
+
+
+def add_device_option(parser):
+    """--device cpu|cuda: where the model and its batches live (cuda: CuPy's arrays on an
+    NVIDIA GPU, the `gpu` extra)."""
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu (numpy) or cuda (CuPy on an NVIDIA GPU: pip install "
+                             "autograd-lite[gpu] and the CuPy package for your CUDA) (cpu)")
+
+
+def check_device(program, args):
+    """With --device cuda, CuPy and a GPU must answer before anything is read or written:
+    otherwise one line, "<program>: --device cuda: <why>", and exit status 1."""
+    if args.device == "cpu":
+        return
+    try:
+        ag.to_device(np.zeros(1, np.float32), args.device)  # imports CuPy, reaches the GPU
+    except (ImportError, RuntimeError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        sys.exit(f"{program}: --device {args.device}: {first_line}")
+
+
+class OnDevice:
+    """An iterable of batches (with a length: fit's progress bar reads it) whose every batch
+    is moved to `device` as it is drawn."""
+
+    def __init__(self, batches, device):
+        self.batches, self.device = batches, device
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        return (ag.to_device(batch, self.device) for batch in self.batches)
+
+
+def batches_on(device, batches):
+    """fit's batches (a function epoch -> batches, or an iterable to run again) with every
+    batch on `device`; as they are on the cpu."""
+    if device == "cpu":
+        return batches
+    if callable(batches):
+        return lambda epoch: _moved(batches(epoch), device)
+    return _moved(batches, device)
+
+
+def _moved(batches, device):
+    if hasattr(batches, "__len__"):
+        return OnDevice(batches, device)
+    return (ag.to_device(batch, device) for batch in batches)
 
 
 def flag(name):

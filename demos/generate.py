@@ -114,6 +114,7 @@ def parse_args(argv=None):
     use.add_argument("--beam", type=positive(int), default=None, metavar="N",
                      help="the most probable continuation by a beam search of N, instead of "
                           "sampling")
+    common.add_device_option(parser)
     args = parser.parse_args(argv)
     common.check_options(parser, args, rates=("lr", "temperature"), fractions=("dropout",),
                          at_most={"length": (MAX_LENGTH, "about a minute of sampling"),
@@ -270,9 +271,10 @@ def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
     optimizer = ag.optim.adam(learning_rate(args.lr, args.warmup, args.steps))
     steps_before = steps_recorded(out) if args.resume else 0
     started = time.perf_counter(), time.process_time()
-    params, history = train.fit(loss_fn, params, optimizer, batches, n_epochs, out_dir=out,
-                                val_batches=validation, seed=args.seed, resume=args.resume,
-                                clip_norm=CLIP_NORM,
+    params, history = train.fit(loss_fn, params, optimizer,
+                                common.batches_on(args.device, batches), n_epochs, out_dir=out,
+                                val_batches=common.batches_on(args.device, validation),
+                                seed=args.seed, resume=args.resume, clip_norm=CLIP_NORM,
                                 hyperparameters=hyperparameters(args, corpus_name),
                                 count=lambda batch: batch[0].size, unit="chars",
                                 health_every=train.HEALTH_EVERY)
@@ -355,6 +357,7 @@ def use_model(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    common.check_device("generate", args)
     common.say_if_compiling()
     if args.model is not None:
         with runs.stopped_quietly("generate"):
@@ -377,10 +380,12 @@ def main(argv=None):
 
         params = build_model(args, len(tokenizer), np.random.default_rng(args.seed))
         print(models.summary(params).splitlines()[-1])
+        params = ag.to_device(params, args.device)
         load = os.getloadavg()[0]
         params, history, seconds = train_model(args, params, train_ids, held_out_ids, out,
                                                corpus_name)
         run.trained = True
+        params = ag.to_device(params, "cpu")  # the measures, samples and files on the host
         steps = max(seconds["steps"], 1)
         print(f"trained {seconds['steps']} steps in {seconds['wall']:.0f} s, "
               f"{1000 * seconds['wall'] / steps:.0f} ms a step (CPU {seconds['cpu']:.0f} s; "

@@ -84,6 +84,7 @@ def parse_args(argv=None):
     for name, value in FULL.items():
         parser.add_argument(flag(name), type=type(value), default=None, choices=CHOICES.get(name),
                             help=f"full run: {value}, --quick: {QUICK[name]}")
+    common.add_device_option(parser)
     use = parser.add_argument_group("using a trained model")
     use.add_argument("--model", type=pathlib.Path, metavar="DIR",
                      help="the --out folder of a translate run: write --number in words")
@@ -212,13 +213,14 @@ def train_model(params, args, held_out, out):
     and the exact match on every fourth held-out value. -> (params, history)"""
     optimizer, _ = adam(args, args.epochs * args.epoch_size)
     rng, ids = np.random.default_rng(VALIDATION_SEED), source_ids(args.share_embeddings)
-    validation = [training_batch(rng, args.batch_size, held_out, ids)
-                  for _ in range(VALIDATION_BATCHES)]
+    validation = common.batches_on(args.device, [training_batch(rng, args.batch_size, held_out,
+                                                                ids)
+                                                 for _ in range(VALIDATION_BATCHES)])
     monitor = held_out[::4]  # evenly over the held-out set, which is sorted
     return train.fit(
         functools.partial(loss_fn, label_smoothing=args.label_smoothing), params, optimizer,
-        lambda epoch: EpochBatches(args.seed, epoch, args.epoch_size, args.batch_size, held_out,
-                                   ids),
+        common.batches_on(args.device, lambda epoch: EpochBatches(
+            args.seed, epoch, args.epoch_size, args.batch_size, held_out, ids)),
         args.epochs, out_dir=out, val_batches=validation,
         evaluate=lambda p: {"held_out_exact_match": exact_match(p, monitor)},
         seed=args.seed, resume=args.resume, clip_norm=CLIP_NORM, hyperparameters=settings(args),
@@ -318,12 +320,14 @@ def use_model(args):
     """--model DIR: the words of --number (or of standard input's numbers)."""
     with common.exit_on_bad_input("translate"):
         params, _ = load_model(args.model)
+        params = ag.to_device(params, args.device)
         numbers = args.number if args.number is not None else read_numbers(sys.stdin)
         print_translations(params, numbers, args.beam)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    common.check_device("translate", args)
     common.say_if_compiling()
     if args.model is not None:
         with runs.stopped_quietly("translate"):
@@ -332,7 +336,7 @@ def main(argv=None):
     out = common.output_directory(args, "translate")
     with runs.stopped_in_one_line("translate", out, argv, args.lr) as run:
         held_out = nw.held_out_values(args.held_out, HELD_OUT_SEED)
-        params = build_model(args, np.random.default_rng(args.seed))
+        params = ag.to_device(build_model(args, np.random.default_rng(args.seed)), args.device)
         print(f"translate: digits -> English words, 0..{nw.LARGEST:,}; {len(held_out):,} "
               f"held-out numbers never drawn for training")
         print(models.summary(params).splitlines()[-1])
@@ -349,7 +353,7 @@ def report(out, params, history, held_out):
     ag.save(out / "model.npz", params)
     print(f"saved {out / 'model.npz'} and fit's files (history.json, last.npz, ...) in {out}")
     examples = held_out[:: max(1, len(held_out) // 6)][:6]
-    write_plots(out, params, history, examples[-1])
+    write_plots(out, ag.to_device(params, "cpu"), history, examples[-1])
 
     print("held-out examples:")
     show_examples(params, examples)

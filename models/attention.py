@@ -98,10 +98,12 @@ def padding_mask(ids, pad):
     return (ids != pad)[:, None, None, :]
 
 
-def causal_mask(length, offset=0):
+def causal_mask(length, offset=0, like=None):
     """True where query t (at position offset + t) may attend key s, i.e. s <= offset + t:
-    -> (1, 1, T, offset + T). offset counts the keys that come before the queries (a cache)."""
-    return np.tril(np.ones((length, offset + length), dtype=bool), k=offset)[None, None]
+    -> (1, 1, T, offset + T), an array of like's module (numpy's, or a device's). offset
+    counts the keys that come before the queries (a cache)."""
+    xp = ag.array_module(like)
+    return xp.tril(xp.ones((length, offset + length), dtype=bool), k=offset)[None, None]
 
 
 def keys_and_values(p, x_kv):
@@ -136,5 +138,5 @@ def cached_self_attention(p, x, cache):
     kv = (ag.concatenate([cache[0], k], axis=2),  # (B, H, s + t, d_head)
           ag.concatenate([cache[1], v], axis=2))  # (B, H, s + t, d_head)
     seen, t = cache[0].shape[2], x.shape[1]
-    mask = causal_mask(t, seen) if t > 1 else None  # (1, 1, t, s + t); one row sees every key
+    mask = causal_mask(t, seen, x) if t > 1 else None  # (1, 1, t, s + t); one row sees every key
     return attention_over(p, x, kv, mask), kv  # (B, t, D)

@@ -5,7 +5,9 @@ prefix (N, T_0) (a bos column, or a prompt) and returns ids (N, L), L <= max_len
 prefix, then the chosen tokens. With an eos token a row ends at its first eos and is padded
 with eos up to L; without one (eos=None) every row runs to max_len. Scores count |Y|, the
 tokens after the prefix up to the first eos, eos included. Inference only: plain numpy
-arrays, log-probabilities in float64. A model offers
+arrays, log-probabilities in float64. The search itself runs on numpy's arrays; a model
+whose state lies on a device (CuPy's) gets its tokens there and gives its logits back, one
+explicit copy each way a step (`on_host`). A model offers
 
     step(state, tokens) -> (logits, state)
         tokens (N, t) ints: for each of N rows, the tokens that follow those the state has
@@ -36,11 +38,31 @@ def generated_lengths(new, eos):
     return (~ended).sum(axis=1) + ended.any(axis=1)  # (N,)
 
 
+def on_host(step, reorder, state):
+    """(step, reorder) for a search on the host: as they are for a model on numpy's arrays;
+    for one whose state lies on a device (CuPy's), step takes the host's tokens there and
+    brings its logits back, and reorder takes the rows there."""
+    device = next((ag.device_name(a) for a in ag.tree_leaves(state)
+                   if ag.device_name(a) != "cpu"), "cpu")
+    if device == "cpu":
+        return step, reorder
+
+    def device_step(state, tokens):
+        logits, state = step(state, ag.to_device(tokens, device))
+        return ag.to_device(logits, "cpu"), state
+
+    def device_reorder(state, rows):
+        return reorder(state, ag.to_device(rows, device))
+    return device_step, device_reorder
+
+
 def extend(step, state, prefix, max_len, choose, eos=None):
     """The search of greedy decoding and sampling: one token per row at each step, the one
     `choose(logits (N, V)) -> (N,)` picks, until every row has emitted eos or has max_len
     tokens.  prefix: (N, T_0) -> (ids (N, L) int64, log P (N,) float64 of the tokens chosen
     up to each row's first eos, |Y| (N,))"""
+    step, _ = on_host(step, None, state)
+    prefix = ag.to_device(prefix, "cpu")
     ids = np.asarray(prefix).astype(np.int64)  # (N, T_0); a narrow dtype cannot hold V
     n_rows, start = ids.shape
     log_p = np.zeros(n_rows)  # (N,)
@@ -123,7 +145,8 @@ def lp(length, alpha):
 def take_rows(state, rows):
     """A `reorder` for a state whose arrays all hold one row per hypothesis along axis 0:
     every array indexed by rows (N',); other leaves (ints, None) kept."""
-    return ag.tree_map(lambda a: a[rows] if isinstance(a, np.ndarray) else a, state)
+    return ag.tree_map(lambda a: a[rows] if isinstance(a, np.ndarray)
+                       or ag.device_name(a) != "cpu" else a, state)
 
 
 def beam_search(step, reorder, state, prefix, max_len, beam_size=4, length_penalty=0.6,
@@ -153,7 +176,8 @@ def beam_search(step, reorder, state, prefix, max_len, beam_size=4, length_penal
     if k == 1:
         ids, log_p, lengths = extend(step, state, prefix, max_len, most_probable, eos)
         return ids, log_p / lp(lengths, alpha)
-    prefix = np.asarray(prefix).astype(np.int64)  # (B, T_0)
+    step, reorder = on_host(step, reorder, state)
+    prefix = np.asarray(ag.to_device(prefix, "cpu")).astype(np.int64)  # (B, T_0)
     n_src, start = prefix.shape
     rows = np.arange(n_src)  # (B,)
     state = reorder(state, np.repeat(rows, k))  # (B·K) rows: K per prefix

@@ -70,13 +70,16 @@ def embed(p, ids):
 
 
 @functools.lru_cache(maxsize=None)
-def position_encoding(max_len, d_model, dtype=np.float32):
-    """The sinusoids of §3.5, positions from 0 (a read-only table, computed once):
+def position_encoding(max_len, d_model, dtype=np.float32, xp=np):
+    """The sinusoids of §3.5, positions from 0 (a read-only table, computed once per array
+    module xp: numpy's, or a device's, where it is copied once):
 
         PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))
 
     -> (max_len, d_model)
     """
+    if xp is not np:
+        return xp.asarray(position_encoding(max_len, d_model, dtype))
     positions = np.arange(max_len, dtype=np.float64)[:, None]  # (max_len, 1)
     rates = 10000.0 ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)  # (ceil(d/2),)
     angles = positions * rates  # (max_len, ceil(d/2))
@@ -88,19 +91,21 @@ def position_encoding(max_len, d_model, dtype=np.float32):
     return table
 
 
-def position_rows(max_len, d_model, start, length, dtype=np.float32):
-    """PE[start : start + length] -> (length, d_model); positions past the table are an error."""
+def position_rows(max_len, d_model, start, length, dtype=np.float32, xp=np):
+    """PE[start : start + length] -> (length, d_model), an array of module xp; positions past
+    the table are an error."""
     if start < 0 or length < 0:
         raise ValueError(f"position encoding: start={start} and length={length} must be >= 0")
     if start + length > max_len:
         raise ValueError(f"position encoding: positions {start}..{start + length - 1} need "
                          f"{start + length} positions but the table holds max_len={max_len}")
-    return position_encoding(max_len, d_model, np.dtype(dtype).type)[start:start + length]
+    return position_encoding(max_len, d_model, np.dtype(dtype).type, xp)[start:start + length]
 
 
 def add_position_encoding(x, max_len, start=0):
     """x + PE[start : start + T] for x: (B, T, D) -> (B, T, D)"""
-    return x + position_rows(max_len, x.shape[-1], start, x.shape[-2], x.dtype)
+    return x + position_rows(max_len, x.shape[-1], start, x.shape[-2], x.dtype,
+                             ag.array_module(x))
 
 
 def embed_with_positions(p, ids, max_len, start=0):

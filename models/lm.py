@@ -60,7 +60,7 @@ def apply(p, ids, training=False, rng=None):
     ids = check_tokens("lm.apply", ids, p.embed.table.shape[0], p.max_len)
     rate, rng = dropout_setting("lm.apply", p.dropout, training, rng)
     x = ag.dropout(embed_with_positions(p.embed, ids, p.max_len), rate, rng)  # (B, T, D)
-    mask = causal_mask(ids.shape[1])  # (1, 1, T, T)
+    mask = causal_mask(ids.shape[1], like=ids)  # (1, 1, T, T)
     for block in p.blocks:
         x = decoder_only_block(block, x, mask, rate, rng)  # (B, T, D)
     return dense(p.head, layer_norm(p.norm, x))  # (B, T, V)
@@ -79,7 +79,8 @@ def empty_cache(p, batch):
     layers = []
     for block in p.blocks:
         h = block.self_attn.n_heads
-        empty = np.zeros((batch, h, 0, d_model // h), dtype=p.embed.table.dtype)
+        empty = ag.array_module(p.embed.table).zeros((batch, h, 0, d_model // h),
+                                                     dtype=p.embed.table.dtype)
         layers.append((empty, empty))
     return Cache(tuple(layers), 0)
 

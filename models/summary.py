@@ -30,7 +30,8 @@ def layer_rows(params):
     for path, leaf in zip(ag.tree_paths(params), ag.tree_leaves(params)):
         if not ag.is_differentiable(leaf):
             continue
-        array = np.asarray(leaf)  # a float scalar counts as one parameter of shape ()
+        # a float scalar counts as one parameter of shape (); a device's array as it is
+        array = leaf if ag.device_name(leaf) != "cpu" else np.asarray(leaf)
         layer, field = split_path(path)
         shapes, count, nbytes = rows.get(layer, ([], 0, 0))
         shapes.append(f"{field} {array.shape}" if field else str(array.shape))

@@ -175,7 +175,7 @@ def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None):
                          f"with the batch size of tgt {tgt.shape}")
     rate, rng = dropout_setting("transformer.decode", p.dropout, training, rng)
     mem_mask = memory_mask(src, src_pad, memory)  # (B, 1, 1, S) or None
-    self_mask = causal_mask(tgt.shape[1])  # (1, 1, T, T)
+    self_mask = causal_mask(tgt.shape[1], like=tgt)  # (1, 1, T, T)
     x = ag.dropout(embed_with_positions(p.tgt_embed, tgt, p.max_len), rate, rng)  # (B, T, D)
     for block in p.decoder:
         x = decoder_block(block, x, memory, self_mask, mem_mask, p.norm, rate, rng)  # (B, T, D)
@@ -247,7 +247,9 @@ def reorder(state, rows):
 # --- searches over step (decoding.py) ---------------------------------------------------------
 
 def check_decode_args(fn, p, src, max_len, beam_size=1):
-    """The arguments every search shares. -> src as an array"""
+    """The arguments every search shares. -> src as an array, on p's device (the searches
+    run on the host: decoding.py)"""
+    src = ag.to_device(src, ag.device_name(p.tgt_embed.table))
     src = check_source(f"transformer.{fn}", p, src)
     if not 1 <= max_len <= p.max_len:
         raise ValueError(f"transformer.{fn}: max_len={max_len} must lie in [1, {p.max_len}] "

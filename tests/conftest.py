@@ -93,3 +93,17 @@ def dot():
     if path is None:
         missing("DOT", "Graphviz's dot is not on PATH")
     return path
+
+
+@pytest.fixture
+def device_double():
+    """The CuPy double (helpers/device_double.py) registered as device "cuda", through the
+    hook CuPy's device is registered by; the previous "cuda" put back afterwards. -> its
+    module (what ag.array_module gives for its arrays)."""
+    from autograd_lite.core import devices
+    from helpers.device_double import DEVICE
+    previous = devices.register_device(DEVICE)
+    try:
+        yield DEVICE.module
+    finally:
+        devices.unregister_device("cuda", previous)

@@ -86,3 +86,16 @@ def test_a_step_that_would_not_fit_in_memory_is_refused_with_the_estimate(tmp_pa
     # the default run's step is far below it: about 150 MiB
     from demos import common
     assert common.transformer_bytes(32, 200, 64, 256, 4, 1, 20_000, 200, 2) < 2 ** 28
+
+
+@pytest.mark.parametrize("demo", ["translate", "classify", "generate"])
+def test_device_cuda_without_cupy_ends_with_one_line_and_leaves_no_folder(
+        demo, tmp_path, capsys, monkeypatch):
+    """Where CuPy does not import (blocked here, as on a machine without the `gpu` extra),
+    --device cuda stops before anything is read or written, saying to install the extra."""
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)
+    out = tmp_path / "run"
+    line = last_line(demo, ["--quick", "--device", "cuda", "--out", out], capsys)
+    assert line.startswith(f"{demo}: --device cuda: device 'cuda' needs CuPy"), line
+    assert "`gpu` extra" in line and "cupy-cuda12x" in line
+    assert not out.exists()

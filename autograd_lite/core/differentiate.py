@@ -16,7 +16,9 @@ import numpy as np
 
 from .argnums import argnum_positions, check_argnums, nothing_to_differentiate
 from .backward import backward
+from .array_types import is_device_array
 from .batching import Batched, active_levels, aligned, batched_over, peel, wrap
+from .devices import array_module
 from .tracer import Box, Node, Trace, end_trace, escaped_value_error
 from .tree import children, is_differentiable, tree_leaves, tree_map, tree_unflatten
 from .weak import weak_float
@@ -28,7 +30,8 @@ def box_input(leaf, trace):
     if type(leaf) is float:
         value = weak_float(leaf)
     else:
-        value = leaf if isinstance(leaf, (np.ndarray, Box)) else np.asarray(leaf)
+        value = leaf if isinstance(leaf, (np.ndarray, Box)) or is_device_array(leaf) \
+            else np.asarray(leaf)
     return Box(value, trace, Node(None, (), "input", value.shape, value.dtype))
 
 
@@ -120,7 +123,7 @@ def output_of(caller, out, trace):
         if not out.trace.active:
             raise escaped_value_error(caller, out.trace)
         return out, None
-    if isinstance(out, (np.ndarray, np.generic, numbers.Number)):
+    if isinstance(out, (np.ndarray, np.generic, numbers.Number)) or is_device_array(out):
         return out, None
     raise TypeError(f"{caller}: the differentiated function must return an array, got "
                     f"{type(out).__name__}")
@@ -153,14 +156,19 @@ def _gradient_leaf(leaf, g, seen):
     if type(g) is Batched:  # a batched cotangent (vmap of a pullback)
         return g
     if g is None:
-        g = np.zeros(np.shape(leaf) if type(leaf) is not Box else leaf.shape,
-                     dtype=leaf.dtype if hasattr(leaf, "dtype") else np.float64)
+        g = array_module(leaf).zeros(np.shape(leaf) if type(leaf) is not Box else leaf.shape,
+                                     dtype=leaf.dtype if hasattr(leaf, "dtype") else np.float64)
     if type(g) is Box:  # traced by an enclosing trace
         return g
     if type(leaf) is float:
         return float(g)
     if isinstance(leaf, np.floating):
         return leaf.dtype.type(g)
+    if is_device_array(g):  # a view, or an array another result is, becomes a copy
+        if g.base is not None or id(g) in seen:
+            g = g.copy()
+        seen.add(id(g))
+        return g
     if not g.flags.writeable or id(_memory_owner(g)) in seen:  # a broadcast view, or memory
         g = np.array(g)                                            # another result shares
     seen.add(id(_memory_owner(g)))
@@ -178,7 +186,8 @@ def gradient_trees(args, positions, input_nodes, at_leaves, caller_arrays=(), la
     """One gradient tree per differentiated argument, None at every static leaf. No two
     results share memory, nor share it with `caller_arrays` (a cotangent given to vjp).
     layers: the trace's {input node: Batched layers} under vmap."""
-    seen = {id(_memory_owner(a)) for a in caller_arrays if isinstance(a, np.ndarray)}
+    seen = {id(_memory_owner(a)) if isinstance(a, np.ndarray) else id(a)
+            for a in caller_arrays if isinstance(a, np.ndarray) or is_device_array(a)}
 
     def of_leaf(leaf, node):
         if layers and node in layers:
@@ -235,7 +244,8 @@ def differentiate(caller, f, args, argnums=None, has_aux=False):
                          f"{logical}; use vjp for non-scalar outputs")
     at_leaves = {}
     if node is not None:  # under vmap: a 1 for each example's output
-        at_leaves = backward(node, np.ones(node.shape, dtype=node.dtype), release=True)
+        at_leaves = backward(node, array_module(value).ones(node.shape, dtype=node.dtype),
+                             release=True)
     if isinstance(value, np.ndarray) and not out_layers:
         value = value[()]
     value = wrap(value, out_layers)
@@ -310,9 +320,9 @@ def grad(f, argnums=0, *, has_aux=False):
 def _checked_cotangent(caller, value, cotangent):
     """A cotangent for an output `value`: its shape and dtype (a number for a scalar)."""
     shape = value.shape if type(value) is Batched else np.shape(value)
-    dtype = value.dtype if type(value) in (Box, Batched) else np.asarray(value).dtype
+    dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
     if shape == () and isinstance(cotangent, numbers.Number):
-        cotangent = np.asarray(cotangent, dtype=dtype)
+        cotangent = array_module(value).asarray(cotangent, dtype=dtype)
     c_shape, c_dtype = getattr(cotangent, "shape", None), getattr(cotangent, "dtype", None)
     if c_shape != shape or c_dtype != dtype:
         raise ValueError(f"{caller}: the cotangent is {c_shape} {c_dtype}, but the output "

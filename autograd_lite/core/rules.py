@@ -47,10 +47,11 @@ import os
 
 import numpy as np
 
+from .array_types import as_op_output, mixed_devices_error
 from .batching import Batched, batched_call
 from .differentiate import vjp
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
-                     move_keywords_to_positions, opened, positional_parameters)
+                     move_keywords_to_positions, opened, positional_parameters, primal)
 from .tree import children, rebuild
 
 _SETTING = "AUTOGRAD_LITE_FAST_RULES"
@@ -105,9 +106,15 @@ def fusable(fn=None, *, name=None, op=False):
 
     @functools.wraps(fn)
     def fusable_call(*args, **kwargs):
-        if fusable_call.rules and (_Switch.on or op):  # an op: one op in pictures, rules off too
-            return _dispatch(fusable_call, args, kwargs)
-        return fn(*args, **kwargs)
+        try:
+            if fusable_call.rules and (_Switch.on or op):  # an op: one op in pictures,
+                return _dispatch(fusable_call, args, kwargs)  # rules off too
+            return fn(*args, **kwargs)
+        except TypeError:  # numpy's and a device's arrays among the arguments: say so by name
+            error = mixed_devices_error(fusable_call.op_name, args, primal)
+            if error is not None:
+                raise error from None
+            raise
     fusable_call.plain = fn
     fusable_call.rules = []
     fusable_call.op_name = name or fn.__name__
@@ -218,7 +225,9 @@ def _dispatch(function, args, kwargs):
     if top is None:  # nothing traced: the rule's output only
         rule = _applicable(function, args, kwargs)
         out = function.plain(*args, **kwargs) if rule is None else rule.body(*args, **kwargs)[0]
-        return out if type(out) is np.ndarray or not flat else np.asanyarray(out)  # an op's: an array
+        if type(out) is np.ndarray or not flat:
+            return out
+        return as_op_output(out)  # an op's output: an array
     if not top.active:
         raise escaped_value_error(function.op_name, top)
     if top.picturing and not function.drawn_as_op:
@@ -242,7 +251,7 @@ def _dispatch(function, args, kwargs):
     if traced is not pullback:
         pullback = seam_pullback(pullback, traced)
     if type(out) is not np.ndarray and type(out) is not Box:
-        out = np.asanyarray(out)  # an array subclass (core/weak.py's) stays as it is
+        out = as_op_output(out)  # an array subclass (core/weak.py's) stays as it is
     n_args = max(len(leaves), len(function.parameters)) if flat else len(leaves)
     box = Box(out, top, Node(pullback, tuple(parents), function.op_name, out.shape, out.dtype,
                              n_args))

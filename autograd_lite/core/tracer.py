@@ -16,6 +16,7 @@ import numpy as np
 
 from .batching import Batched, batched_call
 from .levels import next_level
+from .array_types import as_op_output, is_device_array, mixed_devices_error
 
 
 class Trace:
@@ -219,14 +220,22 @@ def primitive(body=None, *, name=None):
         if kwargs:
             check_keyword_only(op_name, kwargs, top)
         if top is None:
-            out = body(*args, **kwargs)[0]
-            return out if type(out) is np.ndarray else np.asanyarray(out)
+            try:
+                out = body(*args, **kwargs)[0]
+            except TypeError:
+                raise_if_mixed_devices(op_name, args)
+                raise
+            return out if type(out) is np.ndarray else as_op_output(out)
         values, parents = opened(args, top)
         if not top.active:
             raise escaped_value_error(op_name, top)
-        out, pullback = body(*values, **kwargs)
+        try:
+            out, pullback = body(*values, **kwargs)
+        except TypeError:
+            raise_if_mixed_devices(op_name, args)
+            raise
         if type(out) is not np.ndarray and type(out) is not Box:
-            out = np.asanyarray(out)  # an array subclass (core/weak.py's) stays as it is
+            out = as_op_output(out)  # an array subclass (core/weak.py's) stays as it is
         box = Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype,
                                  max(len(args), len(parameters))))
         if top.on_op is not None:
@@ -237,6 +246,15 @@ def primitive(body=None, *, name=None):
     op.op_name = op_name
     op.parameters = parameters
     return op
+
+
+def raise_if_mixed_devices(op_name, args):
+    """After a body failed with a TypeError: where its operands lie on different devices
+    (numpy's and CuPy's), raise the error that says so by the op's name instead. Only a
+    failure pays for the look (a device module refuses a mixed operation itself)."""
+    error = mixed_devices_error(op_name, args, primal)
+    if error is not None:
+        raise error
 
 
 def opened(args, top):
@@ -264,7 +282,10 @@ def keep_distinct_arguments_distinct(args, values):
     mean "the same traced value", as self-attention's does). In place, over `values`."""
     for i in range(1, len(values)):
         value = values[i]
-        if isinstance(value, np.ndarray):
+        t = type(value)
+        if t is float or t is int or t is Box:
+            continue
+        if isinstance(value, np.ndarray) or is_device_array(value):
             for j in range(i):
                 if values[j] is value and args[j] is not args[i]:
                     values[i] = value.view()

@@ -16,6 +16,7 @@ import numbers
 
 import numpy as np
 
+from .array_types import is_device_array
 from .batching import Batched
 from .tracer import Box
 
@@ -34,8 +35,9 @@ class Hyper(float):
 def is_differentiable(leaf):
     """Whether a leaf is a parameter: it gets a gradient, and optimizers move it.
 
-    Differentiated: floating numpy arrays and numpy float scalars, exact Python floats,
-    values already traced (by an enclosing `gradient`), and batched float values (vmap). Static: `Hyper` (a float
+    Differentiated: floating numpy and device (CuPy) arrays and numpy float scalars, exact
+    Python floats, values already traced (by an enclosing `gradient`), and batched float
+    values (vmap). Static: `Hyper` (a float
     subclass, hence "exact"), ints, bools, strings, None, functions, integer and bool arrays.
     """
     t = type(leaf)
@@ -43,7 +45,7 @@ def is_differentiable(leaf):
         return True
     if t is Batched:  # under vmap: as its examples are
         return leaf.dtype.kind == "f"
-    if isinstance(leaf, np.ndarray):
+    if isinstance(leaf, np.ndarray) or is_device_array(leaf):
         return leaf.dtype.kind == "f"
     return isinstance(leaf, np.floating)
 
@@ -137,7 +139,9 @@ def _describe(x):
         return f"{type(x).__name__} with keys {list(x.keys())}"
     if isinstance(x, (tuple, list)):
         return f"{type(x).__name__} of {len(x)}"
-    return f"{type(x).__name__} {x.shape}" if isinstance(x, np.ndarray) else type(x).__name__
+    if isinstance(x, np.ndarray) or is_device_array(x):
+        return f"{type(x).__name__} {x.shape}"
+    return type(x).__name__
 
 
 def _difference(a, b, a_name, b_name):

@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 
 from .npz import MalformedFile
+from ..core.devices import device_of
 from ..core.tree import Hyper, is_differentiable, tree_leaves, tree_paths, tree_unflatten
 
 
@@ -42,7 +43,7 @@ def _loaded_type(value):
 
 def _shown(leaf):
     """A leaf as an error message shows it: '(2, 3) float32', 'int 4', '<function tanh>'."""
-    if isinstance(leaf, np.ndarray):
+    if isinstance(leaf, np.ndarray) or device_of(leaf) is not None:
         return f"{leaf.shape} {leaf.dtype}"
     if isinstance(leaf, np.generic):
         return f"a {leaf.dtype} scalar"
@@ -58,8 +59,14 @@ def _shown(leaf):
 
 
 def _matched_leaf(path, wanted, stored):
-    """The leaf to return where `like` holds `wanted` and the file `stored`."""
-    if isinstance(wanted, (np.ndarray, np.generic)):
+    """The leaf to return where `like` holds `wanted` and the file `stored`; where `wanted`
+    is a device's array (CuPy's), the file's array goes to that device."""
+    on_device = device_of(wanted)
+    if on_device is not None:
+        same = (isinstance(stored, np.ndarray)
+                and (stored.shape, stored.dtype) == (wanted.shape, wanted.dtype))
+        result = on_device.to_device(stored) if same else stored
+    elif isinstance(wanted, (np.ndarray, np.generic)):
         same = (isinstance(stored, (np.ndarray, np.generic))
                 and isinstance(stored, np.ndarray) == isinstance(wanted, np.ndarray)
                 and (stored.shape, stored.dtype) == (wanted.shape, wanted.dtype))

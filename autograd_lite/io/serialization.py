@@ -33,6 +33,7 @@ import numpy as np
 from .atomic import write_atomically
 from .matching import StoredFunction, function_name, matched, shown_path
 from .npz import MalformedFile, NpzArchive
+from ..core.devices import device_of
 from ..core.tree import Hyper, is_namedtuple
 
 _STRUCTURE_KEY = "__structure__"
@@ -74,6 +75,9 @@ def _describe(tree, arrays, path, depth=1):
     container = _describe_container(tree, arrays, path, depth)
     if container is not None:
         return container
+    on_device = device_of(tree)
+    if on_device is not None:  # a device's array (CuPy's): the file holds its host copy
+        tree = on_device.to_host(tree)
     if isinstance(tree, (np.ndarray, np.generic)):  # np.bool_ too: it loads back as np.bool_
         if tree.dtype.kind not in "biufc":
             raise TypeError(f"save: the array at '{path}' has dtype {tree.dtype}; "

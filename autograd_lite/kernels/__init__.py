@@ -8,7 +8,11 @@ call, and `backend()` says which:
     AUTOGRAD_LITE_KERNELS=numpy     numpy
     AUTOGRAD_LITE_KERNELS=numba     numba, or an error saying it does not import
 
-`select(name)` switches in-process (tests and paired benchmarks run both). A kernel sees
+`select(name)` switches in-process (tests and paired benchmarks run both). On a device's
+arrays (CuPy's) the rules take `of("cupy")`, cupy_kernels.py, which covers softmax,
+log-softmax, layer norm, cross-entropy and the optimizers' updates; `of("host")` is this
+package, as `select` set it (core/devices.kernels_of names the one for an op's operands).
+A kernel sees
 plain arrays only (a fast rule runs on plain arrays, and the plain function under higher
 order: core/rules.py), so nothing here knows about tracing; this package imports nothing
 from the engine. The models' fast rules (models/fast) call these kernels too, to write the
@@ -28,6 +32,7 @@ kernel once, `notify_compiling` says so; later runs load them from numba's cache
 tests/benchmarks/README.md.
 """
 import os
+import sys
 
 from . import numpy_kernels
 
@@ -76,9 +81,26 @@ def select(name=None):
     return _chosen
 
 
-def backend():
-    """"numba" or "numpy": the kernels the fused ops use (choosing them on the first call)."""
+def backend(*arrays):
+    """"numba" or "numpy": the kernels the fused ops use on numpy's arrays (choosing them on
+    the first call); "cupy" where `arrays` are CuPy's (cupy_kernels.py)."""
+    if any(type(a).__module__.partition(".")[0] == "cupy" for a in arrays):
+        return "cupy"
     return _chosen or select()
+
+
+def of(name):
+    """The kernels of backend `name`: "host" (numpy's arrays: this package, the backend
+    `select` chose) or a device's ("cupy": cupy_kernels.py, which imports CuPy only when a
+    kernel first runs). core/devices.kernels_of names the one for an op's operands."""
+    if name == "host":
+        if _chosen is None:
+            select()
+        return _MODULE
+    if name == "cupy":
+        from . import cupy_kernels
+        return cupy_kernels
+    raise ValueError(f"kernels.of: {name!r}, expected 'host' or 'cupy'")
 
 
 def notify_compiling(notice):
@@ -104,6 +126,9 @@ def compiled_summary():
         return None
     return (f"numba compiled {len(seconds)} of the kernels in {sum(seconds):.1f} s; later runs "
             f"load them from its cache")
+
+
+_MODULE = sys.modules[__name__]
 
 
 def __getattr__(name):

@@ -5,6 +5,7 @@ import numbers
 
 import numpy as np
 
+from ..core.array_types import module_of_type
 from ..core.batching import Batched, peel
 from ..core.tracer import Box, primal
 from ..core.tree import is_python_number
@@ -12,10 +13,12 @@ from ..core.weak import is_weak as is_weak_float
 
 
 def as_array(op, x, name="x"):
-    """`x` as numpy's function would take it: an array, a traced or a batched value as it is; a list, a
-    tuple, a number or anything with `__array__` through np.asarray. Anything else, or a list
-    of traced values, is refused naming the op, the argument and its type."""
-    if type(x) is np.ndarray or type(x) is Box or type(x) is Batched or isinstance(x, np.ndarray):
+    """`x` as numpy's function would take it: an array, a traced or a batched value as it is;
+    a list, a tuple, a number or anything with `__array__` through np.asarray; a device's
+    array (CuPy's) as it is too. Anything else, or a list of traced values, is refused naming
+    the op, the argument and its type."""
+    if type(x) is np.ndarray or type(x) is Box or type(x) is Batched or \
+            isinstance(x, np.ndarray) or module_of_type(type(x)) is not None:  # CuPy's, say
         return x
     if not isinstance(x, (list, tuple, numbers.Number, np.generic)) and not hasattr(x, "__array__"):
         raise TypeError(f"{op}: {name} must be an array, a list or a number, got "

@@ -15,6 +15,7 @@ import string
 
 import numpy as np
 
+from ..core.devices import array_module
 from ..core.tracer import primal, primitive
 from .broadcasting import broadcast_to
 from .checks import as_array, check_same_float_dtype
@@ -64,13 +65,14 @@ def operand_gradient(g, inputs, output, operands, k, optimize):
     target = inputs[k]
     sizes = dict(zip(target, operands[k].shape))  # a repeated letter has one length
     dtype = primal(g).dtype
+    xp = array_module(g)
     written, ties, ties_arrays = [], [], []
     fresh = iter(_fresh_letters(set("".join(inputs)) | set(output), len(target)))
     for i, c in enumerate(target):
         if c in target[:i]:  # a repetition: a fresh letter, tied to c by the identity
             written.append(next(fresh))
             ties.append(c + written[-1])
-            ties_arrays.append(np.eye(sizes[c], dtype=dtype))
+            ties_arrays.append(xp.eye(sizes[c], dtype=dtype))
         else:
             written.append(c)
     others = [s for j, s in enumerate(inputs) if j != k]
@@ -78,7 +80,7 @@ def operand_gradient(g, inputs, output, operands, k, optimize):
     alone = [c for c in dict.fromkeys(target) if c not in present]
     terms = [output, *others, *ties, *alone]
     arrays = [g, *(x for j, x in enumerate(operands) if j != k), *ties_arrays,
-              *(np.ones(sizes[c], dtype=dtype) for c in alone)]
+              *(xp.ones(sizes[c], dtype=dtype) for c in alone)]
     grad = einsum(",".join(terms) + "->" + "".join(written), *arrays, optimize=optimize)
     return _fit(grad, operands[k].shape)
 

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import kernels
+from ..core.devices import on_host
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import primal, primitive
 from ..core.tree import is_python_number
@@ -219,7 +220,7 @@ def relu(x):
     return where(primal(x) > 0, x, 0)
 
 
-@fast_rule(relu)
+@fast_rule(relu, applies=on_host)
 def relu_rule(x):
     """relu by kernels.relu_forward / relu_backward."""
     x = as_array("relu", x)
@@ -246,7 +247,7 @@ def gelu(x):
     return 0.5 * x * (1 + tanh(c * (x + cubic * x * x * x)))
 
 
-@fast_rule(gelu)
+@fast_rule(gelu, applies=on_host)
 def gelu_rule(x):
     """gelu by kernels.gelu_forward / gelu_backward."""
     x = as_array("gelu", x)

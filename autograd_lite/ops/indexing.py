@@ -16,6 +16,7 @@ import numbers
 import numpy as np
 
 from .. import kernels
+from ..core.devices import array_module, on_host
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import is_traced, primitive
 from .checks import as_array
@@ -57,12 +58,12 @@ def add_at(values, index, shape):
     Written out: scatter_add of the values into the flat positions that `index` selects
     (np.arange over `shape`, indexed as x would be)."""
     values = as_array("add_at", values, "values")
-    positions = np.arange(math.prod(shape)).reshape(shape)[index]
+    positions = array_module(values).arange(math.prod(shape)).reshape(shape)[index]
     flat = scatter_add(values.reshape(-1), positions.reshape(-1), math.prod(shape))
     return flat.reshape(shape)
 
 
-@fast_rule(add_at)
+@fast_rule(add_at, applies=on_host)
 def add_at_rule(values, index, shape):
     """add_at by numpy's indexing: an assignment where no element is selected twice."""
     values = as_array("add_at", values, "values")
@@ -87,11 +88,12 @@ def _check_indices(op, indices, n):
                          f"{indices.min()} to {indices.max()}")
 
 
-def _one_hot_rows(indices, n, dtype):
-    """(indices.size, n) with a 1 at (i, indices[i]): gather is this matrix times the table."""
+def _one_hot_rows(indices, n, dtype, xp):
+    """(indices.size, n) with a 1 at (i, indices[i]): gather is this matrix times the table
+    (made by xp, the table's module)."""
     flat = indices.reshape(-1)
-    onehot = np.zeros((flat.size, n), dtype=dtype)
-    onehot[np.arange(flat.size), flat] = 1
+    onehot = xp.zeros((flat.size, n), dtype=dtype)
+    onehot[xp.arange(flat.size), flat] = 1
     return onehot
 
 
@@ -108,11 +110,12 @@ def gather(table, indices):
     table = as_array("gather", table, "table")
     _check_gather(table, indices)
     rows = table.reshape(table.shape[0], math.prod(table.shape[1:]))  # (n, row)
-    picked = matmul(_one_hot_rows(indices, table.shape[0], table.dtype), rows)
+    picked = matmul(_one_hot_rows(indices, table.shape[0], table.dtype, array_module(table)),
+                    rows)
     return picked.reshape(indices.shape + table.shape[1:])
 
 
-@fast_rule(gather)
+@fast_rule(gather, applies=on_host)
 def gather_rule(table, indices):
     """gather by kernels.gather_rows; the pullback is scatter_add."""
     table = as_array("gather", table, "table")
@@ -140,11 +143,12 @@ def scatter_add(values, indices, n):
     _check_scatter(values, indices, n)
     row_shape = values.shape[indices.ndim:]
     rows = values.reshape(indices.size, math.prod(row_shape))  # (k, row)
-    summed = matmul(_one_hot_rows(indices, n, values.dtype).T, rows)  # (n, row)
+    summed = matmul(_one_hot_rows(indices, n, values.dtype, array_module(values)).T,
+                    rows)  # (n, row)
     return summed.reshape((n,) + row_shape)
 
 
-@fast_rule(scatter_add)
+@fast_rule(scatter_add, applies=on_host)
 def scatter_add_rule(values, indices, n):
     """scatter_add by kernels.segment_sum; the pullback is gather."""
     values = as_array("scatter_add", values, "values")

@@ -11,6 +11,7 @@ import string
 import numpy as np
 
 from .. import kernels
+from ..core.devices import on_host
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import plain, primitive
 from .broadcasting import sum_rows, unbroadcast
@@ -137,7 +138,7 @@ def linear(x, w, b):
     return matmul(x, w) + b
 
 
-@fast_rule(linear)
+@fast_rule(linear, applies=on_host)
 def linear_rule(x, w, b):
     """linear as one op, the bias added in place by the kernel (one pass where numpy's
     broadcast add makes two)."""

@@ -13,6 +13,7 @@ import numbers
 import numpy as np
 
 from .. import kernels
+from ..core.devices import array_module, has_kernels, kernels_of
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import is_traced, primal
 from .broadcasting import sum_rows, unbroadcast
@@ -58,42 +59,45 @@ def layer_norm(x, scale, bias, eps=1e-5):
     result."""
     x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
     if x.size == 0:
-        return np.zeros(x.shape, dtype=x.dtype)
+        return array_module(x).zeros(x.shape, dtype=x.dtype)
     centered = x - mean_last(x)
     inv_std = 1 / np.sqrt(mean_of_products_last(centered, centered) + eps)
     return centered * inv_std * scale + bias
 
 
-@fast_rule(layer_norm)
+@fast_rule(layer_norm, applies=has_kernels)
 @settles_weak_floats
 @computed_in_float32
 def layer_norm_rule(x, scale, bias, eps=1e-5):
-    """layer_norm by kernels.layer_norm_forward / layer_norm_backward: the pullbacks keep x̂
-    and 1/σ, not x."""
+    """layer_norm by kernels.layer_norm_forward / layer_norm_backward (the host's or the
+    device's): the pullbacks keep x̂ and 1/σ, not x."""
     x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
+    xp = array_module(x)
     if x.size == 0:
         def empty_pullback(g):
             return (np.zeros_like(g), np.zeros_like(scale), np.zeros_like(bias),
-                    lambda: np.zeros(np.shape(eps), dtype=g.dtype))
-        return np.zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
-    out, saved = kernels.layer_norm_forward(x, scale, bias, eps)
+                    lambda: xp.zeros(np.shape(eps), dtype=g.dtype))
+        return xp.zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
+    ks = kernels.of(kernels_of((x, scale, bias, eps)))
+    out, saved = ks.layer_norm_forward(x, scale, bias, eps)
     x_shape, eps_shape = x.shape, np.shape(eps)  # the pullbacks keep no reference to x
 
     def layer_norm_pullback(g):
-        dx, d_scale, d_bias = kernels.layer_norm_backward(g, saved, scale)
-        d_eps = lambda: kernels.layer_norm_eps_cotangent(g, saved, scale).reshape(eps_shape)
+        dx, d_scale, d_bias = ks.layer_norm_backward(g, saved, scale)
+        d_eps = lambda: ks.layer_norm_eps_cotangent(g, saved, scale).reshape(eps_shape)
         return dx, d_scale, d_bias, d_eps  # d_eps lazy: called only when eps is traced
 
     def layer_norm_composed_pullback(g):
-        return layer_norm_composed_cotangents(g, saved, scale, x_shape, eps_shape)
+        return layer_norm_composed_cotangents(g, saved, scale, x_shape, eps_shape, ks)
     return out, layer_norm_pullback, layer_norm_composed_pullback
 
 
-def layer_norm_composed_cotangents(g, saved, scale, x_shape, eps_shape=()):
+def layer_norm_composed_cotangents(g, saved, scale, x_shape, eps_shape=(), ks=kernels):
     """The cotangents (dx, dscale, dbias, d_eps lazily) of layer_norm for a cotangent g that
     an enclosing trace records (jvp's double vjp), written with the library's ops over what
-    the kernel's forward saved (x̂ and 1/σ: x itself is not kept)."""
-    x_hat, inv_std = kernels.layer_norm_normalized(saved)
+    the kernel's forward saved (x̂ and 1/σ: x itself is not kept); ks: the kernels that
+    saved it."""
+    x_hat, inv_std = ks.layer_norm_normalized(saved)
     x_hat, inv_std = x_hat.reshape(x_shape), inv_std.reshape(x_shape[:-1] + (1,))
     return (layer_norm_backward(g, x_hat, inv_std, scale), sum_rows(g * x_hat), sum_rows(g),
             lambda: unbroadcast(-0.5 * (g * scale) * x_hat * (inv_std * inv_std), eps_shape))
@@ -173,8 +177,9 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
         logits, labels, ignore_index, label_smoothing)
     n_classes = logits.shape[-1]
     log_p = log_softmax(logits.reshape(-1, n_classes), -1)  # (N, C)
-    onehot = np.zeros(log_p.shape, dtype=log_p.dtype)
-    onehot[np.arange(len(flat_labels)), flat_labels] = 1
+    xp = array_module(log_p)
+    onehot = xp.zeros(log_p.shape, dtype=log_p.dtype)
+    onehot[xp.arange(len(flat_labels)), flat_labels] = 1
     per_row = -((onehot * (1 - label_smoothing) + label_smoothing / n_classes) * log_p).sum(-1)
     if counted is not None:
         per_row = per_row * counted
@@ -183,43 +188,46 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     return per_row.sum() * (1.0 / n_counted)
 
 
-@fast_rule(cross_entropy)
+@fast_rule(cross_entropy, applies=has_kernels)
 @settles_weak_floats
 @computed_in_float32
 def cross_entropy_rule(logits, labels, ignore_index=None, label_smoothing=0.0):
-    """cross_entropy by kernels.cross_entropy_forward / cross_entropy_backward."""
+    """cross_entropy by kernels.cross_entropy_forward / cross_entropy_backward (the host's or
+    the device's)."""
+    ks = kernels.of(kernels_of((logits, labels, label_smoothing)))
     logits, flat_labels, counted, n_counted = _checked_cross_entropy_operands(
         logits, labels, ignore_index, label_smoothing)
+    xp = array_module(logits)
     n_classes = logits.shape[-1]
     inv_count = 1.0 / n_counted if n_counted else float("nan")
-    at_labels, mean_log_p, saved = kernels.cross_entropy_forward(
+    at_labels, mean_log_p, saved = ks.cross_entropy_forward(
         logits.reshape(-1, n_classes), flat_labels)  # (N,), (N,)
     per_row = -at_labels
     if label_smoothing:
         per_row = (1 - label_smoothing) * per_row - label_smoothing * mean_log_p
     if counted is not None:
         per_row = per_row * counted
-    loss = np.asarray(per_row.sum() * inv_count, dtype=logits.dtype)
+    loss = xp.asarray(per_row.sum() * inv_count, dtype=logits.dtype)
     logits_shape, smoothing_shape, dtype = logits.shape, np.shape(label_smoothing), logits.dtype
 
     def cross_entropy_pullback(g):
         if not n_counted:  # 0 · NaN would be NaN: nothing counted, nothing to move
-            return (np.zeros(logits_shape, dtype=dtype), None, None,
-                    lambda: np.zeros(smoothing_shape, dtype=dtype))
+            return (xp.zeros(logits_shape, dtype=dtype), None, None,
+                    lambda: xp.zeros(smoothing_shape, dtype=dtype))
         row_weight = g * inv_count if counted is None else (g * inv_count) * counted  # (N,)
-        row_weight = np.broadcast_to(np.asarray(row_weight, dtype=dtype), flat_labels.shape)
+        row_weight = np.broadcast_to(xp.asarray(row_weight, dtype=dtype), flat_labels.shape)
 
         def d_smoothing():  # lazy: called only when label_smoothing is traced
             return unbroadcast(row_weight * (at_labels - mean_log_p), smoothing_shape)
-        d = kernels.cross_entropy_backward(saved, flat_labels, label_smoothing, row_weight)
+        d = ks.cross_entropy_backward(saved, flat_labels, label_smoothing, row_weight)
         return d.reshape(logits_shape), None, None, d_smoothing
 
     def cross_entropy_composed_pullback(g):
         if not n_counted:
-            return cross_entropy_pullback(np.zeros((), dtype))
+            return cross_entropy_pullback(xp.zeros((), dtype))
         row_weight = g * inv_count if counted is None else (g * inv_count) * counted
-        p = kernels.cross_entropy_probabilities(saved)  # (N, C), plain
-        p[np.arange(len(flat_labels)), flat_labels] -= 1 - label_smoothing
+        p = ks.cross_entropy_probabilities(saved)  # (N, C), plain
+        p[xp.arange(len(flat_labels)), flat_labels] -= 1 - label_smoothing
         d = (p - label_smoothing / n_classes) * np.reshape(row_weight, (-1, 1))
         d_smoothing = lambda: unbroadcast(row_weight * (at_labels - mean_log_p), smoothing_shape)
         return d.reshape(logits_shape), None, None, d_smoothing
@@ -237,4 +245,6 @@ def dropout(x, rate, rng):
         return x
     if not 0 <= rate < 1:
         raise ValueError(f"dropout: rate must lie in [0, 1), got {rate}")
-    return mul(x, kernels.dropout_mask(x.shape, rate, rng, x.dtype))
+    mask = kernels.dropout_mask(x.shape, rate, rng, x.dtype)  # drawn on the host: same bits
+    xp = array_module(x)
+    return mul(x, mask if xp is np else xp.asarray(mask))

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..core.devices import array_module
 from ..core.tracer import plain, primal, primitive
 from .broadcasting import broadcast_to
 from .checks import as_array, normalize_axes
@@ -102,7 +103,7 @@ def _axes_last(x, axes):
 def _exclusive_products(x):
     """Π_{j ≠ i} x_j along the last axis of a plain array: the product of the entries before
     i times the product of those after it (exact where x has zeros; no division)."""
-    ones = np.ones(x.shape[:-1] + (1,), x.dtype)
+    ones = array_module(x).ones(x.shape[:-1] + (1,), x.dtype)
     before = np.cumprod(np.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
     after = np.cumprod(np.concatenate([ones, x[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
     return before * after
@@ -112,7 +113,7 @@ def _exclusive_products_traced(x):
     """Π_{j ≠ i} x_j along the last axis (n entries) of a traced x, with the library's ops:
     row i of the (..., n, n) stack is x with x_i replaced by 1. O(n²): higher order only."""
     n = x.shape[-1]
-    return prod(np.where(np.eye(n, dtype=bool), 1.0, x[..., None, :]), axis=-1)
+    return prod(np.where(array_module(x).eye(n, dtype=bool), 1.0, x[..., None, :]), axis=-1)
 
 
 def product_of_others(x, axes, kept):

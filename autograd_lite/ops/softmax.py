@@ -12,6 +12,7 @@ import numbers
 import numpy as np
 
 from .. import kernels
+from ..core.devices import array_module, has_kernels, kernels_of
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import primal, primitive, stop_gradient
 from .checks import as_array, normalize_axes
@@ -65,8 +66,8 @@ def softmax(x, axis=-1, mask=None):
     """
     x, axis, mask = _checked_softmax_operands(x, axis, mask)
     if x.size == 0:
-        return np.zeros(x.shape, dtype=x.dtype)
-    kept = x if mask is None else np.where(mask, x, x.dtype.type(-np.inf))
+        return array_module(x).zeros(x.shape, dtype=x.dtype)
+    kept = x if mask is None else np.where(mask, x, -np.inf)  # a Python float: x's dtype
     with np.errstate(invalid="ignore"):
         peak = stop_gradient(kept).max(axis=axis, keepdims=True)
     peak = np.where(peak == -np.inf, 0, peak)  # nothing kept, or only -inf
@@ -82,20 +83,21 @@ def _along_last(a, axis):
     return a if a is None or axis == a.ndim - 1 else np.moveaxis(a, axis, -1)
 
 
-@fast_rule(softmax)
+@fast_rule(softmax, applies=has_kernels)
 @computed_in_float32
 def softmax_rule(x, axis=-1, mask=None):
-    """softmax by kernels.softmax_forward / softmax_backward."""
+    """softmax by kernels.softmax_forward / softmax_backward (the host's or the device's)."""
     x, axis, mask = _checked_softmax_operands(x, axis, mask)
     if x.size == 0:
         def empty_pullback(g):
             return np.zeros_like(g), None, None
-        return np.zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
-    y, saved = kernels.softmax_forward(_along_last(x, axis), _along_last(mask, axis))
+        return array_module(x).zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
+    ks = kernels.of(kernels_of((x, mask)))
+    y, saved = ks.softmax_forward(_along_last(x, axis), _along_last(mask, axis))
     y = np.moveaxis(y, -1, axis)
 
     def softmax_pullback(g):
-        dx = kernels.softmax_backward(_along_last(g, axis), saved)
+        dx = ks.softmax_backward(_along_last(g, axis), saved)
         return np.moveaxis(dx, -1, axis), None, None
 
     def softmax_composed_pullback(g):
@@ -111,26 +113,28 @@ def log_softmax(x, axis=-1):
     x = as_array("log_softmax", x)
     axis = _one_axis("log_softmax", axis, x.ndim)
     if x.size == 0:
-        return np.zeros(x.shape, dtype=x.dtype)
+        return array_module(x).zeros(x.shape, dtype=x.dtype)
     shifted = x - stop_gradient(x).max(axis=axis, keepdims=True)
     return shifted - np.log(sum_keepdims(np.exp(shifted), axis))
 
 
-@fast_rule(log_softmax)
+@fast_rule(log_softmax, applies=has_kernels)
 @computed_in_float32
 def log_softmax_rule(x, axis=-1):
-    """log_softmax by kernels.log_softmax_forward / log_softmax_backward."""
+    """log_softmax by kernels.log_softmax_forward / log_softmax_backward (the host's or the
+    device's)."""
     x = as_array("log_softmax", x)
     axis = _one_axis("log_softmax", axis, x.ndim)
     if x.size == 0:
         def empty_pullback(g):
             return np.zeros_like(g), None
-        return np.zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
-    y, saved = kernels.log_softmax_forward(_along_last(x, axis))
+        return array_module(x).zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
+    ks = kernels.of(kernels_of((x,)))
+    y, saved = ks.log_softmax_forward(_along_last(x, axis))
     y = np.moveaxis(y, -1, axis)
 
     def log_softmax_pullback(g):
-        dx = kernels.log_softmax_backward(_along_last(g, axis), saved)
+        dx = ks.log_softmax_backward(_along_last(g, axis), saved)
         return np.moveaxis(dx, -1, axis), None
 
     def log_softmax_composed_pullback(g):

@@ -8,9 +8,11 @@ from ..core.tree import is_differentiable, tree_leaves, tree_map
 
 
 def global_norm(grads):
-    """√(Σ g²) over every array leaf of a gradient tree."""
-    return math.sqrt(sum(float(np.sum(np.square(g), dtype=np.float64))
-                         for g in tree_leaves(grads) if g is not None and is_differentiable(g)))
+    """√(Σ g²) over every array leaf of a gradient tree, summed in float64 where the leaves
+    are (on a device, one copy to the host at the end)."""
+    squares = [np.sum(np.square(g), dtype=np.float64)
+               for g in tree_leaves(grads) if g is not None and is_differentiable(g)]
+    return math.sqrt(float(sum(squares, 0.0)))
 
 
 def clip_by_global_norm(grads, max_norm):

@@ -70,12 +70,12 @@ def unflatten_each(like, columns):
 CHUNK_SIZE = 2**16  # entries: a chunk's arrays stay in the cache; a larger leaf is a chunk alone
 
 
-def chunks(sizes, keys):
-    """Positions in runs of one key, each of at most CHUNK_SIZE entries (or one larger
-    leaf). sizes, keys: per position. -> [[position, ...], ...]"""
+def chunks(sizes, keys, limit=CHUNK_SIZE):
+    """Positions in runs of one key, each of at most `limit` entries (or one larger leaf;
+    None: no limit). sizes, keys: per position. -> [[position, ...], ...]"""
     runs, key, size = [], None, 0
     for i, (n, k) in enumerate(zip(sizes, keys)):
-        if not runs or k != key or size + n > CHUNK_SIZE:
+        if not runs or k != key or (limit is not None and size + n > limit):
             runs.append([])
             key, size = k, 0
         runs[-1].append(i)
@@ -97,9 +97,13 @@ def update_in_chunks(kernel, columns, keys, in_place):
     chunk must share (the dtype, Adam's count t). The kernel writes the new p and buffers
     into `outputs` (called as kernel(key, *arrays, *outputs)): fresh arrays, whose views become the new leaves (the next update finds
     them joined), or with in_place the joined arrays themselves, copied back into the
-    leaves where they were not views of them. -> per leaf, the new [p, *buffers]."""
+    leaves where they were not views of them. -> per leaf, the new [p, *buffers].
+    A device's leaves (CuPy's; keys keep them apart from numpy's) make chunks of any size:
+    there a kernel launch costs more than a cache miss."""
     new = [None] * len(columns)
-    for chunk in chunks([column[0].size for column in columns], keys):
+    on_host = all(type(column[0]) is np.ndarray for column in columns)
+    limit = CHUNK_SIZE if on_host else None
+    for chunk in chunks([column[0].size for column in columns], keys, limit):
         leaves = [[columns[i][k] for i in chunk] for k in range(len(columns[chunk[0]]))]
         flat = [joined(arrays) for arrays in leaves]
         updated = [flat[0]] + flat[2:]  # p and the buffers (not g)

@@ -5,6 +5,7 @@ the leaf's tree path, so a wrong gradient is found where it enters, not epochs l
 """
 import numpy as np
 
+from ..core.array_types import is_device_array
 from ..core.tree import tree_leaves, tree_paths
 
 
@@ -17,7 +18,8 @@ def check_gradient_shapes(caller, params, grads):
     if len(p_leaves) != len(g_leaves):
         return
     for position, (p, g) in enumerate(zip(p_leaves, g_leaves)):
-        if g is None or not isinstance(p, np.ndarray) or p.dtype.kind != "f":
+        if g is None or not (isinstance(p, np.ndarray) or is_device_array(p)) \
+                or p.dtype.kind != "f":
             continue
         g_shape, g_dtype = np.shape(g), getattr(g, "dtype", type(g).__name__)
         if g_shape != p.shape or g_dtype != p.dtype:

@@ -8,6 +8,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from .. import kernels
+from ..core.array_types import is_device_array
+from ..core.devices import array_module, check_one_device, kernels_of
 from .flat import unflatten_each, update_in_chunks
 from .gradient_shapes import check_gradient_shapes
 from ..core.tree import is_differentiable, tree_map
@@ -71,7 +73,25 @@ def _leaves(optimizer, trees, names):
 def _like(original, value):
     """value (an array) as the kind of leaf `original` was: a number becomes a numpy scalar
     (as numpy arithmetic on a Python float gives)."""
-    return value if isinstance(original, np.ndarray) else value.reshape(())[()]
+    if isinstance(original, np.ndarray) or is_device_array(original):
+        return value
+    return value.reshape(())[()]
+
+
+def _as_array(leaf):
+    """A leaf as an array for the flat buffers: a device's array as it is, a number 0-d."""
+    return leaf if is_device_array(leaf) else np.asarray(leaf)
+
+
+def _chunk_kernels(caller, arrays):
+    """The update kernels for one chunk's arrays: the host's (numba's or numpy's), a device's
+    (cupy_kernels), or, for a device without kernels of its own, numpy's, whose ufuncs its
+    module takes. A chunk that mixes numpy's and a device's arrays is refused by name."""
+    if all(type(a) is np.ndarray or a is None for a in arrays):
+        return kernels  # the host's: the backend kernels.select chose
+    check_one_device(caller, arrays)
+    backend = kernels_of(arrays)
+    return kernels.numpy_kernels if backend is None else kernels.of(backend)
 
 
 def _updated(leaves, moving, new, n_buffers):
@@ -109,13 +129,15 @@ def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
         leaves = _leaves("sgd", (params, grads, velocity), ("params", "grads", "state.velocity"))
         moving = [i for i, (p, g, b) in enumerate(leaves)
                   if _moves(p, g) and (b is not None or not momentum)]
-        columns = [[np.asarray(a) for a in leaves[i] if a is not None]  # a number: 0-d
+        columns = [[_as_array(a) for a in leaves[i] if a is not None]  # a number: 0-d
                    for i in moving]
 
         def kernel(key, p, g, *buffers_and_outputs):
             b, out_p, out_b = buffers_and_outputs if momentum else (None, *buffers_and_outputs, None)
-            kernels.sgd_update(p, g, b, out_p, out_b, rate, momentum, nesterov, weight_decay)
-        new = update_in_chunks(kernel, columns, [c[0].dtype for c in columns], in_place)
+            _chunk_kernels("sgd.update", (p, g, b)).sgd_update(
+                p, g, b, out_p, out_b, rate, momentum, nesterov, weight_decay)
+        new = update_in_chunks(kernel, columns,
+                               [(c[0].dtype, array_module(c[0])) for c in columns], in_place)
         p, b = unflatten_each(params, _updated(leaves, moving, new, 1))
         return p, SGDState(step, b if momentum else None)
     return Optimizer(init, update)
@@ -154,14 +176,15 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
                          ("params", "grads", "state.m", "state.v", "state.leaf_steps"))
         moving = [i for i, (p, g, m, v, t) in enumerate(leaves)
                   if _moves(p, g) and m is not None and v is not None and t is not None]
-        columns = [[np.asarray(a) for a in leaves[i][:4]] for i in moving]
+        columns = [[_as_array(a) for a in leaves[i][:4]] for i in moving]
         counts = [leaves[i][4] + 1 for i in moving]  # the count this update brings
 
         def kernel(key, p, g, m, v, out_p, out_m, out_v):
-            kernels.adam_update(p, g, m, v, out_p, out_m, out_v, rate, *settings[:4],
-                                settings.decoupled, int(key[1]))
-        new = update_in_chunks(kernel, columns,
-                               [(c[0].dtype, t) for c, t in zip(columns, counts)], in_place)
+            _chunk_kernels(f"{name}.update", (p, g, m, v)).adam_update(
+                p, g, m, v, out_p, out_m, out_v, rate, *settings[:4], settings.decoupled,
+                int(key[1]))
+        new = update_in_chunks(kernel, columns, [(c[0].dtype, t, array_module(c[0]))
+                                                 for c, t in zip(columns, counts)], in_place)
         t = [leaf[4] for leaf in leaves]
         for i, count in zip(moving, counts):
             t[i] = count

@@ -12,19 +12,25 @@ FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def one_float_dtype(*trees):
-    """Whether every array of the trees (arrays, parameter NamedTuples) has one dtype,
-    float32 or float64: what the kernels compute in."""
+    """Whether every array of the trees (arrays, parameter NamedTuples) is a numpy array of
+    one dtype, float32 or float64: what the kernels compute in. A device's array (CuPy's)
+    has no kernel here: its model runs the plain functions."""
     dtypes = set()
-    _add_dtypes(trees, dtypes)
-    return len(dtypes) == 1 and dtypes.pop() in FLOAT_DTYPES
+    return _add_dtypes(trees, dtypes) and len(dtypes) == 1 and dtypes.pop() in FLOAT_DTYPES
 
 
 def _add_dtypes(trees, dtypes):
+    """Add the dtypes of the trees' numpy arrays to `dtypes`; False at the first array that is
+    not numpy's (a device's)."""
     for tree in trees:
         if type(tree) is np.ndarray:
             dtypes.add(tree.dtype)
         elif isinstance(tree, tuple):
-            _add_dtypes(tree, dtypes)
+            if not _add_dtypes(tree, dtypes):
+                return False
+        elif hasattr(tree, "dtype") and not isinstance(tree, np.generic):
+            return False
+    return True
 
 
 def dropout_fits(rate, rng):

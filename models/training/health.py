@@ -45,7 +45,8 @@ def parameter_groups(params):
     order their first leaf comes."""
     groups = {}
     for index, (path, leaf) in enumerate(zip(ag.tree_paths(params), ag.tree_leaves(params))):
-        if isinstance(leaf, np.ndarray) and ag.is_differentiable(leaf):
+        if (isinstance(leaf, np.ndarray) or ag.array_module(leaf) is not np) \
+                and ag.is_differentiable(leaf):  # a numpy or a device's float array
             groups.setdefault(group_name(path), []).append(index)
     return groups
 
@@ -102,7 +103,7 @@ def describe_nonfinite(grads, groups):
 def snapshot(params, groups):
     """Copies of the groups' leaves before an update ({group: [arrays]}): an optimizer with
     in_place=True would otherwise change them under us."""
-    return {name: [np.array(leaf) for leaf in leaves]
+    return {name: [ag.array_module(leaf).array(leaf) for leaf in leaves]  # copies
             for name, leaves in _by_group(params, groups).items()}
 
 

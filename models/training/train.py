@@ -270,14 +270,22 @@ def _check_finite(loss, grads, position, index):
     if not math.isfinite(loss):
         what = f"the loss is {float(loss)}"
     else:
-        leaves = [g for g in ag.tree_leaves(grads)
-                  if isinstance(g, (np.ndarray, np.floating, float))]
-        if not math.isfinite(sum(float(np.vdot(g, g)) for g in leaves)):
+        leaves = [g for g in ag.tree_leaves(grads) if g is not None and ag.is_differentiable(g)]
+        if not math.isfinite(_squared_norm(leaves)):
             what = ("the gradient is not finite" if not all(np.isfinite(g).all() for g in leaves)
                     else "the gradient is too large (its squared norm overflows its precision)")
     if what:
         where = health.describe_nonfinite(grads, health.parameter_groups(position.params))
         raise NonFiniteError(what, where, position.epoch, position.global_step, index)
+
+
+def _squared_norm(leaves):
+    """Σ g·g over the leaves, each dot in its leaf's precision, summed in float64; a device's
+    dots (CuPy's) are summed there and read once, not once a leaf."""
+    dots = [np.vdot(g, g) for g in leaves]
+    if all(isinstance(d, (np.generic, float)) for d in dots):
+        return sum(float(d) for d in dots)
+    return float(sum(d.astype(np.float64) for d in dots))
 
 
 def _add_to_totals(totals, samples, loss, metrics):

@@ -1,0 +1,43 @@
+"""tests/gpu/check.py, the GPU machine's checks, in the parts that need no GPU: it imports
+without CuPy, and its comparisons (the op table on a device against numpy, the update
+kernels on a device against numpy's) run on the CuPy double and find nothing wrong; a
+kernel that computes something else is found."""
+import importlib.util
+import pathlib
+
+import numpy as np
+import pytest
+
+from autograd_lite import kernels
+from autograd_lite.core import devices
+
+CHECK = pathlib.Path(__file__).resolve().parent / "gpu" / "check.py"
+
+
+@pytest.fixture(scope="module")
+def check():
+    spec = importlib.util.spec_from_file_location("gpu_check", CHECK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_op_table_comparison_passes_on_the_double(check, device_double):
+    assert check.op_table_failures(devices.device("cuda"), dtypes=(np.float32,)) == []
+
+
+def test_the_update_kernels_comparison_passes_on_the_double_and_finds_a_wrong_kernel(
+        check, device_double):
+    device = devices.device("cuda")
+    errors = check.update_kernel_errors(device, check.device_kernels(device))
+    assert set(errors) == {"adam", "adamw", "sgd"} and max(errors.values()) == 0.0
+
+    class WrongAdam:  # the numpy kernels, with Adam's bias correction of step 1, not 3
+        sgd_update = staticmethod(kernels.numpy_kernels.sgd_update)
+
+        @staticmethod
+        def adam_update(*args):
+            return kernels.numpy_kernels.adam_update(*args[:-1], 1)
+    errors = check.update_kernel_errors(device, WrongAdam)
+    assert errors["sgd"] == 0.0
+    assert min(errors["adam"], errors["adamw"]) > check.KERNEL_TOLERANCE
