@@ -205,6 +205,61 @@ def test_checkpoint_inside_and_outside_vmap(batch):
     assert_trees_close(total, want)
 
 
+def dense_and_norm(w, b, scale, x):
+    """linear, then layer norm: the two ops whose weights vmap(grad(f)) gives every example
+    as one copy (batching/shared.py: linear_each, layer_norm_each)."""
+    return ag.sum(ag.tanh(ag.layer_norm(ag.linear(x, w, b), scale, b, 1e-3)) ** 2)
+
+
+def counted_rule_calls(monkeypatch, fusable):
+    """How often the first fast rule of `fusable` runs (its body wrapped with a counter)."""
+    rule, calls = fusable.rules[0], []
+    body = rule.body
+    monkeypatch.setattr(rule, "body", lambda *a, **k: calls.append(1) or body(*a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("rules_on", [True, False], ids=["rules on", "rules off"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_layer_shared_by_every_example_gives_each_its_own_weight_gradient(
+        monkeypatch, dtype, rules_on):
+    """vmap(grad(f)) over unmapped weights: linear and layer_norm run once on every example
+    with the one copy of the weights (a fast rule whose pullback gives each example its own
+    cotangent of w, b and scale), or, with rules off, their written-out definition; both equal
+    a loop of single gradients, to first and second order."""
+    from autograd_lite.batching.shared import layer_norm_each, linear_each
+    rng = np.random.default_rng(6)
+    w, b, scale = (rng.standard_normal(s).astype(dtype) for s in ((3, 4), (4,), (4,)))
+    xs = rng.standard_normal((5, 2, 3)).astype(dtype)  # 5 examples of 2 rows
+    calls = [counted_rule_calls(monkeypatch, f) for f in (linear_each, layer_norm_each)]
+    first = ag.grad(dense_and_norm, argnums=(0, 1, 2))
+    second = ag.grad(lambda *a: sum(ag.sum(g ** 2) for g in first(*a)), argnums=(0, 1, 2))
+    rtol = 10 * RTOL[np.dtype(dtype)]
+    with ag.fast_rules(rules_on):
+        for f in (first, second):
+            got = ag.vmap(f, in_axes=(None, None, None, 0))(w, b, scale, xs)
+            want = stacked([f(w, b, scale, x) for x in xs])
+            for g, v in zip(got, want):
+                assert g.dtype == dtype and g.shape == v.shape
+                assert_close(g, v, rtol)
+    # the rules ran in the first order only (second order differentiates the definitions)
+    assert [len(c) for c in calls] == ([1, 1] if rules_on else [0, 0])
+
+
+def test_a_layer_with_weights_per_example_is_its_written_out_definition():
+    """An ensemble's weights (mapped, not one copy): linear_each and layer_norm_each compute
+    with each example's own, and their gradients are each example's."""
+    rng = np.random.default_rng(7)
+    ws, bs, scales = rng.standard_normal((5, 3, 4)), rng.standard_normal((5, 4)), \
+        rng.standard_normal((5, 4))
+    xs = rng.standard_normal((5, 2, 3))
+    def f(*a):
+        return ag.value_and_gradient(dense_and_norm, *a)
+    got = ag.vmap(f)(ws, bs, scales, xs)
+    want = stacked([f(*a) for a in zip(ws, bs, scales, xs)])
+    assert_trees_close(got, want)
+
+
 def test_vmap_of_vmap_equals_a_double_loop(batch):
     p, _ = batch
     xss = np.random.default_rng(4).standard_normal((2, 5, 3))

@@ -4,7 +4,8 @@ example layer norm runs its plain definition op by op. cross_entropy is a mean o
 labels: its rule is one log_softmax of every example and a mean per example."""
 import numpy as np
 
-from ..core.batching import BATCHING_RULES
+from ..core.batching import BATCHING_RULES, Batched
+from ..core.tracer import is_traced
 from ..ops import expand_dims, mean, nn, take_along_axis, where
 from ..ops import sum as sum_
 from ..ops.checks import every_value
@@ -12,6 +13,7 @@ from ..ops.nn import check_cross_entropy
 from ..ops.softmax import log_softmax, softmax
 from .axes import (front_or_broadcast, length_of, ndim_of, padded, reshape, shape_of,
                    shifted_axis, static, to_front)
+from .shared import layer_norm_each
 
 
 def merged_front(x):
@@ -48,9 +50,19 @@ def softmax_rule(values, bdims):
 
 def layer_norm_rule(values, bdims):
     """layer_norm of every example in one call (over the last axis, so the examples' axis
-    may be merged with the next); a scale, bias or eps per example: the plain definition."""
+    may be merged with the next); a scale and bias per example (vmap(grad(f))'s parameters,
+    an ensemble's), eps shared and constant: layer_norm_each, one call too; else (and under
+    a second vmap) the plain definition, op by op."""
     x, scale, bias, eps = values
-    if any(b is not None for b in bdims[1:]):
+    if bdims[1] is not None or bdims[2] is not None:
+        if (bdims[3] is not None or is_traced(eps) or ndim_of(x) < 2
+                or any(type(v) is Batched for v in values)):
+            return NotImplemented
+        length = length_of(values, bdims)
+        x, scale, bias = (front_or_broadcast(v, b, length)
+                          for v, b in zip(values[:3], bdims[:3]))
+        return layer_norm_each(x, scale, bias, eps), 0
+    if bdims[3] is not None:
         return NotImplemented
     x = to_front(x, bdims[0])
     if ndim_of(x) >= 3:

@@ -1,11 +1,11 @@
 """Batching rules of the products: matmul, linear and einsum. Each makes one call: matmul
 over stacks whose first axis holds the examples, einsum with one more letter for them."""
-from ..core.batching import BATCHING_RULES
+from ..core.batching import BATCHING_RULES, Batched
 from ..ops import expand_dims, squeeze
 from ..ops.einsum import LETTERS, einsum, explicit_subscripts
 from ..ops.matmul import linear, matmul
 from .axes import ndim_of, padded, to_front
-from .shared import fits_shared_matmul, shared_matmul
+from .shared import fits_shared_matmul, linear_each, shared_matmul
 
 
 def matmul_rule(values, bdims):
@@ -40,12 +40,15 @@ def matmul_rule(values, bdims):
 
 
 def linear_rule(values, bdims):
-    """linear of each example's x by one w and b: one call; a w or b per example: the plain
-    definition, op by op."""
+    """linear of each example's x by one w and b: one call; a w and b per example (the
+    parameters of vmap(grad(f)), or an ensemble's): linear_each, one call too; else (and
+    under a second vmap) the plain definition, op by op."""
     x, w, b = values
-    if bdims[1] is not None or bdims[2] is not None:
+    if bdims[1] is None and bdims[2] is None:
+        return linear(to_front(x, bdims[0]), w, b), 0
+    if None in bdims or any(type(v) is Batched for v in values):
         return NotImplemented
-    return linear(to_front(x, bdims[0]), w, b), 0
+    return linear_each(*(to_front(v, bdim) for v, bdim in zip(values, bdims))), 0
 
 
 def einsum_rule(values, bdims, optimize=False):

@@ -6,14 +6,21 @@ example its own cotangent, as the gradient asks.
 
     shared_matmul(a, b)    a @ b for b (B, 1, ..., k, m) whose B examples are one matrix
     gather_each(tables, indices)   out[e, i...] = tables[e, indices[e, i...]]
+    linear_each(x, w, b)   each example's x by its own w and b; one linear where they are one copy
+    layer_norm_each(x, scale, bias, eps)   likewise for layer norm's scale and bias
 """
 import math
 
 import numpy as np
 
+from ..core.devices import array_module, on_host
+from ..core.rules import fast_rule, fusable
 from ..core.tracer import primal, primitive
-from ..ops import getitem, matmul, reshape, scatter_add, swapaxes, unbroadcast
-from ..ops import gather
+from ..ops import expand_dims, getitem, matmul, reshape, scatter_add, swapaxes, unbroadcast
+from ..ops import gather, layer_norm, linear
+from ..ops.nn import layer_norm_rule
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def is_one_copy(x, bdim):
@@ -63,3 +70,65 @@ def gather_each(tables, indices):
         rows = reshape(g, (math.prod(indices.shape),) + row)
         return reshape(scatter_add(rows, flat.reshape(-1), length * n), tables.shape), None
     return out, gather_each_pullback
+
+
+@fusable(op=True, name="linear")
+def linear_each(x, w, b):
+    """linear of each example by its own weights: x (B, ..., d_in), w (B, d_in, d_out),
+    b (B, d_out) -> (B, ..., d_out). Written out: one stacked product, then the biases."""
+    rows = reshape(x, (x.shape[0], -1, x.shape[-1]))  # (B, N, d_in)
+    out = matmul(rows, w) + expand_dims(b, 1)
+    return reshape(out, x.shape[:-1] + w.shape[-1:])
+
+
+def _one_copy_of_weights(x, w, b):
+    return is_one_copy(w, 0) and is_one_copy(b, 0) and on_host(x, w, b)
+
+
+@fast_rule(linear_each, applies=_one_copy_of_weights)
+def linear_each_of_one_copy(x, w, b):
+    """w and b one copy for every example: one linear forward (its own fast rule) and one
+    product for x's cotangent; w's and b's per example, xₑᵀ gₑ and Σ_rows gₑ."""
+    w0 = w[0]
+    out = linear(x, w0, b[0])
+    length, d_in, d_out = w.shape
+
+    def linear_each_pullback(g):
+        g_rows = g.reshape(length, -1, d_out)
+        return (lambda: g @ w0.T,
+                lambda: np.swapaxes(x.reshape(length, -1, d_in), 1, 2) @ g_rows,
+                lambda: g_rows.sum(axis=1))
+    return out, linear_each_pullback
+
+
+@fusable(op=True, name="layer_norm")
+def layer_norm_each(x, scale, bias, eps):
+    """layer_norm of each example by its own scale and bias: x (B, ..., D), scale and bias
+    (B, D). Written out: x normalized, then each example's scale and bias."""
+    d, xp = x.shape[-1], array_module(x)
+    normalized = layer_norm(x, xp.ones(d, x.dtype), xp.zeros(d, x.dtype), eps)
+    shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (d,)
+    return normalized * reshape(scale, shape) + reshape(bias, shape)
+
+
+def _one_copy_of_scale_and_bias(x, scale, bias, eps):
+    return x.dtype in _FLOATS and _one_copy_of_weights(x, scale, bias)
+
+
+@fast_rule(layer_norm_each, applies=_one_copy_of_scale_and_bias)
+def layer_norm_each_of_one_copy(x, scale, bias, eps):
+    """scale and bias one copy for every example: layer_norm's own fast rule, once, gives
+    the output and x's cotangent; scale's and bias's are per example, Σ_rows gₑ ⊙ x̂ₑ and
+    Σ_rows gₑ (x̂ recomputed by one more layer_norm, with a unit scale and no bias). eps is
+    held constant (the batching rule sends a traced eps to the plain definition)."""
+    out, x_pullback, _ = layer_norm_rule(x, scale[0], bias[0], eps)
+    length, d = scale.shape
+
+    def normalized():
+        return layer_norm(x, np.ones(d, x.dtype), np.zeros(d, x.dtype), eps).reshape(length, -1, d)
+
+    def layer_norm_each_pullback(g):
+        g_rows = g.reshape(length, -1, d)
+        return (lambda: x_pullback(g)[0], lambda: (g_rows * normalized()).sum(axis=1),
+                lambda: g_rows.sum(axis=1), None)
+    return out, layer_norm_each_pullback
