@@ -80,6 +80,8 @@ def _like(original, value):
 
 def _as_array(leaf):
     """A leaf as an array for the flat buffers: a device's array as it is, a number 0-d."""
+    if type(leaf) is np.ndarray:  # the common case, without asking about devices
+        return leaf
     return leaf if is_device_array(leaf) else np.asarray(leaf)
 
 
