@@ -293,6 +293,9 @@ def test_add_and_norm_goes_op_by_op_where_no_rule_applies(rng):
     assert "add_and_norm" not in names and "layer_norm" in names
     with pytest.raises(ValueError, match="layer_norm: scale"):
         layers.add_and_norm(random_layer_norm(rng, d=5, dtype=np.float32), x, x)
+    x64 = x.astype(np.float64)  # float32 parameters: no rule, and the norm refuses the mix
+    with pytest.raises(TypeError, match=r"layer_norm: operands float64 \(2, 3, 8\) and float32"):
+        layers.add_and_norm(p, x64, x64)
 
 
 def test_post_ln_blocks_run_the_add_and_norm_rule_and_pictures_show_the_sum(rng):

@@ -155,10 +155,9 @@ def _flatten(kids, leaves):
     rule saves."""
     skeleton = []
     for kid in kids:
-        if isinstance(kid, (tuple, list)):
-            skeleton.append(_flatten(kid, leaves))
-        elif isinstance(kid, dict):
-            skeleton.append(_flatten(kid.values(), leaves))
+        t = type(kid)
+        if t is not np.ndarray and t is not Box and isinstance(kid, (tuple, list, dict)):
+            skeleton.append(_flatten(kid.values() if isinstance(kid, dict) else kid, leaves))
         else:
             leaves.append(kid)
             skeleton.append(None)
@@ -171,8 +170,16 @@ def _rebuilt(args, leaves):
 
 
 def _rebuilt_children(kids, leaves):
-    return [rebuild(kid, _rebuilt_children(children(kid), leaves))
-            if isinstance(kid, (tuple, list, dict)) else next(leaves) for kid in kids]
+    rebuilt = []
+    for kid in kids:
+        t = type(kid)
+        if t is np.ndarray or t is Box or not isinstance(kid, (tuple, list, dict)):
+            rebuilt.append(next(leaves))
+        elif t is tuple or t is list:
+            rebuilt.append(t(_rebuilt_children(kid, leaves)))
+        else:  # a NamedTuple, a dict
+            rebuilt.append(rebuild(kid, _rebuilt_children(children(kid), leaves)))
+    return rebuilt
 
 
 def _cotangent_leaves(skeleton, cotangents, out):
@@ -184,7 +191,8 @@ def _cotangent_leaves(skeleton, cotangents, out):
         elif cotangent is None:
             out.extend([None] * _count_leaves(shape))
         else:
-            _cotangent_leaves(shape, children(cotangent), out)
+            _cotangent_leaves(shape, cotangent.values() if isinstance(cotangent, dict)
+                              else cotangent, out)
     return out
 
 
@@ -242,14 +250,11 @@ def _dispatch(function, args, kwargs):
     elif rule is None:
         return function.plain(*args, **kwargs)
     out, pullback, *traced = rule.body(*plain_args, **kwargs)
-    if not flat:
-        pullback = _pullback_of_leaves(pullback, skeleton)
     if traced:
         traced = traced[0] if flat else _pullback_of_leaves(traced[0], skeleton)
     else:
         traced = _plain_function_pullback(function, plain_args, values, parents, kwargs, flat)
-    if traced is not pullback:
-        pullback = seam_pullback(pullback, traced)
+    pullback = node_pullback(pullback, traced, None if flat else skeleton)
     if type(out) is not np.ndarray and type(out) is not Box:
         out = as_op_output(out)  # an array subclass (core/weak.py's) stays as it is
     n_args = max(len(leaves), len(function.parameters)) if flat else len(leaves)
@@ -263,25 +268,24 @@ def _dispatch(function, args, kwargs):
 def _pullback_of_leaves(pullback, skeleton):
     """A rule's pullback (one cotangent tree per argument) as the node's: one per leaf of
     the arguments, whose skeleton (`_leaves`) is given: the pullback keeps no argument."""
-    @functools.wraps(pullback)
     def leaves_pullback(g):
         return tuple(_cotangent_leaves(skeleton, pullback(g), []))
-    return leaves_pullback
+    return _named_after(pullback, leaves_pullback)
 
 
 def _plain_function_pullback(function, plain_args, values, parents, kwargs, flat):
     """For a traced cotangent, the vjp of the plain function in its traced leaves, at the
     plain arguments the rule was given (`values`: their leaves), every other argument held,
     written with the library's ops."""
-    traced = [i for i, _ in parents]
-
     def of_traced(*traced_values):
+        traced = [i for i, _ in parents]
         leaves = list(values)
         for i, v in zip(traced, traced_values):
             leaves[i] = v
         return function.plain(*(leaves if flat else _rebuilt(plain_args, leaves)), **kwargs)
 
     def plain_function_pullback(g):
+        traced = [i for i, _ in parents]
         _, pullback = vjp(of_traced, *[values[i] for i in traced])
         cotangents = [None] * len(values)
         for i, c in zip(traced, pullback(g)):
@@ -300,14 +304,37 @@ def _plain_rule(function, values, parents, kwargs):
     return plain_rule
 
 
-def seam_pullback(pullback, traced_pullback):
-    """A rule's pullback for the node: `pullback` for a plain cotangent; for a traced one (a
+def node_pullback(pullback, traced_pullback, skeleton=None):
+    """A rule's pullback as its node's: `pullback` for a plain cotangent, its cotangent trees
+    (one per argument) read as one cotangent per leaf of the arguments whose skeleton
+    (`_leaves`) is given (None: an op's, one per argument already); for a traced cotangent (a
     trace opened around the backward pass, as jvp's double vjp, or one that differentiates
-    what the cotangent was made from) `traced_pullback`, which that trace records."""
-    @functools.wraps(pullback)  # named as the rule's pullback, in tracebacks and pictures too
+    what the cotangent was made from) `traced_pullback`, which that trace records, and which
+    gives one cotangent per leaf. One call on the way back, named as the rule's pullback."""
+    if traced_pullback is pullback and skeleton is None:
+        return pullback
+
     def fused_pullback(g):
-        return traced_pullback(g) if type(g) is Box or type(g) is Batched else pullback(g)
-    return fused_pullback
+        if type(g) is Box or type(g) is Batched:
+            return traced_pullback(g)
+        if skeleton is None:
+            return pullback(g)
+        return tuple(_cotangent_leaves(skeleton, pullback(g), []))
+    return _named_after(pullback, fused_pullback)
+
+
+def _named_after(pullback, wrapper):
+    """`wrapper` under `pullback`'s name (pictures label a node's pullback by it) and with
+    its attributes, which an op reading the node may look for (as square_of_norm reads
+    norm's); functools.wraps copies more, at a cost a small rule's node feels."""
+    name = getattr(pullback, "__name__", None)
+    if name is not None:
+        wrapper.__name__ = name
+        wrapper.__qualname__ = getattr(pullback, "__qualname__", name)
+    attributes = getattr(pullback, "__dict__", None)
+    if attributes:
+        wrapper.__dict__.update(attributes)
+    return wrapper
 
 
 # One code object for every fusable's wrapper: how the pictures' scope finder recognises a

@@ -15,22 +15,29 @@ def one_float_dtype(*trees):
     """Whether every array of the trees (arrays, parameter NamedTuples) is a numpy array of
     one dtype, float32 or float64: what the kernels compute in. A device's array (CuPy's)
     has no kernel here: its model runs the plain functions."""
-    dtypes = set()
-    return _add_dtypes(trees, dtypes) and len(dtypes) == 1 and dtypes.pop() in FLOAT_DTYPES
+    dtype = _one_dtype(trees, None)
+    return dtype is not None and dtype is not _NOT_ONE and dtype in FLOAT_DTYPES
 
 
-def _add_dtypes(trees, dtypes):
-    """Add the dtypes of the trees' numpy arrays to `dtypes`; False at the first array that is
-    not numpy's (a device's)."""
+_NOT_ONE = object()  # two dtypes, or an array that is not numpy's
+
+
+def _one_dtype(trees, dtype):
+    """The dtype of the trees' numpy arrays, given the one found so far (None: none yet);
+    _NOT_ONE at a second dtype or at an array that is not numpy's (a device's)."""
     for tree in trees:
         if type(tree) is np.ndarray:
-            dtypes.add(tree.dtype)
+            if dtype is None:
+                dtype = tree.dtype
+            elif tree.dtype is not dtype and tree.dtype != dtype:
+                return _NOT_ONE
         elif isinstance(tree, tuple):
-            if not _add_dtypes(tree, dtypes):
-                return False
+            dtype = _one_dtype(tree, dtype)
+            if dtype is _NOT_ONE:
+                return _NOT_ONE
         elif hasattr(tree, "dtype") and not isinstance(tree, np.generic):
-            return False
-    return True
+            return _NOT_ONE
+    return dtype
 
 
 def dropout_fits(rate, rng):
