@@ -6,6 +6,7 @@ and is measured against a character n-gram model on the same held-out text.
     python -m demos.generate --quick          # a tiny model for a few seconds (CI)
     python -m demos.generate --out DIR --resume   # continue a stopped run, its own options
     python -m demos.generate --model DIR --prompt "The with" --length 200 [--beam 4]
+    python -m demos.generate --data FILE --ensemble 2  # two models at once, one a core
 
 The default corpus is the text of Python's help topics that ships with Python
 (pydoc_data.topics: 79 topics, joined in sorted order of their names with a newline
@@ -19,12 +20,22 @@ from at least --context / 2 characters before it (in the first window, from all 
 After samples at temperatures 0.5, 0.8 and 1.0 and the most probable continuation (beam
 search), the last line compares the two.
 
+--ensemble N trains N models at once, each in a process of its own (models/training/
+side_by_side.py), model k exactly as the run of --seed S + k would train it; the run's
+probability of a character is the mean of theirs (lm.ensemble_apply), and the last line
+gives each model's bits beside the ensemble's. On a machine of N cores, N models train in
+about the time of one: each process gets a core where one model's BLAS threads share the
+step's few large products (on 2 cores, two one-thread models make 1.3 times the steps of
+one two-thread model).
+
 Saved in --out (default runs/generate-<timestamp>/): model.npz (ag.load reads the
 parameters back), tokenizer.txt (CharTokenizer.load), fit's last.npz, best.npz,
 history.json and hyperparameters.json, curves.png, health.png (gradient norms and update
 ratios by parameter group: models/training/health.py), samples.txt and result.json.
 --out DIR --resume continues a run that Ctrl-C stopped (or that was killed: from its last
-checkpoint), with the settings, --data and --seed it was started with.
+checkpoint), with the settings, --data and --seed it was started with. An ensemble's model.npz
+holds the tuple of its models' parameters, and each model's files from fit, curves.png and
+health.png are in its folder, member-0/, member-1/, ...
 
 The default run takes 228 s with the compiled kernels (259 s with numpy's) on a 2-core
 machine running another demo beside it, and reaches 1.72 bits per character (1.71 with
@@ -49,16 +60,18 @@ import numpy as np  # noqa: E402
 import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
 from autograd_lite.io.atomic import write_text  # noqa: E402
-from models import data, health, lm, text, train  # noqa: E402
-from models.training.run_files import CHECKPOINT, write_json  # noqa: E402
+from models import data, health, lm, side_by_side, text, train  # noqa: E402
+from models.training.run_files import CHECKPOINT, HYPERPARAMETERS, write_json  # noqa: E402
 
 from . import common, ngram, runs  # noqa: E402
 from .common import flag, learning_rate  # noqa: E402
 
 FULL = dict(steps=2500, d_model=96, heads=4, d_ff=384, layers=2, context=128, batch_size=16,
-            lr=3e-3, warmup=100, eval_every=250, ngram=4, sample_length=300, dropout=0.0)
+            lr=3e-3, warmup=100, eval_every=250, ngram=4, sample_length=300, dropout=0.0,
+            ensemble=1)
 QUICK = dict(steps=120, d_model=32, heads=2, d_ff=64, layers=1, context=32, batch_size=16,
-             lr=1e-2, warmup=10, eval_every=40, ngram=3, sample_length=80, dropout=0.0)
+             lr=1e-2, warmup=10, eval_every=40, ngram=3, sample_length=80, dropout=0.0,
+             ensemble=1)
 OPTIONS = ("seed", "data", *FULL)  # what a run keeps in hyperparameters.json; --resume reads
 LARGE_VOCABULARY = 1_000  # distinct characters assumed by the memory estimate (ASCII: ~100)
 HELD_OUT_FRACTION = 0.1  # the last tenth of the text
@@ -66,6 +79,7 @@ TEMPERATURES = (0.5, 0.8, 1.0)
 BEAM_SIZE = 4
 MAX_LENGTH = 100_000  # characters one sampling may add (at about 1 ms a character)
 MAX_BEAM = 64
+MAX_ENSEMBLE = 64  # models trained at once, a process each
 PROMPT_LENGTH = 40  # characters of held-out text (at most context / 2) that start the samples
 CLIP_NORM = 1.0
 VALIDATION_WINDOWS = 64  # windows of held-out text for fit's per-epoch validation loss
@@ -79,7 +93,10 @@ HELP = dict(steps="training steps (batches)", d_model="model width",
             eval_every="steps between held-out losses (fit's epoch)",
             ngram="order of the n-gram baseline the last line names",
             sample_length="characters of each printed sample",
-            dropout="dropout rate in training, in [0, 1)")
+            dropout="dropout rate in training, in [0, 1)",
+            ensemble="models trained at once, each in its own process (one a core) as the "
+                     "run of the next --seed would train it; the run's probabilities are "
+                     "the mean of theirs")
 
 
 def positive(kind):
@@ -117,7 +134,8 @@ def parse_args(argv=None):
     common.add_device_option(parser)
     args = parser.parse_args(argv)
     common.check_options(parser, args, rates=("lr", "temperature"), fractions=("dropout",),
-                         at_most={"length": (MAX_LENGTH, "about a minute of sampling"),
+                         at_most={"ensemble": (MAX_ENSEMBLE, "a process for each model"),
+                                  "length": (MAX_LENGTH, "about a minute of sampling"),
                                   "sample_length": (MAX_LENGTH, "about a minute of sampling each"),
                                   "beam": (MAX_BEAM, "a wider beam finds hardly anything better")})
     if args.model is not None or args.prompt is not None:
@@ -133,10 +151,11 @@ def parse_args(argv=None):
     runs.fill_defaults(args, QUICK if args.quick else FULL)
     if args.d_model % args.heads:
         parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
-    common.check_memory(parser, common.transformer_bytes(
+    common.check_memory(parser, args.ensemble * common.transformer_bytes(
         args.batch_size, args.context, args.d_model, args.d_ff, args.heads, args.layers,
         LARGE_VOCABULARY, args.context, args.context * LARGE_VOCABULARY),
-        f"--context {args.context} --batch-size {args.batch_size} --d-model {args.d_model}")
+        f"--context {args.context} --batch-size {args.batch_size} --d-model {args.d_model}"
+        + (f" --ensemble {args.ensemble}" if args.ensemble > 1 else ""))
     return args
 
 
@@ -191,34 +210,63 @@ def window_starts(n_targets, context, stride):
     return starts if starts[-1] == last else starts + [last]
 
 
-def held_out_bits(params, ids, batch_windows=64):
-    """Bits per character of the model on ids (N,): the mean of -log2 P(ids[i] | the window's
-    ids before i) over i = 1 .. N - 1. Windows of T = max_len ids start every T // 2; each
-    position is scored in the first window that reaches it, so from at least T - T // 2 ids
-    before it (all of them in the first window)."""
-    context = min(params.max_len, len(ids) - 1)
+def members_of(model):
+    """The models of a run as a tuple: (model,) for one (an lm.LM, a NamedTuple), an
+    ensemble's (a tuple or list of them) as they are."""
+    return tuple(model) if type(model) in (tuple, list) else (model,)
+
+
+def held_out_bits(model, ids, batch_windows=64):
+    """Bits per character of the model (an lm.LM, or an ensemble: a tuple of them, whose
+    probabilities are averaged) on ids (N,). See held_out_log_probs."""
+    return bits_per_character(mixture(held_out_log_probs(model, ids, batch_windows)))
+
+
+def held_out_log_probs(model, ids, batch_windows=64):
+    """log P(ids[i] | the window's ids before i) for i = 1 .. N - 1 by each of the model's
+    members (members_of): (M, N - 1) float64. Windows of T = max_len ids start every T // 2;
+    each position is scored in the first window that reaches it, so from at least T - T // 2
+    ids before it (all of them in the first window)."""
+    members = members_of(model)
+    context = min(members[0].max_len, len(ids) - 1)
     starts = window_starts(len(ids) - 1, context, max(1, context // 2))
     offsets = np.arange(context)
     first_new = [0] + [previous + context - start for previous, start in zip(starts, starts[1:])]
-    nats = 0.0
+    scored = [[] for _ in members]
     for i in range(0, len(starts), batch_windows):
         rows = np.array(starts[i:i + batch_windows])[:, None] + offsets  # (W, T)
-        log_p = ag.log_softmax(lm.apply(params, ids[rows]).astype(np.float64))  # (W, T, V)
-        picked = np.take_along_axis(log_p, ids[rows + 1][..., None], axis=-1)[..., 0]  # (W, T)
         counted = offsets >= np.array(first_new[i:i + batch_windows])[:, None]  # (W, T)
-        nats -= picked[counted].sum()
-    return nats / (len(ids) - 1) / math.log(2)
+        for params, log_probs in zip(members, scored):
+            log_p = ag.log_softmax(lm.apply(params, ids[rows]).astype(np.float64))  # (W, T, V)
+            picked = np.take_along_axis(log_p, ids[rows + 1][..., None], axis=-1)[..., 0]
+            log_probs.append(picked[counted])  # the positions new in these windows
+    return np.stack([np.concatenate(log_probs) for log_probs in scored])
 
 
-def continue_text(params, prompt, n_new, temperature, rng):
-    """prompt (T_p,) ids followed by n_new sampled ids. Beyond the model's max_len, sampling
-    goes on in chunks, each prompted by the last max_len // 2 ids (positions restart at 0)."""
+def mixture(log_probs):
+    """log of the members' mean probability of each character: (M, N) -> (N,)
+    log (1/M Σ_m P_m) = logsumexp_m(log P_m) - log M"""
+    return np.logaddexp.reduce(log_probs, axis=0) - math.log(len(log_probs))
+
+
+def bits_per_character(log_probs):
+    """The mean of -log2 P over the characters: (N,) natural logs -> bits."""
+    return -log_probs.mean() / math.log(2)
+
+
+def continue_text(model, prompt, n_new, temperature, rng):
+    """prompt (T_p,) ids followed by n_new sampled ids (from an ensemble's mean probabilities).
+    Beyond the model's max_len, sampling goes on in chunks, each prompted by the last
+    max_len // 2 ids (positions restart at 0)."""
+    members = members_of(model)
     ids = np.asarray(prompt)
-    keep = params.max_len // 2
+    max_len = members[0].max_len
+    keep = max_len // 2
     while n_new > 0:
         window = ids[-keep:] if len(ids) > keep else ids
-        chunk = min(n_new, params.max_len - len(window))
-        new = lm.generate(params, window[None], chunk, temperature=temperature, rng=rng)[0]
+        chunk = min(n_new, max_len - len(window))
+        new = lm.ensemble_generate(members, window[None], chunk, temperature=temperature,
+                                   rng=rng)[0]
         ids = np.concatenate([ids, new[len(window):]])
         n_new -= chunk
     return ids
@@ -231,15 +279,16 @@ def sample_prompt(ids, tokenizer, length):
     return ids[start:start + length]
 
 
-def samples(params, tokenizer, prompt, length, seed):
+def samples(model, tokenizer, prompt, length, seed):
     """{label: text}: the prompt continued at each temperature, and by beam search."""
+    members = members_of(model)
     out = {}
     for temperature in TEMPERATURES:
         rng = np.random.default_rng([seed, round(100 * temperature)])
         out[f"temperature {temperature}"] = tokenizer.decode(
-            continue_text(params, prompt, length, temperature, rng))
-    beam_length = min(length, params.max_len - len(prompt))
-    beam = lm.beam_search(params, prompt[None], beam_length, beam_size=BEAM_SIZE)[0]
+            continue_text(members, prompt, length, temperature, rng))
+    beam_length = min(length, members[0].max_len - len(prompt))
+    beam = lm.ensemble_beam_search(members, prompt[None], beam_length, beam_size=BEAM_SIZE)[0]
     out[f"beam search ({BEAM_SIZE} beams)"] = tokenizer.decode(beam)
     return out
 
@@ -255,17 +304,18 @@ def hyperparameters(args, corpus_name):
                 seed=args.seed, demo="generate", options=runs.saved_options(args, OPTIONS))
 
 
-def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
+def train_model(args, params, train_ids, held_out_ids, out, corpus_name, progress=True):
     """fit on random windows of the training ids; the held-out loss of a fixed set of
-    windows is recorded after each epoch of eval_every steps.
+    windows is recorded after each epoch of eval_every steps (progress: fit's progress bar).
     -> (params, history, {"wall": seconds, "cpu": this process's CPU seconds, "steps": the
     steps this process trained, fewer than args.steps after --resume})"""
     n_epochs = math.ceil(args.steps / args.eval_every)
 
     def batches(epoch):
         n = min(args.eval_every, args.steps - epoch * args.eval_every)
-        return data.lm_batches(train_ids, args.context, args.batch_size, n,
-                               rng=np.random.default_rng([args.seed, epoch]))
+        return side_by_side.stoppable(data.lm_batches(  # stopped with the others: an ensemble
+            train_ids, args.context, args.batch_size, n,
+            rng=np.random.default_rng([args.seed, epoch])))
     validation = list(data.lm_batches(held_out_ids, args.context, VALIDATION_WINDOWS, 1,
                                       rng=np.random.default_rng([args.seed, n_epochs])))
     optimizer = ag.optim.adam(learning_rate(args.lr, args.warmup, args.steps))
@@ -277,10 +327,45 @@ def train_model(args, params, train_ids, held_out_ids, out, corpus_name):
                                 seed=args.seed, resume=args.resume, clip_norm=CLIP_NORM,
                                 hyperparameters=hyperparameters(args, corpus_name),
                                 count=lambda batch: batch[0].size, unit="chars",
-                                health_every=train.HEALTH_EVERY)
+                                health_every=train.HEALTH_EVERY, progress=progress)
     return params, history, {"wall": time.perf_counter() - started[0],
                              "cpu": time.process_time() - started[1],
                              "steps": len(history["step_loss"]) - steps_before}
+
+
+def train_member(args, vocab_size, train_ids, held_out_ids, out, corpus_name, progress=True):
+    """One model of the run, as the run of --seed args.seed trains it, in `out`: built and
+    trained by train_model -> (params on the host, history, seconds)."""
+    ag.memory.keep_freed_memory()  # in a process of its own, too: steps run faster
+    params = build_model(args, vocab_size, np.random.default_rng(args.seed))
+    params, history, seconds = train_model(args, ag.to_device(params, args.device), train_ids,
+                                           held_out_ids, out, corpus_name, progress)
+    return ag.to_device(params, "cpu"), history, seconds
+
+
+def train_ensemble(args, vocab_size, train_ids, held_out_ids, out, corpus_name):
+    """The run's --ensemble N models: one trains in this process, in `out`; N > 1 train at
+    once, each in a process of its own (side_by_side.run) and its own folder out/member-k,
+    model k as the run of --seed args.seed + k trains it (the first shows its progress).
+    -> (params of each model, history of each, seconds: {"wall", "cpu" (all processes'),
+    "steps" (each model's, in this run)})"""
+    if args.ensemble == 1:
+        params, history, seconds = train_member(args, vocab_size, train_ids, held_out_ids, out,
+                                                corpus_name)
+        return (params,), [history], seconds
+    write_json(out / HYPERPARAMETERS, {"hyperparameters": hyperparameters(args, corpus_name)})
+    calls = []
+    for k in range(args.ensemble):
+        folder = runs.member_folder(out, k)
+        member = argparse.Namespace(**dict(vars(args), seed=args.seed + k, resume=args.resume
+                                           and (folder / CHECKPOINT).is_file()))
+        calls.append((member, vocab_size, train_ids, held_out_ids, folder, corpus_name, k == 0))
+    started = time.perf_counter()
+    trained = side_by_side.run(train_member, calls)
+    return (tuple(params for params, _, _ in trained), [history for _, history, _ in trained],
+            {"wall": time.perf_counter() - started,
+             "cpu": sum(seconds["cpu"] for _, _, seconds in trained),
+             "steps": max(seconds["steps"] for _, _, seconds in trained)})
 
 
 def steps_recorded(out):
@@ -289,32 +374,38 @@ def steps_recorded(out):
     return json.loads(ag.load(path).position)["global_step"] if path.exists() else 0
 
 
-def save_outputs(out, params, tokenizer, history, texts, result):
-    """model.npz, tokenizer.txt, curves.png and health.png (when matplotlib is installed),
-    samples.txt and result.json in out."""
-    ag.save(out / "model.npz", params)
+def save_outputs(out, members, tokenizer, histories, texts, result):
+    """model.npz (one model's parameters; an ensemble's: the tuple of its members'),
+    tokenizer.txt, curves.png and health.png (when matplotlib is installed; an ensemble's in
+    each member's folder), samples.txt and result.json in out."""
+    ag.save(out / "model.npz", members[0] if len(members) == 1 else members)
     tokenizer.save(out / "tokenizer.txt")
     try:
         from models import plots
     except ImportError as error:  # matplotlib: in the demos extra, not a dependency
         print(f"curves.png: not drawn ({error})")
     else:
-        plots.training_curves(
-            history, out / "curves.png", bits=True, per="character",
-            val_label=f"val loss: {VALIDATION_WINDOWS} random held-out windows, every "
-                      f"position (the first with little context)",
-            final=(result["transformer_bits"], f"the reported {result['transformer_bits']:.2f}:"
-                                               f" all held-out text, each character read "
-                                               f"after {params.max_len - params.max_len // 2} "
-                                               f"or more"))
-        plots.training_health(history, out / "health.png")  # fit's health records
+        bits = result.get("member_bits", [result["transformer_bits"]])
+        folders = [out] if len(members) == 1 else [runs.member_folder(out, k)
+                                                   for k in range(len(members))]
+        context = members[0].max_len - members[0].max_len // 2
+        for folder, history, reported in zip(folders, histories, bits):
+            plots.training_curves(
+                history, folder / "curves.png", bits=True, per="character",
+                val_label=f"val loss: {VALIDATION_WINDOWS} random held-out windows, every "
+                          f"position (the first with little context)",
+                final=(reported, f"{'the reported' if len(members) == 1 else 'alone:'} "
+                                 f"{reported:.2f}: all held-out text, each character read "
+                                 f"after {context} or more"))
+            plots.training_health(history, folder / "health.png")  # fit's health records
     write_text(out / "samples.txt", "".join(f"--- {label}\n{sample}\n\n"
                                             for label, sample in texts.items()))
     write_json(out / "result.json", result)
 
 
 def load_model(directory):
-    """(params, tokenizer) of the generate run in `directory`: model.npz is checked against
+    """(model, tokenizer) of the generate run in `directory`, the model an lm.LM or, for a
+    run of --ensemble N, a tuple of N of them: model.npz is checked against
     the sizes in hyperparameters.json and the characters of tokenizer.txt (ag.load names a
     leaf whose shape differs, e.g. the embedding's rows against the tokenizer's size)."""
     directory = pathlib.Path(directory)
@@ -328,6 +419,8 @@ def load_model(directory):
         # runs from before --dropout existed trained without it
         like = build_model(argparse.Namespace(**{"dropout": 0.0, **options}), len(tokenizer),
                            np.random.default_rng(0))
+        if options.get("ensemble", 1) > 1:  # runs from before --ensemble had one model
+            like = (like,) * options["ensemble"]
     except (TypeError, ValueError, AttributeError) as error:  # a run of an older version
         raise ValueError(f"generate: {directory / 'hyperparameters.json'}: its options do not "
                          f"make a model ({error})") from None
@@ -341,17 +434,20 @@ def load_model(directory):
 
 def use_model(args):
     """--model DIR --prompt TEXT: print the prompt continued by --length characters, sampled
-    at --temperature (seeded by --seed), or by a beam search of --beam."""
+    at --temperature (seeded by --seed), or by a beam search of --beam (an ensemble's: from
+    the mean of its models' probabilities)."""
     with common.exit_on_bad_input("generate"):
-        params, tokenizer = load_model(args.model)
+        model, tokenizer = load_model(args.model)
         prompt = tokenizer.encode(args.prompt)
+    members = members_of(model)
     if args.beam is not None:
-        prompt = prompt[-(params.max_len - 1):]
-        n_new = min(args.length, params.max_len - len(prompt))
-        ids = lm.beam_search(params, prompt[None], n_new, beam_size=args.beam)[0]
+        max_len = members[0].max_len
+        prompt = prompt[-(max_len - 1):]
+        n_new = min(args.length, max_len - len(prompt))
+        ids = lm.ensemble_beam_search(members, prompt[None], n_new, beam_size=args.beam)[0]
     else:
         rng = np.random.default_rng(args.seed or 0)
-        ids = continue_text(params, prompt, args.length, args.temperature, rng)
+        ids = continue_text(members, prompt, args.length, args.temperature, rng)
     print(tokenizer.decode(ids), flush=True)
 
 
@@ -378,39 +474,48 @@ def main(argv=None):
         print("n-gram baselines (interpolated Kneser-Ney), held-out bits per character: " +
               ", ".join(f"{order}-gram {bits:.3f}" for order, bits in baselines.items()))
 
-        params = build_model(args, len(tokenizer), np.random.default_rng(args.seed))
-        print(models.summary(params).splitlines()[-1])
-        params = ag.to_device(params, args.device)
+        size = models.summary(build_model(args, len(tokenizer), np.random.default_rng(0)))
+        print(size.splitlines()[-1] + (f"; {args.ensemble} such models, trained at once in a "
+                                       f"process each" if args.ensemble > 1 else ""))
         load = os.getloadavg()[0]
-        params, history, seconds = train_model(args, params, train_ids, held_out_ids, out,
-                                               corpus_name)
+        members, histories, seconds = train_ensemble(args, len(tokenizer), train_ids,
+                                                     held_out_ids, out, corpus_name)
         run.trained = True
-        params = ag.to_device(params, "cpu")  # the measures, samples and files on the host
         steps = max(seconds["steps"], 1)
-        print(f"trained {seconds['steps']} steps in {seconds['wall']:.0f} s, "
+        each = " each" if args.ensemble > 1 else ""
+        print(f"trained {seconds['steps']} steps{each} in {seconds['wall']:.0f} s, "
               f"{1000 * seconds['wall'] / steps:.0f} ms a step (CPU {seconds['cpu']:.0f} s; "
               f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after, on "
               f"{os.cpu_count()} cores)")
-        report(args, out, params, tokenizer, history, held_out_ids,
+        report(args, out, members, tokenizer, histories, held_out_ids,
                dict(corpus=corpus_name, ngram=args.ngram, ngram_bits=baselines,
                     train_seconds=seconds, steps=args.steps))
 
 
-def report(args, out, params, tokenizer, history, held_out_ids, result):
-    """Measure the held-out bits, print and save the samples, the model and the pictures,
-    then the last line. result: what result.json gets besides the held-out measure."""
-    bits = held_out_bits(params, held_out_ids)
+def report(args, out, members, tokenizer, histories, held_out_ids, result):
+    """Measure the held-out bits (of an ensemble: of the mean of its members' probabilities,
+    and of each member alone), print and save the samples, the model and the pictures, then
+    the last line. result: what result.json gets besides the held-out measures."""
+    log_probs = held_out_log_probs(members, held_out_ids)  # (M, N - 1)
+    bits = bits_per_character(mixture(log_probs))
     prompt = sample_prompt(held_out_ids, tokenizer, min(PROMPT_LENGTH, args.context // 2))
-    texts = samples(params, tokenizer, prompt, args.sample_length, args.seed)
+    texts = samples(members, tokenizer, prompt, args.sample_length, args.seed)
     for label, sample in texts.items():
         print(f"--- {label}\n{sample}")
     result = dict(result, held_out_characters=len(held_out_ids), transformer_bits=bits)
-    save_outputs(out, params, tokenizer, history, texts, result)
-    print(health.summary(history.get("health")))
+    alone = ""
+    if len(members) > 1:
+        result["member_bits"] = [bits_per_character(member) for member in log_probs]
+        alone = (f" (the mean of {len(members)} models' probabilities; alone " +
+                 ", ".join(f"{member:.2f}" for member in result["member_bits"]) + ")")
+    save_outputs(out, members, tokenizer, histories, texts, result)
+    for k, history in enumerate(histories):
+        print((f"member-{k}: " if len(members) > 1 else "") +
+              health.summary(history.get("health")))
     print(f"saved the model, tokenizer, history, curves and samples in {out}")
     baseline = result["ngram_bits"][args.ngram]
-    common.print_result(f"held-out bits per character: transformer {bits:.2f}, {args.ngram}-gram "
-                        f"baseline {baseline:.2f} (last 10% of the text)")
+    common.print_result(f"held-out bits per character: transformer {bits:.2f}{alone}, "
+                        f"{args.ngram}-gram baseline {baseline:.2f} (last 10% of the text)")
 
 
 if __name__ == "__main__":

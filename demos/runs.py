@@ -29,6 +29,8 @@ from models.training.run_files import CHECKPOINT, HYPERPARAMETERS
 
 from .common import flag, one_line_error
 
+MEMBERS = "member-*/"  # an ensemble's models' folders, each a run of fit (generate --ensemble)
+
 
 def add_resume_option(parser):
     """--resume on the parser of a training demo; --seed then defaults to None (not given),
@@ -107,12 +109,26 @@ def take_run_options(parser, args, program, names, paths=()):
 
 
 def check_checkpoint(directory):
-    """last.npz in `directory` must be there and load (it decides where a resume starts)."""
-    path = pathlib.Path(directory) / CHECKPOINT
-    if not path.is_file():
+    """The run's checkpoints (last.npz; an ensemble's, one a model) must be there and load:
+    they decide where a resume starts."""
+    found = checkpoints(directory)
+    if not found:
         raise ValueError(f"{directory} holds no checkpoint to continue ({CHECKPOINT}): the run "
                          f"was stopped before its first one; start it again without --resume")
-    ag.load(path)  # a MalformedFile (a ValueError) names the file and what is wrong
+    for path in found:
+        ag.load(path)  # a MalformedFile (a ValueError) names the file and what is wrong
+
+
+def member_folder(out, k):
+    """The folder of model k of an ensemble run in `out` (a run of fit of its own)."""
+    return pathlib.Path(out) / MEMBERS.replace("*", str(k)).rstrip("/")
+
+
+def checkpoints(directory):
+    """The checkpoints of the run in `directory`: its last.npz, or those of an ensemble's
+    models, each trained in its own folder (member-0/last.npz, ...; generate --ensemble)."""
+    own = pathlib.Path(directory) / CHECKPOINT
+    return [own] if own.is_file() else sorted(pathlib.Path(directory).glob(MEMBERS + CHECKPOINT))
 
 
 def saved_options(args, names):
@@ -154,19 +170,21 @@ def interrupted(program, stop, out, argv=None, trained=False):
     """The one line Ctrl-C ends a run with: where it stopped and the command that resumes
     (from last.npz: fit's TrainingInterrupted says where; else the checkpoint on disk does),
     or, stopped before the first checkpoint, the command that starts it again."""
-    checkpoint = pathlib.Path(out) / CHECKPOINT
+    found = checkpoints(out)
+    checkpoint = found[0] if len(found) == 1 else pathlib.Path(out) / (MEMBERS + CHECKPOINT)
     resume = f"to continue: python -m demos.{program} --out {shlex.quote(str(out))} --resume"
     if isinstance(stop, train.TrainingInterrupted):
         return (f"{program}: stopped at epoch {stop.epoch}, step {stop.step} (saved in "
                 f"{checkpoint}); {resume}")
-    if not checkpoint.is_file():
+    if not found:
         again = shlex.join(sys.argv[1:] if argv is None else [str(a) for a in argv])
         return (f"{program}: stopped before its first checkpoint, so there is nothing to "
                 f"continue; to start again: python -m demos.{program} {again}".rstrip())
     if trained:
         return (f"{program}: stopped after training, while writing its results (the trained "
                 f"model is in {checkpoint}); {resume}")
-    saved = json.loads(ag.load(checkpoint).position)
+    saved = min((json.loads(ag.load(path).position) for path in found),  # the least advanced
+                key=lambda position: (position["epoch"], position["step"]))
     return (f"{program}: stopped at epoch {saved['epoch']}, step {saved['step']} (saved in "
             f"{checkpoint}); {resume}")
 
@@ -183,6 +201,6 @@ def check_new_run(program, out):
     ends with one line saying so."""
     if out.exists() and not out.is_dir():
         sys.exit(f"{program}: --out {out} is a file, not a folder")
-    if (out / CHECKPOINT).exists():
+    if checkpoints(out):
         sys.exit(f"{program}: --out {out} holds a {program} run already: add --resume to "
                  f"continue it, or choose another --out")

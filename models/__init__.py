@@ -20,7 +20,7 @@ SUBMODULES = {name: f".{name}" for name in (
     "transformer", "decoding", "classifier", "lm", "layers", "attention", "blocks",
     "torch_bridge", "torch_distributed")}
 SUBMODULES.update({name: f".training.{name}" for name in (
-    "train", "run_files", "progress", "health", "plots")})
+    "train", "run_files", "progress", "health", "plots", "side_by_side")})
 SUBMODULES.update({name: f".inputs.{name}" for name in ("text", "data")})
 
 

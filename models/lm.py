@@ -11,6 +11,11 @@ past it is an error, not a sliding window.
     logits = lm.apply(p, ids)                                       # (B, T, V)
     ids = lm.generate(p, prompt, n_new=20, temperature=0.8, top_k=10, rng=rng)
     ids = lm.beam_search(p, prompt, n_new=20, beam_size=4, eos=eos)
+    ids = lm.ensemble_generate((p, q), prompt, n_new=20, rng=rng)  # mean of p's and q's P
+
+An ensemble is a tuple of models of one vocabulary and max_len: ensemble_apply,
+ensemble_generate and ensemble_beam_search use the mean of their next-token probabilities
+(mixture_logits), each model keeping its own cache.
 
     x_0 = E[ids] · √d_model + PE[:T]                                (as the encoder-decoder, layers.py)
     x_l = x_{l-1} + MHA(LN(x_{l-1}), causal);  x_l += FFN(LN(x_l))    (blocks.DecoderOnlyBlock)
@@ -159,3 +164,71 @@ def beam_search_with_scores(p, prompt, n_new, beam_size=4, length_penalty=0.6, e
     return decoding.beam_search(functools.partial(step, p), reorder,
                                 empty_cache(p, prompt.shape[0]), prompt,
                                 prompt.shape[1] + n_new, beam_size, length_penalty, eos)
+
+
+# --- an ensemble: several models whose next-token probabilities are averaged ---------------
+
+def mixture_logits(logits):
+    """Logits whose softmax is the mean of the softmaxes of `logits`, a sequence of M arrays
+    (..., V) of one shape and dtype:
+
+        log (1/M · Σ_m softmax(l_m)) = logsumexp_m(log_softmax(l_m)) - log M
+
+    A single array is returned as it is: softmax, argmax and log_softmax ignore the constant
+    that would make its logits log-probabilities."""
+    if len(logits) == 1:
+        return logits[0]
+    xp = ag.array_module(logits[0])
+    log_p = xp.stack([ag.log_softmax(l) for l in logits])  # (M, ..., V)
+    top = log_p.max(axis=0)
+    return top + xp.log(xp.exp(log_p - top).mean(axis=0))
+
+
+def check_members(caller, members):
+    """A non-empty sequence of LMs (of LM's fields: ag.load makes its own NamedTuple type
+    without like=) of one vocabulary and one max_len -> them as a tuple."""
+    members = tuple(members)
+    if not members or not all(getattr(p, "_fields", None) == LM._fields for p in members):
+        raise ValueError(f"{caller}: members must be one or more lm.LM parameters, got "
+                         f"{[type(p).__name__ for p in members]}")
+    shapes = {(p.embed.table.shape[0], p.max_len) for p in members}
+    if len(shapes) > 1:
+        raise ValueError(f"{caller}: the members must share the vocabulary and max_len, got "
+                         f"(vocab, max_len) = {sorted(shapes)}")
+    return members
+
+
+def ensemble_apply(members, ids):
+    """mixture_logits of each member's apply(p, ids): ids (B, T) -> (B, T, V)."""
+    members = check_members("lm.ensemble_apply", members)
+    return mixture_logits([apply(p, ids) for p in members])
+
+
+def ensemble_step(members, caches, tokens):
+    """`step` for an ensemble: the members' last-token logits mixed (mixture_logits), and
+    each member's new cache. caches: one Cache per member -> (logits (B, V), caches)"""
+    stepped = [step(p, cache, tokens) for p, cache in zip(members, caches)]
+    return mixture_logits([logits for logits, _ in stepped]), tuple(c for _, c in stepped)
+
+
+def ensemble_generate(members, prompt, n_new, temperature=1.0, top_k=None, rng=None, eos=None):
+    """generate, sampling each token from the mean of the members' probabilities."""
+    members = check_members("lm.ensemble_generate", members)
+    decoding.check_sampling("lm.ensemble_generate", temperature, top_k,
+                            members[0].head.w.shape[-1], rng)
+    prompt = check_prompt("lm.ensemble_generate", members[0], prompt, n_new)
+    caches = tuple(empty_cache(p, prompt.shape[0]) for p in members)
+    return decoding.sample(functools.partial(ensemble_step, members), caches, prompt,
+                           prompt.shape[1] + n_new, temperature, top_k, rng, eos)
+
+
+def ensemble_beam_search(members, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None):
+    """beam_search, scoring continuations by the mean of the members' probabilities."""
+    members = check_members("lm.ensemble_beam_search", members)
+    prompt = check_prompt("lm.ensemble_beam_search", members[0], prompt, n_new)
+    if beam_size < 1:
+        raise ValueError(f"lm.ensemble_beam_search: beam_size must be >= 1, got {beam_size}")
+    caches = tuple(empty_cache(p, prompt.shape[0]) for p in members)
+    return decoding.beam_search(functools.partial(ensemble_step, members), reorder, caches,
+                                prompt, prompt.shape[1] + n_new, beam_size, length_penalty,
+                                eos)[0]

@@ -5,6 +5,7 @@
     progress.py    the progress line of an epoch, on stderr
     health.py      gradient norms and update ratios by parameter group
     plots.py       curves, health, confusion matrices and attention maps (matplotlib)
+    side_by_side.py  several runs at once, one process each, stopped together by Ctrl-C
 
 `from models import train, plots` reaches them; so does `models.training.train`.
 """

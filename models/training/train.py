@@ -56,6 +56,9 @@ class TrainingInterrupted(KeyboardInterrupt):
                          f"the same out_dir to continue")
         self.path, self.epoch, self.step = path, epoch, step
 
+    def __reduce__(self):  # pickled by its own arguments: it crosses from a worker process
+        return type(self), (self.path, self.epoch, self.step)
+
 
 class NonFiniteError(FloatingPointError):
     """A loss or gradient was NaN or infinite; training stopped before that update.
@@ -68,6 +71,9 @@ class NonFiniteError(FloatingPointError):
                          f"epoch); {where}; stopped before the update: no file was written "
                          f"after the last good step (a lower learning rate may help)")
         self.what, self.where, self.epoch, self.step, self.batch = what, where, epoch, step, batch
+
+    def __reduce__(self):  # pickled by its own arguments: it crosses from a worker process
+        return type(self), (self.what, self.where, self.epoch, self.step, self.batch)
 
 
 class Loop(NamedTuple):
