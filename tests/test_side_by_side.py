@@ -1,6 +1,7 @@
 """side_by_side.run: calls in processes of their own, results in order, a worker's error
 raised once all have ended, and stoppable batches (fit's Ctrl-C) stopped by run()."""
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -67,3 +68,14 @@ def test_runs_of_fit_give_what_fit_gives_in_this_process(tmp_path):
     here = fit_a_line(tmp_path / "here", 3)
     there = side_by_side.run(fit_a_line, [(tmp_path / "a", 3), (tmp_path / "b", 3)])
     assert there == [here, here] and here == pytest.approx(2.0, abs=1e-3)
+
+
+def ctrl_c_to_itself():
+    """What a terminal's Ctrl-C does to a worker (it reaches the whole process group)."""
+    os.kill(os.getpid(), signal.SIGINT)
+    return "ignored"
+
+
+def test_a_worker_ignores_ctrl_c_from_its_start():
+    assert side_by_side.run(ctrl_c_to_itself, [()]) == ["ignored"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # here: as it was

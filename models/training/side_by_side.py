@@ -7,17 +7,20 @@ models train in about the time of one (generate --ensemble trains its models thi
         batches = lambda epoch: side_by_side.stoppable(make_batches(epoch))
         return train.fit(loss_fn, params, optimizer, batches, ...)
 
-Ctrl-C reaches this process alone (the workers ignore SIGINT): run() then sets a flag the
-workers share, and `stoppable` batches raise KeyboardInterrupt at their next batch, so that
-fit saves each run's checkpoint at its last step, as Ctrl-C does in one process. run()
+Ctrl-C counts in this process alone: the workers ignore SIGINT from their first instruction
+(a terminal sends it to them too). run() then sets a flag the workers share, and
+`stoppable` batches raise KeyboardInterrupt at their next batch, so that fit saves each
+run's checkpoint at its last step, as Ctrl-C does in one process. run()
 waits for every worker to end before it raises: the KeyboardInterrupt, or the first error a
 worker raised (the others were then stopped the same way). Arguments, results and errors
 cross between the processes by pickle; the workers are started afresh ("spawn"), so they
 read the environment (OPENBLAS_NUM_THREADS, say) as it is when run() is called.
 """
 import concurrent.futures
+import contextlib
 import multiprocessing
 import signal
+import threading
 
 from autograd_lite.interrupts import deferred_interrupts
 
@@ -29,10 +32,12 @@ def run(function, calls):
     at once; see the module's docstring for Ctrl-C and errors."""
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
-    with concurrent.futures.ProcessPoolExecutor(len(calls), mp_context=context,
-                                                initializer=_start_worker,
-                                                initargs=(stop,)) as pool:
-        futures = [pool.submit(function, *arguments) for arguments in calls]
+    with _ctrl_c_ignored():  # from their first instruction on, the workers ignore it too
+        pool = concurrent.futures.ProcessPoolExecutor(len(calls), mp_context=context,
+                                                      initializer=_start_worker,
+                                                      initargs=(stop,))
+        futures = [pool.submit(function, *arguments) for arguments in calls]  # starts them
+    with pool:
         try:
             return [future.result() for future in futures]
         except BaseException as error:
@@ -40,6 +45,21 @@ def run(function, calls):
             with deferred_interrupts():  # a second Ctrl-C must not leave a run half saved
                 concurrent.futures.wait(futures)
             raise _first_cause(futures, error)
+
+
+@contextlib.contextmanager
+def _ctrl_c_ignored():
+    """SIGINT ignored inside (in the main thread; elsewhere nothing changes): a process
+    started meanwhile inherits that, while a handler would be reset in it. A Ctrl-C in this
+    instant is lost, not raised."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _start_worker(stop):
