@@ -385,18 +385,21 @@ def save_outputs(out, members, tokenizer, histories, texts, result):
     except ImportError as error:  # matplotlib: in the demos extra, not a dependency
         print(f"curves.png: not drawn ({error})")
     else:
-        bits = result.get("member_bits", [result["transformer_bits"]])
-        folders = [out] if len(members) == 1 else [runs.member_folder(out, k)
-                                                   for k in range(len(members))]
+        reported = result["transformer_bits"]
+        if len(members) == 1:
+            folders, finals = [out], [(reported, f"the reported {reported:.2f}")]
+        else:  # each model's pictures in its folder
+            folders = [runs.member_folder(out, k) for k in range(len(members))]
+            finals = [(bits, f"this model alone {bits:.2f} (the ensemble's reported "
+                             f"{reported:.2f})") for bits in result["member_bits"]]
         context = members[0].max_len - members[0].max_len // 2
-        for folder, history, reported in zip(folders, histories, bits):
+        for folder, history, (bits, label) in zip(folders, histories, finals):
             plots.training_curves(
                 history, folder / "curves.png", bits=True, per="character",
                 val_label=f"val loss: {VALIDATION_WINDOWS} random held-out windows, every "
                           f"position (the first with little context)",
-                final=(reported, f"{'the reported' if len(members) == 1 else 'alone:'} "
-                                 f"{reported:.2f}: all held-out text, each character read "
-                                 f"after {context} or more"))
+                final=(bits, f"{label}: all held-out text, each character read after "
+                             f"{context} or more"))
             plots.training_health(history, folder / "health.png")  # fit's health records
     write_text(out / "samples.txt", "".join(f"--- {label}\n{sample}\n\n"
                                             for label, sample in texts.items()))
