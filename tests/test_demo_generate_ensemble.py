@@ -24,11 +24,24 @@ RESULT = re.compile(r"held-out bits per character: transformer ([\d.]+) \(the me
                     r"10% of the text\)")
 
 
-@pytest.fixture
-def tiny_text(tmp_path):
-    path = tmp_path / "tiny.txt"
+ALONE = [*TINY, "--steps", "24"]  # and --seed, --data, --out
+ARGV = [*ALONE, "--seed", "4", "--ensemble", "2"]  # and --data, --out
+
+
+@pytest.fixture(scope="module")
+def tiny_text(tmp_path_factory):
+    path = tmp_path_factory.mktemp("text") / "tiny.txt"
     path.write_text("the cat sat on the mat; the dog sat on the log. " * 30, encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="module")
+def whole(tiny_text, tmp_path_factory):
+    """(the folder, the printout) of an ensemble run of ARGV, uninterrupted."""
+    out = tmp_path_factory.mktemp("whole") / "run"
+    code, stdout, _ = run(generate, [*ARGV, "--data", tiny_text, "--out", out])
+    assert code is None
+    return out, stdout
 
 
 def test_held_out_bits_of_an_ensemble_average_the_probabilities_of_each_position():
@@ -52,19 +65,17 @@ def test_held_out_bits_of_an_ensemble_average_the_probabilities_of_each_position
     assert expected < np.mean(alone)  # log of a mean beats the mean of the logs (Jensen)
 
 
-def test_each_model_is_the_run_of_its_seed_and_the_result_is_their_mean(tmp_path, tiny_text):
-    argv = [*TINY, "--steps", "12", "--data", tiny_text]
-    code, stdout, _ = run(generate, [*argv, "--seed", "4", "--ensemble", "2",
-                                     "--out", tmp_path / "both"])
-    assert code is None
+def test_each_model_is_the_run_of_its_seed_and_the_result_is_their_mean(
+        whole, tiny_text, tmp_path):
+    both, stdout = whole
     found = RESULT.fullmatch(stdout.strip().splitlines()[-1])
     assert found, stdout.strip().splitlines()[-1]
-    both = tmp_path / "both"
     members = ag.load(both / "model.npz")
     result = json.loads((both / "result.json").read_text())
     for k in range(2):
         alone = tmp_path / f"seed-{4 + k}"
-        assert run(generate, [*argv, "--seed", 4 + k, "--out", alone])[0] is None
+        assert run(generate, [*ALONE, "--data", tiny_text, "--seed", 4 + k,
+                              "--out", alone])[0] is None
         for x, y in zip(ag.tree_leaves(members[k]), ag.tree_leaves(ag.load(alone / "model.npz"))):
             np.testing.assert_array_equal(x, y)
         assert (json.loads((both / f"member-{k}" / "history.json").read_text())
@@ -82,10 +93,8 @@ def test_each_model_is_the_run_of_its_seed_and_the_result_is_their_mean(tmp_path
     assert float(found.group(1)) == pytest.approx(bits, abs=0.005)
 
 
-def test_a_trained_ensemble_continues_a_prompt_from_its_mean(tmp_path, tiny_text, capsys):
-    out = tmp_path / "run"
-    assert run(generate, [*TINY, "--steps", "8", "--data", tiny_text, "--ensemble", "2",
-                          "--out", out])[0] is None
+def test_a_trained_ensemble_continues_a_prompt_from_its_mean(whole, capsys):
+    out, _ = whole
     members = ag.load(out / "model.npz")
     tokenizer = text.CharTokenizer.load(out / "tokenizer.txt")
     prompt = tokenizer.encode("the cat")
@@ -126,10 +135,8 @@ def first_epoch_saved(out):
 
 
 def test_ctrl_c_while_the_models_train_or_write_ends_in_one_line_and_resumes_alike(
-        tmp_path, tiny_text, monkeypatch):
-    argv = [*TINY, "--steps", "40", "--data", tiny_text, "--ensemble", "2"]
-    whole = tmp_path / "whole"
-    assert run(generate, [*argv, "--out", whole])[0] is None
+        whole, tiny_text, tmp_path, monkeypatch):
+    argv = [*ARGV, "--data", tiny_text]
     points = {
         "the models' first step": lambda out: on_call(concurrent.futures.Future.result, 1),
         "mid-training": first_epoch_saved,
@@ -157,7 +164,7 @@ def test_ctrl_c_while_the_models_train_or_write_ends_in_one_line_and_resumes_ali
                             f"trained model is in {checkpoints}); {resume}")
         code, _, err = run(generate, printed_command(line, generate))
         assert code is None, (point, err)
-        assert_same_ensembles(whole, out)
+        assert_same_ensembles(whole[0], out)
 
 
 @pytest.mark.parametrize("value, message", [
