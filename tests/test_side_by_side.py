@@ -1,5 +1,6 @@
 """side_by_side.run: calls in processes of their own, results in order, a worker's error
 raised once all have ended, and stoppable batches (fit's Ctrl-C) stopped by run()."""
+import multiprocessing
 import os
 import signal
 
@@ -40,10 +41,22 @@ def fit_a_line(out, epochs):
     return float(w)
 
 
-def test_each_call_runs_in_a_process_of_its_own_and_returns_in_order():
+def test_the_calls_run_in_other_processes_and_return_in_order():
     results = side_by_side.run(square_in_a_worker, [(3,), (4,), (5,)])
     assert [value for value, _ in results] == [9, 16, 25]
-    assert len({pid for _, pid in results} | {os.getpid()}) == 4
+    assert os.getpid() not in {pid for _, pid in results}
+
+
+def meet_the_others(barrier):
+    """Wait at the barrier until every call is there: only calls running at once all pass."""
+    return barrier.wait()
+
+
+def test_the_calls_run_at_once():
+    with multiprocessing.get_context("spawn").Manager() as manager:
+        barrier = manager.Barrier(3, timeout=60)
+        places = side_by_side.run(meet_the_others, [(barrier,)] * 3)
+    assert sorted(places) == [0, 1, 2]
 
 
 def test_a_workers_error_is_raised_here_after_the_others_end():

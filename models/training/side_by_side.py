@@ -28,8 +28,9 @@ _stop = None  # in a worker of run(): the flag run() sets to stop every worker
 
 
 def run(function, calls):
-    """[function(*arguments) for arguments in calls], each call in a process of its own, all
-    at once; see the module's docstring for Ctrl-C and errors."""
+    """[function(*arguments) for arguments in calls], computed in as many worker processes as
+    there are calls, so that none waits for another (a worker whose call has ended may take
+    one that has not started); see the module's docstring for Ctrl-C and errors."""
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     with _ctrl_c_ignored():  # from their first instruction on, the workers ignore it too
