@@ -29,7 +29,7 @@ from models.training.run_files import CHECKPOINT, HYPERPARAMETERS
 
 from .common import flag, one_line_error
 
-MEMBERS = "member-*/"  # an ensemble's models' folders, each a run of fit (generate --ensemble)
+MEMBER = "member-{}"  # the folder of an ensemble's model k, a run of fit (generate --ensemble)
 
 
 def add_resume_option(parser):
@@ -121,14 +121,15 @@ def check_checkpoint(directory):
 
 def member_folder(out, k):
     """The folder of model k of an ensemble run in `out` (a run of fit of its own)."""
-    return pathlib.Path(out) / MEMBERS.replace("*", str(k)).rstrip("/")
+    return pathlib.Path(out) / MEMBER.format(k)
 
 
 def checkpoints(directory):
     """The checkpoints of the run in `directory`: its last.npz, or those of an ensemble's
     models, each trained in its own folder (member-0/last.npz, ...; generate --ensemble)."""
     own = pathlib.Path(directory) / CHECKPOINT
-    return [own] if own.is_file() else sorted(pathlib.Path(directory).glob(MEMBERS + CHECKPOINT))
+    return [own] if own.is_file() else sorted(pathlib.Path(directory).glob(
+        f"{MEMBER.format('*')}/{CHECKPOINT}"))
 
 
 def saved_options(args, names):
@@ -171,7 +172,7 @@ def interrupted(program, stop, out, argv=None, trained=False):
     (from last.npz: fit's TrainingInterrupted says where; else the checkpoint on disk does),
     or, stopped before the first checkpoint, the command that starts it again."""
     found = checkpoints(out)
-    checkpoint = found[0] if len(found) == 1 else pathlib.Path(out) / (MEMBERS + CHECKPOINT)
+    checkpoint = found[0] if len(found) == 1 else pathlib.Path(out, MEMBER.format("*"), CHECKPOINT)
     resume = f"to continue: python -m demos.{program} --out {shlex.quote(str(out))} --resume"
     if isinstance(stop, train.TrainingInterrupted):
         return (f"{program}: stopped at epoch {stop.epoch}, step {stop.step} (saved in "
