@@ -25,6 +25,7 @@ from .batching import vmap
 from .core.tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_paths, tree_unflatten
 from .gradcheck import check_gradients
 from .io.serialization import load, save
+from .threads import set_threads, thread_count
 from .optim import memory
 
 try:

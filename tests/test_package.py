@@ -72,12 +72,13 @@ def test_the_pictures_need_no_graphviz_python_package():
 
 # Each package of the engine, with the packages it may import (DESIGN.md's layout: viz, optim, io
 # and the transforms above ops, batching (vmap and the ops' batching rules) among the
-# transforms; ops above kernels and core; core above nothing; interrupts.py a leaf below all,
-# which the kernels use while numba compiles).
+# transforms; ops above kernels and core; core above nothing; interrupts.py and threads.py
+# leaves below all, which the kernels use while numba compiles and to size their pool).
 MAY_IMPORT = {
     "interrupts": set(),
+    "threads": set(),
     "core": set(),
-    "kernels": {"interrupts"},
+    "kernels": {"interrupts", "threads"},
     "ops": {"core", "kernels"},
     "optim": {"core", "kernels"},
     "io": {"core"},

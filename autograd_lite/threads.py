@@ -1,0 +1,95 @@
+"""How many threads the library uses: one count for the BLAS (numpy's products) and for the
+pool that runs the kernels in shares of rows (kernels/parallel.py).
+
+    ag.thread_count()    the count in use
+    ag.set_threads(n)    use n threads from now on: the BLAS's (through threadpoolctl, where
+                         it is installed) and the kernels' pool
+
+Until set_threads is called, the count is the BLAS's own, read on first use: threadpoolctl's
+reading of the loaded BLAS where threadpoolctl is installed (the `fast` and `demos` extras),
+else OPENBLAS_NUM_THREADS, then OMP_NUM_THREADS, else the cores; capped at the cores this
+process may run on. set_threads(n) is taken as asked, above the cores too (tests run 8
+threads on 2 cores). Without threadpoolctl the BLAS keeps the threads it started with
+(OPENBLAS_NUM_THREADS, set before numpy loads) and only the pool follows n.
+
+Importing the library sets nothing: no BLAS setting, no environment variable, no thread is
+started (the pool starts on the first call that splits). This module is a leaf: it imports
+nothing of the library.
+
+Same bits: the library's splits never change a result (each share runs the serial kernel on
+its own rows). The BLAS's products are its own: OpenBLAS's larger products may round
+differently at another thread count.
+"""
+import numbers
+import os
+
+_count = None  # set by set_threads, or read on first use
+
+
+def cores():
+    """The cores this process may run on (its CPU affinity where the system tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _threadpoolctl():
+    """threadpoolctl where it is installed, else None. Its import sets KMP_DUPLICATE_LIB_OK
+    in os.environ where it is unset: put back as it was (the library changes nothing outside
+    it)."""
+    unset = "KMP_DUPLICATE_LIB_OK" not in os.environ
+    try:
+        import threadpoolctl
+    except ImportError:
+        return None
+    finally:
+        if unset:
+            os.environ.pop("KMP_DUPLICATE_LIB_OK", None)
+    return threadpoolctl
+
+
+def _blas_threads():
+    """The loaded BLAS's thread count as threadpoolctl reads it, or None (no threadpoolctl,
+    or no BLAS it knows)."""
+    threadpoolctl = _threadpoolctl()
+    if threadpoolctl is None:
+        return None
+    counts = [pool["num_threads"] for pool in threadpoolctl.threadpool_info()
+              if pool["user_api"] == "blas"]
+    return max(counts) if counts else None
+
+
+def _environment_threads():
+    """OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS (its first entry: OpenMP allows a list per
+    nesting level), else None."""
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        text = os.environ.get(name, "").strip()
+        if not text:
+            continue
+        first = text.split(",")[0].strip()
+        if not first.isdigit() or int(first) < 1:
+            raise ValueError(f"{name}={text!r}: expected a whole number of threads >= 1")
+        return int(first)
+    return None
+
+
+def thread_count():
+    """The threads the BLAS and the kernels' pool use (the module's docstring says which)."""
+    global _count
+    if _count is None:
+        found = _blas_threads() or _environment_threads() or cores()
+        _count = max(1, min(found, cores()))
+    return _count
+
+
+def set_threads(n):
+    """Use n threads from now on: the BLAS's (through threadpoolctl, where installed) and the
+    kernels' pool. n: a whole number >= 1, taken as asked (above the cores too)."""
+    global _count
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise ValueError(f"set_threads: n={n!r}, expected a whole number >= 1")
+    threadpoolctl = _threadpoolctl()
+    if threadpoolctl is not None:
+        threadpoolctl.threadpool_limits(limits=int(n), user_api="blas")  # kept until changed
+    _count = int(n)
