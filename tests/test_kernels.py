@@ -1,7 +1,8 @@
 """The kernels (autograd_lite/kernels): choosing the backend, the compiled kernels against the
 numpy ones through the ops (values and gradients, float32 and float64, masks and rows that
-need the shift, non-contiguous inputs), no thread pool started, and the
-compile cache falling back where no folder is writable. (Each fused op's kernels against its
+need the shift, non-contiguous inputs), numba's thread pool never started, the row kernels
+in shares giving their serial bits at 1 to 8 threads, and the compile cache falling back
+where no folder is writable. (Each fused op's kernels against its
 composed reference, to second order, are in test_op_table.py.)"""
 import os
 import re
@@ -14,6 +15,7 @@ import pytest
 import autograd_lite as ag
 from autograd_lite import kernels
 from helpers.references import central_jacobian, compare_with_torch
+from helpers.threads import THREAD_COUNTS, pool_runs, split_at
 
 # The kernels run inside the ops' fast rules: on, whatever AUTOGRAD_LITE_FAST_RULES says.
 pytestmark = pytest.mark.usefixtures("fast_rules_on")
@@ -220,10 +222,10 @@ def test_optimizer_kernels_give_the_same_bits(make, in_place, rng, backends):
         np.testing.assert_array_equal(a, b)
 
 
-def test_the_compiled_kernels_start_no_thread_pool():
-    """The kernels are serial (kernels/__init__.py: numba's pool starves OpenBLAS's threads on
-    2 cores): after a training step of every fused op in a fresh process, numba's parallel
-    runtime was never started, and the process's threads are OpenBLAS's and its own."""
+def test_the_compiled_kernels_start_no_numba_thread_pool():
+    """numba's parallel runtime is never used (kernels/__init__.py: its pool starves
+    OpenBLAS's threads on 2 cores): after a training step of every fused op in a fresh
+    process, it was never started."""
     out = run_python(
         "import os, numpy as np, autograd_lite as ag\n"
         "import numba.np.ufunc.parallel as parallel\n"
@@ -511,3 +513,81 @@ def test_bias_and_relu_kernels_give_numpys_bits(dtype, rng, backends):
     assert d_b.dtype == d_b_np.dtype == dtype
     np.testing.assert_allclose(d_b, d_z_np.astype(np.float64).sum(axis=0),
                                rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+# ---- the row kernels in shares (kernels/parallel.py) ------------------------------------------
+
+def split_kernel_calls(rng, dtype):
+    """{name: call}: each call runs one compiled kernel that parallel.split_rows splits, on
+    fixed inputs (fresh copies of those it writes into), and returns what it gives. Row
+    counts that no share count divides; a row of cross-entropy redone shifted."""
+    from autograd_lite.kernels import numba_kernels as nk
+
+    def normal(*shape, spread=3.0):
+        return (spread * rng.standard_normal(shape) + 1).astype(dtype)
+    x, y, g = normal(37, 11), normal(37, 11), normal(37, 11)
+    scale, bias = normal(11), normal(11)
+    tall_g, tall_scale = normal(229, 5), normal(5)  # 8 blocks of rows for the backward
+    tall_saved = nk.layer_norm_forward(normal(229, 5), tall_scale, normal(5), 1e-5)[1]
+    logits, labels = normal(37, 13), rng.integers(0, 13, 37)
+    logits[4] += 1000  # beyond the unshifted exp: redone shifted
+    entropy_saved = nk.cross_entropy_forward(logits, labels)[2]
+    weights = normal(37)
+    p, grad, m, v = normal(101), normal(101), normal(101), np.abs(normal(101))
+
+    def copies(*arrays):
+        return [a.copy() for a in arrays]
+
+    def adam(in_place):
+        state = copies(p, m, v)
+        outputs = state if in_place else [np.empty_like(a) for a in state]
+        nk.adam_update(state[0], grad, state[1], state[2], *outputs, 1e-2, 0.9, 0.99, 1e-8,
+                       0.1, False, 3)
+        return outputs
+
+    def sgd(in_place, momentum):
+        state = copies(p, m)
+        b = state[1] if momentum else None
+        outputs = [state[0], b] if in_place else [np.empty_like(p), None if b is None
+                                                   else np.empty_like(m)]
+        nk.sgd_update(state[0], grad, b, *outputs, 0.1, momentum, bool(momentum), 0.01)
+        return [out for out in outputs if out is not None]
+    return {
+        "layer_norm_forward": lambda: nk.layer_norm_forward(x, scale, bias, 1e-5),
+        "residual_layer_norm_forward": lambda: nk.residual_layer_norm_forward(x, y, scale,
+                                                                              bias, 1e-5),
+        "layer_norm_backward": lambda: nk.layer_norm_backward(tall_g, tall_saved, tall_scale),
+        "add_bias": lambda: nk.add_bias(x.copy(), bias),
+        "bias_relu_forward": lambda: nk.bias_relu_forward(x.copy(), bias),
+        "relu_forward": lambda: nk.relu_forward(x),
+        "relu_backward": lambda: nk.relu_backward(g, x > 0),
+        "cross_entropy_forward": lambda: nk.cross_entropy_forward(logits, labels),
+        "cross_entropy_backward": lambda: nk.cross_entropy_backward(entropy_saved, labels, 0.1,
+                                                                    weights),
+        "adam_update": lambda: adam(in_place=False),
+        "adam_update in place": lambda: adam(in_place=True),
+        "sgd_update with momentum": lambda: sgd(in_place=False, momentum=0.9),
+        "sgd_update in place": lambda: sgd(in_place=True, momentum=0.0),
+    }
+
+
+SPLIT_KERNELS = list(split_kernel_calls(np.random.default_rng(0), np.float64))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", SPLIT_KERNELS)
+def test_each_split_kernel_gives_its_serial_bits(name, dtype, monkeypatch):
+    """The kernel at 1 to 8 threads, the split forced on these small arrays (each count's
+    shares handed to the pool), against its serial call: the same bits, the same dtypes."""
+    call = split_kernel_calls(np.random.default_rng(5), dtype)[name]
+    with split_at(1):
+        serial = ag.tree_leaves(call())
+    runs = pool_runs(monkeypatch)
+    for n in THREAD_COUNTS:
+        with split_at(n):
+            split = ag.tree_leaves(call())
+        assert len(split) == len(serial)
+        for got, want in zip(split, serial):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} at {n} threads")
+    assert set(runs) == set(THREAD_COUNTS) - {1}

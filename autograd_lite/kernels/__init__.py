@@ -19,22 +19,25 @@ from the engine. The models' fast rules (models/fast) call these kernels too, to
 Transformer's sublayers over BLAS. numba is imported lazily, on the first kernel call, never
 by `import autograd_lite`.
 
-Threads: the compiled kernels are serial. Kernels and OpenBLAS share the cores, and the
-arrangement that wins on 2 cores is OpenBLAS with both threads for the products and every
-kernel in the calling thread: numba's OpenMP workers spin after each kernel and starve
-OpenBLAS's threads, and passive waiting or the workqueue layer pay a wake-up on every
-kernel, which at these row counts costs more than the second core saves. So the kernels are
-compiled without `parallel` (numba_compile.py): no thread pool is ever started, nothing here
-sets a thread count or a threading layer (importing the library changes nothing outside
-it), and the first compile is cheaper. The measurements, whole steps against PyTorch with
-both backends, and what the compiled kernels cost at start-up (a first run compiles each
-kernel once, `notify_compiling` says so; later runs load them from numba's cache):
-tests/benchmarks/README.md.
+Threads (ag.set_threads, autograd_lite/threads.py). numba's own thread pool is never used:
+its OpenMP workers spin after each kernel and starve OpenBLAS's threads, and its passive
+waiting or workqueue layer pays a wake-up on every kernel. The compiled kernels are serial
+loops compiled `nogil` (numba_compile.py); from parallel.SPLIT_FROM_THREADS threads on, and
+on arrays large enough, parallel.split_rows runs the row kernels (layer norm, the biases,
+relu, cross-entropy, the optimizers' updates) in shares of rows on a pool of Python threads
+that sleep between calls, each share the serial kernel on its rows: the same bits at any
+thread count. Below that (2 threads: OpenBLAS with both threads for the products, every
+kernel in the calling thread, the arrangement measured best on 2 cores) nothing is handed
+to the pool. The numpy kernels are not split. Nothing here sets a thread count or a
+threading layer (importing the library changes nothing outside it). The measurements, whole
+steps against PyTorch with both backends, and what the compiled kernels cost at start-up (a
+first run compiles each kernel once, `notify_compiling` says so; later runs load them from
+numba's cache): tests/benchmarks/README.md.
 """
 import os
 import sys
 
-from . import numpy_kernels
+from . import numpy_kernels, parallel
 
 NAMES = ("softmax_forward", "softmax_backward", "log_softmax_forward", "log_softmax_backward",
          "layer_norm_forward", "layer_norm_backward", "layer_norm_normalized",

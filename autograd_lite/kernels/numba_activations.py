@@ -2,7 +2,10 @@
 backward, and the threshold-and-scale pass of the dropout mask. Each does numpy_kernels'
 operations in its order, rounded in the array's dtype (the constants are cast to it first,
 as numpy casts a Python number): the same bits, in one pass where numpy makes two to
-fourteen. Arrays of another dtype (float16, integers) go to numpy_kernels.
+fourteen. Arrays of another dtype (float16, integers) go to numpy_kernels. Also the
+feed-forward's bias passes (add_bias, bias + relu forward and backward). relu's passes and the
+bias forwards take their entries or rows in shares where parallel.split_rows splits them;
+gelu, the dropout mask and bias_relu_backward run in the calling thread.
 
 gelu's tanh is numpy's np.tanh over the block: numba has no vectorised tanh (the llvmlite
 wheels carry no SVML), and a scalar tanh per entry would not give numpy's bits either.
@@ -12,6 +15,7 @@ import numpy as np
 
 from . import numpy_kernels
 from .numba_compile import compiled
+from .parallel import split_rows
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -24,8 +28,8 @@ def _flat(a):
 # ---------------------------------------------------------------- bias, and bias + relu
 
 @compiled()
-def _add_bias_rows(h, b):
-    for i in range(h.shape[0]):
+def _add_bias_rows(h, b, start, stop):
+    for i in range(start, stop):
         for j in range(h.shape[1]):
             h[i, j] += b[j]
 
@@ -39,14 +43,14 @@ def add_bias(h, b):
     """numpy_kernels.add_bias in one compiled pass (the same bits)."""
     if not _row_kernel_takes(h):
         return numpy_kernels.add_bias(h, b)
-    _add_bias_rows(h, b)
+    split_rows(_add_bias_rows, h.shape[0], h, b, row_size=h.shape[1])
     return h
 
 
 @compiled()
-def _bias_relu_rows(h, b):
+def _bias_relu_rows(h, b, start, stop):
     zero = h.dtype.type(0)
-    for i in range(h.shape[0]):
+    for i in range(start, stop):
         for j in range(h.shape[1]):
             v = h[i, j] + b[j]
             h[i, j] = v if v > 0 or v != v else zero  # np.maximum(v, 0), as _relu_entries
@@ -56,7 +60,7 @@ def bias_relu_forward(h, b):
     """numpy_kernels.bias_relu_forward in one pass (the same bits)."""
     if not _row_kernel_takes(h):
         return numpy_kernels.bias_relu_forward(h, b)
-    _bias_relu_rows(h, b)
+    split_rows(_bias_relu_rows, h.shape[0], h, b, row_size=h.shape[1])
     return h
 
 
@@ -74,7 +78,8 @@ def _relu_backward_rows(g, h, sums):
 
 def bias_relu_backward(g, h):
     """numpy_kernels.bias_relu_backward in one pass: dz as numpy's bits; db summed down the
-    rows in order (numpy's is a BLAS product: within float rounding of it)."""
+    rows in order (numpy's is a BLAS product: within float rounding of it). Never split: a
+    share's partial sums would change db's bits."""
     if not _row_kernel_takes(g) or not _row_kernel_takes(h):
         return numpy_kernels.bias_relu_backward(g, h)
     sums = np.empty(g.shape[1], g.dtype)
@@ -85,9 +90,9 @@ def bias_relu_backward(g, h):
 # ---------------------------------------------------------------- relu
 
 @compiled()
-def _relu_entries(x, out, positive):
+def _relu_entries(x, out, positive, start, stop):
     zero = x.dtype.type(0)
-    for i in range(x.shape[0]):
+    for i in range(start, stop):
         v = x[i]
         positive[i] = v > 0
         out[i] = v if v > 0 or v != v else zero  # np.maximum(v, 0): NaN stays, -0.0 is 0
@@ -99,14 +104,14 @@ def relu_forward(x):
         return numpy_kernels.relu_forward(x)
     flat = _flat(x)
     out, positive = np.empty_like(flat), np.empty(flat.shape, np.bool_)
-    _relu_entries(flat, out, positive)
+    split_rows(_relu_entries, flat.size, flat, out, positive)
     return out.reshape(x.shape), positive.reshape(x.shape)
 
 
 @compiled()
-def _relu_backward_entries(g, positive, dx):
+def _relu_backward_entries(g, positive, dx, start, stop):
     zero = g.dtype.type(0)
-    for i in range(g.shape[0]):  # g · 1 is g: numpy's g * mask, selected (it vectorises)
+    for i in range(start, stop):  # g · 1 is g: numpy's g * mask, selected (it vectorises)
         dx[i] = g[i] if positive[i] else g[i] * zero
 
 
@@ -115,7 +120,7 @@ def relu_backward(g, saved):
     if g.dtype not in _FLOATS or g.shape != saved.shape:
         return numpy_kernels.relu_backward(g, saved)
     dx = np.empty(g.size, g.dtype)
-    _relu_backward_entries(_flat(g), _flat(saved), dx)
+    split_rows(_relu_backward_entries, g.size, _flat(g), _flat(saved), dx)
     return dx.reshape(g.shape)
 
 

@@ -22,8 +22,9 @@ KERNELS = []  # every compiled kernel (its numba dispatcher)
 
 def compiled(reassociate=False, contract=False):
     """numba.njit with the disk cache, or without it where numba finds no writable folder.
-    Serial: the kernels run in the calling thread (no numba thread pool; kernels/__init__.py
-    has the measurements). reassociate: let LLVM reorder the sums of a row, so that it
+    `nogil`: a kernel releases the GIL while it runs, so that the shares of a split
+    (parallel.py) run at once on the pool's threads; numba's own thread pool is never used
+    (kernels/__init__.py says why). reassociate: let LLVM reorder the sums of a row, so that it
     vectorises them (the order is fixed at compile time: the same bits on every run).
     contract: let it fuse a multiply and an add into one FMA (numba_exp.py's polynomial).
 
@@ -34,7 +35,7 @@ def compiled(reassociate=False, contract=False):
     timings: tests/benchmarks/README.md)."""
     flags = {name for name, wanted in (("reassoc", reassociate), ("contract", contract))
              if wanted}
-    options = dict(fastmath=flags or False, error_model="numpy")
+    options = dict(fastmath=flags or False, error_model="numpy", nogil=True)
 
     def decorate(function):
         try:

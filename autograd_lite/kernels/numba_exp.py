@@ -16,6 +16,7 @@ import numba
 import numpy as np
 
 from .numba_compile import compiled
+from .parallel import split_rows
 
 _LOG2_E = np.float32(1.4426950408889634)
 _LN2_HIGH = np.float32(0.693145751953125)  # 15 significant bits: k · _LN2_HIGH is exact
@@ -48,14 +49,15 @@ def exp32(x):
 
 
 @compiled(contract=True)
-def _exp_into(x, out):
-    for i in range(x.size):
+def _exp_into(x, out, start, stop):
+    for i in range(start, stop):
         out[i] = exp32(x[i])
 
 
 def exp_float32(x):
-    """exp of a float32 array, a fresh array (exp32 over every element)."""
+    """exp of a float32 array, a fresh array (exp32 over every element, in shares of entries
+    where parallel.split_rows splits)."""
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
-    _exp_into(flat, out)
+    split_rows(_exp_into, flat.size, flat, out)
     return out.reshape(x.shape)

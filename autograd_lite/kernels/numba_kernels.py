@@ -1,6 +1,6 @@
-"""The ops' kernels compiled with numba: rows one after another in the calling thread
-(serial: kernels/__init__.py says why), one or two passes over each row where numpy makes
-four to seven.
+"""The ops' kernels compiled with numba: rows one after another, one or two passes over each
+row where numpy makes four to seven; the row kernels take the rows start .. stop - 1, so that
+parallel.split_rows can run them in shares (kernels/__init__.py: when it does).
 
 The interface is numpy_kernels.py's (the names in kernels.NAMES; one not written here is
 numpy's). Importing this module imports numba (an ImportError without it: kernels/__init__.py
@@ -18,7 +18,8 @@ The timings: tests/benchmarks/README.md.
 
 Same bits. Every reduction runs inside one row, in order, in one thread; the sums over rows
 (layer norm's dscale and dbias) go through fixed blocks of rows whose partial sums are added
-in block order: the result does not depend on the number of threads. The optimizer kernels
+in block order (the backward pass is split by blocks): the result does not depend on the
+number of threads. A sum down the rows in order (bias_relu_backward's) is never split. The optimizer kernels
 round every operation in the arrays' dtype in numpy_kernels' order, so they give numpy's
 bits exactly.
 
@@ -41,6 +42,7 @@ from .numba_activations import (add_bias, bias_relu_backward, bias_relu_forward,
                                 dropout_mask, gelu_backward, gelu_forward, relu_backward,
                                 relu_forward)
 from .numba_compile import as_rows, compiled
+from .parallel import split_rows
 from .numba_indexing import segment_sum
 from .numba_softmax import (cross_entropy_backward, cross_entropy_forward,  # noqa: F401
                             cross_entropy_probabilities, softmax_backward, softmax_forward)
@@ -77,8 +79,8 @@ def _normalize_row(i, source, total, scale, bias, eps, out, x_hat, inv_std):
 
 
 @compiled(reassociate=True)
-def _layer_norm_rows(x, scale, bias, eps, out, x_hat, inv_std):
-    for i in range(x.shape[0]):
+def _layer_norm_rows(x, scale, bias, eps, out, x_hat, inv_std, start, stop):
+    for i in range(start, stop):
         total = x.dtype.type(0)
         for j in range(x.shape[1]):
             total += x[i, j]
@@ -91,15 +93,16 @@ def layer_norm_forward(x, scale, bias, eps):
     rows = as_rows(x)
     out, x_hat = np.empty_like(rows), np.empty_like(rows)
     inv_std = np.empty(rows.shape[0], rows.dtype)
-    _layer_norm_rows(rows, scale, bias, rows.dtype.type(eps), out, x_hat, inv_std)
+    split_rows(_layer_norm_rows, rows.shape[0], rows, scale, bias, rows.dtype.type(eps), out,
+               x_hat, inv_std, row_size=rows.shape[1])
     return out.reshape(x.shape), (x_hat, inv_std)
 
 
 @compiled(reassociate=True)
-def _residual_layer_norm_rows(x, y, scale, bias, eps, out, x_hat, inv_std):
+def _residual_layer_norm_rows(x, y, scale, bias, eps, out, x_hat, inv_std, start, stop):
     """_layer_norm_rows of x + y: the first pass writes the sum into x_hat and totals it, the
     next two read it there (rounded as numpy's x + y, so the same values as the composition)."""
-    for i in range(x.shape[0]):
+    for i in range(start, stop):
         total = x.dtype.type(0)
         for j in range(x.shape[1]):
             s = x[i, j] + y[i, j]
@@ -114,15 +117,17 @@ def residual_layer_norm_forward(x, y, scale, bias, eps):
     rows, y_rows = as_rows(x), as_rows(y)
     out, x_hat = np.empty_like(rows), np.empty_like(rows)
     inv_std = np.empty(rows.shape[0], rows.dtype)
-    _residual_layer_norm_rows(rows, y_rows, scale, bias, rows.dtype.type(eps), out, x_hat,
-                              inv_std)
+    split_rows(_residual_layer_norm_rows, rows.shape[0], rows, y_rows, scale, bias,
+               rows.dtype.type(eps), out, x_hat, inv_std, row_size=rows.shape[1])
     return out.reshape(x.shape), (x_hat, inv_std)
 
 
 @compiled(reassociate=True)
-def _layer_norm_backward_rows(g, x_hat, inv_std, scale, dx, partial_scale, partial_bias):
+def _layer_norm_backward_rows(g, x_hat, inv_std, scale, dx, partial_scale, partial_bias, start,
+                              stop):
+    """Blocks start .. stop - 1 of _ROW_BLOCK rows: dx, and each block's partial sums."""
     n, d = x_hat.shape
-    for block in range(partial_scale.shape[0]):
+    for block in range(start, stop):
         for j in range(d):
             partial_scale[block, j] = 0
             partial_bias[block, j] = 0
@@ -153,7 +158,8 @@ def layer_norm_backward(g, saved, scale):
     dx = np.empty_like(x_hat)
     partial_scale = np.empty((blocks, d), x_hat.dtype)
     partial_bias = np.empty((blocks, d), x_hat.dtype)
-    _layer_norm_backward_rows(g_rows, x_hat, inv_std, scale, dx, partial_scale, partial_bias)
+    split_rows(_layer_norm_backward_rows, blocks, g_rows, x_hat, inv_std, scale, dx,
+               partial_scale, partial_bias, row_size=_ROW_BLOCK * d)
     return dx.reshape(g.shape), partial_scale.sum(axis=0), partial_bias.sum(axis=0)
 
 

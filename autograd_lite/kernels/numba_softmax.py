@@ -2,12 +2,15 @@
 backward, and cross-entropy over log-softmax rows. In float32 the exponentials are
 numba_exp.exp32's, inside the pass that masks and sums each row; in float64 numpy's SIMD exp
 runs over the block (numba's scalar exp is not vectorised) and one compiled pass per row
-masks, sums and scales."""
+masks, sums and scales. Softmax runs in the calling thread (the attention core calls it in
+shares of heads: models/fast/sublayers.py); cross-entropy's passes take their rows in shares
+(parallel.split_rows)."""
 import numba
 import numpy as np
 
 from .numba_compile import as_rows, compiled
 from .numba_exp import exp32, exp_float32
+from .parallel import split_rows
 
 
 # ---------------------------------------------------------------- softmax
@@ -240,11 +243,11 @@ def softmax_backward(g, saved):
 # ---------------------------------------------------------------- cross-entropy
 
 @compiled(reassociate=True)
-def _cross_entropy_rows(logits, labels, e, peak, at_labels, mean_log_p, sums):
+def _cross_entropy_rows(logits, labels, e, peak, at_labels, mean_log_p, sums, start, stop):
     """From e = exp(logits - peak) (numpy's exp): the row sums, log p at the labels and
-    mean_c log p_c, log p = logits - peak - log Σ e."""
-    n, c = logits.shape
-    for i in range(n):
+    mean_c log p_c, log p = logits - peak - log Σ e, for rows start .. stop - 1."""
+    c = logits.shape[1]
+    for i in range(start, stop):
         total = 0.0  # float64 sums, rounded once
         logit_total = 0.0
         for j in range(c):
@@ -280,7 +283,9 @@ def _shift_by(x, peak, out):
 def cross_entropy_forward(logits, labels):
     """(log p at the labels (N,), mean_c log p_c (N,), saved) for logits (N, C): exp
     (exp32 in float32, numpy's in float64) unshifted (rows whose sum is not in [1, ∞)
-    redone shifted by their maximum), then one compiled pass for the sums.
+    redone shifted by their maximum), then one compiled pass for the sums. The float32 exp
+    and the pass over the sums take their rows in shares (parallel.split_rows); the rows
+    redone, rare, are one call.
     saved: (exp(logits - shift), row sums)."""
     if logits.size == 0:
         from . import numpy_kernels
@@ -294,7 +299,8 @@ def cross_entropy_forward(logits, labels):
             e = np.exp(logits)
     peak = np.zeros(n, logits.dtype)
     at_labels, mean_log_p, sums = (np.empty(n, logits.dtype) for _ in range(3))
-    _cross_entropy_rows(logits, labels, e, peak, at_labels, mean_log_p, sums)
+    split_rows(_cross_entropy_rows, n, logits, labels, e, peak, at_labels, mean_log_p, sums,
+               row_size=logits.shape[1])
     redo = np.flatnonzero(~((sums >= 1) & (sums < np.inf)))
     if redo.size:
         rows = logits[redo]
@@ -304,18 +310,18 @@ def cross_entropy_forward(logits, labels):
         _shift_by(rows, row_peak, shifted)
         np.exp(shifted, out=shifted)
         parts = [np.empty(redo.size, logits.dtype) for _ in range(3)]
-        _cross_entropy_rows(rows, labels[redo], shifted, row_peak, *parts)
+        _cross_entropy_rows(rows, labels[redo], shifted, row_peak, *parts, 0, redo.size)
         e[redo] = shifted
         at_labels[redo], mean_log_p[redo], sums[redo] = parts
     return at_labels, mean_log_p, (e, sums)
 
 
 @compiled()
-def _cross_entropy_backward_rows(e, sums, labels, smoothing, row_weight, d):
-    n, c = e.shape
+def _cross_entropy_backward_rows(e, sums, labels, smoothing, row_weight, d, start, stop):
+    c = e.shape[1]
     one = e.dtype.type(1)
     spread = smoothing / e.dtype.type(c)
-    for i in range(n):
+    for i in range(start, stop):
         total, w = sums[i], row_weight[i]
         for j in range(c):
             d[i, j] = (e[i, j] / total - spread) * w
@@ -339,5 +345,6 @@ def cross_entropy_backward(saved, labels, smoothing, row_weight):
     e, sums = saved
     d = np.empty_like(e)
     weights = np.ascontiguousarray(row_weight, dtype=e.dtype)
-    _cross_entropy_backward_rows(e, sums, labels, e.dtype.type(smoothing), weights, d)
+    split_rows(_cross_entropy_backward_rows, e.shape[0], e, sums, labels,
+               e.dtype.type(smoothing), weights, d, row_size=e.shape[1])
     return d
