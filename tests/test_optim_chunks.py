@@ -1,7 +1,8 @@
 """Adam's one update path (kernels.adam_update over leaves joined in chunks, optim/flat.py) against Adam
 written out leaf by leaf as torch.optim.Adam documents it: the same bits, whatever the
 chunking, the dtypes, the leaves without a gradient and the weight decay; the arguments
-untouched; the joined buffers found again at the next update."""
+untouched; the joined buffers found again at the next update; the chunks in shares at 1 to 8
+threads, the bits of one."""
 import math
 from typing import NamedTuple
 
@@ -10,6 +11,7 @@ import pytest
 
 import autograd_lite as ag
 from autograd_lite.optim import flat, optimizers as optim
+from helpers.threads import THREAD_COUNTS, pool_runs, split_at
 
 
 class Tree(NamedTuple):
@@ -197,3 +199,27 @@ def test_in_place_holds_no_second_copy_of_the_parameters_and_moments():
         tracemalloc.stop()
         del result
     assert peaks[False] > 9 and peaks[True] < 3, peaks
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("make", [lambda: ag.optim.adamw(lr=0.1),
+                                  lambda: ag.optim.sgd(0.1, momentum=0.9)])
+def test_the_chunks_in_shares_give_the_bits_of_one_thread(make, in_place, monkeypatch):
+    """Five updates of chunks of at most 7 entries (six or seven chunks) at 1 to 8 threads,
+    the split over the chunks forced: the bits of one thread; the shares handed to the pool
+    as many as the threads, or as the chunks."""
+    monkeypatch.setattr(flat, "CHUNK_SIZE", 7)
+
+    def run():
+        return adam_runs(make(), np.random.default_rng(3), 5, in_place=in_place)
+    with split_at(1):
+        serial = run()
+    runs = pool_runs(monkeypatch)
+    for n in THREAD_COUNTS:
+        with split_at(n):
+            split = run()
+        assert ag.tree_paths(split) == ag.tree_paths(serial)
+        for a, b in zip(ag.tree_leaves(split), ag.tree_leaves(serial)):
+            assert type(a) is type(b) and np.asarray(a).dtype == np.asarray(b).dtype
+            np.testing.assert_array_equal(a, b, err_msg=f"{n} threads")
+    assert {2, 3, 4, 5} <= set(runs) and max(runs) < 8

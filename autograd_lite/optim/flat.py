@@ -8,6 +8,7 @@ import numpy as np
 
 from ..core.tracer import plain
 from ..core.tree import children, rebuild, tree_leaves
+from ..kernels import parallel
 
 
 def _address(a):
@@ -98,12 +99,16 @@ def update_in_chunks(kernel, columns, keys, in_place):
     into `outputs` (called as kernel(key, *arrays, *outputs)): fresh arrays, whose views become the new leaves (the next update finds
     them joined), or with in_place the joined arrays themselves, copied back into the
     leaves where they were not views of them. -> per leaf, the new [p, *buffers].
-    A device's leaves (CuPy's; keys keep them apart from numpy's) make chunks of any size:
-    there a kernel launch costs more than a cache miss."""
+    The chunks are independent: on the host they are taken in shares (kernels.parallel's
+    split_rows, each share its chunks one after another: the same bits at any thread count).
+    A device's leaves (CuPy's; keys keep them apart from numpy's) make chunks of any size,
+    updated in the calling thread: there a kernel launch costs more than a cache miss."""
     new = [None] * len(columns)
     on_host = all(type(column[0]) is np.ndarray for column in columns)
-    limit = CHUNK_SIZE if on_host else None
-    for chunk in chunks([column[0].size for column in columns], keys, limit):
+    sizes = [column[0].size for column in columns]
+    runs = chunks(sizes, keys, CHUNK_SIZE if on_host else None)
+
+    def update(chunk):
         leaves = [[columns[i][k] for i in chunk] for k in range(len(columns[chunk[0]]))]
         flat = [joined(arrays) for arrays in leaves]
         updated = [flat[0]] + flat[2:]  # p and the buffers (not g)
@@ -116,4 +121,12 @@ def update_in_chunks(kernel, columns, keys, in_place):
         parts = originals if in_place else [split_like(o, a) for o, a in zip(outputs, originals)]
         for j, i in enumerate(chunk):
             new[i] = [part[j] for part in parts]
+
+    def update_runs(start, stop):
+        for chunk in runs[start:stop]:
+            update(chunk)
+    if on_host and runs:
+        parallel.split_rows(update_runs, len(runs), row_size=sum(sizes) // len(runs))
+    else:
+        update_runs(0, len(runs))
     return new
