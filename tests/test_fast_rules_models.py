@@ -9,10 +9,12 @@ off; the three models whole, rules on against off in float64 to 1e-10; which cal
 them; and that pictures and captures still show the composition."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import autograd_lite as ag
 from helpers.fused import assert_fused_matches_composed, fused_calls, rules_off
-from helpers.references import DTYPES, assert_close
+from helpers.references import DTYPES, assert_close, random_weight
+from helpers.threads import THREAD_COUNTS, pool_runs, split_at
 from helpers.torch_models import assert_gradients_match, torch_attention
 from models import attention, layers
 from models.attention import MultiHeadAttention, causal_mask, multihead_attention, padding_mask
@@ -449,3 +451,110 @@ def test_whole_models_agree_with_the_rules_on_and_off(model, rng):
     names = fused_calls(loss, p)
     assert "multihead_attention" in names and "feed_forward" in names, names
     assert_fused_matches_composed(loss, rules_off(loss), p, rtol=1e-10)
+
+
+# ---- the attention core in shares of heads, and a whole step, at every thread count ----------
+
+def split_attention_case(kind, mask_kind, dropout, dtype):
+    """(function, args): a tiny attention of 3 batches of 4 heads (12 heads: shares cut
+    batches), its mask of mask_kind, dropout 0.3 from a generator seeded alike at each call."""
+    rng = np.random.default_rng(8)
+    p = random_attention(rng, n_heads=4, dtype=dtype)
+    x = rng.standard_normal((3, 4, 8)).astype(dtype)
+    t_k = 4 if kind == "self" or mask_kind == "causal" else 5
+    memory = rng.standard_normal((3, t_k, 8)).astype(dtype)
+    mask, _, _ = masks(mask_kind, 3, 4, t_k)
+    drop = (lambda: (0.3, np.random.default_rng(11))) if dropout else (lambda: (0.0, None))
+    if kind == "self":
+        return (lambda p, x: multihead_attention(p, x, x, mask, *drop())), (p, x)
+    if kind == "cross":
+        return (lambda p, x, m: attention.cross_attention(p, x, m, mask, *drop())), (p, x, memory)
+    kv = attention.keys_and_values(p, memory)
+    return (lambda p, x, kv: attention.attention_over(p, x, kv, mask)), (p, x, kv)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(st.integers(1, 6), st.integers(1, 5), st.data())
+def testhead_blocks_cover_a_shares_heads_once_each(batch, n_heads, data):
+    """The blocks of a share [start, stop) of the (B, H) grid hold exactly its pairs, each
+    once (counted in a grid, against the loop over the pairs), in at most three blocks."""
+    from models.fast.sublayers import head_blocks
+    start = data.draw(st.integers(0, batch * n_heads))
+    stop = data.draw(st.integers(start, batch * n_heads))
+    count = np.zeros((batch, n_heads), int)
+    blocks = head_blocks(start, stop, n_heads)
+    for block in blocks:
+        count[block] += 1
+    want = np.zeros((batch, n_heads), int)
+    for pair in range(start, stop):
+        want[divmod(pair, n_heads)] += 1
+    np.testing.assert_array_equal(count, want)
+    assert len(blocks) <= 3
+
+
+def arrays(tree):
+    """The tree's array leaves (not the None of an int leaf's gradient, nor a setting)."""
+    return [leaf for leaf in ag.tree_leaves(tree) if isinstance(leaf, (np.ndarray, np.generic))]
+
+
+SPLIT_ATTENTION = [(kind, mask_kind, dropout)
+                   for kind in ("self", "cross", "decoding")
+                   for mask_kind in ("padding", "causal", "none")
+                   for dropout in ((False, True) if kind != "decoding" else (False,))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind, mask_kind, dropout", SPLIT_ATTENTION)
+def test_the_attention_core_in_shares_gives_the_serial_bits(kind, mask_kind, dropout, dtype,
+                                                            monkeypatch):
+    """The fused attention's output and every gradient (weights, queries, memory or cached
+    keys and values) at 1 to 8 threads with the split forced, against one thread: the same
+    bits; each count's shares handed to the pool (12 heads: 5 and 8 shares cut batches)."""
+    function, args = split_attention_case(kind, mask_kind, dropout, dtype)
+    weight = random_weight((3, 4, 8), dtype)
+
+    rule = "attention_over" if kind == "decoding" else "multihead_attention"
+    assert rule in fused_calls(function, *args)
+
+    def output_and_gradients():
+        return function(*args), ag.gradient(lambda *a: ag.sum(function(*a) * weight), *args)
+    with split_at(1):
+        serial = arrays(output_and_gradients())
+    runs = pool_runs(monkeypatch)
+    for n in THREAD_COUNTS:
+        with split_at(n):
+            split = arrays(output_and_gradients())
+        assert len(split) == len(serial) > 4
+        for got, want in zip(split, serial):
+            assert got.dtype == want.dtype == dtype
+            np.testing.assert_array_equal(got, want, err_msg=f"{n} threads")
+    assert set(runs) == set(THREAD_COUNTS) - {1}
+
+
+def test_a_whole_lm_training_step_gives_the_same_bits_at_every_thread_count(monkeypatch):
+    """A tiny LM's training step with dropout (loss, every gradient, Adam's new parameters
+    and moments over chunks of 64 entries) at 1 to 8 threads with every split forced: the
+    bits of one thread. (The products are too small for OpenBLAS to thread: at larger ones
+    its own bits may depend on its thread count.)"""
+    from autograd_lite.optim import flat
+    from models import lm
+    monkeypatch.setattr(flat, "CHUNK_SIZE", 64)
+    p = lm.init(np.random.default_rng(0), 11, d_model=8, n_heads=4, d_ff=12, n_layers=2,
+                max_len=8, dropout=0.1)
+    ids = np.random.default_rng(1).integers(0, 11, (3, 8))
+
+    def step():
+        def loss(p):
+            logits = lm.apply(p, ids[:, :-1], training=True, rng=np.random.default_rng(2))
+            return ag.cross_entropy(logits, ids[:, 1:])
+        value, grads = ag.value_and_gradient(loss, p)
+        adam = ag.optim.adam(1e-2)
+        return value, grads, adam.update(p, grads[0], adam.init(p))
+    with split_at(1):
+        serial = arrays(step())
+    runs = pool_runs(monkeypatch)
+    for n in THREAD_COUNTS:
+        with split_at(n):
+            for got, want in zip(arrays(step()), serial, strict=True):
+                np.testing.assert_array_equal(got, want, err_msg=f"{n} threads")
+    assert set(runs) == set(THREAD_COUNTS) - {1}

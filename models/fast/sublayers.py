@@ -24,6 +24,10 @@ that ag.dropout would draw, `keep` (0 or 1/(1 - rate)), which the rules draw fro
 generator in the same order as the functions do.
 x (B, T, D), W1 (D, d_ff), W2 (d_ff, D).
 
+The core (scores, softmax, dropout, the product with V; and its backward) runs in shares of
+the B·H heads where ag.kernels.parallel.split_rows splits, the dropout mask drawn whole
+before it: the same bits at any thread count.
+
 Decoding's two: a projection split into heads, x W + b -> (B, H, T, d_head) as a view of the
 product's rows; and attention over keys and values already in heads (a cache, or the
 memory's), the query's projection, the scores' softmax and the output projection as above.
@@ -35,6 +39,7 @@ import numpy as np
 import autograd_lite as ag
 
 column_sums = ag.kernels.numpy_kernels.column_sums
+split_rows = ag.kernels.parallel.split_rows
 
 
 def _heads(y, batch, length, parts, n_heads):
@@ -60,37 +65,89 @@ def _query_scale(weights, n_heads):
     return weights[0].dtype.type(1 / math.sqrt(weights[0].shape[1] // n_heads))
 
 
-def _attend(q, k, v, mask, keep=None):
-    """The attention core: P = softmax(q kᵀ, mask) (q already scaled by 1/√d_head), its
-    dropout A = P ⊙ keep (A = P without one), and A v, written into the rows the output
-    projection reads. q (B, H, T_q, d_head), k and v (B, H, T_k, d_head), keep: dropout's
-    scaled mask (B, H, T_q, T_k) or None. -> (merged (B·T_q, D), A, the softmax's saved)"""
-    batch, n_heads, t_q, d_head = q.shape
-    scores = q @ np.swapaxes(k, -1, -2)  # (B, H, T_q, T_k)
+def head_blocks(start, stop, n_heads):
+    """The (batch slice, head slice) blocks that cover the (batch, head) pairs start ..
+    stop - 1 of the (B, H) grid taken row by row: the last heads of a first batch, whole
+    batches, the first heads of a last batch (those that are there)."""
+    blocks = []
+    while start < stop:
+        b, h = divmod(start, n_heads)
+        if h or stop - start < n_heads:  # a part of batch b
+            end = min(stop, (b + 1) * n_heads)
+            blocks.append((slice(b, b + 1), slice(h, end - b * n_heads)))
+        else:  # whole batches
+            end = stop // n_heads * n_heads
+            blocks.append((slice(b, end // n_heads), slice(None)))
+        start = end
+    return blocks
+
+
+def _of_block(a, block):
+    """a's part for a block of (batch, head) pairs; a mask's axes of size 1 broadcast, whole."""
+    if a is None:
+        return None
+    return a[tuple(part if size > 1 else slice(None) for part, size in zip(block, a.shape))]
+
+
+def _attend_block(block, q, k, v, mask, keep, heads):
+    """The attention core on one block of heads (views of the whole's arrays), A v written
+    into `heads`, the block's part of the merged rows. -> (block, A, the softmax's saved)"""
+    scores = q @ np.swapaxes(k, -1, -2)  # (b, h, T_q, T_k)
     probabilities, softmax_saved = ag.kernels.softmax_forward(scores, mask)
     attended = probabilities.reshape(scores.shape)
     if keep is not None:
         attended = attended * keep
+    np.matmul(attended, v, out=heads)  # (b, h, T_q, d_head)
+    return block, attended, softmax_saved
+
+
+def _attend(q, k, v, mask, keep=None):
+    """The attention core: P = softmax(q kᵀ, mask) (q already scaled by 1/√d_head), its
+    dropout A = P ⊙ keep (A = P without one), and A v, written into the rows the output
+    projection reads; in shares of the B·H heads (split_rows), each share its blocks of
+    heads (head_blocks) with keep's and the mask's parts: the same bits at any share count.
+    q (B, H, T_q, d_head), k and v (B, H, T_k, d_head), keep: dropout's scaled mask
+    (B, H, T_q, T_k), drawn whole beforehand, or None.
+    -> (merged (B·T_q, D), per share the list of its blocks' (block, A, softmax's saved))"""
+    batch, n_heads, t_q, d_head = q.shape
+
+    def attend_share(start, stop):
+        return [_attend_block(block, q[block], k[block], v[block], _of_block(mask, block),
+                              _of_block(keep, block), heads[block])
+                for block in head_blocks(start, stop, n_heads)]
     merged, (heads,) = _packed_buffer(1, batch, t_q, n_heads, d_head, q.dtype)
-    np.matmul(attended, v, out=heads)  # (B, H, T_q, d_head), written as (B·T_q, D)
-    return merged, attended, softmax_saved
+    shares = split_rows(attend_share, batch * n_heads, row_size=t_q * k.shape[2])
+    return merged, shares
 
 
-def _attend_backward(g_rows, wo, merged, q, k, v, attended, keep, softmax_saved, d_q, d_k,
-                     d_v):
+def _attend_backward(g_rows, wo, merged, q, k, v, shares, keep, d_q, d_k, d_v):
     """The output projection's and the core's backward: from g_rows (B·T_q, D), the
     cotangents of q, k and v written into d_q, d_k, d_v (arrays or views of q's, k's and v's
-    shape); attended and keep as _attend gave and took them. -> (d_wo, d_bo)"""
+    shape), in the forward's shares; shares and keep as _attend gave and took them.
+    -> (d_wo, d_bo)"""
     batch, n_heads, t_q, _ = q.shape
     d_heads = _heads(g_rows @ wo.T, batch, t_q, 1, n_heads)[0]  # (B, H, T_q, d_head)
-    d_attended = d_heads @ np.swapaxes(v, -1, -2)  # (B, H, T_q, T_k)
+
+    def backward_share(start, stop):
+        for share in shares[start:stop]:
+            for block, attended, softmax_saved in share:
+                _attend_block_backward(d_heads[block], q[block], k[block], v[block], attended,
+                                       _of_block(keep, block), softmax_saved, d_q[block],
+                                       d_k[block], d_v[block])
+    heads_per_share = batch * n_heads // len(shares)
+    split_rows(backward_share, len(shares), row_size=heads_per_share * t_q * k.shape[2])
+    return merged.T @ g_rows, column_sums(g_rows)
+
+
+def _attend_block_backward(d_heads, q, k, v, attended, keep, softmax_saved, d_q, d_k, d_v):
+    """One block's core backward: d_q, d_k and d_v (views) written from d_heads."""
+    d_attended = d_heads @ np.swapaxes(v, -1, -2)  # (b, h, T_q, T_k)
     d_probabilities = d_attended if keep is None else d_attended * keep
     d_scores = ag.kernels.softmax_backward(d_probabilities, softmax_saved)
-    d_scores = d_scores.reshape(attended.shape)  # (B, H, T_q, T_k)
+    d_scores = d_scores.reshape(attended.shape)  # (b, h, T_q, T_k)
     np.matmul(d_scores, k, out=d_q)  # the cotangent of the scaled query
     np.matmul(np.swapaxes(d_scores, -1, -2), q, out=d_k)
     np.matmul(np.swapaxes(attended, -1, -2), d_heads, out=d_v)
-    return merged.T @ g_rows, column_sums(g_rows)
 
 
 def multihead_attention_forward(x_q, x_kv, weights, n_heads, mask, keep=None):
@@ -116,10 +173,10 @@ def multihead_attention_forward(x_q, x_kv, weights, n_heads, mask, keep=None):
         (q,) = _heads(_project(q_rows, packed_w[:, :d], bq * scale), batch, t_q, 1, n_heads)
         k, v = _heads(_project(x_kv.reshape(-1, d), packed_w[:, d:], np.concatenate([bk, bv])),
                       batch, t_k, 2, n_heads)
-    merged, attended, softmax_saved = _attend(q, k, v, mask, keep)
+    merged, shares = _attend(q, k, v, mask, keep)
     out = _project(merged, wo, bo).reshape(batch, t_q, d)
-    saved = (x_q, x_kv, self_attention, wo, packed_w, scale, n_heads, q, k, v, attended, keep,
-             softmax_saved, merged)
+    saved = (x_q, x_kv, self_attention, wo, packed_w, scale, n_heads, q, k, v, shares, keep,
+             merged)
     return out, saved
 
 
@@ -127,8 +184,8 @@ def multihead_attention_backward(g, saved):
     """-> the cotangents of (x_q, x_kv, wq, bq, wk, bk, wv, bv, wo, bo); x_kv's is None in
     self-attention (x_q's then holds both). q is the scaled query q', so the cotangents of
     W_q and b_q are those of its scaled copy times 1/√d_head."""
-    (x_q, x_kv, self_attention, wo, packed_w, scale, n_heads, q, k, v, attended, keep,
-     softmax_saved, merged) = saved
+    (x_q, x_kv, self_attention, wo, packed_w, scale, n_heads, q, k, v, shares, keep,
+     merged) = saved
     batch, t_q, d = x_q.shape
     t_k, d_head = x_kv.shape[1], q.shape[-1]
     if self_attention:
@@ -136,8 +193,8 @@ def multihead_attention_backward(g, saved):
     else:
         d_q_rows, (d_q,) = _packed_buffer(1, batch, t_q, n_heads, d_head, g.dtype)
         d_kv_rows, (d_k, d_v) = _packed_buffer(2, batch, t_k, n_heads, d_head, g.dtype)
-    d_wo, d_bo = _attend_backward(g.reshape(-1, d), wo, merged, q, k, v, attended, keep,
-                                  softmax_saved, d_q, d_k, d_v)
+    d_wo, d_bo = _attend_backward(g.reshape(-1, d), wo, merged, q, k, v, shares, keep, d_q,
+                                  d_k, d_v)
     if self_attention:
         d_w, d_b = x_q.reshape(-1, d).T @ d_rows, column_sums(d_rows)
         d_x = (d_rows @ packed_w.T).reshape(x_q.shape)
@@ -205,19 +262,19 @@ def attention_over_forward(x_q, k, v, wq, bq, wo, bo, mask):
     scale = wq.dtype.type(1 / math.sqrt(d_head))
     x_rows, scaled_wq = x_q.reshape(-1, d), wq * scale
     (q,) = _heads(_project(x_rows, scaled_wq, bq * scale), batch, t_q, 1, n_heads)
-    merged, attended, softmax_saved = _attend(q, k, v, mask)
+    merged, shares = _attend(q, k, v, mask)
     out = _project(merged, wo, bo).reshape(batch, t_q, d)
-    return out, (x_rows, scaled_wq, wo, scale, q, k, v, attended, softmax_saved, merged)
+    return out, (x_rows, scaled_wq, wo, scale, q, k, v, shares, merged)
 
 
 def attention_over_backward(g, saved):
     """-> the cotangents of (x_q, k, v, wq, bq, wo, bo)."""
-    x_rows, scaled_wq, wo, scale, q, k, v, attended, softmax_saved, merged = saved
+    x_rows, scaled_wq, wo, scale, q, k, v, shares, merged = saved
     batch, n_heads, t_q, d_head = q.shape
     d_q_rows, (d_q,) = _packed_buffer(1, batch, t_q, n_heads, d_head, g.dtype)
     d_k, d_v = np.empty(k.shape, g.dtype), np.empty(v.shape, g.dtype)
-    d_wo, d_bo = _attend_backward(g.reshape(-1, g.shape[-1]), wo, merged, q, k, v, attended,
-                                  None, softmax_saved, d_q, d_k, d_v)
+    d_wo, d_bo = _attend_backward(g.reshape(-1, g.shape[-1]), wo, merged, q, k, v, shares,
+                                  None, d_q, d_k, d_v)
     d_x = (d_q_rows @ scaled_wq.T).reshape(g.shape[:-1] + (scaled_wq.shape[0],))
     return (d_x, d_k, d_v, (x_rows.T @ d_q_rows) * scale, column_sums(d_q_rows) * scale,
             d_wo, d_bo)
