@@ -9,7 +9,10 @@ backward, Adam) and an inference forward (ours on plain arrays, the twin's under
 torch.no_grad()) are timed in alternating blocks (timing.alternating_blocks). Reported: ms
 per step of each side and the median ratio autograd_lite / PyTorch over the rounds, with its
 quartiles. Both libraries get --threads threads (BLAS through OPENBLAS_NUM_THREADS, set
-before numpy loads; torch through set_num_threads). ag.memory.keep_freed_memory() is called
+before numpy loads, which the library's thread count follows up to the cores; torch through
+set_num_threads); --split-from N splits our kernels and attention core from N threads on
+(kernels/parallel.py's SPLIT_FROM_THREADS: 2 compares splitting at 2 threads with the
+default's serial kernels). ag.memory.keep_freed_memory() is called
 first, as a training loop would (it sets glibc's malloc, which torch's CPU allocator uses
 too); --system-malloc leaves it alone.
 """
@@ -64,7 +67,9 @@ def main():
                              "softmax(QKᵀ)V written out")
     parser.add_argument("--system-malloc", action="store_true",
                         help="do not call ag.memory.keep_freed_memory()")
+    timing.add_split_option(parser)
     args = parser.parse_args()
+    timing.split_setting(args.split_from)
     if not args.system_malloc:
         ag.memory.keep_freed_memory()
     twins.ATTENTION["kernel"] = args.attention
@@ -80,7 +85,7 @@ def main():
     end_load = timing.load_average()
     print(f"load average at the end: {end_load:.2f}")
     timing.emit({"environment": env, "end_load": end_load, "threads": THREADS,
-                 "attention": args.attention, "rows": rows})
+                 "attention": args.attention, "split_from": env["split_from"], "rows": rows})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Where a training step's time goes, op by op: the "before" profile for optimizing. A script:
 
     python3 tests/benchmarks/profile_step.py [--threads 2] [--only w1,w2] [--steps 5] [--cprofile]
-        [--torch-profile] [--inference]
+        [--torch-profile] [--inference] [--split-from N]
 
 For each workload of workloads.py:
 
@@ -415,7 +415,9 @@ def main():
                         help="also the twin's step by aten op, from torch.profiler")
     parser.add_argument("--inference", action="store_true",
                         help="profile the inference forward instead of the training step")
+    timing.add_split_option(parser)
     args = parser.parse_args()
+    timing.split_setting(args.split_from)
     ag.memory.keep_freed_memory()
     import torch
     timing.torch_threads(torch, THREADS)

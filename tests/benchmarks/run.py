@@ -28,8 +28,9 @@ README = timing.ROOT / "tests" / "benchmarks" / "README.md"  # the full tables; 
 START, END = "<!-- speed:start -->", "<!-- speed:end -->"
 
 
-def run_script(name, *options):
-    """Run a benchmark script of this folder, echoing its output; -> the result it emitted."""
+def run_script(name, *options, result=True):
+    """Run a benchmark script of this folder, echoing its output; -> the result it emitted
+    (None with result=False: a script that emits none, such as profile_step.py)."""
     command = [sys.executable, str(HERE / name), *map(str, options)]
     print(f"\n$ {name} {' '.join(map(str, options))}", flush=True)
     process = subprocess.Popen(command, cwd=timing.ROOT, stdout=subprocess.PIPE, text=True)
@@ -40,7 +41,7 @@ def run_script(name, *options):
             print("  " + line, end="", flush=True)
     if process.wait():
         raise SystemExit(f"run.py: {name} failed (exit {process.returncode})")
-    return timing.read_result("".join(lines))
+    return timing.read_result("".join(lines)) if result else None
 
 
 def plural(n, noun):

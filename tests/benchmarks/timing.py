@@ -54,6 +54,25 @@ def torch_threads(torch, threads):
     return torch
 
 
+def add_split_option(parser):
+    """--split-from N: the library's kernels and attention core split from N threads on
+    (autograd_lite.kernels.parallel.SPLIT_FROM_THREADS; default: the library's setting)."""
+    parser.add_argument("--split-from", type=int, default=None, metavar="N",
+                        help="split the kernels and the attention core from N threads on "
+                             "(default: the library's SPLIT_FROM_THREADS)")
+
+
+def split_setting(split_from=None):
+    """split_from, if given, as the library's SPLIT_FROM_THREADS. -> the setting in force.
+    The library's thread count is left to its policy: the BLAS's threads, pinned above, capped
+    at the cores (ag.set_threads above the cores would oversubscribe them: OpenBLAS's threads
+    spin while they wait)."""
+    from autograd_lite.kernels import parallel
+    if split_from is not None:
+        parallel.SPLIT_FROM_THREADS = split_from
+    return parallel.SPLIT_FROM_THREADS
+
+
 # ---- the machine ------------------------------------------------------------------------
 
 def cpu_model():
@@ -96,7 +115,10 @@ def environment(torch=None):
     env = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
            "numpy": np.__version__, "blas": blas(), "load": load_average()}
     if "autograd_lite" in sys.modules:  # which kernels the fused ops run (numba or numpy)
-        env["kernels"] = sys.modules["autograd_lite"].kernels.backend()
+        ag = sys.modules["autograd_lite"]
+        env["kernels"] = ag.kernels.backend()
+        env["split_from"] = ag.kernels.parallel.SPLIT_FROM_THREADS
+        env["library_threads"] = ag.thread_count()
     if torch is not None:
         env["torch"] = torch.__version__
         env["torch_threads"] = torch.get_num_threads()
@@ -109,7 +131,8 @@ def describe_environment(env):
             f"{env['numpy']} with {b['name']} {b['version']} (core {b['core']}, "
             f"{b['threads']} threads)")
     if "kernels" in env:
-        text += f"; autograd_lite kernels: {env['kernels']}"
+        text += (f"; autograd_lite kernels: {env['kernels']}, {env['library_threads']} threads, "
+                 f"split from {env['split_from']}")
     if "torch" in env:
         text += f"; torch {env['torch']} ({env['torch_threads']} threads)"
     return text + f"; load average {env['load']:.2f}"
