@@ -191,8 +191,10 @@ def test_read_text_and_read_lines_keep_the_file_as_it_is(tmp_path):
     content = "First Citizen:\r\nSpeak\u0085speak.\n\n  last line  "
     path = write(tmp_path, "corpus.txt", content)
     assert data.read_text(path) == content
-    assert data.read_lines(path) == ["First Citizen:\r", "Speak\u0085speak.", "", "  last line  "]
+    # lines end as Python's csv (and text mode) ends them: "\r\n", "\r" or "\n", not U+0085
+    assert data.read_lines(path) == ["First Citizen:", "Speak\u0085speak.", "", "  last line  "]
     assert data.read_lines(write(tmp_path, "two.txt", "a\nb\n")) == ["a", "b"]
+    assert data.read_lines(write(tmp_path, "cr.txt", "a\rb\r\rc\r")) == ["a", "b", "", "c"]
     with pytest.raises(ValueError, match=r"read_text: .*nothing.txt is empty"):
         data.read_text(write(tmp_path, "nothing.txt", ""))
     with pytest.raises(ValueError, match=r"read_lines: .*nothing.txt is empty"):

@@ -247,7 +247,7 @@ def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path, caps
     assert [r["epoch"] for r in history["epochs"]] == list(range(quick["epochs"]))
     assert all({"val_loss", "held_out_exact_match"} <= set(r) for r in history["epochs"])
     assert len(history["health"]) == len(history["step_loss"]) // 10  # health_every 10
-    for name in ("last.npz", "best.npz", "hyperparameters.json", "training_curves.png",
+    for name in ("last.npz", "best.npz", "hyperparameters.json", "curves.png",
                  "attention.png", "health.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     # the saved model is the model that was measured
