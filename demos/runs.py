@@ -240,6 +240,7 @@ def diverged(program, error, lr):
             f"{error.where}; stopped before that update: try a lower --lr than {lr:g}")
 
 
+JUDGED_FROM = 10  # steps: a shorter run's last steps say little against its first
 FAR_ABOVE = 2.0  # a final loss this many times the first step's: the run went the wrong way
 ABOVE = 1.2  # or this many times it, and above a uniform guess's (with ABOVE_UNIFORM's margin)
 ABOVE_UNIFORM = 1.1
@@ -255,8 +256,9 @@ def final_loss(history):
 def divergence(history, classes, what):
     """Why a run's training loss shows that it diverged without a NaN, or None: it ended far
     above where it started (FAR_ABOVE times its first step's), or above it and above a
-    uniform guess's, log(classes) (a model that knows nothing does better)."""
-    if not history["step_loss"]:
+    uniform guess's, log(classes) (a model that knows nothing does better). A run of fewer
+    than JUDGED_FROM steps is not judged."""
+    if len(history["step_loss"]) < JUDGED_FROM:
         return None
     start, end, uniform = history["step_loss"][0], final_loss(history), math.log(classes)
     if end > FAR_ABOVE * start:

@@ -54,10 +54,31 @@ def test_swapping_the_clauses_around_but_keeps_the_word_pairs_and_flips_the_labe
 
 # --- the --quick run ---------------------------------------------------------------------------
 
+CURVES = []  # the quick run's calls of plots.training_curves: (path, keyword arguments)
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("classify")
-    return run_classify("--quick", "--out", out)
+    real = classify.plots.training_curves
+
+    def recorded(history, path, **kwargs):
+        CURVES.append((path, kwargs))
+        return real(history, path, **kwargs)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(classify.plots, "training_curves", recorded)
+        return run_classify("--quick", "--out", out)
+
+
+def test_the_curves_call_the_test_set_test(quick_run):
+    """fit's validation batches are classify's test reviews: its curves say so."""
+    ((path, kwargs),) = CURVES
+    assert path.name == "curves.png" and kwargs["val_name"] == "test"
+    lines = [line.get_label() for ax in classify.plots.training_curves(
+        json.loads((path.parent / "history.json").read_text()), path.parent / "again.png",
+        **kwargs).axes for line in ax.get_lines()]
+    assert "test loss (epoch mean)" in lines and "test accuracy" in lines
+    assert not [label for label in lines if label.startswith("val")], lines
 
 
 def test_quick_run_learns_what_a_bag_of_words_cannot(quick_run):
@@ -205,6 +226,22 @@ def test_json_lines_binary_and_stars(tmp_path):
     names, values = review_files.classes_of(five)
     assert names == ("1", "2", "3", "4", "5")
     assert review_files.class_ids(five, values, path).tolist() == [0, 1, 2, 3, 4, 4]
+
+
+@pytest.mark.filterwarnings("ignore::models.inputs.data.DroppedRowsWarning")  # the header
+def test_a_tsv_header_is_not_a_review_and_its_columns_can_be_named(tmp_path):
+    """A header line above 0/1 labels once became a review labelled "label", which made the
+    labels text: three classes. It is left out; named columns read a TSV table."""
+    rows = "".join(f"sentence {i}\t{i % 2}\n" for i in range(50))
+    (tmp_path / "h.tsv").write_text("sentence\tlabel\n" + rows)
+    split = review_files.load(options(data=tmp_path / "h.tsv"), None, seed=0)
+    assert split.class_names == ("0", "1") and len(split.train.texts) + len(split.test.texts) == 50
+    (tmp_path / "t.tsv").write_text("stars\tbody\n" + "".join(
+        f"{i % 2}\tsentence {i}\n" for i in range(50)))
+    split = review_files.load(options(data=tmp_path / "t.tsv", text_column="body",
+                                      label_column="stars"), None, seed=0)
+    assert split.class_names == ("0", "1")
+    assert all(int(t.split()[1]) % 2 == y for t, y in zip(split.train.texts, split.train.labels))
 
 
 def test_a_tsv_is_split_by_the_seed_and_test_labels_must_be_known(tmp_path):
