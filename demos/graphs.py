@@ -54,7 +54,7 @@ FULL = dict(d_model=512, heads=8, d_ff=2048, layers=6, vocab=7455, review_len=50
 QUICK = dict(d_model=16, heads=2, d_ff=32, layers=2, vocab=50, review_len=8)
 README_DEPTH = 2  # the README's picture: one encoder block at this depth
 # A PNG taller or wider than this is a strip no viewer shows readably (the base Transformer
-# at depth 4 would be 1,758 x 11,221 px): it is left out, and its SVG zooms in a browser.
+# at depth 4 would be 1,758 x 9,155 px): it is left out, and its SVG zooms in a browser.
 MAX_PNG_SIDE = 4000
 
 

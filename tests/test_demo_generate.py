@@ -108,6 +108,12 @@ def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
     assert order == 3
     for label in ("temperature 0.5", "temperature 0.8", "temperature 1.0", "beam search"):
         assert f"--- {label}" in out
+    # the demo's own beam repeats no NO_REPEAT_NGRAM characters (its prompt included): the
+    # most probable continuation of a character model was the prompt and ~100 spaces
+    n = generate.NO_REPEAT_NGRAM
+    beam = out[out.index(f"--- beam search (4 beams, no {n} characters repeated)\n"):]
+    beam = beam.split("\n", 1)[1].split("\n--- ")[0].rsplit("\n", 1)[0]
+    assert not repeated_ngrams(beam, n) and len(beam) > 40
     for name in ("model.npz", "tokenizer.txt", "last.npz", "history.json", "samples.txt",
                  "result.json"):
         assert (tmp_path / name).is_file(), name
@@ -121,6 +127,12 @@ def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
     params = ag.load(tmp_path / "model.npz")
     ids = tokenizer.encode(held_out)
     assert generate.held_out_bits(params, ids) == pytest.approx(bits, abs=0.005)
+
+
+def repeated_ngrams(text, n):
+    """The n-grams of characters that occur more than once in text."""
+    grams = Counter(text[i:i + n] for i in range(len(text) - n + 1))
+    return [gram for gram, count in grams.items() if count > 1]
 
 
 def samples_in(stdout):
@@ -159,6 +171,12 @@ def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
         generate.main(["--model", str(tmp_path / "a"), "--prompt", "sat on the ", "--length",
                        "16", *flags])
         assert capsys.readouterr().out == "sat on the mat. the cat sat\n", flags
+    # where the most probable text repeats itself, --no-repeat-ngram N forbids it (prompt too)
+    generate.main(["--model", str(tmp_path / "a"), "--prompt", "sat on the ", "--length", "16",
+                   "--beam", "2", "--no-repeat-ngram", "4"])
+    answer = capsys.readouterr().out[:-1]
+    assert answer.startswith("sat on the ") and len(answer) == 27, answer
+    assert repeated_ngrams("sat on the mat. the cat sat", 4) and not repeated_ngrams(answer, 4)
     # its files are checked against each other (finding 5): a tokenizer cut short
     tokenizer = tmp_path / "a" / "tokenizer.txt"
     lines = tokenizer.read_text(encoding="utf-8").split("\n")
