@@ -3,9 +3,14 @@
 memory, the same bits from the same seed, user files (CSV, JSON lines, TSV) and their label
 classes, the TF-IDF baseline against features worked by hand, length-bucketed batches, and
 the learning-rate schedule."""
+import importlib
 import json
 import math
+import os
+import pathlib
 import re
+import subprocess
+import sys
 from argparse import Namespace
 from collections import Counter
 
@@ -376,3 +381,34 @@ def test_a_vocabulary_that_is_not_the_models_is_refused(quick_run, tmp_path):
                                f"{run.settings['vocab_size']:,} (pad id 0): the files are not of "
                                f"one run")
     assert kept < run.settings["vocab_size"]
+
+
+AS_PROGRAM = """
+import os, runpy, sys
+sys.argv = ["demos.classify", "--help"]
+try:
+    runpy.run_module("demos.classify", run_name="__main__")
+except SystemExit:
+    pass
+print("threads", os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "1"), ("2", "2")])
+def test_as_a_program_it_uses_one_blas_thread_unless_told_as_translate_does(preset, expected):
+    """classify pins its BLAS threads as translate and generate do (a second thread made a
+    busy machine's --quick run many times slower); its --help states the labels' policy."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    done = subprocess.run([sys.executable, "-c", AS_PROGRAM], capture_output=True, text=True,
+                          cwd=pathlib.Path(__file__).resolve().parents[1], env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"threads {expected}"
+    assert "labels that differ only in case" in done.stdout.replace("\n", " ").replace("  ", " ")
+
+
+def test_importing_the_demo_leaves_the_threads_alone(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    importlib.reload(classify)
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
