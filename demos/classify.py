@@ -81,6 +81,10 @@ MODEL_SETTINGS = ("vocab_size", "pad", "class_names", "max_len", "d_model", "hea
 DATA_OPTIONS = ("test", "format", "text_column", "label_column", "labels")  # need --data
 # what a run keeps in its hyperparameters.json and --resume reads back
 OPTIONS = ("seed", "data", *DATA_OPTIONS, *DEFAULTS)
+KINDS = {"seed": int, **{name: str for name in ("data", *DATA_OPTIONS)},
+         **{name: type(value) for name, value in DEFAULTS.items()}}
+CHOICES = {"pool": classifier.POOLS, "format": ("csv", "jsonl", "tsv"),
+           "labels": ("binary", "stars")}
 
 
 class Run(NamedTuple):
@@ -99,7 +103,7 @@ def parse_args(argv=None):
                        help="labelled reviews: .csv, .jsonl or .tsv/.txt (sentence<TAB>label)")
     files.add_argument("--test", type=pathlib.Path, metavar="FILE",
                        help="a held-out file in the same format, instead of 20%% of --data")
-    files.add_argument("--format", choices=("csv", "jsonl", "tsv"),
+    files.add_argument("--format", choices=CHOICES["format"],
                        help="the format of --data and --test (default: from the suffix)")
     files.add_argument("--text-column", metavar="NAME",
                        help="CSV or TSV column or JSON key of the text (default: text; JSON: "
@@ -108,7 +112,7 @@ def parse_args(argv=None):
     files.add_argument("--label-column", metavar="NAME",
                        help="CSV or TSV column or JSON key of the label (default: label; JSON: "
                             "stars; TSV: after the last TAB)")
-    files.add_argument("--labels", choices=("binary", "stars"), default=None,
+    files.add_argument("--labels", choices=CHOICES["labels"], default=None,
                        help="JSON lines: 1-5 star classes, or binary (1-2 vs 4-5 stars, 3 "
                             "left out) (stars)")
     run = parser.add_argument_group("model and training (default / --quick)")
@@ -135,10 +139,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if (args.predict is None) != (args.model is None):
         parser.error("--predict and --model go together")
-    common.check_options(parser, args, counts=[n for n in DEFAULTS if n not in ("lr", "dropout",
-                                                                              "pool")],
-                         rates=("lr",), fractions=("dropout",),
-                         at_most={"generated": (MAX_GENERATED, "a few GB of reviews")})
+    check_ranges(parser, args)
     if args.model is not None:
         common.refuse_unused(parser, args, ("quick", "out", "resume", "seed", "device", "data",
                                             *DATA_OPTIONS, *DEFAULTS),
@@ -150,7 +151,9 @@ def parse_args(argv=None):
             parser.error("--resume needs --out DIR, the folder of the run to continue")
         common.refuse_unused(parser, args, ("quick",), "with --resume: the run goes on with "
                                                        "its own options")
-        runs.take_run_options(parser, args, "classify", OPTIONS, paths=("data", "test"))
+        runs.take_run_options(parser, args, "classify", OPTIONS, paths=("data", "test"),
+                              kinds=KINDS, choices=CHOICES)
+        check_ranges(parser, args)  # the run's own, as its file holds them
     else:
         runs.check_new_run("classify", common.output_path(args, "classify"))
         common.check_output_folder(parser, common.output_path(args, "classify"))
@@ -164,6 +167,14 @@ def parse_args(argv=None):
         args.vocab_size, args.max_len, 8), f"--max-len {args.max_len} --batch-size "
                                         f"{args.batch_size} --d-model {args.d_model}")
     return args
+
+
+def check_ranges(parser, args):
+    """Every option given (or read back by --resume) in its range."""
+    common.check_options(parser, args, counts=[n for n in DEFAULTS if n not in ("lr", "dropout",
+                                                                              "pool")],
+                         rates=("lr",), fractions=("dropout",), non_negative=("seed",),
+                         at_most={"generated": (MAX_GENERATED, "a few GB of reviews")})
 
 
 def epochs_for(n_reviews, batch_size):

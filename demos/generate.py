@@ -76,6 +76,7 @@ QUICK = dict(steps=120, d_model=32, heads=2, d_ff=64, layers=1, context=32, batc
              lr=1e-2, warmup=10, eval_every=40, ngram=3, sample_length=80, dropout=0.0,
              ensemble=1)
 OPTIONS = ("seed", "data", *FULL)  # what a run keeps in hyperparameters.json; --resume reads
+KINDS = {"seed": int, "data": str, **{name: type(value) for name, value in FULL.items()}}
 LARGE_VOCABULARY = 1_000  # distinct characters assumed by the memory estimate (ASCII: ~100)
 HELD_OUT_FRACTION = 0.1  # the last tenth of the text
 TEMPERATURES = (0.5, 0.8, 1.0)
@@ -145,11 +146,7 @@ def parse_args(argv=None):
                           f"{NO_REPEAT_NGRAM}")
     common.add_device_option(parser)
     args = parser.parse_args(argv)
-    common.check_options(parser, args, rates=("lr", "temperature"), fractions=("dropout",),
-                         at_most={"ensemble": (MAX_ENSEMBLE, "a process for each model"),
-                                  "length": (MAX_LENGTH, "about a minute of sampling"),
-                                  "sample_length": (MAX_LENGTH, "about a minute of sampling each"),
-                                  "beam": (MAX_BEAM, "a wider beam finds hardly anything better")})
+    check_ranges(parser, args)
     model_options = ("length", "temperature", "beam", "no_repeat_ngram")
     if args.model is not None or args.prompt is not None:
         if args.model is None or not args.prompt:
@@ -172,7 +169,8 @@ def parse_args(argv=None):
             parser.error("--resume needs --out DIR, the folder of the run to continue")
         common.refuse_unused(parser, args, ("quick",), "with --resume: the run goes on with "
                                                        "its own options")
-        runs.take_run_options(parser, args, "generate", OPTIONS, paths=("data",))
+        runs.take_run_options(parser, args, "generate", OPTIONS, paths=("data",), kinds=KINDS)
+        check_ranges(parser, args)  # the run's own, as its file holds them
     else:
         runs.check_new_run("generate", common.output_path(args, "generate"))
         common.check_output_folder(parser, common.output_path(args, "generate"))
@@ -185,6 +183,18 @@ def parse_args(argv=None):
         f"--context {args.context} --batch-size {args.batch_size} --d-model {args.d_model}"
         + (f" --ensemble {args.ensemble}" if args.ensemble > 1 else ""))
     return args
+
+
+def check_ranges(parser, args):
+    """Every option given (or read back by --resume) in its range (the types of the
+    command line's options check more: positive counts)."""
+    common.check_options(parser, args, counts=[n for n, v in FULL.items() if type(v) is int],
+                         rates=("lr", "temperature"), fractions=("dropout",),
+                         non_negative=("seed",),
+                         at_most={"ensemble": (MAX_ENSEMBLE, "a process for each model"),
+                                  "length": (MAX_LENGTH, "about a minute of sampling"),
+                                  "sample_length": (MAX_LENGTH, "about a minute of sampling each"),
+                                  "beam": (MAX_BEAM, "a wider beam finds hardly anything better")})
 
 
 def read_corpus(path):

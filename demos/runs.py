@@ -88,15 +88,18 @@ def check_made_by(program, directory, settings=None):
                          f"demos.{program}: use it with python -m demos.{made_by}")
 
 
-def take_run_options(parser, args, program, names, paths=()):
+def take_run_options(parser, args, program, names, paths=(), kinds=None, choices=None):
     """For --resume: each option in `names` not given takes the run's value (from the
     "options" of its hyperparameters.json); one given that differs is refused by its flag.
     The run must have a checkpoint that loads (last.npz): else the program ends with one
-    line naming the file. The options in `paths` are
-    pathlib.Paths, saved and compared as text."""
+    line naming the file. The options in `paths` are pathlib.Paths, saved and compared as
+    text; those in `kinds` ({name: int, float or str}) must hold that kind of value in the
+    file (or null), and those in `choices` ({name: the values allowed}) one of their values,
+    else the program ends with one line naming the file and the option."""
     try:
         saved = read_settings(program, args.out)["options"]
         check_checkpoint(args.out)
+        check_kinds(program, args.out / HYPERPARAMETERS, saved, kinds or {}, choices or {})
     except ValueError as error:
         sys.exit(one_line_error(program, error))
     for name in names:
@@ -109,6 +112,27 @@ def take_run_options(parser, args, program, names, paths=()):
         elif (str(given) if isinstance(given, pathlib.PurePath) else given) != value:
             parser.error(f"--resume: {flag(name)} {given} differs from the run's {value} "
                          f"(in {args.out / HYPERPARAMETERS})")
+
+
+def check_kinds(program, path, saved, kinds, choices):
+    """Each option of `kinds` in the saved options is null or of its kind (an int is a
+    float too; a bool is no int), and each of `choices` one of its values: a ValueError
+    naming the file and the option if not."""
+    for name, allowed in choices.items():
+        if saved.get(name) is not None and saved[name] not in allowed:
+            raise ValueError(f"{program}: {path}: the option {name!r} is "
+                             f"{json.dumps(saved[name])}, not one of {', '.join(allowed)}: the "
+                             f"file was changed; restore its value, or start the run again")
+    for name, kind in kinds.items():
+        value = saved.get(name)
+        allowed = (int, float) if kind is float else kind
+        if value is not None and (isinstance(value, bool) or not isinstance(value, allowed)):
+            raise ValueError(f"{program}: {path}: the option {name!r} is {json.dumps(value)}, "
+                             f"not {KIND_NAMES[kind]}: the file was changed; restore its value, "
+                             f"or start the run again")
+
+
+KIND_NAMES = {int: "a whole number", float: "a number", str: "a text"}
 
 
 def check_checkpoint(directory):

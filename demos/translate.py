@@ -70,6 +70,7 @@ CHOICES = {"norm": ("post", "pre"), "share_embeddings": ("none", "target", "all"
 AT_LEAST_ONE = ("epochs", "epoch_size", "d_model", "heads", "d_ff", "layers", "batch_size",
                 "held_out")
 OPTIONS = ("seed", *FULL)  # what a run keeps in hyperparameters.json and --resume reads
+KINDS = {"seed": int, **{name: type(value) for name, value in FULL.items()}}
 MAX_HELD_OUT = 100_000  # number_words.held_out_values draws at most this many
 HELD_OUT_SEED = 0  # fixed: every run is measured on the same held-out numbers
 VALIDATION_SEED = 1  # fixed: the validation numbers, drawn like training numbers
@@ -95,10 +96,7 @@ def parse_args(argv=None):
     use.add_argument("--beam", type=int, default=1, metavar="N",
                      help="beam search over N candidates (1: greedy decoding) (1)")
     args = parser.parse_args(argv)
-    common.check_options(parser, args, counts=(*AT_LEAST_ONE, "beam"), rates=("lr",),
-                         fractions=("label_smoothing", "dropout"), non_negative=("warmup",),
-                         at_most={"beam": (MAX_BEAM, "a wider beam finds hardly anything "
-                                                     "better")})
+    check_ranges(parser, args)
     if args.model is not None or args.number is not None:
         if args.model is None:
             parser.error("--number needs --model DIR, the folder of a trained translate run")
@@ -112,7 +110,8 @@ def parse_args(argv=None):
             parser.error("--resume needs --out DIR, the directory of the run to continue")
         common.refuse_unused(parser, args, ("quick",), "with --resume: the run goes on with "
                                                        "its own options")
-        runs.take_run_options(parser, args, "translate", OPTIONS)
+        runs.take_run_options(parser, args, "translate", OPTIONS, kinds=KINDS, choices=CHOICES)
+        check_ranges(parser, args)  # the run's own, as its file holds them
     else:
         runs.check_new_run("translate", common.output_path(args, "translate"))
         common.check_output_folder(parser, common.output_path(args, "translate"))
@@ -130,6 +129,15 @@ def parse_args(argv=None):
                                             f"{args.d_model} --d-ff {args.d_ff} --layers "
                                             f"{args.layers}")
     return args
+
+
+def check_ranges(parser, args):
+    """Every option given (or read back by --resume) in its range."""
+    common.check_options(parser, args, counts=(*AT_LEAST_ONE, "beam"), rates=("lr",),
+                         fractions=("label_smoothing", "dropout"),
+                         non_negative=("warmup", "seed"),
+                         at_most={"beam": (MAX_BEAM, "a wider beam finds hardly anything "
+                                                     "better")})
 
 
 def settings(args):

@@ -122,3 +122,28 @@ def test_a_resume_after_its_settings_file_was_edited_ends_in_one_line(tmp_path):
                            f"parameters of the model given (another model, or a run whose "
                            f"hyperparameters.json was changed?): load: "), line
     assert "(32, 64) float32 in the file, but (32, 128) float32 in `like`" in line
+    # a value of the wrong kind, or not one of the option's choices, is named with the file
+    for name, value, what in (("d_model", "big", "a whole number"), ("lr", [1], "a number"),
+                              ("norm", "middle", "one of post, pre")):
+        edited = json.loads(json.dumps(saved))
+        edited["hyperparameters"]["options"][name] = value
+        path.write_text(json.dumps(edited))
+        assert resume_line(translate, out) == (
+            f"translate: {path}: the option {name!r} is {json.dumps(value)}, not {what}: the "
+            f"file was changed; restore its value, or start the run again")
+
+
+def test_a_resumed_option_out_of_range_is_refused_by_name(tmp_path, capsys):
+    out = tmp_path / "run"
+    translate.main(["--quick", "--epochs", "1", "--epoch-size", "2", "--held-out", "8",
+                    "--out", str(out)])
+    path = out / "hyperparameters.json"
+    saved = json.loads(path.read_text())
+    saved["hyperparameters"]["options"]["epochs"] = 0
+    path.write_text(json.dumps(saved))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        translate.main(["--out", str(out), "--resume"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        "python -m demos.translate: error: --epochs must be at least 1, got 0"
