@@ -1,19 +1,23 @@
 """The life of a training demo's run, the same for translate, classify and generate: a new
 run in --out DIR; `--out DIR --resume` continues it with the options it was started with
 (read from its hyperparameters.json, where the demo keeps them under "options"), and an
-option given that contradicts them is refused by name; Ctrl-C ends with one line giving
-the command that resumes, wherever it came (making the data, a step, writing the epoch's
-files or the final model and plots), and a diverging run ends with one line too; `--model
-DIR` uses the trained model, after checking the run's files against each other.
+option given that contradicts them (or a saved one of the wrong kind) is refused by name;
+Ctrl-C ends with one line giving the command that resumes, wherever it came (making the
+data, a step, writing the epoch's files or the final model and plots), status 130; a full
+disk ends with the file, the checkpoint that holds and that command, a diverging run (a
+NaN, or a loss that ended far above where it started) and a resume whose files do not
+match with one line too, status 1; `--model DIR` uses the trained model, after checking
+the run's files against each other.
 
     runs.add_resume_option(parser)                   # --resume; --seed defaults to None
     args = parser.parse_args(argv)
     if args.resume:
-        runs.take_run_options(parser, args, "translate", OPTIONS)
+        runs.take_run_options(parser, args, "translate", OPTIONS, kinds=KINDS)
     runs.fill_defaults(args, QUICK if args.quick else FULL)
     ...
     with runs.stopped_in_one_line("translate", out, argv, args.lr) as run:
         ...                                          # make the data, fit
+        runs.check_not_diverged("translate", [history], classes, "words", args.lr)
         run.trained = True                           # then the model, the plots, the tests
 """
 import contextlib

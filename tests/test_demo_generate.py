@@ -111,9 +111,10 @@ def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
     # the demo's own beam repeats no NO_REPEAT_NGRAM characters (its prompt included): the
     # most probable continuation of a character model was the prompt and ~100 spaces
     n = generate.NO_REPEAT_NGRAM
-    beam = out[out.index(f"--- beam search (4 beams, no {n} characters repeated)\n"):]
-    beam = beam.split("\n", 1)[1].split("\n--- ")[0].rsplit("\n", 1)[0]
-    assert not repeated_ngrams(beam, n) and len(beam) > 40
+    prompt = min(generate.PROMPT_LENGTH, generate.QUICK["context"] // 2)  # its characters
+    samples = (tmp_path / "samples.txt").read_text(encoding="utf-8")  # "--- label\ntext\n\n"
+    beam = samples.split(f"--- beam search (4 beams, no {n} characters repeated)\n")[1][:-2]
+    assert not repeats_after(beam, prompt, n) and len(beam) > prompt + n, beam
     for name in ("model.npz", "tokenizer.txt", "last.npz", "history.json", "samples.txt",
                  "result.json"):
         assert (tmp_path / name).is_file(), name
@@ -133,6 +134,13 @@ def repeated_ngrams(text, n):
     """The n-grams of characters that occur more than once in text."""
     grams = Counter(text[i:i + n] for i in range(len(text) - n + 1))
     return [gram for gram, count in grams.items() if count > 1]
+
+
+def repeats_after(text, start, n):
+    """The n-grams of characters that end at or after text[start] and occur earlier too (a
+    repeat the prompt, text[:start], holds already is not the continuation's)."""
+    return [text[i - n + 1:i + 1] for i in range(max(start, n - 1), len(text))
+            if text[i - n + 1:i + 1] in {text[j:j + n] for j in range(i - n + 1)}]
 
 
 def samples_in(stdout):
@@ -177,6 +185,7 @@ def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
     answer = capsys.readouterr().out[:-1]
     assert answer.startswith("sat on the ") and len(answer) == 27, answer
     assert repeated_ngrams("sat on the mat. the cat sat", 4) and not repeated_ngrams(answer, 4)
+    assert not repeats_after(answer, len("sat on the "), 4)
     # its files are checked against each other (finding 5): a tokenizer cut short
     tokenizer = tmp_path / "a" / "tokenizer.txt"
     lines = tokenizer.read_text(encoding="utf-8").split("\n")
