@@ -303,7 +303,9 @@ def test_same_seed_same_bits_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_
     with pytest.raises(SystemExit, match=r"^translate: --out .*c holds a translate run already: "
                                          r"add --resume to continue it, or choose another --out$"):
         run_demo(capsys, *TINY, "--out", str(tmp_path / "c"))
-    run_demo(capsys, *TINY, "--out", str(tmp_path / "c"), "--resume")
+    # the options given again must be the run's (--quick, which sets no option of a resumed
+    # run, is refused with --resume: tests/test_demo_options.py)
+    run_demo(capsys, *TINY[1:], "--out", str(tmp_path / "c"), "--resume")
     first, second, resumed = (ag.load(tmp_path / name / "model.npz") for name in "abc")
     for x, y, z in zip(*map(ag.tree_leaves, (first, second, resumed))):
         np.testing.assert_array_equal(x, y)
