@@ -14,8 +14,8 @@ of them right, a model that reads the order nearly all.
 With --data, a CSV, JSON lines (Amazon-reviews-multi: review_body, stars) or
 sentence<TAB>label file; 20% of it, drawn by --seed, is the test set unless --test names
 one. Each review is cut to its first --max-len words. A label is read without the spaces
-around it, and labels that differ only in case ("Positive", "positive") are refused, naming
-them: fix the file, or it would train them as two classes.
+around it, and labels that differ only in case ("Positive", "positive") or are one number
+("1", "1.0") are refused, naming them: fix the file, or it would train two classes.
 
 The baseline is logistic regression on TF-IDF features of words and word pairs
 (demos/baseline.py), trained on the same reviews. The defaults were tuned on 18,000 real
@@ -196,6 +196,12 @@ def check_data_options(parser, args):
                      f"{args.data} is {kind}")
     if kind == "jsonl" and args.labels is None:
         args.labels = "stars"
+    if args.text_column is not None and args.text_column == args.label_column:
+        parser.error(f"--text-column and --label-column both name {args.text_column!r}: the "
+                     f"model would read the label it is to tell")
+    if kind == "tsv" and (args.text_column is None) != (args.label_column is None):
+        parser.error("--text-column and --label-column name a TSV's columns by its header "
+                     "line: give both (without them, the label follows the last TAB)")
 
 
 def loss_fn(params, batch, rng):

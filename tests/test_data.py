@@ -252,8 +252,14 @@ def test_a_label_beyond_int64_and_labels_differing_in_case_name_the_line(tmp_pat
     assert edge.labels.tolist() == [2 ** 63 - 1]
     path = write(tmp_path, "case.csv", "text,label\na,positive\nb,negative\nc, Positive \n")
     with pytest.raises(ValueError, match=r"^read_csv: .*case.csv, line 4: the label 'Positive' "
-                                         r"differs from 'positive' \(line 2\) only in case"):
+                                         r"is 'positive' \(line 2\) written another way \(only "
+                                         r"in case\): write them one way, or they are two "
+                                         r"classes$"):
         data.read_csv(path, "text", "label")
+    path = write(tmp_path, "numbers.tsv", "a\t1\nb\t2\nc\t1.0\nd\tx\n")  # text labels
+    with pytest.raises(ValueError, match=r"^read_tsv: .*numbers.tsv, line 3: the label '1.0' is "
+                                         r"'1' \(line 1\) written another way \(as a number\)"):
+        data.read_tsv(path)
 
 
 def test_read_text_and_read_lines_keep_the_file_as_it_is(tmp_path):

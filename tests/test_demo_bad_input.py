@@ -160,8 +160,8 @@ def test_labels_that_differ_only_in_case_are_refused_naming_both(tmp_path):
     (tmp_path / "r.csv").write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows))
     code, _, _ = run("classify", "--data", tmp_path / "r.csv", "--out", tmp_path / "c")
     assert code == (f"classify: read_csv: {tmp_path / 'r.csv'}, line 22: the label 'Positive' "
-                    f"differs from 'positive' (line 2) only in case: write them one way, or "
-                    f"they are two classes")
+                    f"is 'positive' (line 2) written another way (only in case): write them "
+                    f"one way, or they are two classes")
     assert not (tmp_path / "c").exists()
 
 

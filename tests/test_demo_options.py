@@ -114,6 +114,12 @@ TRAINING = "is for training: --model DIR uses the model trained in DIR"
      "--no-repeat-ngram is for --beam N"),
     ("generate", ["--quick", "--temperature", "0.5"],
      "--temperature is for --model DIR --prompt TEXT (a trained model's answers)"),
+    ("classify", ["--data", "r.csv", "--text-column", "y", "--label-column", "y"],
+     "--text-column and --label-column both name 'y': the model would read the label it is to "
+     "tell"),
+    ("classify", ["--data", "r.tsv", "--text-column", "text"],
+     "--text-column and --label-column name a TSV's columns by its header line: give both "
+     "(without them, the label follows the last TAB)"),
     # and options that contradict a resume's own
     *[(demo, ["--resume", "--out", "o", "--quick"],
        "--quick with --resume: the run goes on with its own options")

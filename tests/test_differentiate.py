@@ -433,13 +433,13 @@ def test_misuses_of_the_api_say_what_to_write_instead():
     np.testing.assert_array_equal(ag.grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])
 
 
-class Pair(NamedTuple):
+class WithComplex(NamedTuple):
     w: np.ndarray
     z: object
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: ag.gradient(lambda p, x: ag.sum(x), Pair(np.ones(2), np.ones(2, complex)),
+    (lambda: ag.gradient(lambda p, x: ag.sum(x), WithComplex(np.ones(2), np.ones(2, complex)),
                          np.ones(2)),
      "gradient: p.z is complex128"),
     (lambda: ag.value_and_gradient(lambda xs: 0.0, [np.ones(2), np.ones(2, np.complex64)]),

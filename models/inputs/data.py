@@ -21,8 +21,8 @@ TSV's header) are counted per reason in `Dataset.dropped` and reported once by a
 Labels become int64 class ids. Integer labels ("0", "1", or JSON numbers) are kept as they
 are and label_names is None (one that does not fit in int64 is an error); other labels
 (such as "negative", "positive") are numbered in sorted order, and label_names[i] is the
-label of id i; two that differ only in case ("Positive", "positive") are an error naming
-both, as they are most likely one class spelt two ways. Pass label_names=[...] to fix the
+label of id i; two that differ only in case ("Positive", "positive") or are one number
+("1", "1.0") are an error naming both, as they are most likely one class spelt two ways. Pass label_names=[...] to fix the
 numbering (the same for a training and a test file); a label not in it is an error.
 """
 import csv
@@ -155,15 +155,25 @@ class Rows:
         return np.array(values, dtype=np.int64)
 
     def check_one_spelling(self):
-        """Labels that differ only in case are refused, naming both and their first lines."""
-        first = {}  # casefolded label -> (label, its first line)
+        """Two labels that are one label written two ways (in another case, or the same
+        number: "1" and "1.0") are refused, naming both and their first lines."""
+        first = {}  # spelling_key(label) -> (label, its first line)
         for label, line in zip(self.labels, self.lines):
-            key = label.casefold()
-            seen, seen_line = first.setdefault(key, (label, line))
+            seen, seen_line = first.setdefault(spelling_key(label), (label, line))
             if seen != label:
-                raise self.error(line, f"the label {label!r} differs from {seen!r} (line "
-                                       f"{seen_line}) only in case: write them one way, or "
+                how = "only in case" if seen.casefold() == label.casefold() else "as a number"
+                raise self.error(line, f"the label {label!r} is {seen!r} (line {seen_line}) "
+                                       f"written another way ({how}): write them one way, or "
                                        f"they are two classes")
+
+
+def spelling_key(label):
+    """What two spellings of one label share: a number's value ("1", "+1", "1.0" -> 1.0),
+    else the label's casefolded text."""
+    try:
+        return float(label)
+    except ValueError:
+        return label.casefold()
 
 
 def csv_records(rows, delimiter):
