@@ -56,6 +56,7 @@ import argparse  # noqa: E402  (after the thread setting, on purpose)
 import json  # noqa: E402
 import math  # noqa: E402
 import pathlib  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -497,9 +498,14 @@ def use_model(args):
     members = members_of(model)
     if args.beam is not None:
         max_len = members[0].max_len
-        prompt = prompt[-(max_len - 1):]
-        n_new = min(args.length, max_len - len(prompt))
-        ids = lm.ensemble_beam_search(members, prompt[None], n_new, beam_size=args.beam,
+        kept = prompt[-(max_len - 1):]
+        n_new = min(args.length, max_len - len(kept))
+        if len(kept) < len(prompt) or n_new < args.length:
+            print(f"generate: a beam search reads and writes within the model's context of "
+                  f"{max_len} characters: it continues the prompt's last {len(kept)} by "
+                  f"{n_new} (not {args.length}); sampling goes on past it", file=sys.stderr,
+                  flush=True)
+        ids = lm.ensemble_beam_search(members, kept[None], n_new, beam_size=args.beam,
                                       no_repeat_ngram=args.no_repeat_ngram)[0]
     else:
         rng = np.random.default_rng(args.seed or 0)

@@ -186,6 +186,13 @@ def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
     assert answer.startswith("sat on the ") and len(answer) == 27, answer
     assert repeated_ngrams("sat on the mat. the cat sat", 4) and not repeated_ngrams(answer, 4)
     assert not repeats_after(answer, len("sat on the "), 4)
+    # a beam stays in the model's context (32 characters): asked for more, it says so
+    generate.main(["--model", str(tmp_path / "a"), "--prompt", "sat on the ", "--length", "50",
+                   "--beam", "2"])
+    printed = capsys.readouterr()
+    assert len(printed.out) == 32 + 1 and printed.err == (
+        "generate: a beam search reads and writes within the model's context of 32 characters: "
+        "it continues the prompt's last 11 by 21 (not 50); sampling goes on past it\n")
     # its files are checked against each other (finding 5): a tokenizer cut short
     tokenizer = tmp_path / "a" / "tokenizer.txt"
     lines = tokenizer.read_text(encoding="utf-8").split("\n")
