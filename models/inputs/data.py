@@ -22,8 +22,9 @@ Labels become int64 class ids. Integer labels ("0", "1", or JSON numbers) are ke
 are and label_names is None (one that does not fit in int64 is an error); other labels
 (such as "negative", "positive") are numbered in sorted order, and label_names[i] is the
 label of id i; two that differ only in case ("Positive", "positive") or are one number
-("1", "1.0") are an error naming both, as they are most likely one class spelt two ways. Pass label_names=[...] to fix the
-numbering (the same for a training and a test file); a label not in it is an error.
+("1", "1.0") are an error naming both, as they are most likely one class spelt two ways.
+Pass label_names=[...] to fix the numbering (the same for a training and a test file); a
+label not in it is an error.
 """
 import csv
 import io
