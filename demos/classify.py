@@ -13,7 +13,9 @@ words says whether "not" applies and which clause decides: a bag of words gets a
 of them right, a model that reads the order nearly all.
 With --data, a CSV, JSON lines (Amazon-reviews-multi: review_body, stars) or
 sentence<TAB>label file; 20% of it, drawn by --seed, is the test set unless --test names
-one. Each review is cut to its first --max-len words.
+one. Each review is cut to its first --max-len words. A label is read without the spaces
+around it, and labels that differ only in case ("Positive", "positive") or are one number
+("1", "1.0") are refused, naming them: fix the file, or it would train two classes.
 
 The baseline is logistic regression on TF-IDF features of words and word pairs
 (demos/baseline.py), trained on the same reviews. The defaults were tuned on 18,000 real
@@ -25,24 +27,34 @@ curves.png, health.png (gradient norms and update ratios by parameter group:
 models/training/health.py), confusion.png and probabilities.png. --predict needs only that folder
 (and answers with the transformer alone).
 The last line printed is the test accuracy of the two models' ensemble (demos/ensemble.py:
-the mean of their probabilities), the demo's result, then of each model.
+the mean of their probabilities), the demo's result, then of each model. Run as a program,
+it sets OPENBLAS_NUM_THREADS=1 unless the environment says otherwise, as translate and
+generate do: at these sizes a second BLAS thread hardly helps a step, and on a busy machine
+it makes steps several times slower.
 """
-import json
-import math
-import pathlib
-import sys
-import time
-from typing import Any, NamedTuple
+import os
 
-import numpy as np
+if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from . import program
+    program.stop_quietly_while_importing("classify")
 
-import autograd_lite as ag
-import models
-from models import classifier, health, plots, text, train
+import json  # noqa: E402
+import math  # noqa: E402
+import pathlib  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from typing import Any, NamedTuple  # noqa: E402
 
-from . import baseline, common, ensemble, review_files, runs
-from .common import flag
-from .batching import fixed_length, length_bucketed_batches, probabilities
+import numpy as np  # noqa: E402
+
+import autograd_lite as ag  # noqa: E402
+import models  # noqa: E402
+from models import classifier, health, plots, text, train  # noqa: E402
+
+from . import baseline, common, ensemble, program, review_files, runs  # noqa: E402
+from .common import flag  # noqa: E402
+from .batching import fixed_length, length_bucketed_batches, probabilities  # noqa: E402
 
 # Tuned on amazon_hatn at --max-len 200 (README: the table); QUICK is a tiny run for CI.
 DEFAULTS = dict(max_len=200, epochs=3, d_model=64, layers=1, heads=4, pool="mean",
@@ -69,6 +81,10 @@ MODEL_SETTINGS = ("vocab_size", "pad", "class_names", "max_len", "d_model", "hea
 DATA_OPTIONS = ("test", "format", "text_column", "label_column", "labels")  # need --data
 # what a run keeps in its hyperparameters.json and --resume reads back
 OPTIONS = ("seed", "data", *DATA_OPTIONS, *DEFAULTS)
+KINDS = {"seed": int, **{name: str for name in ("data", *DATA_OPTIONS)},
+         **{name: type(value) for name, value in DEFAULTS.items()}}
+CHOICES = {"pool": classifier.POOLS, "format": ("csv", "jsonl", "tsv"),
+           "labels": ("binary", "stars")}
 
 
 class Run(NamedTuple):
@@ -87,13 +103,16 @@ def parse_args(argv=None):
                        help="labelled reviews: .csv, .jsonl or .tsv/.txt (sentence<TAB>label)")
     files.add_argument("--test", type=pathlib.Path, metavar="FILE",
                        help="a held-out file in the same format, instead of 20%% of --data")
-    files.add_argument("--format", choices=("csv", "jsonl", "tsv"),
+    files.add_argument("--format", choices=CHOICES["format"],
                        help="the format of --data and --test (default: from the suffix)")
-    files.add_argument("--text-column", metavar="NAME", help="CSV column or JSON key of the text "
-                                             "(default: text; JSON: review_body)")
-    files.add_argument("--label-column", metavar="NAME", help="CSV column or JSON key of the label "
-                                              "(default: label; JSON: stars)")
-    files.add_argument("--labels", choices=("binary", "stars"), default=None,
+    files.add_argument("--text-column", metavar="NAME",
+                       help="CSV or TSV column or JSON key of the text (default: text; JSON: "
+                            "review_body; TSV: the text before the last TAB, a header line "
+                            "left out)")
+    files.add_argument("--label-column", metavar="NAME",
+                       help="CSV or TSV column or JSON key of the label (default: label; JSON: "
+                            "stars; TSV: after the last TAB)")
+    files.add_argument("--labels", choices=CHOICES["labels"], default=None,
                        help="JSON lines: 1-5 star classes, or binary (1-2 vs 4-5 stars, 3 "
                             "left out) (stars)")
     run = parser.add_argument_group("model and training (default / --quick)")
@@ -120,18 +139,24 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if (args.predict is None) != (args.model is None):
         parser.error("--predict and --model go together")
-    common.check_options(parser, args, counts=[n for n in DEFAULTS if n not in ("lr", "dropout",
-                                                                              "pool")],
-                         rates=("lr",), fractions=("dropout",),
-                         at_most={"generated": (MAX_GENERATED, "a few GB of reviews")})
+    check_ranges(parser, args)
     if args.model is not None:
+        common.refuse_unused(parser, args, ("quick", "out", "resume", "seed", "device", "data",
+                                            *DATA_OPTIONS, *DEFAULTS),
+                             "is for training: --model DIR --predict TEXT answers with the "
+                             "model trained in DIR, on the CPU")
         return args
     if args.resume:
         if args.out is None:
             parser.error("--resume needs --out DIR, the folder of the run to continue")
-        runs.take_run_options(parser, args, "classify", OPTIONS, paths=("data", "test"))
+        common.refuse_unused(parser, args, ("quick",), "with --resume: the run goes on with "
+                                                       "its own options")
+        runs.take_run_options(parser, args, "classify", OPTIONS, paths=("data", "test"),
+                              kinds=KINDS, choices=CHOICES)
+        check_ranges(parser, args)  # the run's own, as its file holds them
     else:
         runs.check_new_run("classify", common.output_path(args, "classify"))
+        common.check_output_folder(parser, common.output_path(args, "classify"))
     check_data_options(parser, args)
     args.epochs_to_fit = args.epochs is None and not args.quick  # set by epochs_for the data
     runs.fill_defaults(args, QUICK if args.quick else DEFAULTS)
@@ -142,6 +167,14 @@ def parse_args(argv=None):
         args.vocab_size, args.max_len, 8), f"--max-len {args.max_len} --batch-size "
                                         f"{args.batch_size} --d-model {args.d_model}")
     return args
+
+
+def check_ranges(parser, args):
+    """Every option given (or read back by --resume) in its range."""
+    common.check_options(parser, args, counts=[n for n in DEFAULTS if n not in ("lr", "dropout",
+                                                                              "pool")],
+                         rates=("lr",), fractions=("dropout",), non_negative=("seed",),
+                         at_most={"generated": (MAX_GENERATED, "a few GB of reviews")})
 
 
 def epochs_for(n_reviews, batch_size):
@@ -163,6 +196,12 @@ def check_data_options(parser, args):
                      f"{args.data} is {kind}")
     if kind == "jsonl" and args.labels is None:
         args.labels = "stars"
+    if args.text_column is not None and args.text_column == args.label_column:
+        parser.error(f"--text-column and --label-column both name {args.text_column!r}: the "
+                     f"model would read the label it is to tell")
+    if kind == "tsv" and (args.text_column is None) != (args.label_column is None):
+        parser.error("--text-column and --label-column name a TSV's columns by its header "
+                     "line: give both (without them, the label follows the last TAB)")
 
 
 def loss_fn(params, batch, rng):
@@ -380,13 +419,14 @@ def train_and_test(args, out, run):
     started = time.perf_counter()
     params, history = train_transformer(args, settings, (train_sequences, split.train.labels),
                                         (test_sequences, split.test.labels), out)
+    runs.check_not_diverged("classify", [history], len(split.class_names), "classes", args.lr)
     run.trained = True
     params = ag.to_device(params, "cpu")  # the test and the files on the host
     print(f"trained in {time.perf_counter() - started:.0f} s; vocabulary {len(tokenizer):,} "
           f"words; files in {out}")
     ag.save(out / MODEL, params)
     tokenizer.save(out / VOCABULARY)
-    plots.training_curves(history, out / "curves.png")
+    plots.training_curves(history, out / "curves.png", val_name="test")
     plots.training_health(history, out / "health.png")  # fit's health records
     print(health.summary(history.get("health")))
     line = report(split, probabilities(params, test_sequences, tokenizer.pad_id),
@@ -397,4 +437,4 @@ def train_and_test(args, out, run):
 
 
 if __name__ == "__main__":
-    main()
+    program.run("classify", main)

@@ -1,8 +1,8 @@
 """What every demo shares: the options --quick, --out and --seed (and `flag`, a setting's
 option), the checks of every option before anything is read or written (check_options,
-check_memory), the learning-rate schedule of the training demos (learning_rate), the output
-directory, bad input as a one-line error, and the final line, which holds the measured
-result.
+check_memory, check_output_folder, check_picture_path, refuse_unused), the learning-rate
+schedule of the training demos (learning_rate), the output directory, bad input as a
+one-line error, and the final line, which holds the measured result.
 
     parser = common.argument_parser("classify", __doc__)  # with --quick, --out, --seed
     args = parser.parse_args(argv)
@@ -16,6 +16,7 @@ result.
 import argparse
 import contextlib
 import datetime
+import errno
 import math
 import os
 import pathlib
@@ -44,8 +45,19 @@ def add_options(parser):
                         help="a tiny run of a few seconds, for CI; other options override it")
     parser.add_argument("--out", type=pathlib.Path, default=None, metavar="DIR",
                         help="where the run's files go (default: runs/<demo>-<timestamp>/)")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="seeds the data, the initial weights, the batches and dropout (0)")
+
+
+def non_negative_int(text):
+    """An argparse type: a whole number of at least 0 (numpy's generators take no other seed)."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+non_negative_int.__name__ = "int"  # argparse names the type in "invalid int value: 'x'"
 
 
 def add_device_option(parser):
@@ -126,6 +138,55 @@ def check_options(parser, args, counts=(), rates=(), fractions=(), non_negative=
         value = getattr(args, name)
         if value is not None and not 0 <= value < 1:
             parser.error(f"{flag(name)} must lie in [0, 1), got {value}")
+
+
+def refuse_unused(parser, args, names, reason):
+    """Refuse by its flag (parser.error) each option in `names` that was given (its value is
+    not the parser's default), saying `reason`: why the mode chosen does not use it."""
+    for name in names:
+        if getattr(args, name) != parser.get_default(name):
+            parser.error(f"{flag(name)} {reason}")
+
+
+def check_output_folder(parser, path, option="--out"):
+    """Refuse (parser.error) a folder that cannot be made: the folders of `path` that are
+    missing are made, to see that they can be, and removed again."""
+    path = pathlib.Path(path)
+    made = []
+    try:
+        for folder in reversed([path, *path.parents]):
+            if folder.exists() and not folder.is_dir():
+                parser.error(f"{option} {path}: {folder} is a file, not a folder")
+            if not folder.is_dir():
+                folder.mkdir()
+                made.append(folder)
+    except OSError as error:
+        parser.error(f"{option} {path}: cannot make the folder {error.filename or folder} "
+                     f"({error.strerror})")
+    finally:
+        for folder in reversed(made):
+            folder.rmdir()
+
+
+def check_picture_path(parser, option, path, suffixes):
+    """Refuse (parser.error) a picture's path whose suffix is not one of `suffixes` (what is
+    written must be what the name says) or whose folder is not there."""
+    if path is None:
+        return
+    path = pathlib.Path(path)
+    if path.suffix.lower() not in suffixes:
+        parser.error(f"{option} {path}: the picture is written as {' or '.join(suffixes)}, "
+                     f"so its name must end in one of them")
+    if not path.parent.is_dir():
+        parser.error(f"{option} {path}: there is no folder {path.parent}")
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(error):
+    """Whether `error` is an OSError of a full disk (no space left, or the quota used up)."""
+    return isinstance(error, OSError) and error.errno in DISK_FULL
 
 
 def learning_rate(peak, warmup, steps):

@@ -17,8 +17,9 @@ first 90%) are scored on it in bits per character: the mean over every held-out 
 but the first of -log2 P(character | the characters before it). The transformer sees
 windows of --context characters, advanced by half a window: each character is predicted
 from at least --context / 2 characters before it (in the first window, from all of them).
-After samples at temperatures 0.5, 0.8 and 1.0 and the most probable continuation (beam
-search), the last line compares the two.
+After samples at temperatures 0.5, 0.8 and 1.0 and a beam search's continuation (the most
+probable of a character model is often a phrase repeated, or spaces: the demo's beam may
+not repeat any 8 characters, --no-repeat-ngram), the last line compares the two.
 
 --ensemble N trains N models at once, each in a process of its own (models/training/
 side_by_side.py), model k exactly as the run of --seed S + k would train it; the run's
@@ -48,11 +49,14 @@ import os
 
 if __name__ == "__main__":  # before numpy is imported: BLAS reads it once, at load
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from . import program
+    program.stop_quietly_while_importing("generate")
 
 import argparse  # noqa: E402  (after the thread setting, on purpose)
 import json  # noqa: E402
 import math  # noqa: E402
 import pathlib  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -63,7 +67,7 @@ from autograd_lite.io.atomic import write_text  # noqa: E402
 from models import data, health, lm, side_by_side, text, train  # noqa: E402
 from models.training.run_files import CHECKPOINT, HYPERPARAMETERS, write_json  # noqa: E402
 
-from . import common, ngram, runs  # noqa: E402
+from . import common, ngram, program, runs  # noqa: E402
 from .common import flag, learning_rate  # noqa: E402
 
 FULL = dict(steps=2500, d_model=96, heads=4, d_ff=384, layers=2, context=128, batch_size=16,
@@ -73,10 +77,16 @@ QUICK = dict(steps=120, d_model=32, heads=2, d_ff=64, layers=1, context=32, batc
              lr=1e-2, warmup=10, eval_every=40, ngram=3, sample_length=80, dropout=0.0,
              ensemble=1)
 OPTIONS = ("seed", "data", *FULL)  # what a run keeps in hyperparameters.json; --resume reads
+KINDS = {"seed": int, "data": str, **{name: type(value) for name, value in FULL.items()}}
 LARGE_VOCABULARY = 1_000  # distinct characters assumed by the memory estimate (ASCII: ~100)
 HELD_OUT_FRACTION = 0.1  # the last tenth of the text
 TEMPERATURES = (0.5, 0.8, 1.0)
 BEAM_SIZE = 4
+# the demo's own beam: no 8 characters twice. Of 6, 8, 12, 16 and 24, 8 gave a model of the
+# default sizes (1,000 steps) text rather than runs of spaces and table rules after its
+# prompt, an indented example; without it, the prompt and spaces to the end
+NO_REPEAT_NGRAM = 8
+LENGTH, TEMPERATURE = 200, 0.8  # --model's defaults
 MAX_LENGTH = 100_000  # characters one sampling may add (at about 1 ms a character)
 MAX_BEAM = 64
 MAX_ENSEMBLE = 64  # models trained at once, a process each
@@ -124,30 +134,50 @@ def parse_args(argv=None):
     use.add_argument("--model", type=pathlib.Path, metavar="DIR",
                      help="the --out folder of a generate run: continue --prompt")
     use.add_argument("--prompt", metavar="TEXT", help="the text to continue (with --model)")
-    use.add_argument("--length", type=positive(int), default=200, metavar="N",
-                     help="characters to add to the prompt (200)")
-    use.add_argument("--temperature", type=positive(float), default=0.8, metavar="T",
-                     help="sampling temperature: lower is safer, higher more varied (0.8)")
+    use.add_argument("--length", type=positive(int), default=None, metavar="N",
+                     help=f"characters to add to the prompt ({LENGTH})")
+    use.add_argument("--temperature", type=positive(float), default=None, metavar="T",
+                     help=f"sampling temperature: lower is safer, higher more varied "
+                          f"({TEMPERATURE})")
     use.add_argument("--beam", type=positive(int), default=None, metavar="N",
-                     help="the most probable continuation by a beam search of N, instead of "
-                          "sampling")
+                     help="instead of sampling, the most probable continuation that a beam "
+                          "search of N finds (deterministic: no --temperature, no --seed); "
+                          "a character model's is often a phrase repeated, or spaces")
+    use.add_argument("--no-repeat-ngram", type=positive(int), default=None, metavar="N",
+                     help="with --beam: no N characters in a row twice in the text, the "
+                          "prompt included (as Hugging Face's no_repeat_ngram_size), which "
+                          f"keeps the beam from looping; the demo's own beam uses "
+                          f"{NO_REPEAT_NGRAM}")
     common.add_device_option(parser)
     args = parser.parse_args(argv)
-    common.check_options(parser, args, rates=("lr", "temperature"), fractions=("dropout",),
-                         at_most={"ensemble": (MAX_ENSEMBLE, "a process for each model"),
-                                  "length": (MAX_LENGTH, "about a minute of sampling"),
-                                  "sample_length": (MAX_LENGTH, "about a minute of sampling each"),
-                                  "beam": (MAX_BEAM, "a wider beam finds hardly anything better")})
+    check_ranges(parser, args)
+    model_options = ("length", "temperature", "beam", "no_repeat_ngram")
     if args.model is not None or args.prompt is not None:
         if args.model is None or not args.prompt:
             parser.error("--model DIR and --prompt TEXT (not empty) go together")
+        common.refuse_unused(parser, args, ("quick", "out", "resume", "data", "device", *FULL),
+                             "is for training: --model DIR uses the model trained in DIR, "
+                             "on the CPU")
+        if args.beam is not None:
+            common.refuse_unused(parser, args, ("temperature", "seed"),
+                                 "is for sampling: --beam N searches, drawing nothing")
+        else:
+            common.refuse_unused(parser, args, ("no_repeat_ngram",), "is for --beam N")
+        args.length = LENGTH if args.length is None else args.length
+        args.temperature = TEMPERATURE if args.temperature is None else args.temperature
         return args
+    common.refuse_unused(parser, args, model_options, "is for --model DIR --prompt TEXT (a "
+                                                      "trained model's answers)")
     if args.resume:
         if args.out is None:
             parser.error("--resume needs --out DIR, the folder of the run to continue")
-        runs.take_run_options(parser, args, "generate", OPTIONS, paths=("data",))
+        common.refuse_unused(parser, args, ("quick",), "with --resume: the run goes on with "
+                                                       "its own options")
+        runs.take_run_options(parser, args, "generate", OPTIONS, paths=("data",), kinds=KINDS)
+        check_ranges(parser, args)  # the run's own, as its file holds them
     else:
         runs.check_new_run("generate", common.output_path(args, "generate"))
+        common.check_output_folder(parser, common.output_path(args, "generate"))
     runs.fill_defaults(args, QUICK if args.quick else FULL)
     if args.d_model % args.heads:
         parser.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads}")
@@ -157,6 +187,18 @@ def parse_args(argv=None):
         f"--context {args.context} --batch-size {args.batch_size} --d-model {args.d_model}"
         + (f" --ensemble {args.ensemble}" if args.ensemble > 1 else ""))
     return args
+
+
+def check_ranges(parser, args):
+    """Every option given (or read back by --resume) in its range (the types of the
+    command line's options check more: positive counts)."""
+    common.check_options(parser, args, counts=[n for n, v in FULL.items() if type(v) is int],
+                         rates=("lr", "temperature"), fractions=("dropout",),
+                         non_negative=("seed",),
+                         at_most={"ensemble": (MAX_ENSEMBLE, "a process for each model"),
+                                  "length": (MAX_LENGTH, "about a minute of sampling"),
+                                  "sample_length": (MAX_LENGTH, "about a minute of sampling each"),
+                                  "beam": (MAX_BEAM, "a wider beam finds hardly anything better")})
 
 
 def read_corpus(path):
@@ -176,6 +218,15 @@ def split_text(ids, context):
                          f"of --context {context}: its first 90% ({cut}) and last 10% "
                          f"({len(ids) - cut}) must each hold more than {context + 1}")
     return ids[:cut], ids[cut:]
+
+
+def check_characters(corpus_name, tokenizer):
+    """A text of one distinct character is degenerate: every model predicts it with
+    certainty (0 bits), so there is nothing to learn or to measure."""
+    if len(tokenizer) < 2:
+        raise ValueError(f"generate: {corpus_name} holds one distinct character "
+                         f"({tokenizer.decode([0])!r}) and nothing else: there is nothing to "
+                         f"predict; give a text of more than one character")
 
 
 def check_ngram_order(order, vocab_size):
@@ -288,8 +339,10 @@ def samples(model, tokenizer, prompt, length, seed):
         out[f"temperature {temperature}"] = tokenizer.decode(
             continue_text(members, prompt, length, temperature, rng))
     beam_length = min(length, members[0].max_len - len(prompt))
-    beam = lm.ensemble_beam_search(members, prompt[None], beam_length, beam_size=BEAM_SIZE)[0]
-    out[f"beam search ({BEAM_SIZE} beams)"] = tokenizer.decode(beam)
+    beam = lm.ensemble_beam_search(members, prompt[None], beam_length, beam_size=BEAM_SIZE,
+                                   no_repeat_ngram=NO_REPEAT_NGRAM)[0]
+    out[f"beam search ({BEAM_SIZE} beams, no {NO_REPEAT_NGRAM} characters repeated)"] = \
+        tokenizer.decode(beam)
     return out
 
 
@@ -445,9 +498,15 @@ def use_model(args):
     members = members_of(model)
     if args.beam is not None:
         max_len = members[0].max_len
-        prompt = prompt[-(max_len - 1):]
-        n_new = min(args.length, max_len - len(prompt))
-        ids = lm.ensemble_beam_search(members, prompt[None], n_new, beam_size=args.beam)[0]
+        kept = prompt[-(max_len - 1):]
+        n_new = min(args.length, max_len - len(kept))
+        if len(kept) < len(prompt) or n_new < args.length:
+            print(f"generate: a beam search reads and writes within the model's context of "
+                  f"{max_len} characters: it continues the prompt's last {len(kept)} by "
+                  f"{n_new} (not {args.length}); sampling goes on past it", file=sys.stderr,
+                  flush=True)
+        ids = lm.ensemble_beam_search(members, kept[None], n_new, beam_size=args.beam,
+                                      no_repeat_ngram=args.no_repeat_ngram)[0]
     else:
         rng = np.random.default_rng(args.seed or 0)
         ids = continue_text(members, prompt, args.length, args.temperature, rng)
@@ -467,6 +526,7 @@ def main(argv=None):
         with common.exit_on_bad_input("generate"):
             corpus_name, corpus = read_corpus(args.data)
             tokenizer = text.CharTokenizer.from_text(corpus)
+            check_characters(corpus_name, tokenizer)
             train_ids, held_out_ids = split_text(tokenizer.encode(corpus), args.context)
             check_ngram_order(args.ngram, len(tokenizer))
             out.mkdir(parents=True, exist_ok=True)
@@ -483,6 +543,7 @@ def main(argv=None):
         load = os.getloadavg()[0]
         members, histories, seconds = train_ensemble(args, len(tokenizer), train_ids,
                                                      held_out_ids, out, corpus_name)
+        runs.check_not_diverged("generate", histories, len(tokenizer), "characters", args.lr)
         run.trained = True
         steps = max(seconds["steps"], 1)
         each = " each" if args.ensemble > 1 else ""
@@ -522,4 +583,4 @@ def report(args, out, members, tokenizer, histories, held_out_ids, result):
 
 
 if __name__ == "__main__":
-    main()
+    program.run("generate", main)

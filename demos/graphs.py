@@ -25,27 +25,36 @@ Each model also gets an explorer, <model>-explorer.html (ag.viz.explore: a page 
 through its calls, search, and read each value's statistics, gradient norms and what the
 backward pass keeps); the demo prints their paths. Drawing needs Graphviz's `dot`; without
 it the demo writes each picture's DOT text (<name>.dot), says how to install Graphviz,
-writes no explorer, and still ends normally.
+writes no explorer, and still ends normally (--readme-picture and --readme-screenshot, which
+need it, are refused before anything is drawn, as is a path whose suffix is not what is
+written). A file that cannot be written (a full disk) ends the demo with one line naming it.
 """
-import shutil
-import struct
-from typing import Any, NamedTuple
+if __name__ == "__main__":
+    from . import program
+    program.stop_quietly_while_importing("graphs")
 
-import numpy as np
+import contextlib  # noqa: E402
+import importlib.util  # noqa: E402
+import shutil  # noqa: E402
+import struct  # noqa: E402
+import sys  # noqa: E402
+from typing import Any, NamedTuple  # noqa: E402
 
-import autograd_lite as ag
-from models import blocks, classifier, transformer
+import numpy as np  # noqa: E402
 
-from . import common
-from . import logistic_regression as logistic
-from . import number_words as nw
+import autograd_lite as ag  # noqa: E402
+from models import blocks, classifier, transformer  # noqa: E402
+
+from . import browser, common, program  # noqa: E402
+from . import logistic_regression as logistic  # noqa: E402
+from . import number_words as nw  # noqa: E402
 
 # The paper's base model (Table 3), the review classifier of the posts, and tiny ones.
 FULL = dict(d_model=512, heads=8, d_ff=2048, layers=6, vocab=7455, review_len=50)
 QUICK = dict(d_model=16, heads=2, d_ff=32, layers=2, vocab=50, review_len=8)
 README_DEPTH = 2  # the README's picture: one encoder block at this depth
 # A PNG taller or wider than this is a strip no viewer shows readably (the base Transformer
-# at depth 4 would be 1,758 x 11,221 px): it is left out, and its SVG zooms in a browser.
+# at depth 4 would be 1,758 x 9,155 px): it is left out, and its SVG zooms in a browser.
 MAX_PNG_SIDE = 4000
 
 
@@ -116,8 +125,9 @@ def draw(picture, out, formats):
     for depth in picture.depths:
         for backward in (False, True):
             for fmt in formats:
-                path = graph.render(out / f"{file_stem(picture.name, depth, backward)}.{fmt}",
-                                    depth=depth, backward=backward)
+                path = out / f"{file_stem(picture.name, depth, backward)}.{fmt}"
+                with writing(path):
+                    graph.render(path, depth=depth, backward=backward)
                 size = png_size(path) if fmt == "png" else (0, 0)
                 if max(size) > MAX_PNG_SIDE:
                     path.unlink()
@@ -126,6 +136,17 @@ def draw(picture, out, formats):
                 else:
                     paths.append(path)
     return graph, paths, left_out
+
+
+@contextlib.contextmanager
+def writing(path):
+    """Around writing `path`: an OSError that names no file (a write on a full disk) names it."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is not None or error.errno is None:
+            raise
+        raise type(error)(error.errno, error.strerror, str(path)) from None
 
 
 def png_size(path):
@@ -150,7 +171,6 @@ def write_readme_picture(path):
 
 def write_readme_screenshot(html_path, png_path):
     """The README's screenshot of the transformer's explorer, in headless Chromium."""
-    from . import browser
     driver = browser.headless_chromium()
     try:
         browser.readme_screenshot(driver, html_path, png_path)
@@ -167,12 +187,38 @@ def parse_args(argv=None):
     parser.add_argument("--readme-screenshot", metavar="PATH", default=None,
                         help="also photograph the transformer's explorer in headless Chromium "
                              "(Debian's chromium and chromium-driver, with selenium) to PATH (.png)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    common.check_output_folder(parser, common.output_path(args, "graphs"))
+    common.check_picture_path(parser, "--readme-picture", args.readme_picture, (".svg", ".png"))
+    common.check_picture_path(parser, "--readme-screenshot", args.readme_screenshot, (".png",))
+    for option, path in (("--readme-picture", args.readme_picture),
+                         ("--readme-screenshot", args.readme_screenshot)):
+        if path is not None and not shutil.which("dot"):
+            parser.error(f"{option} needs Graphviz's `dot`, which is not on PATH: "
+                         f"{ag.viz.dot.INSTALL}")
+    if args.readme_screenshot is not None:
+        if browser.chromium_paths() is None or importlib.util.find_spec("selenium") is None:
+            parser.error("--readme-screenshot needs chromium and chromedriver on PATH and "
+                         "selenium (apt-get install chromium chromium-driver; pip install "
+                         "selenium)")
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     out = common.output_directory(args, "graphs")
+    try:
+        draw_all(args, out)
+    except OSError as error:  # a full disk, say: the file, not three chained tracebacks
+        if error.errno is None:
+            raise
+        sys.exit(f"graphs: could not write {error.filename or f'a file in {out}'} "
+                 f"({error.strerror}); the pictures before it are in {out}")
+
+
+def draw_all(args, out):
+    """Every picture and explorer into `out` (and the README's, when asked), then the line
+    that counts them."""
     formats = ("svg", "png") if shutil.which("dot") else ("dot",)
     if formats == ("dot",):
         print(f"Graphviz's `dot` was not found: writing each picture's DOT text instead.\n"
@@ -185,11 +231,13 @@ def main(argv=None):
         for line in left_out:
             print(line, flush=True)
         if formats != ("dot",):
-            explorers.append(graph.explore(out / f"{picture.name}-explorer.html",
-                                           backward=True, values=True).path)
+            with writing(out / f"{picture.name}-explorer.html"):
+                explorers.append(graph.explore(out / f"{picture.name}-explorer.html",
+                                               backward=True, values=True).path)
             print(f"  explorer: {explorers[-1]}", flush=True)
-    if args.readme_picture and formats != ("dot",):
-        write_readme_picture(args.readme_picture)
+    if args.readme_picture:
+        with writing(args.readme_picture):
+            write_readme_picture(args.readme_picture)
     if args.readme_screenshot and explorers:
         write_readme_screenshot(explorers[-1], args.readme_screenshot)
     common.print_result(f"wrote {len(written)} pictures ({', '.join(formats)}) and "
@@ -197,4 +245,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    program.run("graphs", main)

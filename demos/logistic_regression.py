@@ -9,13 +9,18 @@ binary cross-entropy learns a w and b whose line w·x + b = 0 is that diagonal. 
 line printed is the accuracy on 1,000 fresh points (a constant guess gets about half).
 Saved in --out (default runs/logistic_regression-<timestamp>/): model.npz (ag.save).
 """
-from typing import NamedTuple
+if __name__ == "__main__":
+    from . import program
+    program.stop_quietly_while_importing("logistic_regression")
 
-import numpy as np
+import sys  # noqa: E402
+from typing import NamedTuple  # noqa: E402
 
-import autograd_lite as ag
+import numpy as np  # noqa: E402
 
-from . import common
+import autograd_lite as ag  # noqa: E402
+
+from . import common, program  # noqa: E402
 
 FULL = dict(steps=1000, lr=2.0, n=1000)
 QUICK = dict(steps=200, lr=2.0, n=1000)
@@ -71,6 +76,7 @@ def parse_args(argv=None):
             setattr(args, name, value)
     if args.steps < 5:
         parser.error(f"--steps must be at least 5, got {args.steps}")
+    common.check_output_folder(parser, common.output_path(args, "logistic_regression"))
     return args
 
 
@@ -80,7 +86,10 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     x, y = points(rng, args.n)
     p = train(Logistic(np.zeros(2), np.zeros(())), x, y, args.steps, args.lr)
-    ag.save(out / "model.npz", p)
+    try:
+        ag.save(out / "model.npz", p)
+    except OSError as error:  # a full disk: one line naming the file
+        sys.exit(common.one_line_error("logistic_regression", error))
     a1, a2 = -p.w / p.b  # w·x + b = 0 is a·x = 1
     print(f"learned line: {a1:.3f} x1 + {a2:.3f} x2 = 1 (the labels' line: x1 + x2 = 1); "
           f"saved {out / 'model.npz'}")
@@ -91,4 +100,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    program.run("logistic_regression", main)

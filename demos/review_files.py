@@ -69,7 +69,7 @@ def read_as(kind, path, options, label_names):
                                                 ("label_key", options.label_column)) if value}
         return data.read_jsonl(path, binary=options.labels == "binary", label_names=label_names,
                                **keys)
-    return data.read_tsv(path, label_names)
+    return data.read_tsv(path, label_names, options.text_column, options.label_column)
 
 
 def classes_of(dataset, binary_stars=False):

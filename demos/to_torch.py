@@ -37,6 +37,8 @@ import time
 if __name__ == "__main__":  # a program's choice, made before numpy and torch load; not on import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from . import program
+    program.stop_quietly_while_importing("to_torch")
 
 
 import numpy as np  # noqa: E402
@@ -44,7 +46,7 @@ import numpy as np  # noqa: E402
 import autograd_lite as ag  # noqa: E402
 from models import torch_distributed, transformer  # noqa: E402
 
-from . import common  # noqa: E402
+from . import common, program  # noqa: E402
 from . import number_words as nw  # noqa: E402
 from . import to_torch_ddp  # noqa: E402
 from .torch_steps import adam_state_to_torch, report, train_in_torch  # noqa: E402,F401
@@ -79,6 +81,7 @@ def parse_args(argv=None):
         elif getattr(args, name) < 1:
             parser.error(f"{common.flag(name)} must be at least 1, got {getattr(args, name)}")
     check_workers(parser, args)
+    common.check_output_folder(parser, common.output_path(args, "to_torch"))
     return args
 
 
@@ -239,4 +242,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    program.run("to_torch", main)

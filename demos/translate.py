@@ -22,7 +22,7 @@ and the exact match on a quarter of the held-out numbers. The last line printed 
 exact match (every word right, greedy decoding) on all the held-out numbers.
 
 Saved in --out (default runs/translate-<timestamp>/): model.npz (the trained parameters:
-ag.load reads them back), training_curves.png, attention.png (the last decoder layer's
+ag.load reads them back), curves.png, attention.png (the last decoder layer's
 attention over the digits of one held-out number), health.png (gradient norms and update
 ratios by parameter group: models/training/health.py), and fit's files: last.npz (the
 checkpoint a --resume continues), best.npz, history.json and hyperparameters.json.
@@ -39,6 +39,8 @@ import os
 
 if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from . import program
+    program.stop_quietly_while_importing("translate")
 
 import argparse  # noqa: E402
 import functools  # noqa: E402
@@ -52,7 +54,7 @@ import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
 from models import health, plots, train, transformer  # noqa: E402
 
-from . import common, runs  # noqa: E402
+from . import common, program, runs  # noqa: E402
 from .common import flag, learning_rate  # noqa: E402,F401  (translate.learning_rate too)
 from . import number_words as nw  # noqa: E402
 
@@ -68,6 +70,7 @@ CHOICES = {"norm": ("post", "pre"), "share_embeddings": ("none", "target", "all"
 AT_LEAST_ONE = ("epochs", "epoch_size", "d_model", "heads", "d_ff", "layers", "batch_size",
                 "held_out")
 OPTIONS = ("seed", *FULL)  # what a run keeps in hyperparameters.json and --resume reads
+KINDS = {"seed": int, **{name: type(value) for name, value in FULL.items()}}
 MAX_HELD_OUT = 100_000  # number_words.held_out_values draws at most this many
 HELD_OUT_SEED = 0  # fixed: every run is measured on the same held-out numbers
 VALIDATION_SEED = 1  # fixed: the validation numbers, drawn like training numbers
@@ -93,20 +96,25 @@ def parse_args(argv=None):
     use.add_argument("--beam", type=int, default=1, metavar="N",
                      help="beam search over N candidates (1: greedy decoding) (1)")
     args = parser.parse_args(argv)
-    common.check_options(parser, args, counts=(*AT_LEAST_ONE, "beam"), rates=("lr",),
-                         fractions=("label_smoothing", "dropout"), non_negative=("warmup",),
-                         at_most={"beam": (MAX_BEAM, "a wider beam finds hardly anything "
-                                                     "better")})
+    check_ranges(parser, args)
     if args.model is not None or args.number is not None:
         if args.model is None:
             parser.error("--number needs --model DIR, the folder of a trained translate run")
+        common.refuse_unused(parser, args, ("quick", "out", "resume", "seed", *FULL),
+                             "is for training: --model DIR uses the model trained in DIR")
         return args
+    common.refuse_unused(parser, args, ("beam",), "is for --model DIR (the trained model's "
+                                                  "answers); a run measures beam 4 itself")
     if args.resume:
         if args.out is None:
             parser.error("--resume needs --out DIR, the directory of the run to continue")
-        runs.take_run_options(parser, args, "translate", OPTIONS)
+        common.refuse_unused(parser, args, ("quick",), "with --resume: the run goes on with "
+                                                       "its own options")
+        runs.take_run_options(parser, args, "translate", OPTIONS, kinds=KINDS, choices=CHOICES)
+        check_ranges(parser, args)  # the run's own, as its file holds them
     else:
         runs.check_new_run("translate", common.output_path(args, "translate"))
+        common.check_output_folder(parser, common.output_path(args, "translate"))
     runs.fill_defaults(args, QUICK if args.quick else FULL)
     if args.held_out > MAX_HELD_OUT:
         parser.error(f"--held-out must be at most {MAX_HELD_OUT:,} (numbers kept from "
@@ -121,6 +129,15 @@ def parse_args(argv=None):
                                             f"{args.d_model} --d-ff {args.d_ff} --layers "
                                             f"{args.layers}")
     return args
+
+
+def check_ranges(parser, args):
+    """Every option given (or read back by --resume) in its range."""
+    common.check_options(parser, args, counts=(*AT_LEAST_ONE, "beam"), rates=("lr",),
+                         fractions=("label_smoothing", "dropout"),
+                         non_negative=("warmup", "seed"),
+                         at_most={"beam": (MAX_BEAM, "a wider beam finds hardly anything "
+                                                     "better")})
 
 
 def settings(args):
@@ -239,13 +256,12 @@ def show_examples(params, values):
 
 
 def write_plots(out, params, history, value):
-    """training_curves.png (fit's history), and attention.png (draw_attention)."""
-    plots.training_curves(history, out / "training_curves.png", log_loss=True)
+    """curves.png (fit's history), and attention.png (draw_attention)."""
+    plots.training_curves(history, out / "curves.png", log_loss=True)
     draw_attention(out / "attention.png", params, value)
     plots.training_health(history, out / "health.png")  # fit's health records
     print(health.summary(history.get("health")))
-    print(f"saved {out / 'training_curves.png'}, {out / 'attention.png'} and "
-          f"{out / 'health.png'}")
+    print(f"saved {out / 'curves.png'}, {out / 'attention.png'} and {out / 'health.png'}")
 
 
 def draw_attention(path, params, value):
@@ -322,6 +338,10 @@ def use_model(args):
         params, _ = load_model(args.model)
         params = ag.to_device(params, args.device)
         numbers = args.number if args.number is not None else read_numbers(sys.stdin)
+        if not numbers:
+            raise ValueError("translate: standard input held no numbers: give them one a line "
+                             "(printf '12\\n345\\n' | python -m demos.translate --model DIR), or "
+                             "as --number N ...")
         print_translations(params, numbers, args.beam)
 
 
@@ -342,6 +362,8 @@ def main(argv=None):
         print(models.summary(params).splitlines()[-1])
         start = time.perf_counter()
         params, history = train_model(params, args, held_out, out)
+        runs.check_not_diverged("translate", [history],
+                                vocabulary_sizes(args.share_embeddings)[1], "words", args.lr)
         run.trained = True
         seconds, steps = time.perf_counter() - start, len(history["step_loss"])
         print(f"trained {steps} steps; this session took {seconds:.0f} s")
@@ -366,4 +388,4 @@ def report(out, params, history, held_out):
 
 
 if __name__ == "__main__":
-    main()
+    program.run("translate", main)

@@ -54,6 +54,7 @@ def init(rng, vocab_size, n_labels, d_model=32, n_heads=4, d_ff=128, n_layers=1,
     check_sizes("classifier.init", vocab_size=vocab_size, n_labels=n_labels, d_model=d_model,
                 n_heads=n_heads, d_ff=d_ff, max_len=max_len)
     check_sizes("classifier.init", least=0, n_layers=n_layers)
+    check_sizes("classifier.init", least=2, n_labels=n_labels)  # a choice needs two classes
     if pool not in POOLS:
         raise ValueError(f"classifier.init: pool must be one of {POOLS}, got {pool!r}")
     if pool == "mean" and pad is None:

@@ -56,11 +56,30 @@ def on_host(step, reorder, state):
     return device_step, device_reorder
 
 
-def extend(step, state, prefix, max_len, choose, eos=None):
+def repeated_ngram_bans(ids, n, n_vocab):
+    """The tokens that would repeat an n-gram (Hugging Face's no_repeat_ngram_size): True at
+    each token that, appended to a row of ids, would make the row's last n tokens equal to n
+    consecutive tokens it already holds (n = 1: every token it holds).
+    ids (N, T) -> (N, V) bool"""
+    n_rows, length = ids.shape
+    banned = np.zeros((n_rows, n_vocab), dtype=bool)  # (N, V)
+    if length < n:  # no whole n-gram yet
+        return banned
+    windows = np.lib.stride_tricks.sliding_window_view(ids, n, axis=1)  # (N, T - n + 1, n)
+    follows = ids[:, length - n + 1:]  # (N, n - 1): what the next token would follow
+    seen = (windows[:, :, :-1] == follows[:, None, :]).all(axis=2)  # (N, T - n + 1)
+    rows, at = np.nonzero(seen)
+    banned[rows, windows[rows, at, -1]] = True
+    return banned
+
+
+def extend(step, state, prefix, max_len, choose, eos=None, no_repeat_ngram=None):
     """The search of greedy decoding and sampling: one token per row at each step, the one
     `choose(logits (N, V)) -> (N,)` picks, until every row has emitted eos or has max_len
-    tokens.  prefix: (N, T_0) -> (ids (N, L) int64, log P (N,) float64 of the tokens chosen
-    up to each row's first eos, |Y| (N,))"""
+    tokens; with no_repeat_ngram=n, among the tokens that repeat no n-gram of the row
+    (repeated_ngram_bans; a row that every token would repeat chooses among all).
+    prefix: (N, T_0) -> (ids (N, L) int64, log P (N,) float64 of the tokens chosen up to
+    each row's first eos, |Y| (N,))"""
     step, _ = on_host(step, None, state)
     prefix = ag.to_device(prefix, "cpu")
     ids = np.asarray(prefix).astype(np.int64)  # (N, T_0); a narrow dtype cannot hold V
@@ -70,7 +89,12 @@ def extend(step, state, prefix, max_len, choose, eos=None):
     fresh = ids  # (N, t): the tokens the state has not seen
     while ids.shape[1] < max_len and not done.all():
         logits, state = step(state, fresh)  # (N, V)
-        token = np.asarray(choose(logits)).astype(np.int64)  # (N,)
+        allowed = logits
+        if no_repeat_ngram is not None:
+            banned = repeated_ngram_bans(ids, no_repeat_ngram, logits.shape[-1])  # (N, V)
+            banned &= ~banned.all(axis=1, keepdims=True)
+            allowed = np.where(banned, -np.inf, logits)  # (N, V)
+        token = np.asarray(choose(allowed)).astype(np.int64)  # (N,)
         log_p += np.where(done, 0.0, log_probs(logits)[np.arange(n_rows), token])  # (N,)
         if eos is not None:
             token = np.where(done, eos, token)  # (N,) an ended row is padded with eos
@@ -150,7 +174,7 @@ def take_rows(state, rows):
 
 
 def beam_search(step, reorder, state, prefix, max_len, beam_size=4, length_penalty=0.6,
-                eos=None):
+                eos=None, no_repeat_ngram=None):
     """Beam search maximizing log P(Y | prefix) / lp(Y) (Wu et al. 2016), the way fairseq and
     Hugging Face run it: finished hypotheses leave the beam. `state` has one row per prefix
     row (B of them); the search makes it beam_size rows per prefix with reorder.
@@ -170,11 +194,22 @@ def beam_search(step, reorder, state, prefix, max_len, beam_size=4, length_penal
     finished hypothesis the search saw (among them the prefix followed by eos), but it can
     be worse than greedy's (pruning can drop greedy's path); with a beam at least as wide as
     the number of paths it is the exact optimum.
+
+    no_repeat_ngram=n (Hugging Face's no_repeat_ngram_size): no hypothesis holds the same n
+    consecutive tokens twice, the prefix and eos included; an extension that would
+    (repeated_ngram_bans) is no candidate. All of the above then holds among the sequences
+    without a repeat. The most probable continuation of a character model is often a loop
+    (a phrase again and again, or spaces): this is the usual cure.
     prefix (B, T_0) -> (ids (B, L), scores (B,) float64: each result's log P / lp)
     """
     alpha, k = length_penalty, beam_size
+    if no_repeat_ngram is not None and not (isinstance(no_repeat_ngram, (int, np.integer))
+                                            and no_repeat_ngram >= 1):
+        raise ValueError(f"beam_search: no_repeat_ngram must be None or an int >= 1, got "
+                         f"{no_repeat_ngram!r}")
     if k == 1:
-        ids, log_p, lengths = extend(step, state, prefix, max_len, most_probable, eos)
+        ids, log_p, lengths = extend(step, state, prefix, max_len, most_probable, eos,
+                                     no_repeat_ngram)
         return ids, log_p / lp(lengths, alpha)
     step, reorder = on_host(step, reorder, state)
     prefix = np.asarray(ag.to_device(prefix, "cpu")).astype(np.int64)  # (B, T_0)
@@ -193,6 +228,10 @@ def beam_search(step, reorder, state, prefix, max_len, beam_size=4, length_penal
         logits, state = step(state, fresh)  # (B·K, V)
         n_vocab = logits.shape[-1]
         cand = log_p[:, :, None] + log_probs(logits).reshape(n_src, k, n_vocab)  # (B, K, V)
+        if no_repeat_ngram is not None:
+            banned = repeated_ngram_bans(ids.reshape(n_src * k, length), no_repeat_ngram,
+                                         n_vocab)  # (B·K, V)
+            cand[banned.reshape(n_src, k, n_vocab)] = -np.inf
         n_new = length + 1 - start  # |Y| of the extensions
         if eos is not None:
             ended = cand[:, :, eos] / lp(n_new, alpha)  # (B, K): the scores of the eos extensions

@@ -147,23 +147,28 @@ def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None, eos=None):
                            prompt.shape[1] + n_new, temperature, top_k, rng, eos)
 
 
-def beam_search(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None):
+def beam_search(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
+                no_repeat_ngram=None):
     """The continuation Y of up to n_new tokens maximizing log P(Y | prompt) / lp(Y)
     (decoding.beam_search: Wu et al.'s length penalty, |Y| counting the new tokens up to the
     first eos, eos included). Without eos every continuation has n_new tokens, and the most
-    probable one kept in the beam wins. prompt (B, T_p) -> ids (B, L), L <= T_p + n_new,
-    padded with eos."""
-    return beam_search_with_scores(p, prompt, n_new, beam_size, length_penalty, eos)[0]
+    probable one kept in the beam wins. no_repeat_ngram=n: among the texts that hold no n
+    tokens in a row twice, the prompt included. prompt (B, T_p) -> ids (B, L),
+    L <= T_p + n_new, padded with eos."""
+    return beam_search_with_scores(p, prompt, n_new, beam_size, length_penalty, eos,
+                                   no_repeat_ngram)[0]
 
 
-def beam_search_with_scores(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None):
+def beam_search_with_scores(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
+                            no_repeat_ngram=None):
     """beam_search, and each result's score log P / lp: -> (ids (B, L), scores (B,) float64)."""
     prompt = check_prompt("lm.beam_search", p, prompt, n_new)
     if beam_size < 1:
         raise ValueError(f"lm.beam_search: beam_size must be >= 1, got {beam_size}")
     return decoding.beam_search(functools.partial(step, p), reorder,
                                 empty_cache(p, prompt.shape[0]), prompt,
-                                prompt.shape[1] + n_new, beam_size, length_penalty, eos)
+                                prompt.shape[1] + n_new, beam_size, length_penalty, eos,
+                                no_repeat_ngram)
 
 
 # --- an ensemble: several models whose next-token probabilities are averaged ---------------
@@ -222,7 +227,8 @@ def ensemble_generate(members, prompt, n_new, temperature=1.0, top_k=None, rng=N
                            prompt.shape[1] + n_new, temperature, top_k, rng, eos)
 
 
-def ensemble_beam_search(members, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None):
+def ensemble_beam_search(members, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
+                         no_repeat_ngram=None):
     """beam_search, scoring continuations by the mean of the members' probabilities."""
     members = check_members("lm.ensemble_beam_search", members)
     prompt = check_prompt("lm.ensemble_beam_search", members[0], prompt, n_new)
@@ -231,4 +237,4 @@ def ensemble_beam_search(members, prompt, n_new, beam_size=4, length_penalty=0.6
     caches = tuple(empty_cache(p, prompt.shape[0]) for p in members)
     return decoding.beam_search(functools.partial(ensemble_step, members), reorder, caches,
                                 prompt, prompt.shape[1] + n_new, beam_size, length_penalty,
-                                eos)[0]
+                                eos, no_repeat_ngram)[0]

@@ -225,11 +225,12 @@ def _from_block(sd, prefix, like):
 
 def _tied_table(sd, keys, like):
     """The one table that sd holds under each of `keys` (tied weights), as _array reads it;
-    a ValueError naming the keys if their values differ (a state_dict of an untied model)."""
+    a ValueError naming the keys if their values differ (a state_dict of an untied model);
+    a NaN in one table is the same as a NaN in the same place of the other (one tensor)."""
     table = _array(sd, keys[0], like)
     for key in keys[1:]:
         other = _array(sd, key, like)
-        if not np.array_equal(other, table):
+        if not np.array_equal(other, table, equal_nan=True):
             raise ValueError(f"from_torch: `like` ties {', '.join(keys)} into one table, but the "
                              f"state_dict's {key} differs from its {keys[0]} (largest difference "
                              f"{np.max(np.abs(other - table)):.3g}): it comes from a model that "

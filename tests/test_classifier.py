@@ -172,3 +172,10 @@ def test_dropout_sites_follow_transformers_lite_plus_the_paper_and_torch(dropout
     want = [(B, T, D)] + N * layer  # embeddings + positions, then each encoder block
     assert len(want) == 1 + 4 * N == 9
     assert sorted(dropout_sites) == sorted((shape, RATE) for shape in want)
+
+
+def test_init_refuses_fewer_than_two_labels():
+    """A classifier of one label answers it every time (its softmax is 1): refused."""
+    with pytest.raises(ValueError, match=r"^classifier.init: n_labels must be an int >= 2, "
+                                         r"got 1$"):
+        classifier.init(np.random.default_rng(0), **dict(SMALL, n_labels=1))

@@ -1,6 +1,8 @@
 """models.data: every reader on small files written here (good rows, dropped rows and their
 warning, each error with its file and line), the split, the three kinds of batches worked by
 hand, and the real public data sets when the data folder is present."""
+import csv
+import io
 import json
 import warnings
 
@@ -187,12 +189,87 @@ def test_read_tsv_errors_name_the_file_and_line(tmp_path, content, kwargs, messa
         data.read_tsv(path, **kwargs)
 
 
+@pytest.mark.parametrize("header", ["sentence\tlabel", "text\tSentiment", "review\ty"])
+def test_read_tsv_leaves_a_header_line_out_and_says_so(tmp_path, header):
+    """A header above integer labels (csv.Sniffer's sign), or whose label is a usual column
+    name found on no other line, is not a review: left out, with the one warning."""
+    for labels in (("1", "0"), ("pos", "neg")):
+        rows = "".join(f"review {i}\t{labels[i % 2]}\n" for i in range(6))
+        path = write(tmp_path, "h.tsv", f"{header}\n{rows}")
+        with pytest.warns(data.DroppedRowsWarning, match=r"read_tsv: .*h.tsv: left out 1 rows: "
+                                                         r"1 \(the header line\); 6 kept"):
+            dataset = data.read_tsv(path)
+        assert dataset.texts == [f"review {i}" for i in range(6)]
+        assert dataset.label_names == (None if labels[0] == "1" else ("neg", "pos"))
+    # a first line that is a review stays: its label is another line's, or a number among them
+    for content in ("label one\tlabel\nlabel two\tlabel\nother\tx\n", "a\t1\nb\t0\nc\tx\n"):
+        assert len(read_quietly(data.read_tsv, write(tmp_path, "r.tsv", content)).texts) == 3
+
+
+def test_read_tsv_with_named_columns_reads_a_table_as_csv_does(tmp_path):
+    path = write(tmp_path, "t.tsv", 'id\tlabel\ttext\n1\tpos\t"quoted" words\n2\tneg\tplain\n')
+    dataset = read_quietly(data.read_tsv, path, text_column="text", label_column="label")
+    assert dataset.texts == ['"quoted" words', "plain"] and dataset.label_names == ("neg", "pos")
+    rows = list(csv.reader(io.StringIO(path.read_text()), delimiter="\t",
+                           quoting=csv.QUOTE_NONE))  # the reference
+    assert dataset.texts == [r[2] for r in rows[1:]]
+    with pytest.raises(ValueError, match=r"read_tsv: .*t.tsv, line 1: no column 'body'"):
+        data.read_tsv(path, text_column="body", label_column="label")
+    with pytest.raises(ValueError, match=r"read_tsv: .*t.tsv: pass both text_column and "
+                                         r"label_column"):
+        data.read_tsv(path, text_column="text")
+
+
+@pytest.mark.parametrize("name, content", [
+    ("cr.tsv", "good film\t1\rbad film\t0\rfine\t1\r"),
+    ("crlf.tsv", "good film\t1\r\nbad film\t0\r\nfine\t1"),
+    ("cr.jsonl", '{"review_body": "good film", "stars": 1}\r{"review_body": "bad film", '
+                 '"stars": 0}\r{"review_body": "fine", "stars": 1}'),
+    ("cr.csv", "text,label\rgood film,1\rbad film,0\rfine,1\r"),
+])
+def test_rows_end_where_pythons_csv_ends_them(tmp_path, name, content):
+    """CR alone ends a row as it does for csv (the file was once one row); U+0085 does not."""
+    path = write(tmp_path, name, content)
+    reader = {".tsv": data.read_tsv, ".jsonl": data.read_jsonl,
+              ".csv": lambda p: data.read_csv(p, "text", "label")}[path.suffix]
+    texts, labels = read_quietly(reader, path)
+    assert texts == ["good film", "bad film", "fine"] and labels.tolist() == [1, 0, 1]
+    if path.suffix == ".tsv":  # the reference: csv's own split of the lines
+        rows = list(csv.reader(io.StringIO(content, newline=""), delimiter="\t"))
+        assert texts == [r[0] for r in rows]
+
+
+def test_a_label_beyond_int64_and_labels_differing_in_case_name_the_line(tmp_path):
+    path = write(tmp_path, "big.tsv", "a\t1\nb\t99999999999999999999\n")
+    with pytest.raises(ValueError, match=r"^read_tsv: .*big.tsv, line 2: the label "
+                                         r"99999999999999999999 does not fit in int64"):
+        data.read_tsv(path)
+    path = write(tmp_path, "big.jsonl", '{"review_body": "a", "stars": -9223372036854775809}\n')
+    with pytest.raises(ValueError, match=r"^read_jsonl: .*big.jsonl, line 1: the label "
+                                         r"-9223372036854775809 does not fit"):
+        data.read_jsonl(path)
+    edge = read_quietly(data.read_tsv, write(tmp_path, "edge.tsv", "a\t9223372036854775807\n"))
+    assert edge.labels.tolist() == [2 ** 63 - 1]
+    path = write(tmp_path, "case.csv", "text,label\na,positive\nb,negative\nc, Positive \n")
+    with pytest.raises(ValueError, match=r"^read_csv: .*case.csv, line 4: the label 'Positive' "
+                                         r"is 'positive' \(line 2\) written another way \(only "
+                                         r"in case\): write them one way, or they are two "
+                                         r"classes$"):
+        data.read_csv(path, "text", "label")
+    path = write(tmp_path, "numbers.tsv", "a\t1\nb\t2\nc\t1.0\nd\tx\n")  # text labels
+    with pytest.raises(ValueError, match=r"^read_tsv: .*numbers.tsv, line 3: the label '1.0' is "
+                                         r"'1' \(line 1\) written another way \(as a number\)"):
+        data.read_tsv(path)
+
+
 def test_read_text_and_read_lines_keep_the_file_as_it_is(tmp_path):
     content = "First Citizen:\r\nSpeak\u0085speak.\n\n  last line  "
     path = write(tmp_path, "corpus.txt", content)
     assert data.read_text(path) == content
-    assert data.read_lines(path) == ["First Citizen:\r", "Speak\u0085speak.", "", "  last line  "]
+    # lines end as Python's csv (and text mode) ends them: "\r\n", "\r" or "\n", not U+0085
+    assert data.read_lines(path) == ["First Citizen:", "Speak\u0085speak.", "", "  last line  "]
     assert data.read_lines(write(tmp_path, "two.txt", "a\nb\n")) == ["a", "b"]
+    assert data.read_lines(write(tmp_path, "cr.txt", "a\rb\r\rc\r")) == ["a", "b", "", "c"]
     with pytest.raises(ValueError, match=r"read_text: .*nothing.txt is empty"):
         data.read_text(write(tmp_path, "nothing.txt", ""))
     with pytest.raises(ValueError, match=r"read_lines: .*nothing.txt is empty"):

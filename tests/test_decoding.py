@@ -11,7 +11,7 @@ import pytest
 
 from models import decoding
 from helpers.search import (assert_only_eos_after_eos, exhaustive_search,
-                              reference_beam_search, score)
+                            reference_beam_search, repeats_an_ngram, score)
 
 V, EOS, MAX_LEN = 5, 2, 8
 _table_rng = np.random.default_rng(11)  # greedy's rows end after 4 tokens, 1, and never
@@ -100,6 +100,50 @@ def test_beam_size_one_is_greedy_with_its_score():
         n = len(row) if EOS not in row[2:] else 3 + list(row[2:]).index(EOS)
         log_p = sum(next_log_probs(list(row[:t]))[row[t]] for t in range(2, n))
         assert abs(got - score(log_p, n - 2, 0.6)) < 1e-12
+
+
+@pytest.mark.parametrize("n, eos", [(1, EOS), (1, None), (2, EOS), (2, None), (3, None)])
+def test_beam_search_without_repeated_ngrams_is_the_exact_optimum_among_such_texts(n, eos):
+    """no_repeat_ngram=n with a beam as wide as the number of paths: the best of every
+    complete continuation in which no new token (eos included) completes n tokens in a row
+    that the sequence, prefix included, already holds; enumerated one by one. (With eos,
+    the table's best texts of 3 new tokens repeat no 3 tokens: n = 3 is tested without.)"""
+    max_len, found_a_ban = 5, False
+    ids, scores = decoding.beam_search(table_step, decoding.take_rows, empty_state(V * V),
+                                       EVERY_PAIR, max_len, V ** 3, 0.6, eos, no_repeat_ngram=n)
+    for row, got, prefix in zip(ids, scores, EVERY_PAIR):
+        tokens, want = exhaustive_search(next_log_probs, prefix, eos, max_len, 0.6, n)
+        free, _ = exhaustive_search(next_log_probs, prefix, eos, max_len, 0.6)
+        found_a_ban |= tokens != free
+        length = len(tokens)
+        assert row[:length].tolist() == list(tokens) and (row[length:] == eos).all()
+        assert abs(got - want) < 1e-12
+    assert found_a_ban  # the unconstrained optimum repeats somewhere: the ban did something
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_greedy_search_without_repeated_ngrams_takes_the_best_token_that_repeats_none(n):
+    ids, _ = decoding.beam_search(table_step, decoding.take_rows, empty_state(3), PREFIXES,
+                                  MAX_LEN, 1, 0.6, None, no_repeat_ngram=n)
+    for row in ids:
+        tokens = list(row[:2])
+        while len(tokens) < MAX_LEN:
+            order = np.argsort(-next_log_probs(tokens), kind="stable")
+            allowed = [v for v in order if not repeats_an_ngram(tokens, v, n)]
+            tokens.append(int((allowed or order)[0]))
+        assert row.tolist() == tokens
+
+
+def test_repeated_ngram_bans_are_the_tokens_that_would_repeat_one():
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 4, (50, 9))
+    for n in (1, 2, 3, 9, 10):
+        banned = decoding.repeated_ngram_bans(ids, n, 4)
+        want = [[repeats_an_ngram(list(row), v, n) for v in range(4)] for row in ids]
+        np.testing.assert_array_equal(banned, want)
+    with pytest.raises(ValueError, match=r"no_repeat_ngram must be None or an int >= 1, got 0"):
+        decoding.beam_search(table_step, decoding.take_rows, empty_state(3), PREFIXES, 6,
+                             no_repeat_ngram=0)
 
 
 def test_each_search_feeds_the_prefix_once_then_one_token_per_step():

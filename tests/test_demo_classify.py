@@ -3,9 +3,14 @@
 memory, the same bits from the same seed, user files (CSV, JSON lines, TSV) and their label
 classes, the TF-IDF baseline against features worked by hand, length-bucketed batches, and
 the learning-rate schedule."""
+import importlib
 import json
 import math
+import os
+import pathlib
 import re
+import subprocess
+import sys
 from argparse import Namespace
 from collections import Counter
 
@@ -54,10 +59,31 @@ def test_swapping_the_clauses_around_but_keeps_the_word_pairs_and_flips_the_labe
 
 # --- the --quick run ---------------------------------------------------------------------------
 
+CURVES = []  # the quick run's calls of plots.training_curves: (path, keyword arguments)
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("classify")
-    return run_classify("--quick", "--out", out)
+    real = classify.plots.training_curves
+
+    def recorded(history, path, **kwargs):
+        CURVES.append((path, kwargs))
+        return real(history, path, **kwargs)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(classify.plots, "training_curves", recorded)
+        return run_classify("--quick", "--out", out)
+
+
+def test_the_curves_call_the_test_set_test(quick_run):
+    """fit's validation batches are classify's test reviews: its curves say so."""
+    ((path, kwargs),) = CURVES
+    assert path.name == "curves.png" and kwargs["val_name"] == "test"
+    lines = [line.get_label() for ax in classify.plots.training_curves(
+        json.loads((path.parent / "history.json").read_text()), path.parent / "again.png",
+        **kwargs).axes for line in ax.get_lines()]
+    assert "test loss (epoch mean)" in lines and "test accuracy" in lines
+    assert not [label for label in lines if label.startswith("val")], lines
 
 
 def test_quick_run_learns_what_a_bag_of_words_cannot(quick_run):
@@ -207,6 +233,22 @@ def test_json_lines_binary_and_stars(tmp_path):
     assert review_files.class_ids(five, values, path).tolist() == [0, 1, 2, 3, 4, 4]
 
 
+@pytest.mark.filterwarnings("ignore::models.inputs.data.DroppedRowsWarning")  # the header
+def test_a_tsv_header_is_not_a_review_and_its_columns_can_be_named(tmp_path):
+    """A header line above 0/1 labels once became a review labelled "label", which made the
+    labels text: three classes. It is left out; named columns read a TSV table."""
+    rows = "".join(f"sentence {i}\t{i % 2}\n" for i in range(50))
+    (tmp_path / "h.tsv").write_text("sentence\tlabel\n" + rows)
+    split = review_files.load(options(data=tmp_path / "h.tsv"), None, seed=0)
+    assert split.class_names == ("0", "1") and len(split.train.texts) + len(split.test.texts) == 50
+    (tmp_path / "t.tsv").write_text("stars\tbody\n" + "".join(
+        f"{i % 2}\tsentence {i}\n" for i in range(50)))
+    split = review_files.load(options(data=tmp_path / "t.tsv", text_column="body",
+                                      label_column="stars"), None, seed=0)
+    assert split.class_names == ("0", "1")
+    assert all(int(t.split()[1]) % 2 == y for t, y in zip(split.train.texts, split.train.labels))
+
+
 def test_a_tsv_is_split_by_the_seed_and_test_labels_must_be_known(tmp_path):
     (tmp_path / "all.txt").write_text("".join(f"sentence {i}\t{i % 3}\n" for i in range(50)))
     split = review_files.load(options(data=tmp_path / "all.txt"), None, seed=0)
@@ -339,3 +381,34 @@ def test_a_vocabulary_that_is_not_the_models_is_refused(quick_run, tmp_path):
                                f"{run.settings['vocab_size']:,} (pad id 0): the files are not of "
                                f"one run")
     assert kept < run.settings["vocab_size"]
+
+
+AS_PROGRAM = """
+import os, runpy, sys
+sys.argv = ["demos.classify", "--help"]
+try:
+    runpy.run_module("demos.classify", run_name="__main__")
+except SystemExit:
+    pass
+print("threads", os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "1"), ("2", "2")])
+def test_as_a_program_it_uses_one_blas_thread_unless_told_as_translate_does(preset, expected):
+    """classify pins its BLAS threads as translate and generate do (a second thread made a
+    busy machine's --quick run many times slower); its --help states the labels' policy."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    done = subprocess.run([sys.executable, "-c", AS_PROGRAM], capture_output=True, text=True,
+                          cwd=pathlib.Path(__file__).resolve().parents[1], env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"threads {expected}"
+    assert "labels that differ only in case" in done.stdout.replace("\n", " ").replace("  ", " ")
+
+
+def test_importing_the_demo_leaves_the_threads_alone(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    importlib.reload(classify)
+    assert "OPENBLAS_NUM_THREADS" not in os.environ

@@ -1,20 +1,24 @@
 """Ctrl-C at any moment of a training demo's run (translate, classify, generate): a real
 SIGINT, sent from a hook at a chosen point (making the data, the first step, a step in the
 middle of an epoch, writing the epoch's checkpoint or history, writing the final model, drawing
-the plots), ends the program with one line and no traceback; the command that line gives
-then ends with the model, history and pictures of an uninterrupted run, bit for bit."""
+the plots), ends the program with one line, no traceback and status 130; the command that line
+gives then ends with the model, history and pictures of an uninterrupted run, bit for bit.
+As a program (python -m demos.<name>), a Ctrl-C while Python still imports ends in one line
+and status 130 too."""
 import contextlib
 import io
 import json
 import os
 import shlex
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import autograd_lite as ag
-from demos import classify, generate, number_words, review_files, translate
+from demos import classify, generate, number_words, program, review_files, translate
 from models import plots, run_files
 
 TRANSLATE = ["--quick", "--epochs", "2", "--epoch-size", "3", "--held-out", "8", "--d-model",
@@ -22,7 +26,7 @@ TRANSLATE = ["--quick", "--epochs", "2", "--epoch-size", "3", "--held-out", "8",
 CLASSIFY = ["--quick", "--generated", "200", "--epochs", "2", "--d-model", "16", "--seed", "1"]
 GENERATE = ["--quick", "--steps", "6", "--eval-every", "3", "--sample-length", "10", "--seed",
             "4", "--d-model", "16", "--d-ff", "32", "--context", "16"]  # and --data FILE
-PICTURES = {translate: ("training_curves.png", "attention.png", "health.png"),
+PICTURES = {translate: ("curves.png", "attention.png", "health.png"),
             classify: ("curves.png", "health.png", "confusion.png", "probabilities.png"),
             generate: ("curves.png", "health.png")}
 
@@ -81,14 +85,20 @@ def hooks(demo):
 
 
 def run(demo, argv):
-    """demo.main(argv), its printout captured: -> (exit message or None, stdout, stderr)."""
+    """demo.main(argv), its printout captured: -> (exit message or None, stdout, stderr).
+    A Ctrl-C's message is the line on stderr, and its status must be 130."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             demo.main([str(a) for a in argv])
             code = None
+        except program.Ended as stop:
+            assert stop.code == 130, stop.code
+            code = stop.line
         except SystemExit as stop:
             code = stop.code
+    if isinstance(code, str) and code.startswith(f"{demo.__name__.rsplit('.', 1)[1]}: stopped"):
+        assert err.getvalue().splitlines()[-1] == code  # printed as the last line
     return code, out.getvalue(), err.getvalue()
 
 
@@ -175,3 +185,29 @@ def test_a_run_on_a_csv_tsv_or_json_lines_file_resumes_from_the_line_it_prints(
     code, _, err = run(classify, printed_command(line, classify))
     assert code is None, err
     assert_same_results(tmp_path / "whole", tmp_path / "stopped", classify)
+
+
+IMPORTING = """
+import builtins, os, runpy, signal, sys
+real_import = builtins.__import__
+
+def import_then_ctrl_c(name, *args, **kwargs):
+    if name == "numpy":  # the demo's first heavy import: Ctrl-C as Python starts loading it
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_import(name, *args, **kwargs)
+
+builtins.__import__ = import_then_ctrl_c
+sys.argv = ["{demo}", "--help"]
+runpy.run_module("demos.{demo}", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("demo", ["translate", "classify", "generate", "graphs",
+                                  "logistic_regression", "to_torch"])
+def test_ctrl_c_while_python_imports_the_demo_ends_in_one_line_and_status_130(demo):
+    """`python -m demos.<demo>` as runpy runs it, with a SIGINT sent as the demo starts to
+    import numpy (before any of its code but the first lines has run)."""
+    done = subprocess.run([sys.executable, "-c", IMPORTING.format(demo=demo)],
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (130, "", f"{demo}: stopped")

@@ -108,6 +108,13 @@ def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
     assert order == 3
     for label in ("temperature 0.5", "temperature 0.8", "temperature 1.0", "beam search"):
         assert f"--- {label}" in out
+    # the demo's own beam repeats no NO_REPEAT_NGRAM characters (its prompt included): the
+    # most probable continuation of a character model was the prompt and ~100 spaces
+    n = generate.NO_REPEAT_NGRAM
+    prompt = min(generate.PROMPT_LENGTH, generate.QUICK["context"] // 2)  # its characters
+    samples = (tmp_path / "samples.txt").read_text(encoding="utf-8")  # "--- label\ntext\n\n"
+    beam = samples.split(f"--- beam search (4 beams, no {n} characters repeated)\n")[1][:-2]
+    assert not repeats_after(beam, prompt, n) and len(beam) > prompt + n, beam
     for name in ("model.npz", "tokenizer.txt", "last.npz", "history.json", "samples.txt",
                  "result.json"):
         assert (tmp_path / name).is_file(), name
@@ -121,6 +128,19 @@ def test_quick_run_learns_saves_and_ends_with_its_measured_result(tmp_path):
     params = ag.load(tmp_path / "model.npz")
     ids = tokenizer.encode(held_out)
     assert generate.held_out_bits(params, ids) == pytest.approx(bits, abs=0.005)
+
+
+def repeated_ngrams(text, n):
+    """The n-grams of characters that occur more than once in text."""
+    grams = Counter(text[i:i + n] for i in range(len(text) - n + 1))
+    return [gram for gram, count in grams.items() if count > 1]
+
+
+def repeats_after(text, start, n):
+    """The n-grams of characters that end at or after text[start] and occur earlier too (a
+    repeat the prompt, text[:start], holds already is not the continuation's)."""
+    return [text[i - n + 1:i + 1] for i in range(max(start, n - 1), len(text))
+            if text[i - n + 1:i + 1] in {text[j:j + n] for j in range(i - n + 1)}]
 
 
 def samples_in(stdout):
@@ -159,6 +179,20 @@ def test_a_file_of_the_users_and_same_seed_same_bits(tmp_path, capsys):
         generate.main(["--model", str(tmp_path / "a"), "--prompt", "sat on the ", "--length",
                        "16", *flags])
         assert capsys.readouterr().out == "sat on the mat. the cat sat\n", flags
+    # where the most probable text repeats itself, --no-repeat-ngram N forbids it (prompt too)
+    generate.main(["--model", str(tmp_path / "a"), "--prompt", "sat on the ", "--length", "16",
+                   "--beam", "2", "--no-repeat-ngram", "4"])
+    answer = capsys.readouterr().out[:-1]
+    assert answer.startswith("sat on the ") and len(answer) == 27, answer
+    assert repeated_ngrams("sat on the mat. the cat sat", 4) and not repeated_ngrams(answer, 4)
+    assert not repeats_after(answer, len("sat on the "), 4)
+    # a beam stays in the model's context (32 characters): asked for more, it says so
+    generate.main(["--model", str(tmp_path / "a"), "--prompt", "sat on the ", "--length", "50",
+                   "--beam", "2"])
+    printed = capsys.readouterr()
+    assert len(printed.out) == 32 + 1 and printed.err == (
+        "generate: a beam search reads and writes within the model's context of 32 characters: "
+        "it continues the prompt's last 11 by 21 (not 50); sampling goes on past it\n")
     # its files are checked against each other (finding 5): a tokenizer cut short
     tokenizer = tmp_path / "a" / "tokenizer.txt"
     lines = tokenizer.read_text(encoding="utf-8").split("\n")

@@ -3,6 +3,7 @@ stopped by Ctrl-C, or killed, resumes from `--out DIR --resume` alone (its optio
 its hyperparameters.json) and ends with the bits of an uninterrupted run; a resume refuses
 an option that contradicts the run's; the trained model answers from the command line."""
 import json
+import re
 import signal
 
 import numpy as np
@@ -41,7 +42,8 @@ def stop_resume_and_kill(demo, settings, tmp_path, monkeypatch):
     assert (k / "last.npz").is_file() and not (k / "model.npz").exists()
     demo.main(["--out", str(k), "--resume"])
     assert_same_run(a, c, k)
-    return stop.value.code
+    assert stop.value.code == 130  # a Ctrl-C's status; its line is the exception's text
+    return str(stop.value)
 
 
 def test_translate_resumes_bit_identically_after_ctrl_c_and_after_a_kill(tmp_path, monkeypatch,
@@ -77,3 +79,71 @@ def test_generate_resumes_bit_identically_after_ctrl_c_and_after_a_kill(tmp_path
     line = stop_resume_and_kill(generate, settings, tmp_path, monkeypatch)
     assert line == (f"generate: stopped at epoch 1, step 1 (saved in {tmp_path / 'c' / 'last.npz'})"
                     f"; to continue: python -m demos.generate --out {tmp_path / 'c'} --resume")
+
+
+def resume_line(demo, out):
+    """The one line (status 1) that `--out OUT --resume` ends with."""
+    with pytest.raises(SystemExit) as stop:
+        demo.main(["--out", str(out), "--resume"])
+    assert isinstance(stop.value.code, str) and "\n" not in stop.value.code, stop.value.code
+    return stop.value.code
+
+
+def test_a_resume_after_the_data_changed_names_the_settings_that_differ(tmp_path):
+    """classify's settings hold what it made of the data (the vocabulary's size): a resume
+    on a changed file names that setting and its two values, not the two whole settings."""
+    data = tmp_path / "reviews.tsv"
+    rows = [f"{'good fine nice' if i % 2 else 'bad dull poor'} item{i % 7}\t{i % 2}\n"
+            for i in range(60)]
+    data.write_text("".join(rows))
+    settings = ["--data", str(data), "--epochs", "1", "--d-model", "16", "--heads", "2",
+                "--min-df", "1"]
+    classify.main([*settings, "--out", str(tmp_path / "run")])
+    data.write_text("".join(rows) + "".join(f"new words here{i}\t{i % 2}\n" for i in range(9)))
+    line = resume_line(classify, tmp_path / "run")
+    assert re.fullmatch(
+        rf"classify: fit: resume=True with settings that differ from the run's "
+        rf"\({re.escape(str(tmp_path / 'run' / 'hyperparameters.json'))}\): "
+        rf"hyperparameters.vocab_size (\d+) now, (\d+) in the run; the resumed run would not "
+        rf"continue the same one", line), line
+    assert len(line) < 300
+
+
+def test_a_resume_after_its_settings_file_was_edited_ends_in_one_line(tmp_path):
+    out = tmp_path / "run"
+    translate.main(["--quick", "--epochs", "1", "--epoch-size", "2", "--held-out", "8",
+                    "--out", str(out)])
+    path = out / "hyperparameters.json"
+    saved = json.loads(path.read_text())
+    saved["hyperparameters"]["options"]["d_ff"] = 128  # was 64 (--quick)
+    path.write_text(json.dumps(saved))
+    line = resume_line(translate, out)
+    assert line.startswith(f"translate: fit: resume=True, but {out / 'last.npz'} does not hold "
+                           f"parameters of the model given (another model, or a run whose "
+                           f"hyperparameters.json was changed?): load: "), line
+    assert "(32, 64) float32 in the file, but (32, 128) float32 in `like`" in line
+    # a value of the wrong kind, or not one of the option's choices, is named with the file
+    for name, value, what in (("d_model", "big", "a whole number"), ("lr", [1], "a number"),
+                              ("norm", "middle", "one of post, pre")):
+        edited = json.loads(json.dumps(saved))
+        edited["hyperparameters"]["options"][name] = value
+        path.write_text(json.dumps(edited))
+        assert resume_line(translate, out) == (
+            f"translate: {path}: the option {name!r} is {json.dumps(value)}, not {what}: the "
+            f"file was changed; restore its value, or start the run again")
+
+
+def test_a_resumed_option_out_of_range_is_refused_by_name(tmp_path, capsys):
+    out = tmp_path / "run"
+    translate.main(["--quick", "--epochs", "1", "--epoch-size", "2", "--held-out", "8",
+                    "--out", str(out)])
+    path = out / "hyperparameters.json"
+    saved = json.loads(path.read_text())
+    saved["hyperparameters"]["options"]["epochs"] = 0
+    path.write_text(json.dumps(saved))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        translate.main(["--out", str(out), "--resume"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        "python -m demos.translate: error: --epochs must be at least 1, got 0"

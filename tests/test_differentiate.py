@@ -431,3 +431,35 @@ def test_misuses_of_the_api_say_what_to_write_instead():
     # the array it asks for: d/dx Σ x² = 2x
     np.testing.assert_array_equal(ag.gradient(f, np.array([1.0, 2.0]))[0], [2.0, 4.0])
     np.testing.assert_array_equal(ag.grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])
+
+
+class WithComplex(NamedTuple):
+    w: np.ndarray
+    z: object
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ag.gradient(lambda p, x: ag.sum(x), WithComplex(np.ones(2), np.ones(2, complex)),
+                         np.ones(2)),
+     "gradient: p.z is complex128"),
+    (lambda: ag.value_and_gradient(lambda xs: 0.0, [np.ones(2), np.ones(2, np.complex64)]),
+     "value_and_gradient: xs[1] is complex64"),
+    (lambda: ag.grad(lambda x: x)(2 + 1j), "grad: x is complex"),
+    (lambda: ag.vjp(lambda d: d["a"], {"a": np.ones(2, complex)}), "vjp: d['a'] is complex128"),
+    (lambda: ag.jvp(lambda x: x, (np.ones(2, complex),), (np.ones(2),)), "jvp: x is complex128"),
+    (lambda: ag.jacobian(lambda x: x)(np.ones(2, complex)), "jacobian: x is complex128"),
+    (lambda: ag.check_gradients(lambda x, y: ag.sum(x), np.ones(2), np.complex64(1)),
+     "y is complex64"),
+])
+def test_complex_inputs_are_refused_naming_the_argument_path_and_dtype(call, message):
+    """Complex numbers are out of scope: a complex leaf to differentiate is refused in one
+    line, not given the gradient None of a static leaf as if nothing were wrong."""
+    with pytest.raises(TypeError) as refused:
+        call()
+    assert message in str(refused.value) and "\n" not in str(refused.value), refused.value
+    assert str(refused.value).endswith("complex values are not differentiated here (the ops "
+                                       "and their derivatives are real); pass the real and "
+                                       "imaginary parts as two float arrays")
+    # not differentiated (argnums leaves it out): a complex argument is static, as before
+    assert ag.gradient(lambda x, z: ag.sum(x), np.ones(2), np.ones(2, complex), argnums=0) \
+        is not None

@@ -140,6 +140,36 @@ def test_float16_and_unusual_masks_take_the_composed_path(rng):
         multihead_attention(p, x, x, np.ones((1, 1, 4, 4)))
 
 
+def test_a_sequence_of_length_0_is_declined_and_runs_as_the_plain_function(rng):
+    """The kernels take rows of one number or more: for a sequence of length 0 (or no
+    sequence) the rules' `applies` say no, and the plain functions, which take it, run."""
+    from models.fast import attention as fast_attention
+    from models import lm, transformer
+    p = random_attention(rng)
+    empty, x = np.zeros((2, 0, 8)), rng.standard_normal((2, 3, 8))
+    for x_q, x_kv in ((empty, empty), (x, empty), (empty, x), (np.zeros((0, 3, 8)),) * 2):
+        assert not fast_attention.multihead_attention_applies(p, x_q, x_kv)
+        assert "multihead_attention" not in fused_calls(multihead_attention, p, x_q, x_kv)
+        np.testing.assert_array_equal(multihead_attention(p, x_q, x_kv),
+                                      rules_off(multihead_attention)(p, x_q, x_kv))
+    assert not fast_attention.projected_heads_applies(p.wk, empty, 2)
+    keys = np.zeros((2, 2, 0, 4))
+    assert not fast_attention.attention_over_applies(p, x, (keys, keys))
+    model = lm.init(rng, 10, 16, 2, 32, 1, 8)
+    ids = np.zeros((2, 0), np.int64)
+    assert lm.apply(model, ids).shape == (2, 0, 10)
+    grads = ag.gradient(lambda q: ag.sum(lm.apply(q, ids)), model)[0]
+    with ag.fast_rules(False):
+        plain = ag.gradient(lambda q: ag.sum(lm.apply(q, ids)), model)[0]
+    for g, want in zip(ag.tree_leaves(grads), ag.tree_leaves(plain)):
+        np.testing.assert_array_equal(g, want)
+    tp = transformer.init(rng, 10, 10, 16, 2, 32, 1, 1, 8)
+    for src, tgt in ((np.ones((2, 0), int), np.ones((2, 3), int)),
+                     (np.ones((2, 3), int), np.ones((2, 0), int))):
+        np.testing.assert_allclose(transformer.apply(tp, src, tgt),
+                                   rules_off(transformer.apply)(tp, src, tgt), rtol=1e-5)
+
+
 def test_pictures_and_captures_show_the_composition(rng):
     p = random_attention(rng, dtype=np.float32)
     x = rng.standard_normal((2, 4, 8)).astype(np.float32)

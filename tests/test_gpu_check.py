@@ -41,3 +41,12 @@ def test_the_update_kernels_comparison_passes_on_the_double_and_finds_a_wrong_ke
     errors = check.update_kernel_errors(device, WrongAdam)
     assert errors["sgd"] == 0.0
     assert min(errors["adam"], errors["adamw"]) > check.KERNEL_TOLERANCE
+
+
+def test_without_cupy_the_check_ends_in_one_line_saying_what_to_install(check, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)  # as where it is missing
+    with pytest.raises(SystemExit) as stop:
+        check.main(["--skip", "translate,step"])
+    assert stop.value.code.startswith("check.py: CuPy does not import (")
+    assert stop.value.code.endswith("install the `gpu` extra there (pip install -e \".[gpu]\"; "
+                                    "for CUDA 13, cupy-cuda13x)") and "\n" not in stop.value.code

@@ -74,7 +74,8 @@ def test_training_curves_read_at_a_glance(tmp_path):
     for ax in (loss_axes, metric_axes):  # a light vertical line at the end of each epoch
         assert [line.get_xdata()[0] for line in ax.get_lines()
                 if line.get_label().startswith("_")] == [3, 6]
-    assert [t.get_text() for t in loss_axes.texts] == ["epoch 1", "epoch 2"]
+    # numbered as the history (and fit's progress bars, and a Ctrl-C's line) number them
+    assert [t.get_text() for t in loss_axes.texts] == ["epoch 0", "epoch 1"]
     # 100 epochs of 10 steps: a running mean of 40 steps (numpy's convolution the reference),
     # lines without markers, and at most 10 epoch lines (every tenth)
     rng = np.random.default_rng(0)
@@ -89,7 +90,7 @@ def test_training_curves_read_at_a_glance(tmp_path):
                                rtol=1e-9)  # a difference of running sums: ~1e-12 off
     np.testing.assert_array_equal(lines["mean of 40 steps"].get_xdata(), np.arange(40, 1001))
     assert lines["train loss (epoch mean)"].get_marker() == "None"
-    assert [t.get_text() for t in loss_axes.texts] == [f"epoch {k}" for k in range(10, 101, 10)]
+    assert [t.get_text() for t in loss_axes.texts] == [f"epoch {k}" for k in range(9, 100, 10)]
     # spanning three decades, the loss is drawn on a log scale without being asked
     assert loss_axes.get_yscale() == "log" and metric_axes.get_ylabel() == "accuracy"
     assert metric_axes.get_yscale() == "linear"
@@ -361,3 +362,16 @@ def test_training_curves_say_how_the_validation_loss_is_measured_and_star_the_re
         ([len(HISTORY["step_loss"])], [0.25], "*")
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][-2:] == \
         ["val loss: random windows", "reported"]
+
+
+def test_training_curves_call_the_validation_batches_by_the_name_given(tmp_path):
+    """classify validates on its test set: its curves say "test", in the loss panel and the
+    metrics panel alike; the default stays "val"."""
+    history = dict(HISTORY, epochs=[dict(r, val_accuracy=0.5) for r in HISTORY["epochs"]])
+    fig = plots.training_curves(history, tmp_path / "c.png", val_name="test")
+    labels = [line.get_label() for ax in fig.axes[:2] for line in ax.get_lines()
+              if not line.get_label().startswith("_")]
+    assert {"test loss (epoch mean)", "test accuracy"} <= set(labels), labels
+    assert not [label for label in labels if "val" in label], labels
+    default = plots.training_curves(HISTORY, tmp_path / "d.png")
+    assert "val loss (epoch mean)" in [line.get_label() for line in default.axes[0].get_lines()]

@@ -167,3 +167,10 @@ def test_a_checkpointed_encoder_block_matches_the_block(rng, fast_rules_on):
     expected = ag.gradient(loss_with(blocks.encoder_block), p, x)
     assert_same(got, expected)
     assert got[1].dtype == np.float32
+
+
+@pytest.mark.parametrize("not_a_function", [42, "f", None, np.ones(3)])
+def test_anything_but_a_function_is_refused_when_checkpoint_is_called(not_a_function):
+    with pytest.raises(TypeError, match=rf"^checkpoint: expected the function to recompute, "
+                                        rf"got {type(not_a_function).__name__} "):
+        ag.checkpoint(not_a_function)

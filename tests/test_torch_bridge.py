@@ -152,6 +152,21 @@ def test_from_torch_refuses_untied_weights_for_a_tied_model(bridge, share, tied)
         bridge.from_torch(sd, like=like)
 
 
+@pytest.mark.parametrize("share", ["target", "all"])
+def test_tied_weights_holding_a_nan_round_trip(bridge, share):
+    """A NaN in the shared table is in every key that holds it (one tensor): the tables are
+    still one, through the module's state_dict as through to_torch's."""
+    p = tiny(share_embeddings=share)
+    table = p.tgt_embed.table.copy()
+    table[1, 2] = np.nan
+    p = p._replace(tgt_embed=p.tgt_embed._replace(table=table))
+    for sd in (bridge.to_torch(p), bridge.torch_module_for(p).state_dict()):
+        back = bridge.from_torch(sd, like=p)
+        for x, y in zip(ag.tree_leaves(back), ag.tree_leaves(p)):
+            np.testing.assert_array_equal(x, y)  # NaN where p has NaN, the rest bit for bit
+        assert np.isnan(back.tgt_embed.table[1, 2]) and np.isnan(back.tgt_embed.table).sum() == 1
+
+
 def test_torch_module_refuses_sharing_all_with_two_vocabularies(bridge):
     with pytest.raises(ValueError, match=r'TorchTransformer: share_embeddings="all" .* '
                                          r'src_vocab=6, tgt_vocab=5'):

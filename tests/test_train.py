@@ -355,8 +355,14 @@ def test_refusals_name_the_problem(tmp_path):
         run_regression(out_dir=tmp_path / "run")
     with pytest.raises(FileNotFoundError, match=r"resume=True but there is no checkpoint"):
         run_regression(out_dir=tmp_path / "empty", resume=True)
-    with pytest.raises(ValueError, match=r"resume=True with settings .* that differ"):
-        run_regression(out_dir=tmp_path / "run", resume=True, hyperparameters={"lr": 0.2})
+    with pytest.raises(train.RunMismatch) as refused:  # a ValueError naming what differs
+        run_regression(out_dir=tmp_path / "run", resume=True, hyperparameters={"lr": 0.2,
+                                                                               "d": 3})
+    assert str(refused.value) == (
+        f"fit: resume=True with settings that differ from the run's "
+        f"({tmp_path / 'run' / 'hyperparameters.json'}): hyperparameters.lr 0.2 now, 0.1 in the "
+        f"run; hyperparameters.d 3 now, not set in the run; the resumed run would not continue the "
+        f"same one")
     with pytest.raises(ValueError, match=r"resume=True needs the out_dir"):
         run_regression(resume=True)
     with pytest.raises(TypeError, match=r"hyperparameters go to hyperparameters.json"):
@@ -388,8 +394,12 @@ def test_a_resume_refuses_other_data_or_another_model(tmp_path):
                                          r"checkpoint has used 2 of them$"):
         run_regression(out_dir=tmp_path, resume=True,
                        batches=lambda epoch: list(regression_batches()(epoch))[:1])
-    with pytest.raises(ValueError, match=r"^load: .*last\.npz: 'params.w' is \(3, 1\) float32 in "
-                                         r"the file, but \(2, 1\) float32 in `like`$"):
+    with pytest.raises(train.RunMismatch, match=r"^fit: resume=True, but .*last\.npz does not "
+                                              r"hold parameters of the model given \(another "
+                                              r"model, or a run whose hyperparameters.json was "
+                                              r"changed\?\): load: .*last\.npz: 'params.w' is "
+                                              r"\(3, 1\) float32 in the file, but \(2, 1\) "
+                                              r"float32 in `like`$"):
         smaller = Regression(np.zeros((2, 1), np.float32), np.zeros(1, np.float32))
         train.fit(regression_loss, smaller, ag.optim.sgd(0.1), regression_batches(), 1,
                   out_dir=tmp_path, resume=True)

@@ -20,7 +20,8 @@ from .array_types import is_device_array
 from .batching import Batched, active_levels, aligned, batched_over, peel, wrap
 from .devices import array_module
 from .tracer import Box, Node, Trace, end_trace, escaped_value_error
-from .tree import children, is_differentiable, tree_leaves, tree_map, tree_unflatten
+from .tree import (check_no_complex, children, is_complex, is_differentiable, tree_leaves,
+                   tree_map, tree_unflatten)
 from .weak import weak_float
 
 
@@ -90,6 +91,8 @@ def trace_call(caller, f, args, positions, named=False):
     boxed = list(args)
     input_nodes = []
     for i in positions:
+        if any(is_complex(leaf) for leaf in tree_leaves(args[i])):
+            check_no_complex(caller, args[i], argument_names(f, len(args))[i])
         boxed[i], nodes = _box_leaves(args[i], trace)
         if named and not nodes:
             raise nothing_to_differentiate(caller, i, argument_names(f, len(args))[i], args[i])

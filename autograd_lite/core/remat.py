@@ -101,7 +101,12 @@ def _under_vmap(checkpointed, f, args, leaves):
 
 def checkpoint(f):
     """f, recomputed in the backward pass instead of keeping its forward values (module
-    docstring). f returns one array. With nothing traced, it is f."""
+    docstring). f returns one array. With nothing traced, it is f. Anything but a function is
+    refused here, not at its first call."""
+    if not callable(f):
+        raise TypeError(f"checkpoint: expected the function to recompute, got "
+                        f"{type(f).__name__} {f!r:.60}")
+
     @functools.wraps(f)
     def checkpointed(*args):
         leaves = tree_leaves(args)

@@ -9,7 +9,9 @@ The leaf policy lives here too, once for the whole library: `is_differentiable`
 says which leaves are parameters. `gradient` boxes exactly those, optimizers move
 them, `check_gradients` perturbs them and `models.summary` counts them; every other
 leaf (an int `n_heads`, a `Hyper` dropout rate, an integer token array, None, a
-function) is static and passes through.
+function) is static and passes through. Complex numbers are out of the library's scope
+(its ops and their derivatives are real): an argument to differentiate that holds one is
+refused (`check_no_complex`), rather than given a gradient of None as if it were static.
 """
 import collections
 import numbers
@@ -48,6 +50,26 @@ def is_differentiable(leaf):
     if isinstance(leaf, np.ndarray) or is_device_array(leaf):
         return leaf.dtype.kind == "f"
     return isinstance(leaf, np.floating)
+
+
+def is_complex(leaf):
+    """Whether a leaf is a complex number, or an array or value of a complex dtype."""
+    if type(leaf) is complex:
+        return True
+    dtype = getattr(leaf, "dtype", None)
+    return isinstance(dtype, np.dtype) and dtype.kind == "c"
+
+
+def check_no_complex(caller, tree, name):
+    """Refuse (TypeError) a tree to differentiate that holds a complex leaf, naming its path
+    under `name` (the argument's name) and its dtype."""
+    for path, leaf in zip(tree_paths(tree), tree_leaves(tree)):
+        if is_complex(leaf):
+            where = name + ("." + path if path and not path.startswith("[") else path)
+            dtype = "complex" if type(leaf) is complex else leaf.dtype
+            raise TypeError(f"{caller}: {where} is {dtype}: complex values are not "
+                            f"differentiated here (the ops and their derivatives are real); "
+                            f"pass the real and imaginary parts as two float arrays")
 
 
 _PYTHON_NUMBERS = (int, float, bool, complex)

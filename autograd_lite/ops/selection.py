@@ -1,6 +1,9 @@
 """Elementwise selections: maximum, minimum, where and clip. Each output element is one of
-the operands' elements, and its cotangent goes to the operand it was taken from (split
-evenly where maximum and minimum tie; clip follows torch.clamp at its bounds).
+the operands' elements, and its cotangent goes to the operand it was taken from. At a tie,
+where the derivative is one-sided, the convention is the library's own, stated with each op
+(and tested as stated, not against a release of another library): maximum and minimum split
+the cotangent evenly; clip gives it to x at a tie with a bound (the derivative with the
+bounds moved apart by an infinitesimal).
 """
 import numpy as np
 
@@ -11,7 +14,8 @@ from .weak import settles_weak_floats
 
 
 def _tie_weights(a, b, out_dtype):
-    """1 where a wins, 1/2 where a and b tie, 0 where b wins (PyTorch splits ties evenly)."""
+    """1 where a wins, 1/2 where a and b tie (the mean of the one-sided derivatives), 0 where
+    b wins."""
     pa, pb = primal(a), primal(b)
     return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
 
@@ -66,18 +70,20 @@ def where(condition, x, y):
 
 
 def _clip_routes(x, a_min, a_max):
-    """Where each of x, a_min and a_max receives the cotangent, as torch.clamp sends it:
+    """Where each of x, a_min and a_max receives the cotangent: where the output is taken
+    from, as the derivative with the bounds moved apart by an infinitesimal sees it:
 
         x      where a_min ≤ x ≤ a_max (a tie with a bound counts as inside)
-        a_min  where x < a_min and a_min < a_max
-        a_max  where x > a_max, or where a_max < a_min (crossed bounds: the output is a_max)
+        a_min  where x < a_min ≤ a_max (below equal bounds too)
+        a_max  where x > a_max ≥ a_min, or where a_max < a_min (crossed bounds: the output
+               is a_max, as np.clip makes it)
 
     A missing bound (None) is -∞ or +∞. Bool arrays of the output's shape."""
     x = primal(x)
     low = -np.inf if a_min is None else primal(a_min)
     high = np.inf if a_max is None else primal(a_max)
     to_x = (x >= low) & (x <= high)
-    to_min = (x < low) & (low < high)
+    to_min = (x < low) & (low <= high)
     to_max = (x > high) | (high < low)
     return to_x, to_min, to_max
 
@@ -90,8 +96,9 @@ def _shape_or_none(bound):
 @settles_weak_floats
 def clip(x, a_min, a_max):
     """min(max(x, a_min), a_max) elementwise, as np.clip: each bound is an array or a number
-    that broadcasts with x, or None (no bound on that side). The cotangent is routed as by
-    torch.clamp (`_clip_routes`)."""
+    that broadcasts with x, or None (no bound on that side). The cotangent goes where the
+    output was taken from; at a tie, as if the bounds were moved apart by an infinitesimal
+    (`_clip_routes`): x's at a tie with a bound."""
     x = as_array("clip", x)
     bounds = [None if b is None else as_operand("clip", b, name)
               for b, name in ((a_min, "a_min"), (a_max, "a_max"))]

@@ -8,7 +8,7 @@ from .. import attention
 from ..attention import MultiHeadAttention
 from ..layers import Dense
 from . import sublayers
-from .conditions import dropout_fits, dropout_keep, mask_fits, one_float_dtype
+from .conditions import dropout_fits, dropout_keep, mask_fits, none_empty, one_float_dtype
 
 
 def _weights(p):
@@ -26,7 +26,8 @@ def _attention_cotangent(wq=None, wk=None, wv=None, wo=None):
 def multihead_attention_applies(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
     attention.check_activations(p, x_q, x_kv)  # refused as the function refuses it
     scores = (x_q.shape[0], p.n_heads, x_q.shape[1], x_kv.shape[1])
-    return dropout_fits(rate, rng) and one_float_dtype(x_q, x_kv, p) and mask_fits(mask, scores)
+    return (dropout_fits(rate, rng) and one_float_dtype(x_q, x_kv, p)
+            and none_empty(x_q, x_kv) and mask_fits(mask, scores))
 
 
 @ag.fast_rule(attention.multihead_attention, applies=multihead_attention_applies)
@@ -50,7 +51,8 @@ def multihead_attention_rule(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
 def attention_over_applies(p, x_q, kv, mask=None):
     keys, values = kv
     scores = (x_q.shape[0], p.n_heads, x_q.shape[1], keys.shape[2])
-    return one_float_dtype(x_q, keys, values, p.wq, p.wo) and mask_fits(mask, scores)
+    return (one_float_dtype(x_q, keys, values, p.wq, p.wo) and none_empty(x_q, keys)
+            and mask_fits(mask, scores))
 
 
 @ag.fast_rule(attention.attention_over, applies=attention_over_applies)
@@ -68,7 +70,7 @@ def attention_over_rule(p, x_q, kv, mask=None):
 
 
 def projected_heads_applies(p, x, n_heads):
-    return x.ndim == 3 and one_float_dtype(x, p)
+    return x.ndim == 3 and one_float_dtype(x, p) and none_empty(x)
 
 
 @ag.fast_rule(attention.projected_heads, applies=projected_heads_applies)

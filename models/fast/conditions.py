@@ -40,6 +40,12 @@ def _one_dtype(trees, dtype):
     return dtype
 
 
+def none_empty(*arrays):
+    """Whether every array holds a number: the kernels take rows of at least one; a sequence
+    of length 0 (or a batch of none) is left to the function, whose ops take it."""
+    return all(a.size > 0 for a in arrays)
+
+
 def dropout_fits(rate, rng):
     """Dropout is off (rate 0 or no rng: inference), or its rate is a plain number in (0, 1)
     that the rule can draw its mask with; a traced or out-of-range rate is left to ag.dropout,

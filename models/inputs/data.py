@@ -10,17 +10,21 @@ epoch for the classifier, the encoder-decoder and the language model.
     epoch_batches = lambda epoch: data.batches(ids[train], labels[train], 32,
                                                rng=np.random.default_rng([seed, epoch]))
 
-Readers decode UTF-8 (a leading byte-order mark is skipped) and split lines on "\\n" only:
-U+0085 or U+2028 inside a review is not a line break (str.splitlines would break there).
-Texts are stripped of surrounding whitespace. Every error names the file and the 1-based
-line number. Rows a reader leaves out (a blank line, an empty text, a 3-star review in
-binary mode) are counted per reason in `Dataset.dropped` and reported once by a
+Readers decode UTF-8 (a leading byte-order mark is skipped) and end a line at "\\n",
+"\\r\\n" or "\\r", as Python's csv module does, and nowhere else: U+0085 or U+2028 inside a
+review is not a line break (str.splitlines would break there). Texts and labels are
+stripped of surrounding whitespace. Every error names the file and the 1-based line number.
+Rows a reader leaves out (a blank line, an empty text, a 3-star review in binary mode, a
+TSV's header) are counted per reason in `Dataset.dropped` and reported once by a
 `DroppedRowsWarning` naming the file.
 
 Labels become int64 class ids. Integer labels ("0", "1", or JSON numbers) are kept as they
-are and label_names is None; other labels (such as "negative", "positive") are numbered in
-sorted order, and label_names[i] is the label of id i. Pass label_names=[...] to fix the
-numbering (the same for a training and a test file); a label not in it is an error.
+are and label_names is None (one that does not fit in int64 is an error); other labels
+(such as "negative", "positive") are numbered in sorted order, and label_names[i] is the
+label of id i; two that differ only in case ("Positive", "positive") or are one number
+("1", "1.0") are an error naming both, as they are most likely one class spelt two ways.
+Pass label_names=[...] to fix the numbering (the same for a training and a test file); a
+label not in it is an error.
 """
 import csv
 import io
@@ -33,9 +37,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .text import check_count, pad_sequences, split_lines
+from .text import check_count, pad_sequences
 
 INTEGER = re.compile(r"[+-]?\d+")
+INT64 = np.iinfo(np.int64)
+LINE_END = re.compile(r"\r\n|\r|\n")  # where csv ends a line; not U+0085, U+2028, ...
+# a TSV's first line is its header when its label is one of these words (and no other line's)
+HEADER_LABELS = ("label", "labels", "class", "category", "sentiment", "polarity", "target",
+                 "rating", "stars", "y")
 
 
 class DroppedRowsWarning(UserWarning):
@@ -77,8 +86,12 @@ def read_file(caller, path):
 
 
 def numbered_lines(text):
-    """(line number from 1, line) for the lines of text, split on "\\n" only."""
-    return enumerate(split_lines(text), 1)
+    """(line number from 1, line) for the lines of text, ended by "\\n", "\\r\\n" or "\\r" (the
+    line end of the last line, if any, starts no other)."""
+    lines = LINE_END.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return enumerate(lines, 1)
 
 
 class Rows:
@@ -121,7 +134,9 @@ class Rows:
     def label_ids(self, label_names):
         """(ids (N,) int64, label_names): see the module's docstring."""
         if label_names is None and all(INTEGER.fullmatch(label) for label in self.labels):
-            return np.array([int(label) for label in self.labels], dtype=np.int64), None
+            return self.integer_labels(), None
+        if label_names is None:
+            self.check_one_spelling()
         names = sorted(set(self.labels)) if label_names is None else list(label_names)
         index = {str(name): i for i, name in enumerate(names)}
         if len(index) != len(names):
@@ -131,12 +146,44 @@ class Rows:
                 raise self.error(line, f"label {label!r} is not one of label_names {names}")
         return np.array([index[label] for label in self.labels], dtype=np.int64), tuple(names)
 
+    def integer_labels(self):
+        """The labels as int64 numbers; one that does not fit is an error naming its line."""
+        values = [int(label) for label in self.labels]
+        for value, line in zip(values, self.lines):
+            if not INT64.min <= value <= INT64.max:
+                raise self.error(line, f"the label {value} does not fit in int64, as a class "
+                                       f"must: is this the label column?")
+        return np.array(values, dtype=np.int64)
+
+    def check_one_spelling(self):
+        """Two labels that are one label written two ways (in another case, or the same
+        number: "1" and "1.0") are refused, naming both and their first lines."""
+        first = {}  # spelling_key(label) -> (label, its first line)
+        for label, line in zip(self.labels, self.lines):
+            seen, seen_line = first.setdefault(spelling_key(label), (label, line))
+            if seen != label:
+                how = "only in case" if seen.casefold() == label.casefold() else "as a number"
+                raise self.error(line, f"the label {label!r} is {seen!r} (line {seen_line}) "
+                                       f"written another way ({how}): write them one way, or "
+                                       f"they are two classes")
+
+
+def spelling_key(label):
+    """What two spellings of one label share: a number's value ("1", "+1", "1.0" -> 1.0),
+    else the label's casefolded text."""
+    try:
+        return float(label)
+    except ValueError:
+        return label.casefold()
+
 
 def csv_records(rows, delimiter):
     """(line where the record starts, its fields) for each record of the CSV file rows.path;
-    quoting is strict (a stray quote is an error, not a merged field)."""
+    quoting is strict (a stray quote is an error, not a merged field); a TAB-separated file
+    has no quoting (a quote is text)."""
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
     reader = csv.reader(io.StringIO(read_file(rows.caller, rows.path), newline=""),
-                        delimiter=delimiter, strict=True)
+                        delimiter=delimiter, strict=True, quoting=quoting)
     line = 1
     try:
         for fields in reader:
@@ -146,10 +193,11 @@ def csv_records(rows, delimiter):
         raise rows.error(line, f"not valid CSV ({e})") from None
 
 
-def read_csv(path, text_column, label_column, label_names=None, delimiter=","):
+def read_csv(path, text_column, label_column, label_names=None, delimiter=",",
+             caller="read_csv"):
     """A CSV file with a header row naming its columns; fields may be quoted and hold commas
     and newlines. -> Dataset(texts, labels, label_names, dropped)"""
-    rows = Rows("read_csv", path)
+    rows = Rows(caller, path)
     records = csv_records(rows, delimiter)
     _, header = next(records)
     for column in (text_column, label_column):
@@ -207,9 +255,20 @@ def read_jsonl(path, text_key="review_body", label_key="stars", binary=False, la
     return rows.dataset(label_names)
 
 
-def read_tsv(path, label_names=None):
+def read_tsv(path, label_names=None, text_column=None, label_column=None):
     """`sentence<TAB>label` lines, as the UCI sentiment sentences. The label follows the last
-    TAB, so a sentence may hold a TAB. -> Dataset(texts, labels, label_names, dropped)"""
+    TAB, so a sentence may hold a TAB. A first line that is a header is left out (counted
+    as dropped): one whose label is a word such as "label" (HEADER_LABELS) that no other
+    line has, or a word above labels that are all integers (the sign csv.Sniffer reads).
+    With text_column and label_column, the file is a table whose first line names its
+    columns, the fields split at every TAB, as csv reads it with delimiter "\\t" and no
+    quoting. -> Dataset(texts, labels, label_names, dropped)"""
+    if text_column is not None or label_column is not None:
+        if text_column is None or label_column is None:
+            raise ValueError(f"read_tsv: {path}: pass both text_column and label_column (the "
+                             f"header's names of the two), or neither")
+        return read_csv(path, text_column, label_column, label_names, delimiter="\t",
+                        caller="read_tsv")
     rows = Rows("read_tsv", path)
     for line, content in numbered_lines(read_file(rows.caller, path)):
         if not content.strip():
@@ -219,7 +278,20 @@ def read_tsv(path, label_names=None):
         if not tab:
             raise rows.error(line, f"no TAB: expected sentence<TAB>label, got {content[:60]!r}")
         rows.add(line, sentence, label)
+    drop_header(rows)
     return rows.dataset(label_names)
+
+
+def drop_header(rows):
+    """Leave out the first row of a TSV when it is a header (read_tsv)."""
+    if len(rows.labels) < 2:
+        return
+    first, rest = rows.labels[0], rows.labels[1:]
+    named = first.casefold() in HEADER_LABELS and first not in rest
+    above_numbers = not INTEGER.fullmatch(first) and all(INTEGER.fullmatch(r) for r in rest)
+    if named or above_numbers:
+        del rows.texts[0], rows.labels[0], rows.lines[0]
+        rows.dropped["the header line"] += 1
 
 
 def read_text(path):
@@ -228,7 +300,7 @@ def read_text(path):
 
 
 def read_lines(path):
-    """The file's lines (split on "\\n" only, so U+0085 stays inside its line), unstripped."""
+    """The file's lines (ended as csv ends them, so U+0085 stays inside its line), unstripped."""
     return [content for _, content in numbered_lines(read_file("read_lines", path))]
 
 

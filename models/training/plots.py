@@ -40,7 +40,7 @@ def _save(fig, path):
 
 
 def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=None, bits=False,
-                    per=None, val_label=None, final=None):
+                    per=None, val_label=None, final=None, val_name="val"):
     """fit's history over the optimizer steps, in two panels that share the step axis, each
     epoch's end a light vertical line. Left: the loss of every step (light), its running
     mean, and each epoch's train and validation loss; in nats, or in bits with bits=True
@@ -48,8 +48,10 @@ def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=None, bits
     scale when log_loss is True, or when None (the default) and the step losses span more
     than a decade. Right (when there are any): the other per-epoch metrics.
     val_label: the legend's words for the validation loss (say how it is measured, where a
-    program reports another figure); final: (value, label), a figure measured after
-    training, in the panel's unit, drawn as a star at the last step."""
+    program reports another figure); val_name: what the labels call the validation batches
+    ("test" where they are a test set); final: (value, label), a figure measured after
+    training, in the panel's unit, drawn as a star at the last step. Epochs are numbered as
+    the history numbers them, from 0."""
     epochs = history["epochs"]
     metrics = sorted({k for r in epochs for k in r} - {"epoch", "steps", "train_loss", "val_loss"})
     scale = 1 / np.log(2) if bits else 1.0
@@ -59,7 +61,7 @@ def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=None, bits
     steps = np.arange(1, len(step_loss) + 1)
     ends = [r["steps"] for r in epochs]
     marker = "o-" if len(epochs) <= 20 else "-"  # a hundred markers only clutter
-    _epoch_lines(axes, ends)
+    _epoch_lines(axes, ends, [r["epoch"] for r in epochs])
     axes[0].plot(steps, step_loss, color="0.75", linewidth=0.6, label="each step")
     window = max(1, len(step_loss) // 25)
     if window > 1:
@@ -68,7 +70,7 @@ def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=None, bits
     for name in ("train_loss", "val_loss"):
         if any(name in r for r in epochs):
             label = (val_label if name == "val_loss" and val_label
-                     else f"{name.replace('_', ' ')} (epoch mean)")
+                     else f"{_metric_name(name, val_name)} (epoch mean)")
             axes[0].plot(ends, [scale * r.get(name, np.nan) for r in epochs], marker,
                          label=label)
     if final is not None:
@@ -85,7 +87,7 @@ def training_curves(history, path, figsize=(10, 4), dpi=100, log_loss=None, bits
     if metrics:
         for name in metrics:
             axes[1].plot(ends, [r.get(name, np.nan) for r in epochs], marker,
-                         label=name.replace("_", " "))
+                         label=_metric_name(name, val_name))
         axes[1].set(xlabel="step", ylabel=_metrics_label(metrics),
                     title="measured after each epoch")
         axes[1].legend(fontsize="small")
@@ -181,12 +183,21 @@ def running_mean(values, window):
     return (sums[window:] - sums[:-window]) / window
 
 
-def _epoch_lines(axes, ends, most_labels=10):
+def _metric_name(name, val_name):
+    """A history's name in words: "val_accuracy" -> "val accuracy" (val_name "test": "test
+    accuracy")."""
+    if name.startswith("val_"):
+        name = f"{val_name}_{name[4:]}"
+    return name.replace("_", " ")
+
+
+def _epoch_lines(axes, ends, numbers, most_labels=10):
     """A light vertical line at the last step of each epoch (of every k-th when there are
-    more than most_labels epochs), on every panel; the first panel names them "epoch k"
-    (counting from 1) along its top."""
+    more than most_labels epochs, the last among them), on every panel; the first panel
+    names them "epoch k" along its top, k the history's number of the epoch (from 0)."""
     every = max(1, -(-len(ends) // most_labels))
-    shown = [(k + 1, end) for k, end in enumerate(ends) if (k + 1) % every == 0]
+    shown = [(number, end) for k, (number, end) in enumerate(zip(numbers, ends))
+             if (k + 1) % every == 0]
     for ax in axes:
         for number, end in shown:
             ax.axvline(end, color="0.85", linewidth=0.8, zorder=0)

@@ -22,6 +22,11 @@ CHECKPOINT, BEST, HISTORY, HYPERPARAMETERS = ("last.npz", "best.npz", "history.j
                                               "hyperparameters.json")
 
 
+class RunMismatch(ValueError):
+    """A resume whose settings, or whose run's files, are not those of the run in out_dir:
+    the message names what differs."""
+
+
 class Checkpoint(NamedTuple):
     """last.npz's tree: errors name its paths, e.g. 'params.encoder[0].ff.linear1.w'."""
     params: Any
@@ -59,12 +64,43 @@ def open_run(out_dir, settings, resume):
     if not os.path.exists(checkpoint):
         raise FileNotFoundError(f"fit: resume=True but there is no checkpoint {checkpoint}")
     path = os.path.join(out_dir, HYPERPARAMETERS)
-    with open(path) as fh:
-        saved = json.load(fh)
-    if saved != json.loads(json.dumps(settings)):  # as JSON: tuples are lists there
-        raise ValueError(f"fit: resume=True with settings {settings} that differ from the run's "
-                         f"{saved} ({path}): the resumed run would not continue the same one")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except (OSError, ValueError) as error:
+        raise RunMismatch(f"fit: resume=True, but {path}, the run's settings, does not read "
+                          f"({error})") from None
+    differ = differences(saved, json.loads(json.dumps(settings)))  # tuples are lists in JSON
+    if differ:
+        shown = "; ".join(f"{name} {_short(given)} now, {_short(was)} in the run"
+                          for name, was, given in differ[:MOST_SHOWN])
+        more = f"; and {len(differ) - MOST_SHOWN} more" if len(differ) > MOST_SHOWN else ""
+        raise RunMismatch(f"fit: resume=True with settings that differ from the run's ({path}): "
+                          f"{shown}{more}; the resumed run would not continue the same one")
     return True
+
+
+MOST_SHOWN = 4  # settings named in the error of a resume that differs
+
+
+NOT_SET = object()  # a key that one of two settings lacks
+
+
+def differences(saved, given, name=""):
+    """[(name, saved value, given value)] at each place where two JSON trees differ, named
+    by its keys ("hyperparameters.vocab_size"); a key only one has is NOT_SET in the other."""
+    if not (isinstance(saved, dict) and isinstance(given, dict)):
+        return [] if saved == given else [(name or "(the settings)", saved, given)]
+    found = []
+    for key in dict.fromkeys([*saved, *given]):
+        found += differences(saved.get(key, NOT_SET), given.get(key, NOT_SET),
+                             f"{name}.{key}" if name else key)
+    return found
+
+
+def _short(value, most=60):
+    text = "not set" if value is NOT_SET else json.dumps(value)
+    return text if len(text) <= most else text[:most - 3] + "..."
 
 
 def remove_stale_partials(out_dir):
@@ -121,8 +157,13 @@ def save_checkpoint(out_dir, position, history):
 def load_checkpoint(out_dir, start):
     """(position, history) from last.npz; the Position `start` gives the structure, shapes and
     dtypes of the params and optimizer state (a mismatch is an error naming the path)."""
-    saved = ag.load(os.path.join(out_dir, CHECKPOINT),
-                    like=Checkpoint(start.params, start.optimizer_state, str))
+    path = os.path.join(out_dir, CHECKPOINT)
+    try:
+        saved = ag.load(path, like=Checkpoint(start.params, start.optimizer_state, str))
+    except ValueError as error:  # a MalformedFile: a shape, dtype or structure differs
+        raise RunMismatch(f"fit: resume=True, but {path} does not hold parameters of the "
+                          f"model given (another model, or a run whose {HYPERPARAMETERS} was "
+                          f"changed?): {error}") from None
     rest = json.loads(saved.position)
     history = rest.pop("history")
     return Position(saved.params, saved.optimizer_state, **rest), history

@@ -39,8 +39,8 @@ import autograd_lite as ag
 from autograd_lite.interrupts import deferred_interrupts
 
 from . import health
-from .run_files import (CHECKPOINT, Position, load_checkpoint, open_run, save_checkpoint,
-                        save_epoch, write_history)
+from .run_files import (CHECKPOINT, Position, RunMismatch, load_checkpoint, open_run,  # noqa: F401
+                        save_checkpoint, save_epoch, write_history)  # (train.RunMismatch too)
 from .progress import progress_bar
 
 HEALTH_EVERY = 10  # the demos' health_every: a record costs 2-8% of one of their steps, so

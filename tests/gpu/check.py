@@ -17,6 +17,7 @@ take the device as an argument, so tests/test_gpu_check.py runs them on the CuPy
 """
 import argparse
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -36,6 +37,7 @@ from autograd_lite.core import devices  # noqa: E402
 TOLERANCE = {np.float64: 1e-8, np.float32: 2e-3}  # the GPU's exp, log and sums round otherwise
 KERNEL_TOLERANCE = 1e-5  # float32 updates: the relative error of the worst entry
 TRANSLATE_TARGET_SECONDS = 60
+TRANSLATE_TARGET_MATCH = 99.9  # the README's spread of fresh runs: 99.9 - 100.0%
 STEP_TARGET_RATIO = 2.0
 
 
@@ -204,7 +206,12 @@ def main(argv=None):
                         help="translate's run folder (runs/gpu-check)")
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
-    import cupy
+    try:
+        import cupy
+    except ImportError as error:
+        sys.exit(f"check.py: CuPy does not import ({error}): these are the checks of a GPU "
+                 f"machine; install the `gpu` extra there (pip install -e \".[gpu]\"; for CUDA "
+                 f"13, cupy-cuda13x)")
     print(f"CuPy {cupy.__version__}, {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}"
           f", numpy {np.__version__}")
     device = devices.device("cuda")
@@ -243,7 +250,9 @@ def check_kernels(device):
 def check_translate(out):
     line, seconds = translate_run(out)
     print(f"  {line}; {seconds:.0f} s (target <= {TRANSLATE_TARGET_SECONDS} s)")
-    return "PASS" if "100.0%" in line else "FAIL (exact match below 100%)"
+    match = float(re.search(r"exact match: ([\d.]+)%", line).group(1))
+    return ("PASS" if match >= TRANSLATE_TARGET_MATCH else
+            f"FAIL (exact match below {TRANSLATE_TARGET_MATCH}%, the README's spread)")
 
 
 def check_step():

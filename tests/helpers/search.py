@@ -9,9 +9,11 @@ def score(log_p, n_new, alpha):
     return log_p / ((5 + n_new) / 6) ** alpha
 
 
-def exhaustive_search(next_log_probs, prefix, eos, max_len, alpha):
+def exhaustive_search(next_log_probs, prefix, eos, max_len, alpha, no_repeat_ngram=None):
     """The best of every complete continuation (ended by eos, or max_len tokens long) by
-    log P / lp, found by enumerating them all. -> (tokens tuple, score)"""
+    log P / lp, found by enumerating them all; with no_repeat_ngram=n, of those in which no
+    new token completes n tokens in a row that the sequence already holds. -> (tokens
+    tuple, score)"""
     best = (-np.inf, None)
     stack = [(tuple(prefix), 0.0)]
     while stack:
@@ -20,8 +22,16 @@ def exhaustive_search(next_log_probs, prefix, eos, max_len, alpha):
             best = max(best, (score(log_p, len(tokens) - len(prefix), alpha), tokens))
             continue
         for v, s in enumerate(next_log_probs(tokens)):
-            stack.append((tokens + (v,), log_p + s))
+            if no_repeat_ngram is None or not repeats_an_ngram(tokens, v, no_repeat_ngram):
+                stack.append((tokens + (v,), log_p + s))
     return best[1], best[0]
+
+
+def repeats_an_ngram(tokens, v, n):
+    """Whether token v after `tokens` ends n tokens in a row that `tokens` already hold."""
+    new = tuple(tokens[len(tokens) - n + 1:]) + (v,) if n > 1 else (v,)
+    return len(new) == n and any(tuple(tokens[i:i + n]) == new
+                                 for i in range(len(tokens) - n + 1))
 
 
 def reference_beam_search(next_log_probs, prefix, eos, max_len, k, alpha):
