@@ -2,7 +2,7 @@
 transform; rules_*.py one file per op family, registered when this package is imported)."""
 from ..core.batching import Batched, Ops
 from ..ops import operators
-from ..ops.checks import every_value
+from ..core.tracer import every_value
 from . import rules_elementwise, rules_indexing, rules_nn, rules_products, rules_reductions
 from . import rules_shape
 from .axes import broadcast_axis, moveaxis

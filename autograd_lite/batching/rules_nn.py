@@ -5,10 +5,9 @@ labels: its rule is one log_softmax of every example and a mean per example."""
 import numpy as np
 
 from ..core.batching import BATCHING_RULES, Batched
-from ..core.tracer import is_traced
+from ..core.tracer import every_value, is_traced
 from ..ops import expand_dims, mean, nn, take_along_axis, where
 from ..ops import sum as sum_
-from ..ops.checks import every_value
 from ..ops.nn import check_cross_entropy
 from ..ops.softmax import log_softmax, softmax
 from .axes import (front_or_broadcast, length_of, ndim_of, padded, reshape, shape_of,

@@ -19,18 +19,9 @@ import numbers
 
 import numpy as np
 
-from ..core.array_types import is_device_array
-from ..core.batching import Batched, new_level, running, strip_level
-from ..core.tracer import Box
+from ..core.batching import Batched, MappedCall, new_level, running, strip_level
 from ..core.tree import children, rebuild
-from .axes import broadcast_axis, moveaxis
-
-_ARRAYS = (np.ndarray, Box, Batched)
-
-
-def _is_array(leaf):
-    """Whether vmap may map a leaf: an array (numpy's or a device's), traced or batched."""
-    return isinstance(leaf, _ARRAYS) or is_device_array(leaf)
+from .axes import broadcast_axis, is_array, moveaxis
 
 
 def _check_axes_spec(name, spec):
@@ -77,7 +68,7 @@ def _mapped_length(pairs):
     """The number of examples: the size of every mapped axis, which must agree."""
     lengths = {}
     for leaf, axis, path in pairs:
-        if axis is None or not _is_array(leaf):
+        if axis is None or not is_array(leaf):
             continue
         ndim = leaf.ndim
         if not -ndim <= axis < ndim:
@@ -95,7 +86,7 @@ def _mapped_length(pairs):
 
 def _unmapped_output(leaf, level, axis, length, path):
     """An output leaf with its examples of `level` on `axis`."""
-    if not (_is_array(leaf) or isinstance(leaf, (np.generic, numbers.Number))):
+    if not (is_array(leaf) or isinstance(leaf, (np.generic, numbers.Number))):
         return leaf  # a static leaf (None, a string)
     value, bdim = strip_level(leaf, level)
     if axis is None:
@@ -133,9 +124,9 @@ def vmap(f, in_axes=0, out_axes=0):
         length = _mapped_length(pairs)
         level = new_level()
         leaves = [Batched(leaf, level, axis % leaf.ndim)
-                  if axis is not None and _is_array(leaf) else leaf
+                  if axis is not None and is_array(leaf) else leaf
                   for leaf, axis, _ in pairs]
-        with running(level, length):
+        with running(MappedCall(level, length)):
             out = f(*_rebuilt(args, iter(leaves)))
         out_pairs = []
         _paired("out_axes", out_axes, out, "out", out_pairs)

@@ -26,7 +26,7 @@ import functools
 import numpy as np
 
 from .backward import backward
-from .batching import Batched, peel, wrap
+from .batching import Batched, closed_levels, peel, wrap
 from .differentiate import box_input, output_of
 from .tracer import Box, Trace, end_trace, primitive
 from .tree import tree_leaves, tree_unflatten
@@ -89,11 +89,13 @@ def _under_vmap(checkpointed, f, args, leaves):
     layers back around them, runs f and returns its output's value under its layers; the
     output gets those layers again. The recomputation batches as the first run did."""
     unbatched, layers = zip(*(peel(leaf) for leaf in leaves))
+    levels = {level for lay in layers for level, _ in lay}
     out_layers = []
 
     def of_values(*values):
-        out = f(*tree_unflatten(args, [wrap(v, lay) for v, lay in zip(values, layers)]))
-        core, layers_of_out = peel(out)
+        with closed_levels(levels):  # f sees its examples batched again (a recomputation
+            out = f(*tree_unflatten(args, [wrap(v, lay) for v, lay in zip(values, layers)]))
+        core, layers_of_out = peel(out)  # runs in a backward pass, which opened them)
         out_layers[:] = layers_of_out
         return core
     return wrap(checkpointed(of_values)(*unbatched), out_layers)

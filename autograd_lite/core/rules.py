@@ -50,8 +50,8 @@ import numpy as np
 from .array_types import as_op_output, mixed_devices_error
 from .batching import Batched, batched_call
 from .differentiate import vjp
-from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
-                     move_keywords_to_positions, opened, positional_parameters, primal)
+from .tracer import (Box, Node, check_keyword_only, escaped_value_error, every_value,
+                     move_keywords_to_positions, opened, positional_parameters)
 from .tree import children, rebuild
 
 _SETTING = "AUTOGRAD_LITE_FAST_RULES"
@@ -111,7 +111,7 @@ def fusable(fn=None, *, name=None, op=False):
                 return _dispatch(fusable_call, args, kwargs)  # rules off too
             return fn(*args, **kwargs)
         except TypeError:  # numpy's and a device's arrays among the arguments: say so by name
-            error = mixed_devices_error(fusable_call.op_name, args, primal)
+            error = mixed_devices_error(fusable_call.op_name, args, every_value)
             if error is not None:
                 raise error from None
             raise

@@ -14,7 +14,7 @@ import inspect
 
 import numpy as np
 
-from .batching import Batched, batched_call
+from .batching import Batched, batched_call, peel, wrap
 from .levels import next_level
 from .array_types import as_op_output, is_device_array, mixed_devices_error
 
@@ -128,15 +128,30 @@ class Box:
 
 
 def primal(x):
-    """The plain value under every level of boxing (a constant for all traces)."""
+    """The plain value under every level of boxing (a constant for all traces); under vmap,
+    a Batched value as it is (every_value looks through it too)."""
+    while type(x) is Box:
+        x = x.value
+    return x
+
+
+def every_value(x):
+    """The plain array under every Batched and Box layer of x: under vmap, the values of
+    all of its examples at once (what a check of values reads, and where x lies)."""
+    while type(x) is Batched:
+        x = x.value
     while type(x) is Box:
         x = x.value
     return x
 
 
 def stop_gradient(x):
-    """`x` as a constant: no trace, at any level, differentiates through it."""
-    return primal(x)
+    """`x` as a constant: no trace, at any level, differentiates through it (under vmap, its
+    examples stay mapped: the Batched layers stay around the plain value)."""
+    if type(x) is not Batched:
+        return primal(x)
+    core, layers = peel(x)
+    return wrap(primal(core), layers)
 
 
 def is_traced(x):
@@ -252,7 +267,7 @@ def raise_if_mixed_devices(op_name, args):
     """After a body failed with a TypeError: where its operands lie on different devices
     (numpy's and CuPy's), raise the error that says so by the op's name instead. Only a
     failure pays for the look (a device module refuses a mixed operation itself)."""
-    error = mixed_devices_error(op_name, args, primal)
+    error = mixed_devices_error(op_name, args, every_value)
     if error is not None:
         raise error
 

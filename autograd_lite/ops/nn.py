@@ -15,9 +15,9 @@ import numpy as np
 from .. import kernels
 from ..core.devices import array_module, has_kernels, kernels_of
 from ..core.rules import fast_rule, fusable
-from ..core.tracer import is_traced, primal
+from ..core.tracer import every_value, is_traced, primal
 from .broadcasting import sum_rows, unbroadcast
-from .checks import as_array, check_same_float_dtype, every_value
+from .checks import as_array, check_same_float_dtype
 from .elementwise import mul
 from .precision import computed_in_float32, defined_in_float32
 from .reductions import mean_last, mean_of_products_last

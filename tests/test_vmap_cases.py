@@ -1,0 +1,116 @@
+"""vmap in the compositions where it once went wrong, each against the Python loop over the
+examples: jvp and jacobian under vmap with unmapped weights (the one-copy rules of
+batching/shared.py), element-wise ops and jacobian on a device's arrays, gather with mapped
+indices, indexing with a mapped mask or integer index, cross_entropy and getitem under two
+vmaps, stop_gradient, and dropout (vmap's `randomness`). Where the loop's answer has no
+batched form, the error names vmap, the op and what to use."""
+import numpy as np
+import pytest
+
+import autograd_lite as ag
+from helpers.device_double import DeviceArray
+from helpers.references import assert_close
+
+
+def loop(f, *args, in_axes=0):
+    """f of each example, stacked: the reference vmap must equal (in_axes: an int or None
+    for every argument, or one per argument)."""
+    axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+    n = next(np.shape(a)[ax] for a, ax in zip(args, axes) if ax is not None)
+    results = [f(*(a if ax is None else np.take(a, e, axis=ax) for a, ax in zip(args, axes)))
+               for e in range(n)]
+    return ag.tree_map(lambda *leaves: np.stack(leaves), *results)
+
+
+def assert_trees_close(got, want, rtol=1e-12):
+    got_leaves, want_leaves = ag.tree_leaves(got), ag.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        assert type(g) is np.ndarray, type(g)
+        assert_close(g, w, rtol)
+
+
+# ---- unmapped weights: jvp and jacobian through the one-copy rules --------------------------
+
+RULES = pytest.mark.parametrize("rules_on", [True, False], ids=["rules on", "rules off"])
+EXAMPLES = pytest.mark.parametrize("examples", [1, 3])
+
+
+def weights(rng):
+    return rng.standard_normal((4, 3)), rng.standard_normal(3), rng.uniform(0.5, 1.5, 3)
+
+
+@RULES
+@EXAMPLES
+def test_jvp_under_vmap_with_unmapped_weights_equals_the_loop(rules_on, examples):
+    """The tangent of each example's output along each example's tangent of the unmapped
+    weights (once B times the tangent, through layer_norm_each's and linear_each's rules)."""
+    rng = np.random.default_rng(0)
+    w, b, scale = weights(rng)
+    xs = rng.standard_normal((examples, 2, 4))
+    tangents = [rng.standard_normal((examples,) + np.shape(a)) for a in (w, b, scale)]
+
+    def pushed(x, w, b, scale, tw, tb, ts):
+        return ag.jvp(lambda w, b, s: ag.layer_norm(ag.linear(x, w, b), s, b),
+                      (w, b, scale), (tw, tb, ts))
+    axes = (0, None, None, None, 0, 0, 0)
+    with ag.fast_rules(rules_on):
+        got = ag.vmap(pushed, in_axes=axes)(xs, w, b, scale, *tangents)
+        want = loop(pushed, xs, w, b, scale, *tangents, in_axes=axes)
+    assert_trees_close(got, want)
+
+
+@RULES
+@EXAMPLES
+def test_jacobian_under_vmap_in_unmapped_weights_is_each_examples(rules_on, examples):
+    rng = np.random.default_rng(1)
+    w, b, scale = weights(rng)
+    xs = rng.standard_normal((examples, 2, 4))
+
+    def layer(x, w, b, scale):
+        return ag.tanh(ag.layer_norm(ag.linear(x, w, b), scale, b))
+    jacobian = ag.jacobian(layer, argnums=(1, 2, 3))
+    axes = (0, None, None, None)
+    with ag.fast_rules(rules_on):
+        got = ag.vmap(jacobian, in_axes=axes)(xs, w, b, scale)
+        want = loop(jacobian, xs, w, b, scale, in_axes=axes)
+    assert [g.shape for g in got] == [(examples, 2, 3, 4, 3), (examples, 2, 3, 3),
+                                      (examples, 2, 3, 3)]
+    assert_trees_close(got, want)
+
+
+def test_stop_gradient_under_vmap_keeps_the_examples_and_stops_the_gradient():
+    xs = np.random.default_rng(2).standard_normal((3, 4))
+    got = ag.vmap(ag.grad(lambda x: ag.sum(ag.stop_gradient(x) * x)))(xs)
+    assert_trees_close(got, xs)  # d/dx (c · x) = c, c = x held
+    assert_trees_close(ag.vmap(ag.stop_gradient)(xs), xs)
+
+
+# ---- a device's arrays ----------------------------------------------------------------------
+
+def on_host(x):
+    return ag.to_device(x, "cpu")
+
+
+def test_element_wise_ops_on_a_devices_arrays_align_each_examples(device_double):
+    """A mapped operand of lower rank gets its examples' axis in front of its own, as on
+    numpy's arrays; an unmapped device array broadcasts against every example."""
+    rng = np.random.default_rng(3)
+    a, c, dy = rng.standard_normal((2, 2, 4)), rng.standard_normal((2, 4)), \
+        rng.standard_normal((3, 4))
+    got = ag.vmap(lambda a, c: a * c)(DeviceArray(a), DeviceArray(c))
+    assert type(got) is DeviceArray
+    assert_trees_close(on_host(got), loop(lambda a, c: a * c, a, c))
+    v = rng.standard_normal((3, 4))
+    got = ag.vmap(lambda v: v * DeviceArray(dy))(DeviceArray(v))
+    assert got.shape == (3, 3, 4)
+    assert_trees_close(on_host(got), loop(lambda v: v * dy, v))
+
+
+def test_jacobian_of_einsum_on_a_devices_arrays(device_double):
+    x = np.random.default_rng(4).standard_normal((2, 3))
+    for subscripts in ("ij->j", "ij->", "ij->ji"):
+        jacobian = ag.jacobian(lambda a: ag.einsum(subscripts, a))
+        got = jacobian(DeviceArray(x))
+        assert type(got) is DeviceArray
+        assert_trees_close(on_host(got), jacobian(x))
