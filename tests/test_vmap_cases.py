@@ -114,3 +114,83 @@ def test_jacobian_of_einsum_on_a_devices_arrays(device_double):
         got = jacobian(DeviceArray(x))
         assert type(got) is DeviceArray
         assert_trees_close(on_host(got), jacobian(x))
+
+
+# ---- indexing with mapped indices -----------------------------------------------------------
+
+def test_a_mapped_bool_mask_selects_each_examples_entries():
+    x = np.arange(8.0).reshape(2, 2, 2)
+    masks = np.array([[True, False], [False, True]])
+    got = ag.vmap(lambda x, m: x[m])(x, masks)
+    assert_trees_close(got, np.array([[[0.0, 1.0]], [[6.0, 7.0]]]))  # the loop's, below
+    assert_trees_close(got, loop(lambda x, m: x[m], x, masks))
+    # over two axes, an unmapped x, and the gradient: each example's own entries
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4))
+    masks = rng.random((2, 3, 4)) < 0.5
+    masks[:, 0, :] = [True, True, False, False]  # two entries selected by each, below
+    masks[:, 1:, :] = False
+    masks[0, 2, 3] = masks[1, 1, 0] = True
+    masks[0, 0, 0] = masks[1, 0, 1] = False
+
+    def picked(x, m):  # x a numpy array here: numpy's x[m] cannot take a mapped m
+        return ag.sum(ag.tanh(ag.getitem(x, m)) * np.arange(1.0, 3.0))
+    for f in (ag.getitem, ag.grad(picked)):
+        assert_trees_close(ag.vmap(f, in_axes=(None, 0))(x, masks),
+                           loop(f, x, masks, in_axes=(None, 0)))
+
+
+def test_a_mapped_bool_mask_selecting_different_counts_is_refused():
+    x = np.arange(8.0).reshape(2, 4)
+    masks = np.array([[True, False, True, False], [True, False, False, False]])
+    with pytest.raises(ValueError, match=r"vmap: getitem with a mapped bool mask selects "
+                                         r"\[1, 2\] entries .* use ag.where\(mask, x, 0\)"):
+        ag.vmap(lambda x, m: x[m])(x, masks)
+
+
+def test_gather_under_vmap_refuses_negative_indices_as_gather_does():
+    tables, indices = np.arange(6.0).reshape(2, 3, 1), np.array([[0], [-1]])
+    f = ag.grad(lambda t, i: ag.sum(ag.gather(t, i)))
+    message = r"gather: indices must lie in \[0, 3\), got values from -1 to 0"
+    with pytest.raises(IndexError, match=message):
+        ag.vmap(f)(tables, indices)
+    with pytest.raises(IndexError, match=r"gather: indices must lie in \[0, 3\)"):
+        f(tables[1], indices[1])  # the loop's example 1
+    with pytest.raises(IndexError, match=r"scatter_add: indices must lie in \[0, 3\)"):
+        ag.vmap(lambda v, i: ag.scatter_add(v, i, 3))(np.ones((2, 1, 2)), indices)
+    good = np.array([[0, 2, 2], [1, 1, 0]])
+    assert_trees_close(ag.vmap(f)(tables, good), loop(f, tables, good))
+
+
+def test_nested_vmap_of_getitem_with_an_integer_index_mapped_at_both_levels():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 4, 5))
+    indices = np.array([[0, -1, 3], [2, 2, -4]])
+    f = lambda x, i: ag.getitem(x, i)  # noqa: E731
+    g = ag.grad(lambda x, i: ag.sum(ag.tanh(x[i]) ** 2))
+    for h in (f, g):
+        got = ag.vmap(ag.vmap(h))(x, indices)
+        assert_trees_close(got, loop(lambda x, i: loop(h, x, i), x, indices))
+    # the index mapped at the outer level only, x at the inner only
+    got = ag.vmap(ag.vmap(f, in_axes=(0, None)), in_axes=(None, 0))(x[0], indices)
+    want = loop(lambda i: loop(lambda x: f(x, i), x[0]), indices)
+    assert_trees_close(got, want)
+    with pytest.raises(IndexError, match=r"vmap: getitem: index 7 is out of range for axis "
+                                         r"0 of each example's x \(4, 5\)"):
+        ag.vmap(ag.vmap(f))(x, indices + 4)
+
+
+def test_nested_vmap_of_cross_entropy_with_ignore_index():
+    rng = np.random.default_rng(7)
+    logits = rng.standard_normal((2, 3, 4, 5))
+    labels = rng.integers(0, 5, (2, 3, 4))
+    labels[0, 1, :2] = -100
+    labels[1, 2, :] = -100  # an example that counts no label: NaN, as the op gives
+    f = lambda l, y: ag.cross_entropy(l, y, -100)  # noqa: E731
+    g = ag.grad(lambda l, y: ag.cross_entropy(ag.tanh(l), y, -100, 0.1))
+    for h in (f, g):
+        got = ag.vmap(ag.vmap(h))(logits, labels)
+        want = loop(lambda l, y: loop(h, l, y), logits, labels)
+        np.testing.assert_allclose(got, want, rtol=1e-12)  # NaN where the loop's is
+    with pytest.raises(IndexError, match=r"cross_entropy: labels must lie in \[0, 5\)"):
+        ag.vmap(ag.vmap(f))(logits, labels + 7)

@@ -78,7 +78,8 @@ class Batched:
     def __array__(self, dtype=None, copy=None):
         raise TypeError(
             f"a batched value ({self.shape}, {self.dtype}, under vmap) cannot become a plain "
-            "numpy array inside the mapped function: use autograd_lite ops")
+            "numpy array inside the mapped function: use autograd_lite ops (a numpy array x "
+            "indexed by a mapped i: ag.getitem(x, i))")
 
     def __float__(self):
         raise TypeError(f"float() of a batched value {self.shape}: it holds one per example")

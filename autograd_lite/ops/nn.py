@@ -115,7 +115,8 @@ def _check_labels(logits, labels, ignore_index):
         shown = primal(ignore_index)  # a differentiated float: an array (a weak one, plain)
         shown = np.asarray(shown) if isinstance(shown, np.ndarray) else shown
         raise TypeError(f"cross_entropy: ignore_index must be an int or None, got {shown!r}")
-    counted = labels if ignore_index is None else labels[labels != ignore_index]
+    values = every_value(labels)  # under vmap: every example's
+    counted = values if ignore_index is None else values[values != ignore_index]
     n_classes = logits.shape[-1]
     if counted.size and (counted.min() < 0 or counted.max() >= n_classes):
         raise IndexError(f"cross_entropy: labels must lie in [0, {n_classes}) "
