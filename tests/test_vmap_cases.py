@@ -194,3 +194,43 @@ def test_nested_vmap_of_cross_entropy_with_ignore_index():
         np.testing.assert_allclose(got, want, rtol=1e-12)  # NaN where the loop's is
     with pytest.raises(IndexError, match=r"cross_entropy: labels must lie in \[0, 5\)"):
         ag.vmap(ag.vmap(f))(logits, labels + 7)
+
+
+# ---- errors under vmap name vmap ------------------------------------------------------------
+
+def test_argmax_and_argmin_under_vmap_are_each_examples():
+    x = np.random.default_rng(8).standard_normal((3, 4, 5))
+    for f in (lambda x: x.argmax(), lambda x: np.argmin(x, 1), lambda x: x.argmax(-1),
+              lambda x: np.argmax(x, 0, keepdims=True)):
+        got = ag.vmap(f)(x)
+        assert got.dtype.kind == "i"
+        np.testing.assert_array_equal(got, loop(f, x))
+        np.testing.assert_array_equal(ag.vmap(ag.vmap(f), in_axes=2)(x[..., None]),
+                                      loop(lambda x: loop(f, x), np.moveaxis(x[..., None], 2, 0)))
+    # an index found by argmax picks the gradient's entry, per example
+    g = ag.vmap(ag.grad(lambda x: ag.sum(x[np.argmax(ag.stop_gradient(x), 0)]) ** 2))(x)
+    assert_trees_close(g, loop(ag.grad(lambda x: ag.sum(x[np.argmax(x, 0)]) ** 2), x))
+
+
+def test_errors_under_vmap_name_vmap_the_op_and_what_to_use():
+    x = np.random.default_rng(9).standard_normal((3, 4, 5))
+    with pytest.raises(AttributeError, match=r"^vmap: x.nonzero is not defined on a value under "
+                                             r"vmap \(\(4, 5\) float64 per example\): write the "
+                                             r"mapped function with autograd_lite's ops"):
+        ag.vmap(lambda x: x.nonzero())(x)
+    with pytest.raises(TypeError, match=r"no rule for np.unique on values under vmap"):
+        ag.vmap(np.unique)(x)
+    with pytest.raises(IndexError, match=r"^vmap: getitem: index 5 is out of bounds for axis 0 "
+                                         r"with size 4 \(each example's x is \(4, 5\)\)$"):
+        ag.vmap(lambda x: x[5])(x)
+    with pytest.raises(IndexError, match=r"^vmap: getitem: index 7 is out of bounds for axis 1"):
+        ag.vmap(lambda x: x[:, 7])(x)
+    with pytest.raises(IndexError, match=r"^vmap: take_along_axis, computing every example at "
+                                         r"once: take_along_axis: indices must lie in"):
+        ag.vmap(lambda x: ag.take_along_axis(x, np.array([[9]]), 1))(x)
+    with pytest.raises(TypeError, match=r"getitem: under vmap, an index tuple holds a mapped "
+                                        r"array .* use ag.take_along_axis"):
+        ag.vmap(lambda x, i: x[:, i])(x, np.array([0, 1, 2]))
+    with pytest.raises(TypeError, match=r"a numpy array x indexed by a mapped i: "
+                                        r"ag.getitem\(x, i\)"):
+        ag.vmap(lambda i: x[0][i])(np.array([0, 1, 2]))

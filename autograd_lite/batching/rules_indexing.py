@@ -50,7 +50,12 @@ def getitem_rule(values, bdims):
     x, index = values
     bx, bi = bdims
     if bi is None and type(index) is not Batched:  # one index for every example
-        return ix.getitem(to_front(x, bx), (slice(None),) + _parts(index)), examples_axis(index)
+        x = to_front(x, bx)
+        try:
+            return ix.getitem(x, (slice(None),) + _parts(index)), examples_axis(index)
+        except IndexError:  # numpy's words, of one example's axes
+            _example_index_error(shape_of(x)[1:], index)
+            raise
     length = length_of(values, bdims)
     index = front_or_broadcast(index, bi, length)  # (B, ...): each example's
     x = front_or_broadcast(x, bx, length)  # (B, n, ...)
@@ -66,6 +71,15 @@ def getitem_rule(values, bdims):
         _check_integer_index(index, example)
         index = where(index < 0, index + example[0], index)
     return gather_each(x, index), 0
+
+
+def _example_index_error(example, index):
+    """Raise numpy's IndexError for `index` into an array of one example's shape, naming
+    vmap and getitem (nothing if the index fits it)."""
+    try:
+        np.lib.stride_tricks.as_strided(np.zeros(1), example, (0,) * len(example))[index]
+    except IndexError as error:
+        raise IndexError(f"vmap: getitem: {error} (each example's x is {example})") from None
 
 
 def _check_integer_index(index, example):

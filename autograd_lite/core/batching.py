@@ -84,6 +84,12 @@ class Batched:
     def __float__(self):
         raise TypeError(f"float() of a batched value {self.shape}: it holds one per example")
 
+    def __getattr__(self, name):  # only for what Batched lacks (ops/operators.py installs)
+        raise AttributeError(
+            f"vmap: x.{name} is not defined on a value under vmap ({self.shape} {self.dtype} "
+            "per example): write the mapped function with autograd_lite's ops, which map every "
+            f"example, or compute {name} on vmap's output")
+
 
 def is_batched(x):
     return type(x) is Batched
@@ -207,11 +213,23 @@ def batched_call(op, args, kwargs, plain=None):
         raise NotImplementedError(
             f"vmap: no batching rule for the op '{name}' (arguments: {shapes}); register one "
             "in autograd_lite/batching, or write the function with ops that have one")
-    out = rule(values, bdims, **kwargs)
+    try:
+        out = rule(values, bdims, **kwargs)
+    except (IndexError, ValueError) as error:
+        raise _named_under_vmap(error, name) from None
     if out is NotImplemented:
         return plain(*args, **kwargs)
     out, bdim = out
     return out if bdim is None else Batched(out, level, bdim)
+
+
+def _named_under_vmap(error, name):
+    """An IndexError or ValueError from computing every example at once, saying so by the
+    op's name (numpy's own words name no op); an error of the library's vmap as it is."""
+    message = str(error)
+    if type(error) not in (IndexError, ValueError) or message.startswith("vmap"):
+        return error
+    return type(error)(f"vmap: {name}, computing every example at once: {message}")
 
 
 def _describe(a):
