@@ -16,10 +16,14 @@ ChainRules' `rrule`, NNlib's softmax that a CUDA extension overrides).
 
 A call of a fusable function runs the first registered rule whose `applies(*args, **kwargs)`
 is true, on the plain arrays of the innermost trace's values (the arguments' trees opened,
-leaf by leaf), and records one node for it; its pullback gets a plain cotangent and returns
-one cotangent per positional argument, None or a tree of the argument's structure (None,
-an array, or a function of no arguments computing it at each leaf). The plain function
-runs instead, op by op, so that the traces record it:
+leaf by leaf), and records one node for it. `applies` and the rule get every positional
+argument, the call's defaults filled in from the plain function's signature (so a rule
+repeats none). Its pullback gets a plain cotangent and returns one cotangent per positional
+argument, None or a tree of the argument's structure (None, an array, or a function of no
+arguments computing it at each leaf). None means "no derivative" (an int, a static value):
+for a differentiated float it is an error naming the rule and the argument, and a rule
+whose derivative is zero returns zeros. The plain function runs instead, op by op, so that
+the traces record it:
 
 - under higher order: a value belongs to an enclosing trace (grad of grad, hessian);
 - while a picture or a capture records (`Trace.picturing`), unless the fusable is one of
@@ -214,9 +218,9 @@ def _dispatch(function, args, kwargs):
     """A call of a fusable with rules on: a rule where one applies and no enclosing trace or
     picture asks for the plain function, else the plain function."""
     flat = function.drawn_as_op
-    if kwargs:
-        args, kwargs = move_keywords_to_positions(function.op_name, function.parameters, args,
-                                                  kwargs)
+    if kwargs or len(args) < len(function.parameters):  # rules see every argument, the
+        args, kwargs = move_keywords_to_positions(  # defaults the function's own
+            function.op_name, function.parameters, args, kwargs)
     leaves, skeleton = _leaves(args, flat)
     top = None
     for a in leaves:
@@ -259,10 +263,47 @@ def _dispatch(function, args, kwargs):
         out = as_op_output(out)  # an array subclass (core/weak.py's) stays as it is
     n_args = max(len(leaves), len(function.parameters)) if flat else len(leaves)
     box = Box(out, top, Node(pullback, tuple(parents), function.op_name, out.shape, out.dtype,
-                             n_args))
+                             n_args, RuleCall(function, rule, skeleton)))
     if top.on_op is not None:
         top.on_op(function, leaves, kwargs, box)
     return box
+
+
+class RuleCall:
+    """What a fast rule's node keeps to name a missing cotangent: the fusable, the rule, and
+    the skeleton of the arguments' leaves (None for an op's)."""
+    __slots__ = ("function", "rule", "skeleton")
+
+    def __init__(self, function, rule, skeleton):
+        self.function, self.rule, self.skeleton = function, rule, skeleton
+
+    def check_missing_cotangent(self, node, leaf, parent, cotangents):
+        """The rule's pullback gave None (`cotangents[leaf]`) for the traced float leaf number
+        `leaf`: an error naming the rule and the argument (None means "no derivative": ints,
+        static values), unless the same traced value is another leaf that got a cotangent
+        (one object passed twice, as self-attention's x_q and x_kv, may get it whole once)."""
+        if any(p is parent and i != leaf and cotangents[i] is not None
+               for i, p in node.parents):
+            return
+        names = [name for name, _ in self.function.parameters]
+        if self.skeleton is None:
+            where = f"'{names[leaf]}'" if leaf < len(names) else f"args[{leaf}]"
+        else:
+            position, first = 0, 0
+            for position, shape in enumerate(self.skeleton):
+                count = 1 if shape is None else _count_leaves(shape)
+                if leaf < first + count:
+                    break
+                first += count
+            name = names[position] if position < len(names) else f"args[{position}]"
+            where = f"'{name}'" if self.skeleton[position] is None else \
+                f"'{name}' (its leaf {leaf - first} in tree order)"
+        rule = getattr(self.rule.body, "__name__", "rule")
+        raise TypeError(
+            f"{self.function.op_name}: the fast rule {rule}'s pullback gave no cotangent "
+            f"(None) for argument {where}, {parent.shape} {parent.dtype}, which is "
+            "differentiated: None means that an argument has no derivative (an int, a static "
+            "value); where the derivative is zero, return zeros")
 
 
 def _pullback_of_leaves(pullback, skeleton):

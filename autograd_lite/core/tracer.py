@@ -74,17 +74,21 @@ class Node:
     parents: tuple of (argument index, Node) for the arguments traced at this level.
     shape, dtype: of the value the node produced; every cotangent must match them.
     n_args: the op's positional arguments (its pullback returns as many); 0 for an input.
+    rule: None, or for a fast rule's node (core/rules.py) what names a traced argument its
+    pullback gave no cotangent (`missing_cotangent_error(argument, parent node)`): a rule
+    must give one, where a primitive's None is a zero.
     """
 
-    __slots__ = ("pullback", "parents", "op", "shape", "dtype", "n_args")
+    __slots__ = ("pullback", "parents", "op", "shape", "dtype", "n_args", "rule")
 
-    def __init__(self, pullback, parents, op, shape, dtype, n_args=0):
+    def __init__(self, pullback, parents, op, shape, dtype, n_args=0, rule=None):
         self.pullback = pullback
         self.parents = parents
         self.op = op
         self.shape = shape
         self.dtype = dtype
         self.n_args = n_args
+        self.rule = rule
 
     def __repr__(self):
         return f"Node({self.op}, {self.shape}, {self.dtype})"

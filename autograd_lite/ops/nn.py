@@ -68,7 +68,7 @@ def layer_norm(x, scale, bias, eps=1e-5):
 @fast_rule(layer_norm, applies=has_kernels)
 @settles_weak_floats
 @computed_in_float32
-def layer_norm_rule(x, scale, bias, eps=1e-5):
+def layer_norm_rule(x, scale, bias, eps):
     """layer_norm by kernels.layer_norm_forward / layer_norm_backward (the host's or the
     device's): the pullbacks keep x̂ and 1/σ, not x."""
     x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
@@ -192,7 +192,7 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
 @fast_rule(cross_entropy, applies=has_kernels)
 @settles_weak_floats
 @computed_in_float32
-def cross_entropy_rule(logits, labels, ignore_index=None, label_smoothing=0.0):
+def cross_entropy_rule(logits, labels, ignore_index, label_smoothing):
     """cross_entropy by kernels.cross_entropy_forward / cross_entropy_backward (the host's or
     the device's)."""
     ks = kernels.of(kernels_of((logits, labels, label_smoothing)))
