@@ -59,7 +59,8 @@ def _blocks(caller, leaf, trace, input_nodes):
                                 release=False)
         return [z if n not in at_leaves else wrap(at_leaves[n], trace.batch_layers.get(n, ()))
                 for n, z in zip(input_nodes, inputs)]
-    rows = vmap(pulled_back)(xp.eye(size, dtype=node.dtype))  # each (size,) + input's shape
+    rows = vmap(pulled_back, randomness="same")(xp.eye(size, dtype=node.dtype))  # each
+    # (size,) + input's shape; one function's rows, so a recomputation's draws are the same
     return [ops.reshape(r, tuple(shape) + r.shape[1:]) for r in rows]
 
 

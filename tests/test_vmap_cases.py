@@ -234,3 +234,89 @@ def test_errors_under_vmap_name_vmap_the_op_and_what_to_use():
     with pytest.raises(TypeError, match=r"a numpy array x indexed by a mapped i: "
                                         r"ag.getitem\(x, i\)"):
         ag.vmap(lambda i: x[0][i])(np.array([0, 1, 2]))
+
+
+# ---- random ops: vmap's randomness ----------------------------------------------------------
+
+def two_dropouts(x, w, rng):
+    """Two draws from one generator per example: a loop's draws for example e start where
+    example e - 1's ended."""
+    h = ag.tanh(ag.dropout(x, 0.3, rng) @ w)
+    return ag.sum(ag.dropout(h, 0.5, rng) ** 2)
+
+
+def looped_with(f, seed, *args, in_axes):
+    """The loop over the examples, every example drawing from one generator in turn; and
+    that generator's next number."""
+    rng = np.random.default_rng(seed)
+    return loop(lambda *a: f(*a, rng), *args, in_axes=in_axes), rng.random()
+
+
+def mapped_with(f, seed, *args, in_axes, randomness="different"):
+    rng = np.random.default_rng(seed)
+    out = ag.vmap(lambda *a: f(*a, rng), in_axes=in_axes, randomness=randomness)(*args)
+    return out, rng.random()
+
+
+@pytest.mark.parametrize("f", [
+    lambda x, w, rng: ag.dropout(x, 0.5, rng), two_dropouts,
+    ag.grad(two_dropouts, argnums=(0, 1)), ag.grad(ag.checkpoint(two_dropouts), argnums=(0, 1)),
+    lambda x, w, rng: ag.jvp(lambda x: two_dropouts(x, w, rng), (x,), (np.ones_like(x),))],
+    ids=["one dropout", "two dropouts", "grad", "grad of checkpoint", "jvp"])
+def test_randomness_different_gives_each_example_the_loops_draws(f):
+    rng = np.random.default_rng(12)
+    xs, w = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))
+    (got, after), (want, after_loop) = (g(f, 3, xs, w, in_axes=(0, None))
+                                        for g in (mapped_with, looped_with))
+    assert_trees_close(got, want, 1e-13)
+    assert after == after_loop  # the generator left where the loop leaves it
+
+
+def test_randomness_under_two_vmaps_and_on_a_device(device_double):
+    rng = np.random.default_rng(13)
+    xss = rng.standard_normal((2, 3, 4))
+    g = np.random.default_rng(4)
+    got = ag.vmap(ag.vmap(lambda x: ag.dropout(x, 0.5, g), randomness="different"),
+                  randomness="different")(xss)
+    g = np.random.default_rng(4)
+    assert_trees_close(got, loop(lambda xs: loop(lambda x: ag.dropout(x, 0.5, g), xs), xss))
+    g = np.random.default_rng(4)
+    on_device = ag.vmap(lambda x: ag.dropout(x, 0.5, g), randomness="different")(
+        DeviceArray(xss[0]))
+    g = np.random.default_rng(4)
+    assert type(on_device) is DeviceArray
+    assert_trees_close(on_host(on_device), loop(lambda x: ag.dropout(x, 0.5, g), xss[0]))
+
+
+def test_randomness_same_draws_one_mask_for_every_example():
+    xs = np.random.default_rng(14).standard_normal((4, 6)) + 3.0  # no zero entries
+    out, after = mapped_with(lambda x, rng: ag.dropout(x, 0.5, rng), 5, xs, in_axes=0,
+                             randomness="same")
+    rng = np.random.default_rng(5)
+    kept = ag.dropout(np.ones(6), 0.5, rng)
+    assert_trees_close(out, xs * kept)
+    assert after == rng.random()
+
+
+def test_a_random_op_under_vmap_is_refused_by_default_naming_the_option():
+    xs = np.ones((3, 4))
+    with pytest.raises(ValueError, match=r"^vmap: dropout draws from a generator under vmap, "
+                                         r"and randomness='error' \(vmap's default\) refuses "
+                                         r"that: pass randomness='different' .* or "
+                                         r"randomness='same'"):
+        ag.vmap(lambda x: ag.dropout(x, 0.5, np.random.default_rng(0)))(xs)
+    assert_trees_close(ag.vmap(lambda x: ag.dropout(x, 0.5, None))(xs), xs)  # inference
+    with pytest.raises(ValueError, match=r"randomness='error'"):  # an inner call's default
+        ag.vmap(ag.vmap(lambda x: ag.dropout(x, 0.5, np.random.default_rng(0))),
+                randomness="different")(xs[None])
+    with pytest.raises(ValueError, match=r"^vmap: randomness must be 'error', 'different' or "
+                                         r"'same', got 'differ'"):
+        ag.vmap(lambda x: x, randomness="differ")
+    g = np.random.default_rng(0)
+
+    def drawn_at_two_depths(x):
+        y = ag.dropout(x, 0.5, g)
+        return ag.vmap(lambda r: ag.dropout(r, 0.5, g), randomness="different")(y)
+    with pytest.raises(ValueError, match=r"draws from one generator under different vmap "
+                                         r"calls .* a generator of its own in each"):
+        ag.vmap(drawn_at_two_depths, randomness="different")(np.ones((2, 3, 4)))

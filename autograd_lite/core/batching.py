@@ -100,7 +100,7 @@ def is_batched(x):
 class MappedCall:
     """A vmap call whose function is running: its level, its number of examples, and what
     its random ops draw (vmap's `randomness`: "error", "different" or "same"; `draws` keeps
-    the state of "different", random.py)."""
+    the draws of "different", randomness.py)."""
 
     __slots__ = ("level", "length", "randomness", "draws")
 
@@ -115,6 +115,11 @@ _OPENED = set()  # the levels of those whose Batched values are opened meanwhile
 def new_level():
     """A level above every trace and vmap call opened so far (one counter for both)."""
     return next_level()
+
+
+def calls_in_progress():
+    """Every vmap call in progress, outermost first (its layers opened or not)."""
+    return tuple(_CALLS)
 
 
 def active_calls():

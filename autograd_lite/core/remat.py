@@ -20,7 +20,6 @@ saved: pass the generator as an argument.
 Under vmap the checkpoint is of the function of the arrays inside the Batched values, so
 the recomputation is batched too (`_under_vmap`).
 """
-import copy
 import functools
 
 import numpy as np
@@ -28,6 +27,7 @@ import numpy as np
 from .backward import backward
 from .batching import Batched, closed_levels, peel, wrap
 from .differentiate import box_input, output_of
+from .randomness import copied_generator
 from .tracer import Box, Trace, end_trace, primitive
 from .tree import tree_leaves, tree_unflatten
 
@@ -42,7 +42,7 @@ class CheckpointedCall:
         positions = set(traced)
         static = [None if i in positions else leaf for i, leaf in enumerate(leaves)]
         self.skeleton = tree_unflatten(args, static)
-        self.saved_generators = {i: copy.deepcopy(leaf) for i, leaf in enumerate(leaves)
+        self.saved_generators = {i: copied_generator(leaf) for i, leaf in enumerate(leaves)
                                  if isinstance(leaf, np.random.Generator)}
 
     def arguments(self, traced_values, replay):
@@ -52,7 +52,7 @@ class CheckpointedCall:
             leaves[i] = value
         if replay:
             for i, generator in self.saved_generators.items():
-                leaves[i] = copy.deepcopy(generator)
+                leaves[i] = copied_generator(generator)
         return tree_unflatten(self.skeleton, leaves)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import kernels
 from ..core.devices import array_module, has_kernels, kernels_of
+from ..core.randomness import draw_under_vmap
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import every_value, is_traced, primal
 from .broadcasting import sum_rows, unbroadcast
@@ -237,7 +238,8 @@ def cross_entropy_rule(logits, labels, ignore_index, label_smoothing):
 
 def dropout(x, rate, rng):
     """Inverted dropout: each entry kept with probability 1 - rate and scaled by 1/(1 - rate).
-    The identity when rate is 0 or rng is None (inference)."""
+    The identity when rate is 0 or rng is None (inference). Under vmap, as its `randomness`
+    says (core/randomness.py)."""
     x = as_array("dropout", x)
     if is_traced(rate):
         raise TypeError("dropout: rate is a traced value, but dropout has no derivative in its "
@@ -246,6 +248,9 @@ def dropout(x, rate, rng):
         return x
     if not 0 <= rate < 1:
         raise ValueError(f"dropout: rate must lie in [0, 1), got {rate}")
-    mask = kernels.dropout_mask(x.shape, rate, rng, x.dtype)  # drawn on the host: same bits
-    xp = array_module(x)
-    return mul(x, mask if xp is np else xp.asarray(mask))
+    xp, dtype = array_module(x), x.dtype
+
+    def mask(shape, source):  # drawn on the host: same bits
+        keep = kernels.dropout_mask(shape, rate, source, dtype)
+        return keep if xp is np else xp.asarray(keep)
+    return mul(x, draw_under_vmap("dropout", mask, x.shape, rng))
