@@ -15,7 +15,8 @@ from ..core.batching import BATCHING_RULES, Batched
 from ..core.devices import array_module
 from ..core.tracer import every_value, primitive
 from ..ops import indexing as ix, reshape, where
-from .axes import front_or_broadcast, length_of, moveaxis, ndim_of, shape_of, static, to_front
+from .axes import (front_or_broadcast, is_array, length_of, moveaxis, ndim_of, shape_of, static,
+                   to_front)
 from .shared import gather_each
 
 
@@ -24,13 +25,13 @@ def _parts(index):
 
 
 def _is_array_index(p):
-    return isinstance(p, (np.ndarray, list))
+    return isinstance(p, list) or is_array(p)  # numpy's, or a device's
 
 
 def examples_axis(index):
     """Where x[(slice(None),) + index] puts the examples' axis (x's axis 0)."""
     parts = _parts(index)
-    arrays = [np.asarray(p) for p in parts if _is_array_index(p)]
+    arrays = [np.asarray(p) if isinstance(p, list) else p for p in parts if _is_array_index(p)]
     if not arrays:
         return 0
     advanced = [i for i, p in enumerate(parts)

@@ -24,6 +24,7 @@ import functools
 
 import numpy as np
 
+from .array_types import is_device_array
 from .backward import backward
 from .batching import Batched, closed_levels, peel, wrap
 from .differentiate import box_input, output_of
@@ -74,7 +75,7 @@ def _recomputed_cotangents(call, traced_values, g):
 def checkpointed_call(call, *traced_values):
     """f's output, with a pullback that recomputes f (module docstring)."""
     out = call.f(*call.arguments(traced_values, replay=False))
-    if not isinstance(out, (np.ndarray, np.generic, Box, float)):
+    if not isinstance(out, (np.ndarray, np.generic, Box, float)) and not is_device_array(out):
         raise TypeError(f"checkpoint: {getattr(call.f, '__name__', 'f')} must return an "
                         f"array, got {type(out).__name__}")
 
