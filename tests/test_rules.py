@@ -170,6 +170,35 @@ def test_a_traced_cotangent_takes_the_plain_functions_vjp_in_the_traced_leaves(c
                                rtol=1e-7)
 
 
+@ag.fusable
+def dropped_tanh(x, rng):
+    return ag.tanh(ag.dropout(x, 0.5, rng))
+
+
+@ag.fast_rule(dropped_tanh)
+def dropped_tanh_rule(x, rng):
+    keep = ag.kernels.dropout_mask(x.shape, 0.5, rng, x.dtype)  # the draws ag.dropout makes
+    y = np.tanh(x * keep)
+
+    def dropped_tanh_pullback(g):
+        return g * (1 - y * y) * keep, None
+    return y, dropped_tanh_pullback
+
+
+def test_a_traced_cotangent_replays_the_draws_the_rule_made(case):
+    """jvp through a rule that drew from a generator: the plain function's vjp, which the
+    traced cotangent takes, draws what the call drew (from a copy of the generator as it was
+    before the call), not the generator's next numbers."""
+    _, x, g = case
+    v = np.random.default_rng(3).standard_normal(x.shape)
+    loss = lambda x: ag.sum(dropped_tanh(x, np.random.default_rng(4)) * g)  # noqa: E731
+    with_rule = ag.jvp(loss, (x,), (v,))
+    with ag.fast_rules(False):
+        plain = ag.jvp(loss, (x,), (v,))
+    assert "dropped_tanh" in fused_calls(dropped_tanh, x, np.random.default_rng(4))
+    np.testing.assert_allclose(with_rule, plain, rtol=1e-12)
+
+
 def test_two_leaves_sharing_an_array_arrive_as_two_objects(case):
     """One traced value in two places is one object for the rule; the same array traced
     twice, or a traced value and its constant, are two."""

@@ -46,6 +46,7 @@ one array (a view for the later one, tracer.keep_distinct_arguments_distinct), s
 take `a is b` to mean "one traced value" (self-attention's packed projections).
 """
 import contextlib
+import copy
 import functools
 import os
 
@@ -54,6 +55,7 @@ import numpy as np
 from .array_types import as_op_output, mixed_devices_error
 from .batching import Batched, batched_call
 from .differentiate import vjp
+from .randomness import copied_generator
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error, every_value,
                      move_keywords_to_positions, opened, positional_parameters)
 from .tree import children, rebuild
@@ -249,15 +251,18 @@ def _dispatch(function, args, kwargs):
         return function.plain(*args, **kwargs)  # higher order: the traces record the ops
     plain_args = values if flat else _rebuilt(args, values)
     rule = _applicable(function, plain_args, kwargs)
+    generators = {i: copy.deepcopy(v) for i, v in enumerate(values)  # as they were before
+                  if type(v) is np.random.Generator}  # the call drew: for its plain function
     if rule is None and top.picturing:  # an op, drawn as one whichever body computes it
-        rule = Rule(_plain_rule(function, values, parents, kwargs), None)
+        rule = Rule(_plain_rule(function, values, parents, kwargs, generators), None)
     elif rule is None:
         return function.plain(*args, **kwargs)
     out, pullback, *traced = rule.body(*plain_args, **kwargs)
     if traced:
         traced = traced[0] if flat else _pullback_of_leaves(traced[0], skeleton)
     else:
-        traced = _plain_function_pullback(function, plain_args, values, parents, kwargs, flat)
+        traced = _plain_function_pullback(function, plain_args, values, parents, kwargs, flat,
+                                          generators)
     pullback = node_pullback(pullback, traced, None if flat else skeleton)
     if type(out) is not np.ndarray and type(out) is not Box:
         out = as_op_output(out)  # an array subclass (core/weak.py's) stays as it is
@@ -314,15 +319,19 @@ def _pullback_of_leaves(pullback, skeleton):
     return _named_after(pullback, leaves_pullback)
 
 
-def _plain_function_pullback(function, plain_args, values, parents, kwargs, flat):
+def _plain_function_pullback(function, plain_args, values, parents, kwargs, flat, generators):
     """For a traced cotangent, the vjp of the plain function in its traced leaves, at the
     plain arguments the rule was given (`values`: their leaves), every other argument held,
-    written with the library's ops."""
+    written with the library's ops. Each generator among them ({leaf: a copy as it was
+    before the call drew}) draws again from a copy of that state: the plain function draws
+    the masks the call drew (dropout)."""
     def of_traced(*traced_values):
         traced = [i for i, _ in parents]
         leaves = list(values)
         for i, v in zip(traced, traced_values):
             leaves[i] = v
+        for i, generator in generators.items():
+            leaves[i] = copied_generator(generator)
         return function.plain(*(leaves if flat else _rebuilt(plain_args, leaves)), **kwargs)
 
     def plain_function_pullback(g):
@@ -335,11 +344,12 @@ def _plain_function_pullback(function, plain_args, values, parents, kwargs, flat
     return plain_function_pullback
 
 
-def _plain_rule(function, values, parents, kwargs):
+def _plain_rule(function, values, parents, kwargs, generators):
     """A rule for an op that a picture draws while no rule of its own runs: the plain
     function's output, and for every cotangent the plain function's vjp."""
     def plain_rule(*args, **kwargs):
-        pullback = _plain_function_pullback(function, args, values, parents, kwargs, True)
+        pullback = _plain_function_pullback(function, args, values, parents, kwargs, True,
+                                            generators)
         pullback.__name__ = pullback.__qualname__ = f"{function.op_name}_pullback"
         return function.plain(*args, **kwargs), pullback, pullback
     return plain_rule
