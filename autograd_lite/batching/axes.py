@@ -6,17 +6,11 @@ the front (`to_front`) and call the op once with the op's own axes shifted by on
 """
 import numpy as np
 
-from ..core.array_types import is_device_array
 from ..core.batching import Batched
-from ..core.tracer import Box
+from ..core.tracer import is_array
 from ..core.tree import is_python_number
 from ..ops import broadcast_to, expand_dims, reshape, transpose
 from ..ops.checks import normalize_axes
-
-
-def is_array(x):
-    """An array: numpy's or a device's (CuPy's), traced or batched."""
-    return isinstance(x, (np.ndarray, Box, Batched)) or is_device_array(x)
 
 
 def is_operand(x):

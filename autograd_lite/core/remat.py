@@ -24,12 +24,11 @@ import functools
 
 import numpy as np
 
-from .array_types import is_device_array
 from .backward import backward
 from .batching import Batched, closed_levels, peel, wrap
 from .differentiate import box_input, output_of
 from .randomness import copied_generator
-from .tracer import Box, Trace, end_trace, primitive
+from .tracer import Box, Trace, end_trace, is_array, primitive
 from .tree import tree_leaves, tree_unflatten
 
 
@@ -75,7 +74,7 @@ def _recomputed_cotangents(call, traced_values, g):
 def checkpointed_call(call, *traced_values):
     """f's output, with a pullback that recomputes f (module docstring)."""
     out = call.f(*call.arguments(traced_values, replay=False))
-    if not isinstance(out, (np.ndarray, np.generic, Box, float)) and not is_device_array(out):
+    if not (is_array(out) or isinstance(out, (np.generic, float))):
         raise TypeError(f"checkpoint: {getattr(call.f, '__name__', 'f')} must return an "
                         f"array, got {type(out).__name__}")
 

@@ -139,6 +139,11 @@ def primal(x):
     return x
 
 
+def is_array(x):
+    """An array: numpy's or a device's (CuPy's), traced or batched."""
+    return isinstance(x, (np.ndarray, Box, Batched)) or is_device_array(x)
+
+
 def every_value(x):
     """The plain array under every Batched and Box layer of x: under vmap, the values of
     all of its examples at once (what a check of values reads, and where x lies)."""
