@@ -56,7 +56,7 @@ class Batched:
 
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of a 0-d batched value")
+            raise TypeError("vmap: len() of a value under vmap that is 0-d in each example")
         return self.shape[0]
 
     def __bool__(self):
@@ -82,7 +82,9 @@ class Batched:
             "indexed by a mapped i: ag.getitem(x, i))")
 
     def __float__(self):
-        raise TypeError(f"float() of a batched value {self.shape}: it holds one per example")
+        raise TypeError(f"vmap: float() of a value under vmap ({self.shape} per example): it "
+                        "holds one number per example; keep it an array, or convert vmap's "
+                        "output")
 
     def __getattr__(self, name):  # only for what Batched lacks (ops/operators.py installs)
         raise AttributeError(
