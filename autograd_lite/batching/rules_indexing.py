@@ -90,9 +90,12 @@ def _check_integer_index(index, example):
                          f"mask, into an x of at least one axis; got {index.dtype} for x "
                          f"{example}")
     values, n = every_value(index), example[0]
-    if values.size and (values.min() < -n or values.max() >= n):
-        raise IndexError(f"vmap: getitem: index {values.min() if values.min() < -n else values.max()} "
-                         f"is out of range for axis 0 of each example's x {example}")
+    if not values.size:
+        return
+    extreme = values.min() if values.min() < -n else values.max()
+    if not -n <= extreme < n:
+        raise IndexError(f"vmap: getitem: index {extreme} is out of range for axis 0 of each "
+                         f"example's x {example}")
 
 
 @primitive
@@ -118,7 +121,7 @@ def selected_positions_rule(values, bdims):
     masks = to_front(masks, b)
     shape = shape_of(masks)
     out = selected_positions(reshape(masks, (shape[0] * shape[1], shape[2])))
-    return reshape(out, shape[:2] + (-1,)), 0
+    return reshape(out, shape[:2] + shape_of(out)[1:]), 0
 
 
 def add_at_rule(values, bdims):

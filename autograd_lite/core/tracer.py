@@ -74,9 +74,9 @@ class Node:
     parents: tuple of (argument index, Node) for the arguments traced at this level.
     shape, dtype: of the value the node produced; every cotangent must match them.
     n_args: the op's positional arguments (its pullback returns as many); 0 for an input.
-    rule: None, or for a fast rule's node (core/rules.py) what names a traced argument its
-    pullback gave no cotangent (`missing_cotangent_error(argument, parent node)`): a rule
-    must give one, where a primitive's None is a zero.
+    rule: None, or for a fast rule's node (core/rules.py) what refuses, naming the rule and
+    the argument, a traced argument its pullback gave no cotangent
+    (`check_missing_cotangent`): a rule must give one, where a primitive's None is a zero.
     """
 
     __slots__ = ("pullback", "parents", "op", "shape", "dtype", "n_args", "rule")
