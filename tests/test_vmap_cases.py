@@ -19,7 +19,7 @@ def loop(f, *args, in_axes=0):
     n = next(np.shape(a)[ax] for a, ax in zip(args, axes) if ax is not None)
     results = [f(*(a if ax is None else np.take(a, e, axis=ax) for a, ax in zip(args, axes)))
                for e in range(n)]
-    return ag.tree_map(lambda *leaves: np.stack(leaves), *results)
+    return ag.tree_map(lambda *leaves: None if leaves[0] is None else np.stack(leaves), *results)
 
 
 def assert_trees_close(got, want, rtol=1e-12):
@@ -320,3 +320,72 @@ def test_a_random_op_under_vmap_is_refused_by_default_naming_the_option():
     with pytest.raises(ValueError, match=r"draws from one generator under different vmap "
                                          r"calls .* a generator of its own in each"):
         ag.vmap(drawn_at_two_depths, randomness="different")(np.ones((2, 3, 4)))
+
+
+# ---- the models ------------------------------------------------------------------------------
+
+def model_and_examples(name, dropout):
+    """A tiny model of the family, the loss of one example, and three examples."""
+    from helpers.tiny_models import tiny_classifier, tiny_lm, tiny_transformer
+    from models import classifier, lm, transformer
+    rng = np.random.default_rng(15)
+    if name == "transformer":
+        def loss(p, src, tgt, rng):
+            logits = transformer.apply(p, src[None], tgt[None], 0, rng is not None, rng)
+            return ag.cross_entropy(logits, tgt[None], 0)
+        return (tiny_transformer(0, dropout=dropout), loss,
+                (rng.integers(1, 7, (3, 5)), rng.integers(0, 9, (3, 4))))
+    if name == "classifier":
+        def loss(p, ids, label, rng):
+            return ag.cross_entropy(classifier.apply(p, ids[None], rng is not None, rng),
+                                    label[None])
+        return (tiny_classifier(0, dropout=dropout), loss,
+                (rng.integers(1, 20, (3, 6)), rng.integers(0, 3, 3)))
+
+    def loss(p, ids, targets, rng):
+        return ag.cross_entropy(lm.apply(p, ids[None], rng is not None, rng), targets[None])
+    return tiny_lm(0, dropout=dropout), loss, (rng.integers(0, 23, (3, 7)),
+                                               rng.integers(0, 23, (3, 7)))
+
+
+MODELS = pytest.mark.parametrize("name", ["transformer", "classifier", "lm"])
+
+
+@RULES
+@MODELS
+def test_per_example_gradients_of_a_model_in_training_equal_the_loops(name, rules_on):
+    """Dropout in every layer: each example its own masks, the loop's (randomness="different")."""
+    p, loss, data = model_and_examples(name, dropout=0.2)
+    grad = ag.grad(loss)
+    with ag.fast_rules(rules_on):
+        got, after = mapped_with(lambda *a: grad(p, *a), 8, *data, in_axes=0)
+        want, after_loop = looped_with(lambda *a: grad(p, *a), 8, *data, in_axes=0)
+    assert after == after_loop
+    largest = max(np.abs(w).max() for w in ag.tree_leaves(want) if w is not None)
+    for g, w in zip(ag.tree_leaves(got), ag.tree_leaves(want)):  # (the attention's key bias:
+        if w is not None:  # a gradient of 0, rounding noise in both)
+            np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12 * largest)
+
+
+@RULES
+def test_per_example_jvp_and_jacobian_of_the_lm_in_its_unmapped_parameters(rules_on):
+    """jvp of lm.apply along a tangent of its parameters (once B times the tangent), and the
+    Jacobian in the parameters (once a Batched at every leaf)."""
+    from models import lm
+    p, _, (ids, _) = model_and_examples("lm", dropout=0.0)
+    tangent = ag.tree_map(lambda a: np.full_like(a, 0.01) if ag.is_differentiable(a) else None,
+                          p)
+
+    def pushed(ids):
+        return ag.jvp(lambda q: lm.apply(q, ids[None])[0, -1], (p,), (tangent,))[1]
+
+    def jacobian(ids):
+        return ag.jacobian(lambda q: lm.apply(q, ids[None])[0, -1, :4])(p)
+    with ag.fast_rules(rules_on):
+        for f in (pushed, jacobian):
+            got, want = ag.vmap(f)(ids), loop(f, ids)
+            largest = max(np.abs(w).max() for w in ag.tree_leaves(want) if w is not None)
+            for g, w in zip(ag.tree_leaves(got), ag.tree_leaves(want)):
+                if w is not None:
+                    assert type(g) is np.ndarray
+                    np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12 * largest)
