@@ -26,11 +26,10 @@ import numpy as np
 
 from . import ops
 from .core.argnums import argnum_positions, check_argnums
-from .core.backward import backward
 from .core.batching import Batched, aligned, wrap
 from .core.devices import array_module
-from .core.differentiate import (batched_output, differentiate, gradient_function, output_of,
-                                 trace_call, trees_of_inputs, vjp_of_tree)
+from .core.differentiate import (backward_of, batched_output, differentiate, gradient_function,
+                                 output_of, trace_call, trees_of_inputs, vjp_of_tree)
 from .core.tree import is_differentiable, tree_leaves, tree_map, tree_paths
 from .batching import vmap
 
@@ -56,11 +55,12 @@ def _blocks(caller, leaf, trace, input_nodes):
 
     def pulled_back(seed):  # one output element's row of every block
         seed = seed.reshape(shape)
-        at_leaves = backward(node, aligned(seed, layers, lengths) if layers else seed,
-                             release=False)
+        at_leaves = backward_of(trace, node, aligned(seed, layers, lengths) if layers else seed,
+                                release=False)
         return [z if n not in at_leaves else wrap(at_leaves[n], trace.batch_layers.get(n, ()))
                 for n, z in zip(input_nodes, inputs)]
-    rows = vmap(pulled_back)(xp.eye(size, dtype=node.dtype))  # each (size,) + input's shape
+    rows = vmap(pulled_back, randomness="same")(xp.eye(size, dtype=node.dtype))  # each
+    # (size,) + input's shape; one function's rows, so a recomputation's draws are the same
     return [ops.reshape(r, tuple(shape) + r.shape[1:]) for r in rows]
 
 

@@ -71,19 +71,30 @@ class TorchTransformer(nn.Module):
         length = tgt.shape[1]
         causal = torch.triu(torch.ones(length, length, dtype=torch.bool), 1)  # True = masked
         pad = None if src_pad is None else src == src_pad  # (B, S), True = masked
-        y = self.transformer(self.embed(self.src_embed, src), self.embed(self.tgt_embed, tgt),
-                             tgt_mask=causal, src_key_padding_mask=pad,
-                             memory_key_padding_mask=pad, tgt_is_causal=True)  # (B, T, D)
+        encoder, decoder = self.transformer.encoder, self.transformer.decoder
+        memory = _stack(encoder, self.embed(self.src_embed, src), src_key_padding_mask=pad)
+        y = _stack(decoder, self.embed(self.tgt_embed, tgt), memory, tgt_mask=causal,
+                   memory_key_padding_mask=pad, tgt_is_causal=True)  # (B, T, D)
         return self.out(y)  # (B, T, V)
 
 
+def _stack(stack, x, *args, **kwargs):
+    """An nn.TransformerEncoder or ...Decoder on x, as nn.Transformer calls it; with no
+    layers, its final norm alone (torch's stacks index their first layer, so they cannot
+    run empty), as models.transformer computes it."""
+    return stack(x, *args, **kwargs) if len(stack.layers) else stack.norm(x)
+
+
 def torch_module_for(p):
-    """A TorchTransformer of p's sizes holding p's weights, in p's float dtype."""
-    attn = (p.encoder or p.decoder)[0].self_attn
+    """A TorchTransformer of p's sizes holding p's weights, in p's float dtype (no block at
+    all: heads and feed-forward sizes that nothing uses)."""
+    blocks = p.encoder or p.decoder
+    n_heads, d_ff = (blocks[0].self_attn.n_heads, blocks[0].ff.linear1.w.shape[1]) if blocks \
+        else (1, 1)
     module = TorchTransformer(
-        source_embedding(p).table.shape[0], p.tgt_embed.table.shape[0], p.d_model, attn.n_heads,
-        (p.encoder or p.decoder)[0].ff.linear1.w.shape[1], len(p.encoder), len(p.decoder),
-        p.max_len, p.norm, p.dropout, share_embeddings=sharing(p))
+        source_embedding(p).table.shape[0], p.tgt_embed.table.shape[0], p.d_model, n_heads,
+        d_ff, len(p.encoder), len(p.decoder), p.max_len, p.norm, p.dropout,
+        share_embeddings=sharing(p))
     module = module.to(torch.from_numpy(np.zeros(0, p.out.b.dtype)).dtype)
     module.load_state_dict(to_torch(p))
     return module

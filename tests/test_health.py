@@ -203,3 +203,24 @@ def test_example_health_holds_the_quantiles_of_each_examples_gradient_norm():
     with pytest.raises(ValueError, match="example_health=True adds to the health records"):
         train.fit(lm_loss, tiny_lm(), optimizer, lm_batches, 1, progress=False,
                   example_health=True)
+
+
+def test_example_health_with_dropout_draws_each_examples_masks_as_a_loop_does():
+    """A loss with dropout in every layer: each example's gradient with the masks a loop over
+    the examples draws from the generator, one example after the other (vmap's
+    randomness="different"), and the generator left where that loop leaves it."""
+    p = lm.init(np.random.default_rng(0), 12, d_model=16, n_heads=2, d_ff=32, n_layers=2,
+                max_len=8, dropout=0.3, dtype=np.float64)
+    batch = next(iter(lm_batches(0)))
+
+    def loss(p, batch, rng):
+        inputs, targets = batch
+        return ag.cross_entropy(lm.apply(p, inputs, training=True, rng=rng), targets)
+    rng = np.random.default_rng(11)
+    norms = health.example_gradient_norms(loss, p, batch, rng)
+    loop_rng = np.random.default_rng(11)
+    alone = [np.sqrt(sum(np.sum(np.square(g)) for g in ag.tree_leaves(ag.gradient(
+        lambda q: loss(q, (batch[0][i:i + 1], batch[1][i:i + 1]), loop_rng), p)[0])
+        if g is not None)) for i in range(len(batch[0]))]
+    np.testing.assert_allclose(norms, alone, rtol=1e-10)
+    assert rng.random() == loop_rng.random()

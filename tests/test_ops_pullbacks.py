@@ -15,7 +15,7 @@ FAMILIES = [m.name for m in pkgutil.iter_modules(ops.__path__)]  # every module 
 x, y = np.ones((2, 3)), np.full((2, 3), 2.0)
 ids = np.array([0, 1])
 
-# op name: arguments of one call of its body
+# op name: arguments of one call of its body (a rule gets every argument, defaults filled in)
 CALLS = {
     "add": (x, y), "sub": (x, y), "mul": (x, y), "div": (x, y), "pow": (x, y), "neg": (x,),
     "astype": (x, np.dtype(np.float32)), "exp": (x,), "log": (x,), "sqrt": (x,), "tanh": (x,),
@@ -25,8 +25,8 @@ CALLS = {
     "getitem": (x, 0), "add_at": (np.ones(3), 0, (2, 3)), "gather": (x, ids),
     "scatter_add": (x, ids, 2),
     "matmul": (x, x.T), "linear": (x, x.T, x[:, 0]),
-    "softmax": (x,), "log_softmax": (x,), "logsumexp": (x,), "layer_norm": (x, x[0], x[0]),
-    "cross_entropy": (x, ids),
+    "softmax": (x, -1, None), "log_softmax": (x, -1), "logsumexp": (x,),
+    "layer_norm": (x, x[0], x[0], 1e-5), "cross_entropy": (x, ids, None, 0.0),
     "broadcast_to": (x, (4, 2, 3)), "sum": (x,), "mean": (x,), "max": (x,), "min": (x,),
     "prod": (x,), "cumsum": (x,), "norm": (x,), "einsum": ("ij,kj", x, y),
     "squared_norm": (x, np.linalg.norm(x, axis=1), (1,), False),

@@ -34,18 +34,20 @@ def affine_tanh(p, x, scale=1.0):
 CALLS = []  # (x is p.w) for each call of the rule
 
 
-def two_dimensional(p, x, scale=1.0):
+def two_dimensional(p, x, scale):  # every argument given: the function's defaults filled in
     return x.ndim == 2
 
 
 @ag.fast_rule(affine_tanh, applies=two_dimensional)
-def affine_tanh_rule(p, x, scale=1.0):
+def affine_tanh_rule(p, x, scale):
     CALLS.append(x is p.w)
-    y = np.tanh(scale * (x @ p.w + p.b))
+    z = x @ p.w + p.b
+    y = np.tanh(scale * z)
 
     def affine_tanh_pullback(g):
         dz = g * (1 - y * y) * scale
-        return Affine(x.T @ dz, dz.sum(0), None), dz @ p.w.T, None
+        d_scale = lambda: (g * (1 - y * y) * z).sum()  # noqa: E731 (only where scale is traced)
+        return Affine(x.T @ dz, dz.sum(0), None), dz @ p.w.T, d_scale
     return y, affine_tanh_pullback
 
 
@@ -87,6 +89,55 @@ def test_where_no_rule_applies_or_rules_are_off_the_plain_function_runs(case):
         np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+def test_a_traced_float_argument_gets_its_cotangent_from_the_rule(case):
+    p, x, g = case
+    CALLS.clear()
+    of_scale = ag.grad(lambda s: ag.sum(affine_tanh(p, x, s) * g))
+    with_rule = of_scale(0.7)
+    with ag.fast_rules(False):
+        plain = of_scale(0.7)
+    h = 1e-6
+    central = (ag.sum(affine_tanh(p, x, 0.7 + h) * g) - ag.sum(affine_tanh(p, x, 0.7 - h) * g)) \
+        / (2 * h)
+    assert len(CALLS) == 3 and type(with_rule) is float
+    np.testing.assert_allclose([with_rule, plain], [central, central], rtol=1e-7)
+
+
+@ag.fusable
+def shifted_tanh(x, shift):
+    return ag.tanh(x + shift)
+
+
+@ag.fast_rule(shifted_tanh)
+def shifted_tanh_rule(x, shift):
+    y = np.tanh(x + shift)
+
+    def shifted_tanh_pullback(g):  # wrong: shift has a derivative, which None denies
+        return g * (1 - y * y), None
+    return y, shifted_tanh_pullback
+
+
+def test_a_rules_missing_cotangent_for_a_traced_float_is_an_error_not_a_zero(case):
+    """None means "no derivative" (ints, static values); for a differentiated float argument
+    it is an error naming the rule and the argument, never a silent zero."""
+    _, x, _ = case
+    assert ag.grad(lambda x: ag.sum(shifted_tanh(x, 0.5)))(x).shape == x.shape  # shift static
+    message = (r"^shifted_tanh: the fast rule shifted_tanh_rule's pullback gave no cotangent "
+               r"\(None\) for argument 'shift', \(3,\) float64, which is differentiated: .* "
+               r"where the derivative is zero, return zeros$")
+    with pytest.raises(TypeError, match=message):
+        ag.gradient(lambda x, s: ag.sum(shifted_tanh(x, s)), x, np.ones(3))
+    with ag.fast_rules(False):  # the plain function: the derivative
+        _, ds = ag.gradient(lambda x, s: ag.sum(shifted_tanh(x, s)), x, np.ones(3))
+    np.testing.assert_allclose(ds, (1 - np.tanh(x + 1) ** 2).sum(0), rtol=1e-12)
+    p, _, g = case
+    with pytest.raises(TypeError, match=r"^affine_tanh: the fast rule affine_tanh_rule's "
+                                        r"pullback gave no cotangent \(None\) for argument 'p' "
+                                        r"\(its leaf 2 in tree order\), \(3,\) float64"):
+        ag.gradient(lambda p, x: ag.sum(affine_tanh(p, x) * g),
+                    Affine(p.w, p.b, np.ones(3)), x)  # a float array where the rule gives None
+
+
 def test_the_switch_is_restored_after_an_error(case):
     p, x, _ = case
     with pytest.raises(RuntimeError), ag.fast_rules(False):
@@ -117,6 +168,35 @@ def test_a_traced_cotangent_takes_the_plain_functions_vjp_in_the_traced_leaves(c
     h = 1e-6
     np.testing.assert_allclose(tangent, (loss(x + h * v) - loss(x - h * v)) / (2 * h),
                                rtol=1e-7)
+
+
+@ag.fusable
+def dropped_tanh(x, rng):
+    return ag.tanh(ag.dropout(x, 0.5, rng))
+
+
+@ag.fast_rule(dropped_tanh)
+def dropped_tanh_rule(x, rng):
+    keep = ag.kernels.dropout_mask(x.shape, 0.5, rng, x.dtype)  # the draws ag.dropout makes
+    y = np.tanh(x * keep)
+
+    def dropped_tanh_pullback(g):
+        return g * (1 - y * y) * keep, None
+    return y, dropped_tanh_pullback
+
+
+def test_a_traced_cotangent_replays_the_draws_the_rule_made(case):
+    """jvp through a rule that drew from a generator: the plain function's vjp, which the
+    traced cotangent takes, draws what the call drew (from a copy of the generator as it was
+    before the call), not the generator's next numbers."""
+    _, x, g = case
+    v = np.random.default_rng(3).standard_normal(x.shape)
+    loss = lambda x: ag.sum(dropped_tanh(x, np.random.default_rng(4)) * g)  # noqa: E731
+    with_rule = ag.jvp(loss, (x,), (v,))
+    with ag.fast_rules(False):
+        plain = ag.jvp(loss, (x,), (v,))
+    assert "dropped_tanh" in fused_calls(dropped_tanh, x, np.random.default_rng(4))
+    np.testing.assert_allclose(with_rule, plain, rtol=1e-12)
 
 
 def test_two_leaves_sharing_an_array_arrive_as_two_objects(case):

@@ -125,6 +125,24 @@ def test_a_torch_initialized_module_runs_the_same_in_our_model(bridge, torch):
                                atol=1e-12)
 
 
+@pytest.mark.parametrize("n_encoder, n_decoder", [(0, 1), (2, 0), (0, 0)])
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_module_for_a_model_without_encoder_or_decoder_blocks(bridge, torch, n_encoder,
+                                                              n_decoder, norm):
+    """An empty stack is its final norm alone, in our model and in the module torch_module_for
+    builds (torch's own stacks cannot run empty)."""
+    p = tiny_transformer(0, *vocabularies(), scale=0.1, dtype=np.float64,
+                         **{**SIZES, "n_encoder": n_encoder, "n_decoder": n_decoder,
+                            "norm": norm})
+    module = bridge.torch_module_for(p).eval()
+    src = np.array([[1, 2, 3, 0], [4, 5, 0, 0]])
+    tgt = np.array([[1, 4, 2], [3, 3, 1]])
+    with torch.no_grad():
+        want = module(torch.from_numpy(src), torch.from_numpy(tgt), 0).numpy()
+    np.testing.assert_allclose(transformer.apply(p, src, tgt, src_pad=0), want, rtol=1e-10,
+                               atol=1e-12)
+
+
 @pytest.mark.parametrize("share", [True, "target", "all"])
 def test_tied_embeddings_are_one_torch_parameter(bridge, share):
     p = tiny(share_embeddings=share)

@@ -278,7 +278,8 @@ def test_two_dtypes_over_one_memory_are_two_constants(rng):
 def test_recording_leaves_no_trace_on_the_normal_path(mlp_args):
     ag.viz.trace(mlp, *mlp_args)
     assert sys.getprofile() is None
-    assert tracer.Node.__slots__ == ("pullback", "parents", "op", "shape", "dtype", "n_args")
+    assert tracer.Node.__slots__ == ("pullback", "parents", "op", "shape", "dtype", "n_args",
+                                     "rule")
     code = ("import sys, numpy as np, autograd_lite as ag\n"
             "ag.gradient(lambda x: ag.sum(ag.tanh(x)), np.ones(3))\n"
             "assert 'autograd_lite.viz' not in sys.modules\n")

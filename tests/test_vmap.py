@@ -81,8 +81,10 @@ def second_order(case):
 
 
 def assert_equals_loop(f, draws, layout, dtype, what):
+    """vmap of f against the loop. The table's dropout row draws from a generator it makes
+    in each call, so the loop's examples share one mask: vmap's randomness="same"."""
     args, axes = batched_arguments(draws, layout)
-    batched = ag.vmap(f, in_axes=axes)(*args)
+    batched = ag.vmap(f, in_axes=axes, randomness="same")(*args)
     looped = [f(*a) for a in per_example(draws, layout)]
     batched_leaves, looped_leaves = ag.tree_leaves(batched), [ag.tree_leaves(x) for x in looped]
     assert len(batched_leaves) == len(looped_leaves[0]), what

@@ -1,8 +1,8 @@
 """vmap and the ops' batching rules (core/batching.py has the mechanism; vmap.py the
 transform; rules_*.py one file per op family, registered when this package is imported)."""
 from ..core.batching import Batched, Ops
+from ..core.tracer import every_value
 from ..ops import operators
-from ..ops.checks import every_value
 from . import rules_elementwise, rules_indexing, rules_nn, rules_products, rules_reductions
 from . import rules_shape
 from .axes import broadcast_axis, moveaxis
@@ -11,6 +11,7 @@ from .vmap import vmap
 Ops.moveaxis = staticmethod(moveaxis)
 Ops.broadcast_axis = staticmethod(broadcast_axis)
 Ops.every_value = staticmethod(every_value)
-operators.install(Batched, rules_elementwise.constant_ufunc)
+operators.install(Batched, rules_elementwise.constant_ufunc, rules_reductions.constant_along,
+                  described="values under vmap")
 
 __all__ = ["vmap"]

@@ -7,15 +7,16 @@ the front (`to_front`) and call the op once with the op's own axes shifted by on
 import numpy as np
 
 from ..core.batching import Batched
-from ..core.tracer import Box
+from ..core.tracer import is_array
 from ..core.tree import is_python_number
 from ..ops import broadcast_to, expand_dims, reshape, transpose
 from ..ops.checks import normalize_axes
 
 
 def is_operand(x):
-    """An array (plain, traced or batched) or a Python number: what broadcasts."""
-    return isinstance(x, (np.ndarray, np.generic, Box, Batched)) or is_python_number(x)
+    """An array, a numpy scalar or a Python number: what broadcasts (not an op's static
+    operands, such as a dtype or a None bound)."""
+    return is_array(x) or isinstance(x, np.generic) or is_python_number(x)
 
 
 def example_rank(values, bdims):

@@ -4,11 +4,11 @@ example layer norm runs its plain definition op by op. cross_entropy is a mean o
 labels: its rule is one log_softmax of every example and a mean per example."""
 import numpy as np
 
-from ..core.batching import BATCHING_RULES, Batched
-from ..core.tracer import is_traced
+from ..core.batching import BATCHING_RULES, Batched, peel, wrap
+from ..core.devices import array_module
+from ..core.tracer import every_value, is_traced
 from ..ops import expand_dims, mean, nn, take_along_axis, where
 from ..ops import sum as sum_
-from ..ops.checks import every_value
 from ..ops.nn import check_cross_entropy
 from ..ops.softmax import log_softmax, softmax
 from .axes import (front_or_broadcast, length_of, ndim_of, padded, reshape, shape_of,
@@ -84,7 +84,7 @@ def cross_entropy_rule(values, bdims):
     static("cross_entropy", bdims, ("ignore_index",), start=2)
     length = length_of(values, bdims)
     logits = front_or_broadcast(logits, bl, length)  # (B, ..., C)
-    labels = front_or_broadcast(labels, by, length)  # (B, ...)
+    labels = _beside(front_or_broadcast(labels, by, length), logits)  # (B, ...)
     ndim = ndim_of(labels) - 1
     check_cross_entropy(logits, labels, ignore_index, 0.0 if bs is not None else smoothing)
     if bs is not None:
@@ -106,6 +106,16 @@ def cross_entropy_rule(values, bdims):
     total = sum_(where(counted, per_row, 0.0), axes)
     inverse_count = (1.0 / np.maximum(n, 1)).astype(total.dtype)
     return where(n > 0, total * inverse_count, np.nan), 0
+
+
+def _beside(labels, logits):
+    """Labels given on the host for logits on a device (which the op indexes with, as
+    numpy's indices may index a device's array) on that device: the rule computes with them."""
+    xp = array_module(logits)
+    if xp is np or array_module(labels) is not np:
+        return labels
+    core, layers = peel(labels)
+    return wrap(xp.asarray(core), layers)
 
 
 BATCHING_RULES[nn.cross_entropy] = cross_entropy_rule

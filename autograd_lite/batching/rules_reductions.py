@@ -1,6 +1,7 @@
 """Batching rules of the reductions and of the ops along one axis: examples to the front,
 the op's axes one further on (None: every axis of one example)."""
-from ..core.batching import BATCHING_RULES
+from ..core.batching import BATCHING_RULES, Batched
+from ..core.tracer import stop_gradient
 from ..ops import linalg, reductions as red, sorting
 from ..ops.softmax import log_softmax, logsumexp
 from ..ops.checks import normalize_axes
@@ -62,6 +63,21 @@ def take_along_axis_rule(values, bdims):
         return sorting.take_along_axis(reshape(x, flat), reshape(indices, flat), 1), 0
     (a,) = normalize_axes("take_along_axis", (axis,), ndim_of(x) - 1)
     return sorting.take_along_axis(x, indices, a + 1), 0
+
+
+def constant_along(function, x, axis, keepdims):
+    """function(x, axis, keepdims=...) without a derivative (np.argmax, np.argmin) of each
+    example of a batched x: a batched integer array."""
+    values = to_front(stop_gradient(x.value), x.bdim)
+    shape = shape_of(values)
+    if axis is None:  # over the flattened example
+        out = function(reshape(values, (shape[0], -1)), axis=1)
+        if keepdims:
+            out = reshape(out, (shape[0],) + (1,) * (len(shape) - 1))
+    else:
+        out = function(values, axis=shifted_axis(function.__name__, axis, len(shape) - 1),
+                       keepdims=keepdims)
+    return Batched(out, x.level, 0)
 
 
 for _op in (red.sum, red.mean, red.max, red.min, red.prod, logsumexp):

@@ -18,6 +18,7 @@ from ..core.rules import fast_rule, fusable
 from ..core.tracer import primal, primitive
 from ..ops import expand_dims, getitem, matmul, reshape, scatter_add, swapaxes, unbroadcast
 from ..ops import gather, layer_norm, linear
+from ..ops.indexing import check_indices
 from ..ops.nn import layer_norm_rule
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -54,17 +55,19 @@ def fits_shared_matmul(a, b):
 
 @primitive
 def gather_each(tables, indices):
-    """Each example's rows of its own table: tables (B, n, ...), indices (B, ...) integers;
-    out (B, indices..., row...). Tables that are one copy are looked up once; the cotangent
-    of each example's table is its own scatter_add (one call over B * n rows)."""
+    """Each example's rows of its own table: tables (B, n, ...), indices (B, ...) integers
+    in [0, n); out (B, indices..., row...). Tables that are one copy are looked up once; the
+    cotangent of each example's table is its own scatter_add (one call over B * n rows)."""
     length, n = tables.shape[:2]
     row = tables.shape[2:]
+    check_indices("gather", indices, n)
+    numbers = array_module(indices).arange(length).reshape(
+        (length,) + (1,) * (indices.ndim - 1))  # each example's number, beside its indices
     if is_one_copy(tables, 0):
         out = gather(tables[0], indices)
     else:
-        numbers = np.arange(length).reshape((length,) + (1,) * (indices.ndim - 1))
         out = getitem(tables, (numbers, indices))
-    flat = (indices + n * np.arange(length).reshape((length,) + (1,) * (indices.ndim - 1)))
+    flat = indices + n * numbers
 
     def gather_each_pullback(g):
         rows = reshape(g, (math.prod(indices.shape),) + row)

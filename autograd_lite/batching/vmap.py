@@ -1,6 +1,6 @@
 """vmap: a function of one example made a function of many (jax.vmap, torch.func.vmap).
 
-    vmap(f, in_axes=0, out_axes=0)(*args)
+    vmap(f, in_axes=0, out_axes=0, randomness="error")(*args)
 
 in_axes says where each argument holds its examples: an int (that axis of every array leaf),
 None (not mapped: every example sees the same value), or a tuple with one entry per
@@ -8,7 +8,10 @@ positional argument, each an int, None or a tree of them in the argument's struc
 prefix of it: an int or None there applies to the whole subtree). Array leaves (float, int
 and bool) are mapped; ints, floats, strings, None and functions pass unchanged. out_axes is
 the same for the output's tree: where each output leaf gets its examples (an output that
-is the same for every example is broadcast there).
+is the same for every example is broadcast there). randomness says what a random op
+(ag.dropout with a generator) draws under it: "error" (it raises), "different" (each example
+the draws of a Python loop over the examples: the same bits) or "same" (one draw for all);
+core/randomness.py.
 
 The function runs once, on `Batched` values (core/batching.py): each op it calls computes all
 the examples at once by its batching rule (autograd_lite/batching/rules_*.py). It composes
@@ -19,18 +22,9 @@ import numbers
 
 import numpy as np
 
-from ..core.array_types import is_device_array
-from ..core.batching import Batched, new_level, running, strip_level
-from ..core.tracer import Box
+from ..core.batching import Batched, MappedCall, new_level, running, strip_level
 from ..core.tree import children, rebuild
-from .axes import broadcast_axis, moveaxis
-
-_ARRAYS = (np.ndarray, Box, Batched)
-
-
-def _is_array(leaf):
-    """Whether vmap may map a leaf: an array (numpy's or a device's), traced or batched."""
-    return isinstance(leaf, _ARRAYS) or is_device_array(leaf)
+from .axes import broadcast_axis, is_array, moveaxis
 
 
 def _check_axes_spec(name, spec):
@@ -77,7 +71,7 @@ def _mapped_length(pairs):
     """The number of examples: the size of every mapped axis, which must agree."""
     lengths = {}
     for leaf, axis, path in pairs:
-        if axis is None or not _is_array(leaf):
+        if axis is None or not is_array(leaf):
             continue
         ndim = leaf.ndim
         if not -ndim <= axis < ndim:
@@ -95,7 +89,7 @@ def _mapped_length(pairs):
 
 def _unmapped_output(leaf, level, axis, length, path):
     """An output leaf with its examples of `level` on `axis`."""
-    if not (_is_array(leaf) or isinstance(leaf, (np.generic, numbers.Number))):
+    if not (is_array(leaf) or isinstance(leaf, (np.generic, numbers.Number))):
         return leaf  # a static leaf (None, a string)
     value, bdim = strip_level(leaf, level)
     if axis is None:
@@ -113,13 +107,19 @@ def _unmapped_output(leaf, level, axis, length, path):
     return moveaxis(value, bdim, axis % ndim_out)
 
 
-def vmap(f, in_axes=0, out_axes=0):
+RANDOMNESS = ("error", "different", "same")
+
+
+def vmap(f, in_axes=0, out_axes=0, randomness="error"):
     """The function of many examples that runs f once for all of them (module docstring)."""
     if not callable(f):
         raise TypeError(f"vmap: the first argument must be the function to map, got "
                         f"{type(f).__name__}")
     _check_axes_spec("in_axes", in_axes)
     _check_axes_spec("out_axes", out_axes)
+    if randomness not in RANDOMNESS:
+        raise ValueError(f"vmap: randomness must be 'error', 'different' or 'same', got "
+                         f"{randomness!r}")
 
     @functools.wraps(f)
     def vmapped(*args):
@@ -133,10 +133,14 @@ def vmap(f, in_axes=0, out_axes=0):
         length = _mapped_length(pairs)
         level = new_level()
         leaves = [Batched(leaf, level, axis % leaf.ndim)
-                  if axis is not None and _is_array(leaf) else leaf
+                  if axis is not None and is_array(leaf) else leaf
                   for leaf, axis, _ in pairs]
-        with running(level, length):
+        call = MappedCall(level, length, randomness)
+        with running(call):
             out = f(*_rebuilt(args, iter(leaves)))
+            if call.draws is not None and call.draws.needs_replay():
+                call.draws.rewind()  # random ops at several places: the loop's draws need
+                out = f(*_rebuilt(args, iter(leaves)))  # each example's count (randomness.py)
         out_pairs = []
         _paired("out_axes", out_axes, out, "out", out_pairs)
         return _rebuilt(out, iter(_unmapped_output(leaf, level, axis, length, path)

@@ -4,6 +4,9 @@ thousands of nodes). A node runs its pullback once every node that consumed it h
 delivered its cotangent. A pullback returns one entry per argument: a cotangent, None, or a
 function of no arguments that computes it, which the engine calls only for an argument that
 is traced, so a rule does no work for constants (a dropout mask, the data of a first layer).
+A primitive's None for a traced argument counts as zero; a fast rule's is an error that names
+the rule and the argument (a rule must say zero with zeros), unless the same traced value is
+another argument that got one (self-attention's x_q is x_kv, given one cotangent).
 Each cotangent must have its argument's shape and dtype, and is dropped as soon as it is
 used; with `release=True` each pullback, and the forward values it holds, is dropped too.
 """
@@ -63,6 +66,8 @@ def backward(output, seed, release):
                     raise _cotangent_mismatch(node, argnum, parent, gp)
                 previous = cotangents.get(parent)
                 cotangents[parent] = gp if previous is None else previous + gp
+            elif node.rule is not None and grads is not None:
+                node.rule.check_missing_cotangent(node, argnum, parent, grads)
             pending[parent] -= 1
             if pending[parent] == 0:
                 ready.append(parent)

@@ -15,12 +15,18 @@ batched argument and wraps the box again, and batches every argument it differen
 every vmap call in progress (`active_levels`), so that `vmap(grad(f))` records one batched
 call whose backward pass gives each example its own gradient. Boxes, bodies and pullbacks
 recorded by a trace therefore see plain arrays; a batched cotangent (vmap of a pullback)
-runs the pullbacks on `Batched` values, which their ops batch.
+runs the pullbacks on `Batched` values, which their ops batch. While a trace's backward pass
+runs, the vmap calls it was opened in count as not running (`opened_levels`): its pullbacks
+compute on the arrays under their layers, where every example is already a row of its own,
+and a gradient taken there (a fast rule's pullback differentiating what it saved) must not
+batch them again.
 
 Axis helpers (`strip_level`, `insert_level`) move a level's axis between the `Batched`
 wrapper and the logical shape; they need moveaxis and broadcasting ops, which the batching
 package installs (`OPS`), since the core imports no op.
 """
+import contextlib
+
 import numpy as np
 
 from .levels import next_level
@@ -50,7 +56,7 @@ class Batched:
 
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of a 0-d batched value")
+            raise TypeError("vmap: len() of a value under vmap that is 0-d in each example")
         return self.shape[0]
 
     def __bool__(self):
@@ -59,8 +65,8 @@ class Batched:
         if self.size != 1:
             raise ValueError(f"the truth value of a batched value of shape {self.shape} is "
                              "ambiguous (as numpy's): use .any() or .all()")
-        values = np.asarray(Ops.every_value(self), dtype=bool)
-        if values.all() or not values.any():
+        values = Ops.every_value(self)  # numpy's or a device's array: bool() copies one bit
+        if bool(values.all()) or not bool(values.any()):
             return bool(values.all())
         raise TypeError("under vmap a condition is True for some examples and False for "
                         "others, so no one branch is right for all: use ag.where to choose "
@@ -72,10 +78,19 @@ class Batched:
     def __array__(self, dtype=None, copy=None):
         raise TypeError(
             f"a batched value ({self.shape}, {self.dtype}, under vmap) cannot become a plain "
-            "numpy array inside the mapped function: use autograd_lite ops")
+            "numpy array inside the mapped function: use autograd_lite ops (a numpy array x "
+            "indexed by a mapped i: ag.getitem(x, i))")
 
     def __float__(self):
-        raise TypeError(f"float() of a batched value {self.shape}: it holds one per example")
+        raise TypeError(f"vmap: float() of a value under vmap ({self.shape} per example): it "
+                        "holds one number per example; keep it an array, or convert vmap's "
+                        "output")
+
+    def __getattr__(self, name):  # only for what Batched lacks (ops/operators.py installs)
+        raise AttributeError(
+            f"vmap: x.{name} is not defined on a value under vmap ({self.shape} {self.dtype} "
+            "per example): write the mapped function with autograd_lite's ops, which map every "
+            f"example, or compute {name} on vmap's output")
 
 
 def is_batched(x):
@@ -84,7 +99,19 @@ def is_batched(x):
 
 # ---------------------------------------------------------------- vmap calls in progress
 
-_ACTIVE = []  # (level, length) of each vmap call running its function, outermost first
+class MappedCall:
+    """A vmap call whose function is running: its level, its number of examples, and what
+    its random ops draw (vmap's `randomness`: "error", "different" or "same"; `draws` keeps
+    the draws of "different", randomness.py)."""
+
+    __slots__ = ("level", "length", "randomness", "draws")
+
+    def __init__(self, level, length, randomness="error"):
+        self.level, self.length, self.randomness, self.draws = level, length, randomness, None
+
+
+_CALLS = []  # every vmap call in progress, outermost first
+_OPENED = set()  # the levels of those whose Batched values are opened meanwhile (below)
 
 
 def new_level():
@@ -92,22 +119,61 @@ def new_level():
     return next_level()
 
 
+def calls_in_progress():
+    """Every vmap call in progress, outermost first (its layers opened or not)."""
+    return tuple(_CALLS)
+
+
+def active_calls():
+    """The vmap calls in progress whose function sees its values batched: all of them but
+    those whose layers are opened (`opened_levels`), outermost first."""
+    return tuple(c for c in _CALLS if c.level not in _OPENED)
+
+
 def active_levels():
-    return tuple(_ACTIVE)
+    """(level, examples) of each active vmap call, outermost first (what a gradient taken
+    now batches its inputs over, so that each example gets its own)."""
+    return tuple((c.level, c.length) for c in _CALLS if c.level not in _OPENED)
 
 
 class running:
-    """`with running(level, length):` marks a vmap call's function as running (gradients
-    taken inside it are per example)."""
+    """`with running(call):` marks a vmap call's function as running (gradients taken inside
+    it are per example)."""
 
-    def __init__(self, level, length):
-        self.entry = (level, length)
+    def __init__(self, call):
+        self.call = call
 
     def __enter__(self):
-        _ACTIVE.append(self.entry)
+        _CALLS.append(self.call)
 
     def __exit__(self, *exc):
-        _ACTIVE.remove(self.entry)
+        _CALLS.remove(self.call)
+
+
+@contextlib.contextmanager
+def opened_levels(levels):
+    """The vmap calls of `levels` count as not running meanwhile: the code inside computes on
+    the arrays under their Batched layers, where each example is already a row of its own (a
+    trace's backward pass: a pullback that differentiates what it saved must not batch those
+    arrays over the examples a second time)."""
+    added = set(levels) - _OPENED
+    _OPENED.update(added)
+    try:
+        yield
+    finally:
+        _OPENED.difference_update(added)
+
+
+@contextlib.contextmanager
+def closed_levels(levels):
+    """The inverse of opened_levels inside it: code that puts the layers of `levels` back
+    around the arrays and runs the mapped function on them (checkpoint's recomputation)."""
+    removed = set(levels) & _OPENED
+    _OPENED.difference_update(removed)
+    try:
+        yield
+    finally:
+        _OPENED.update(removed)
 
 
 # ---------------------------------------------------------------- dispatch
@@ -154,11 +220,23 @@ def batched_call(op, args, kwargs, plain=None):
         raise NotImplementedError(
             f"vmap: no batching rule for the op '{name}' (arguments: {shapes}); register one "
             "in autograd_lite/batching, or write the function with ops that have one")
-    out = rule(values, bdims, **kwargs)
+    try:
+        out = rule(values, bdims, **kwargs)
+    except (IndexError, ValueError) as error:
+        raise _named_under_vmap(error, name) from None
     if out is NotImplemented:
         return plain(*args, **kwargs)
     out, bdim = out
     return out if bdim is None else Batched(out, level, bdim)
+
+
+def _named_under_vmap(error, name):
+    """An IndexError or ValueError from computing every example at once, saying so by the
+    op's name (numpy's own words name no op); an error of the library's vmap as it is."""
+    message = str(error)
+    if type(error) not in (IndexError, ValueError) or message.startswith("vmap"):
+        return error
+    return type(error)(f"vmap: {name}, computing every example at once: {message}")
 
 
 def _describe(a):

@@ -18,7 +18,7 @@ import numpy as np
 
 from .array_types import (DEVICE_NAME_OF, LOADERS, MODULE_OF, forget_answers,
                           mixed_devices_error, module_of_type)
-from .tracer import Box, primal
+from .tracer import Box, every_value, primal
 from .tree import tree_map
 
 
@@ -92,9 +92,9 @@ def device(name):
 
 
 def device_of(x):
-    """The Device whose array `x` is (traced values looked through), or None for a numpy
-    array or anything that is no device array."""
-    t = type(primal(x))
+    """The Device whose array `x` is (traced and batched values looked through), or None for
+    a numpy array or anything that is no device array."""
+    t = type(every_value(x))
     if t is np.ndarray:
         return None
     module = module_of_type(t)
@@ -115,22 +115,22 @@ def device_name(x):
 
 def array_module(*values):
     """The module whose functions compute on the values' arrays: numpy, or a device's (cupy)
-    where any value is that device's array. Traced values are looked through; numbers,
-    None and the like count as numpy's."""
+    where any value is that device's array. Traced and batched values are looked through;
+    numbers, None and the like count as numpy's."""
     for x in values:
         t = type(x)
         if t is np.ndarray:
             continue
-        module = module_of_type(type(primal(x)))
+        module = module_of_type(type(every_value(x)))
         if module is not None and module is not np:
             return module
     return np
 
 
 def check_one_device(op, values):
-    """Raise a TypeError naming `op` where its array operands (traced values looked through)
-    lie on more than one device (numpy's and CuPy's)."""
-    error = mixed_devices_error(op, values, primal)
+    """Raise a TypeError naming `op` where its array operands (traced and batched values
+    looked through) lie on more than one device (numpy's and CuPy's)."""
+    error = mixed_devices_error(op, values, every_value)
     if error is not None:
         raise error
 

@@ -17,7 +17,7 @@ import numpy as np
 from .argnums import argnum_positions, check_argnums, nothing_to_differentiate
 from .backward import backward
 from .array_types import is_device_array
-from .batching import Batched, active_levels, aligned, batched_over, peel, wrap
+from .batching import Batched, active_levels, aligned, batched_over, opened_levels, peel, wrap
 from .devices import array_module
 from .tracer import Box, Node, Trace, end_trace, escaped_value_error
 from .tree import (check_no_complex, children, is_complex, is_differentiable, tree_leaves,
@@ -101,6 +101,15 @@ def trace_call(caller, f, args, positions, named=False):
         return f(*boxed), input_nodes, trace
     finally:
         end_trace(trace)
+
+
+def backward_of(trace, node, seed, release):
+    """backward from `node` of `trace` (backward.py). Its nodes computed on the arrays under
+    the Batched layers of the vmap calls the trace was opened in, so those calls count as
+    not running meanwhile: a pullback that differentiates what it saved (a fast rule's, for
+    a traced cotangent) works on those arrays as they are (core/batching.opened_levels)."""
+    with opened_levels(level for level, _ in trace.batch_levels):
+        return backward(node, seed, release)
 
 
 def batched_output(out, trace):
@@ -247,8 +256,8 @@ def differentiate(caller, f, args, argnums=None, has_aux=False):
                          f"{logical}; use vjp for non-scalar outputs")
     at_leaves = {}
     if node is not None:  # under vmap: a 1 for each example's output
-        at_leaves = backward(node, array_module(value).ones(node.shape, dtype=node.dtype),
-                             release=True)
+        at_leaves = backward_of(trace, node, array_module(value).ones(node.shape, node.dtype),
+                                release=True)
     if isinstance(value, np.ndarray) and not out_layers:
         value = value[()]
     value = wrap(value, out_layers)
@@ -359,7 +368,7 @@ def vjp_of_tree(caller, f, args):
             c = _checked_cotangent(caller, value, c)
             if node is not None:
                 seed = aligned(c, layers, lengths) if layers else c
-                for leaf, g in backward(node, seed, release=False).items():
+                for leaf, g in backward_of(trace, node, seed, release=False).items():
                     at_leaves[leaf] = g if leaf not in at_leaves else at_leaves[leaf] + g
         return gradient_trees(args, positions, input_nodes, at_leaves, cotangents,
                               layers=trace.batch_layers)

@@ -20,15 +20,15 @@ saved: pass the generator as an argument.
 Under vmap the checkpoint is of the function of the arrays inside the Batched values, so
 the recomputation is batched too (`_under_vmap`).
 """
-import copy
 import functools
 
 import numpy as np
 
 from .backward import backward
-from .batching import Batched, peel, wrap
+from .batching import Batched, closed_levels, peel, wrap
 from .differentiate import box_input, output_of
-from .tracer import Box, Trace, end_trace, primitive
+from .randomness import copied_generator
+from .tracer import Box, Trace, end_trace, is_array, primitive
 from .tree import tree_leaves, tree_unflatten
 
 
@@ -42,7 +42,7 @@ class CheckpointedCall:
         positions = set(traced)
         static = [None if i in positions else leaf for i, leaf in enumerate(leaves)]
         self.skeleton = tree_unflatten(args, static)
-        self.saved_generators = {i: copy.deepcopy(leaf) for i, leaf in enumerate(leaves)
+        self.saved_generators = {i: copied_generator(leaf) for i, leaf in enumerate(leaves)
                                  if isinstance(leaf, np.random.Generator)}
 
     def arguments(self, traced_values, replay):
@@ -52,7 +52,7 @@ class CheckpointedCall:
             leaves[i] = value
         if replay:
             for i, generator in self.saved_generators.items():
-                leaves[i] = copy.deepcopy(generator)
+                leaves[i] = copied_generator(generator)
         return tree_unflatten(self.skeleton, leaves)
 
 
@@ -74,7 +74,7 @@ def _recomputed_cotangents(call, traced_values, g):
 def checkpointed_call(call, *traced_values):
     """f's output, with a pullback that recomputes f (module docstring)."""
     out = call.f(*call.arguments(traced_values, replay=False))
-    if not isinstance(out, (np.ndarray, np.generic, Box, float)):
+    if not (is_array(out) or isinstance(out, (np.generic, float))):
         raise TypeError(f"checkpoint: {getattr(call.f, '__name__', 'f')} must return an "
                         f"array, got {type(out).__name__}")
 
@@ -89,11 +89,13 @@ def _under_vmap(checkpointed, f, args, leaves):
     layers back around them, runs f and returns its output's value under its layers; the
     output gets those layers again. The recomputation batches as the first run did."""
     unbatched, layers = zip(*(peel(leaf) for leaf in leaves))
+    levels = {level for lay in layers for level, _ in lay}
     out_layers = []
 
     def of_values(*values):
-        out = f(*tree_unflatten(args, [wrap(v, lay) for v, lay in zip(values, layers)]))
-        core, layers_of_out = peel(out)
+        with closed_levels(levels):  # f sees its examples batched again (a recomputation
+            out = f(*tree_unflatten(args, [wrap(v, lay) for v, lay in zip(values, layers)]))
+        core, layers_of_out = peel(out)  # runs in a backward pass, which opened them)
         out_layers[:] = layers_of_out
         return core
     return wrap(checkpointed(of_values)(*unbatched), out_layers)

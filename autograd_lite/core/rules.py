@@ -16,10 +16,14 @@ ChainRules' `rrule`, NNlib's softmax that a CUDA extension overrides).
 
 A call of a fusable function runs the first registered rule whose `applies(*args, **kwargs)`
 is true, on the plain arrays of the innermost trace's values (the arguments' trees opened,
-leaf by leaf), and records one node for it; its pullback gets a plain cotangent and returns
-one cotangent per positional argument, None or a tree of the argument's structure (None,
-an array, or a function of no arguments computing it at each leaf). The plain function
-runs instead, op by op, so that the traces record it:
+leaf by leaf), and records one node for it. `applies` and the rule get every positional
+argument, the call's defaults filled in from the plain function's signature (so a rule
+repeats none). Its pullback gets a plain cotangent and returns one cotangent per positional
+argument, None or a tree of the argument's structure (None, an array, or a function of no
+arguments computing it at each leaf). None means "no derivative" (an int, a static value):
+for a differentiated float it is an error naming the rule and the argument, and a rule
+whose derivative is zero returns zeros. The plain function runs instead, op by op, so that
+the traces record it:
 
 - under higher order: a value belongs to an enclosing trace (grad of grad, hessian);
 - while a picture or a capture records (`Trace.picturing`), unless the fusable is one of
@@ -42,6 +46,7 @@ one array (a view for the later one, tracer.keep_distinct_arguments_distinct), s
 take `a is b` to mean "one traced value" (self-attention's packed projections).
 """
 import contextlib
+import copy
 import functools
 import os
 
@@ -50,8 +55,9 @@ import numpy as np
 from .array_types import as_op_output, mixed_devices_error
 from .batching import Batched, batched_call
 from .differentiate import vjp
-from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
-                     move_keywords_to_positions, opened, positional_parameters, primal)
+from .randomness import copied_generator
+from .tracer import (Box, Node, check_keyword_only, escaped_value_error, every_value,
+                     move_keywords_to_positions, opened, positional_parameters)
 from .tree import children, rebuild
 
 _SETTING = "AUTOGRAD_LITE_FAST_RULES"
@@ -111,7 +117,7 @@ def fusable(fn=None, *, name=None, op=False):
                 return _dispatch(fusable_call, args, kwargs)  # rules off too
             return fn(*args, **kwargs)
         except TypeError:  # numpy's and a device's arrays among the arguments: say so by name
-            error = mixed_devices_error(fusable_call.op_name, args, primal)
+            error = mixed_devices_error(fusable_call.op_name, args, every_value)
             if error is not None:
                 raise error from None
             raise
@@ -214,9 +220,9 @@ def _dispatch(function, args, kwargs):
     """A call of a fusable with rules on: a rule where one applies and no enclosing trace or
     picture asks for the plain function, else the plain function."""
     flat = function.drawn_as_op
-    if kwargs:
-        args, kwargs = move_keywords_to_positions(function.op_name, function.parameters, args,
-                                                  kwargs)
+    if kwargs or len(args) < len(function.parameters):  # rules see every argument, the
+        args, kwargs = move_keywords_to_positions(  # defaults the function's own
+            function.op_name, function.parameters, args, kwargs)
     leaves, skeleton = _leaves(args, flat)
     top = None
     for a in leaves:
@@ -245,24 +251,64 @@ def _dispatch(function, args, kwargs):
         return function.plain(*args, **kwargs)  # higher order: the traces record the ops
     plain_args = values if flat else _rebuilt(args, values)
     rule = _applicable(function, plain_args, kwargs)
+    generators = {i: copy.deepcopy(v) for i, v in enumerate(values)  # as they were before
+                  if type(v) is np.random.Generator}  # the call drew: for its plain function
     if rule is None and top.picturing:  # an op, drawn as one whichever body computes it
-        rule = Rule(_plain_rule(function, values, parents, kwargs), None)
+        rule = Rule(_plain_rule(function, values, parents, kwargs, generators), None)
     elif rule is None:
         return function.plain(*args, **kwargs)
     out, pullback, *traced = rule.body(*plain_args, **kwargs)
     if traced:
         traced = traced[0] if flat else _pullback_of_leaves(traced[0], skeleton)
     else:
-        traced = _plain_function_pullback(function, plain_args, values, parents, kwargs, flat)
+        traced = _plain_function_pullback(function, plain_args, values, parents, kwargs, flat,
+                                          generators)
     pullback = node_pullback(pullback, traced, None if flat else skeleton)
     if type(out) is not np.ndarray and type(out) is not Box:
         out = as_op_output(out)  # an array subclass (core/weak.py's) stays as it is
     n_args = max(len(leaves), len(function.parameters)) if flat else len(leaves)
     box = Box(out, top, Node(pullback, tuple(parents), function.op_name, out.shape, out.dtype,
-                             n_args))
+                             n_args, RuleCall(function, rule, skeleton)))
     if top.on_op is not None:
         top.on_op(function, leaves, kwargs, box)
     return box
+
+
+class RuleCall:
+    """What a fast rule's node keeps to name a missing cotangent: the fusable, the rule, and
+    the skeleton of the arguments' leaves (None for an op's)."""
+    __slots__ = ("function", "rule", "skeleton")
+
+    def __init__(self, function, rule, skeleton):
+        self.function, self.rule, self.skeleton = function, rule, skeleton
+
+    def check_missing_cotangent(self, node, leaf, parent, cotangents):
+        """The rule's pullback gave None (`cotangents[leaf]`) for the traced float leaf number
+        `leaf`: an error naming the rule and the argument (None means "no derivative": ints,
+        static values), unless the same traced value is another leaf that got a cotangent
+        (one object passed twice, as self-attention's x_q and x_kv, may get it whole once)."""
+        if any(p is parent and i != leaf and cotangents[i] is not None
+               for i, p in node.parents):
+            return
+        names = [name for name, _ in self.function.parameters]
+        if self.skeleton is None:
+            where = f"'{names[leaf]}'" if leaf < len(names) else f"args[{leaf}]"
+        else:
+            position, first = 0, 0
+            for position, shape in enumerate(self.skeleton):
+                count = 1 if shape is None else _count_leaves(shape)
+                if leaf < first + count:
+                    break
+                first += count
+            name = names[position] if position < len(names) else f"args[{position}]"
+            where = f"'{name}'" if self.skeleton[position] is None else \
+                f"'{name}' (its leaf {leaf - first} in tree order)"
+        rule = getattr(self.rule.body, "__name__", "rule")
+        raise TypeError(
+            f"{self.function.op_name}: the fast rule {rule}'s pullback gave no cotangent "
+            f"(None) for argument {where}, {parent.shape} {parent.dtype}, which is "
+            "differentiated: None means that an argument has no derivative (an int, a static "
+            "value); where the derivative is zero, return zeros")
 
 
 def _pullback_of_leaves(pullback, skeleton):
@@ -273,15 +319,19 @@ def _pullback_of_leaves(pullback, skeleton):
     return _named_after(pullback, leaves_pullback)
 
 
-def _plain_function_pullback(function, plain_args, values, parents, kwargs, flat):
+def _plain_function_pullback(function, plain_args, values, parents, kwargs, flat, generators):
     """For a traced cotangent, the vjp of the plain function in its traced leaves, at the
     plain arguments the rule was given (`values`: their leaves), every other argument held,
-    written with the library's ops."""
+    written with the library's ops. Each generator among them ({leaf: a copy as it was
+    before the call drew}) draws again from a copy of that state: the plain function draws
+    the masks the call drew (dropout)."""
     def of_traced(*traced_values):
         traced = [i for i, _ in parents]
         leaves = list(values)
         for i, v in zip(traced, traced_values):
             leaves[i] = v
+        for i, generator in generators.items():
+            leaves[i] = copied_generator(generator)
         return function.plain(*(leaves if flat else _rebuilt(plain_args, leaves)), **kwargs)
 
     def plain_function_pullback(g):
@@ -294,11 +344,12 @@ def _plain_function_pullback(function, plain_args, values, parents, kwargs, flat
     return plain_function_pullback
 
 
-def _plain_rule(function, values, parents, kwargs):
+def _plain_rule(function, values, parents, kwargs, generators):
     """A rule for an op that a picture draws while no rule of its own runs: the plain
     function's output, and for every cotangent the plain function's vjp."""
     def plain_rule(*args, **kwargs):
-        pullback = _plain_function_pullback(function, args, values, parents, kwargs, True)
+        pullback = _plain_function_pullback(function, args, values, parents, kwargs, True,
+                                            generators)
         pullback.__name__ = pullback.__qualname__ = f"{function.op_name}_pullback"
         return function.plain(*args, **kwargs), pullback, pullback
     return plain_rule

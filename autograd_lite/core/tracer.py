@@ -14,7 +14,7 @@ import inspect
 
 import numpy as np
 
-from .batching import Batched, batched_call
+from .batching import Batched, batched_call, peel, wrap
 from .levels import next_level
 from .array_types import as_op_output, is_device_array, mixed_devices_error
 
@@ -74,17 +74,21 @@ class Node:
     parents: tuple of (argument index, Node) for the arguments traced at this level.
     shape, dtype: of the value the node produced; every cotangent must match them.
     n_args: the op's positional arguments (its pullback returns as many); 0 for an input.
+    rule: None, or for a fast rule's node (core/rules.py) what refuses, naming the rule and
+    the argument, a traced argument its pullback gave no cotangent
+    (`check_missing_cotangent`): a rule must give one, where a primitive's None is a zero.
     """
 
-    __slots__ = ("pullback", "parents", "op", "shape", "dtype", "n_args")
+    __slots__ = ("pullback", "parents", "op", "shape", "dtype", "n_args", "rule")
 
-    def __init__(self, pullback, parents, op, shape, dtype, n_args=0):
+    def __init__(self, pullback, parents, op, shape, dtype, n_args=0, rule=None):
         self.pullback = pullback
         self.parents = parents
         self.op = op
         self.shape = shape
         self.dtype = dtype
         self.n_args = n_args
+        self.rule = rule
 
     def __repr__(self):
         return f"Node({self.op}, {self.shape}, {self.dtype})"
@@ -128,15 +132,35 @@ class Box:
 
 
 def primal(x):
-    """The plain value under every level of boxing (a constant for all traces)."""
+    """The plain value under every level of boxing (a constant for all traces); under vmap,
+    a Batched value as it is (every_value looks through it too)."""
+    while type(x) is Box:
+        x = x.value
+    return x
+
+
+def is_array(x):
+    """An array: numpy's or a device's (CuPy's), traced or batched."""
+    return isinstance(x, (np.ndarray, Box, Batched)) or is_device_array(x)
+
+
+def every_value(x):
+    """The plain array under every Batched and Box layer of x: under vmap, the values of
+    all of its examples at once (what a check of values reads, and where x lies)."""
+    while type(x) is Batched:
+        x = x.value
     while type(x) is Box:
         x = x.value
     return x
 
 
 def stop_gradient(x):
-    """`x` as a constant: no trace, at any level, differentiates through it."""
-    return primal(x)
+    """`x` as a constant: no trace, at any level, differentiates through it (under vmap, its
+    examples stay mapped: the Batched layers stay around the plain value)."""
+    if type(x) is not Batched:
+        return primal(x)
+    core, layers = peel(x)
+    return wrap(primal(core), layers)
 
 
 def is_traced(x):
@@ -252,7 +276,7 @@ def raise_if_mixed_devices(op_name, args):
     """After a body failed with a TypeError: where its operands lie on different devices
     (numpy's and CuPy's), raise the error that says so by the op's name instead. Only a
     failure pays for the look (a device module refuses a mixed operation itself)."""
-    error = mixed_devices_error(op_name, args, primal)
+    error = mixed_devices_error(op_name, args, every_value)
     if error is not None:
         raise error
 

@@ -6,8 +6,8 @@ import numbers
 import numpy as np
 
 from ..core.array_types import module_of_type
-from ..core.batching import Batched, peel
-from ..core.tracer import Box, primal
+from ..core.batching import Batched
+from ..core.tracer import Box
 from ..core.tree import is_python_number
 from ..core.weak import is_weak as is_weak_float
 
@@ -35,11 +35,6 @@ def as_array(op, x, name="x"):
         raise TypeError(f"{op}: {name} must hold numbers, got a {type(x).__name__} of "
                         f"{array.dtype}")
     return array
-
-
-def every_value(x):
-    """x's plain values, of every example under vmap: what a check of the values reads."""
-    return primal(peel(x)[0])
 
 
 def as_operand(op, x, name):

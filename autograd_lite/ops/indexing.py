@@ -18,7 +18,8 @@ import numpy as np
 from .. import kernels
 from ..core.devices import array_module, on_host
 from ..core.rules import fast_rule, fusable
-from ..core.tracer import is_traced, primitive
+from ..core.batching import Batched
+from ..core.tracer import every_value, is_traced, primitive
 from .checks import as_array
 from .matmul import matmul
 
@@ -37,6 +38,11 @@ def _check_index(index):
         if is_traced(p) or getattr(getattr(p, "dtype", None), "kind", None) == "f":
             raise TypeError("getitem: an index cannot be a traced (float) value; "
                             "indices must be integers, slices or bool masks")
+        if type(p) is Batched:
+            raise TypeError("getitem: under vmap, an index tuple holds a mapped array beside "
+                            "other entries: a mapped index must be the whole index "
+                            "(x[i] with i an integer array or a bool mask per example); for "
+                            "x[:, i] or x[i, j] use ag.take_along_axis, or move the axis first")
 
 
 @primitive
@@ -78,14 +84,16 @@ def add_at_rule(values, index, shape):
     return out, add_at_pullback, add_at_pullback
 
 
-def _check_indices(op, indices, n):
+def check_indices(op, indices, n):
+    """Refuse indices that are not integers in [0, n) (under vmap: any example's)."""
     dtype = getattr(indices, "dtype", None)
     if dtype is None or dtype.kind not in "iu":
         raise TypeError(f"{op}: indices must be an integer array, got "
                         f"{dtype if dtype is not None else type(indices).__name__}")
-    if indices.size and (indices.min() < 0 or indices.max() >= n):
+    values = every_value(indices)
+    if values.size and (values.min() < 0 or values.max() >= n):
         raise IndexError(f"{op}: indices must lie in [0, {n}), got values from "
-                         f"{indices.min()} to {indices.max()}")
+                         f"{values.min()} to {values.max()}")
 
 
 def _one_hot_rows(indices, n, dtype, xp):
@@ -100,7 +108,7 @@ def _one_hot_rows(indices, n, dtype, xp):
 def _check_gather(table, indices):
     if table.ndim < 1:
         raise ValueError(f"gather: table must have at least one axis, got {table.shape}")
-    _check_indices("gather", indices, table.shape[0])
+    check_indices("gather", indices, table.shape[0])
 
 
 @fusable(op=True)
@@ -129,7 +137,7 @@ def gather_rule(table, indices):
 
 
 def _check_scatter(values, indices, n):
-    _check_indices("scatter_add", indices, n)
+    check_indices("scatter_add", indices, n)
     if values.shape[:indices.ndim] != indices.shape:
         raise ValueError(f"scatter_add: values {values.shape} must start with the shape of "
                          f"indices {indices.shape}")

@@ -14,10 +14,11 @@ import numpy as np
 
 from .. import kernels
 from ..core.devices import array_module, has_kernels, kernels_of
+from ..core.randomness import draw_under_vmap
 from ..core.rules import fast_rule, fusable
-from ..core.tracer import is_traced, primal
+from ..core.tracer import every_value, is_traced, primal
 from .broadcasting import sum_rows, unbroadcast
-from .checks import as_array, check_same_float_dtype, every_value
+from .checks import as_array, check_same_float_dtype
 from .elementwise import mul
 from .precision import computed_in_float32, defined_in_float32
 from .reductions import mean_last, mean_of_products_last
@@ -68,7 +69,7 @@ def layer_norm(x, scale, bias, eps=1e-5):
 @fast_rule(layer_norm, applies=has_kernels)
 @settles_weak_floats
 @computed_in_float32
-def layer_norm_rule(x, scale, bias, eps=1e-5):
+def layer_norm_rule(x, scale, bias, eps):
     """layer_norm by kernels.layer_norm_forward / layer_norm_backward (the host's or the
     device's): the pullbacks keep x̂ and 1/σ, not x."""
     x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
@@ -115,7 +116,8 @@ def _check_labels(logits, labels, ignore_index):
         shown = primal(ignore_index)  # a differentiated float: an array (a weak one, plain)
         shown = np.asarray(shown) if isinstance(shown, np.ndarray) else shown
         raise TypeError(f"cross_entropy: ignore_index must be an int or None, got {shown!r}")
-    counted = labels if ignore_index is None else labels[labels != ignore_index]
+    values = every_value(labels)  # under vmap: every example's
+    counted = values if ignore_index is None else values[values != ignore_index]
     n_classes = logits.shape[-1]
     if counted.size and (counted.min() < 0 or counted.max() >= n_classes):
         raise IndexError(f"cross_entropy: labels must lie in [0, {n_classes}) "
@@ -191,7 +193,7 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
 @fast_rule(cross_entropy, applies=has_kernels)
 @settles_weak_floats
 @computed_in_float32
-def cross_entropy_rule(logits, labels, ignore_index=None, label_smoothing=0.0):
+def cross_entropy_rule(logits, labels, ignore_index, label_smoothing):
     """cross_entropy by kernels.cross_entropy_forward / cross_entropy_backward (the host's or
     the device's)."""
     ks = kernels.of(kernels_of((logits, labels, label_smoothing)))
@@ -236,7 +238,8 @@ def cross_entropy_rule(logits, labels, ignore_index=None, label_smoothing=0.0):
 
 def dropout(x, rate, rng):
     """Inverted dropout: each entry kept with probability 1 - rate and scaled by 1/(1 - rate).
-    The identity when rate is 0 or rng is None (inference)."""
+    The identity when rate is 0 or rng is None (inference). Under vmap, as its `randomness`
+    says (core/randomness.py)."""
     x = as_array("dropout", x)
     if is_traced(rate):
         raise TypeError("dropout: rate is a traced value, but dropout has no derivative in its "
@@ -245,6 +248,9 @@ def dropout(x, rate, rng):
         return x
     if not 0 <= rate < 1:
         raise ValueError(f"dropout: rate must lie in [0, 1), got {rate}")
-    mask = kernels.dropout_mask(x.shape, rate, rng, x.dtype)  # drawn on the host: same bits
-    xp = array_module(x)
-    return mul(x, mask if xp is np else xp.asarray(mask))
+    xp, dtype = array_module(x), x.dtype
+
+    def mask(shape, source):  # drawn on the host: same bits
+        keep = kernels.dropout_mask(shape, rate, source, dtype)
+        return keep if xp is np else xp.asarray(keep)
+    return mul(x, draw_under_vmap("dropout", mask, x.shape, rng))

@@ -17,6 +17,22 @@ def _constant(ufunc, *inputs):
     return ufunc(*(primal(x) for x in inputs))
 
 
+def _constant_along(function, x, axis, keepdims):
+    """function(x, axis, keepdims=...) without a derivative (np.argmax, np.argmin) on a traced
+    value: computed on its plain value."""
+    return function(primal(x), axis=axis, keepdims=keepdims)
+
+
+def _index_of_extreme(function):
+    """x.argmax(axis) and np.argmax(x, axis) (argmin likewise): integers, no derivative; under
+    vmap each example's (the class's `constant_along`)."""
+    def index_of_extreme(x, axis=None, out=None, *, keepdims=False):
+        if out is not None:
+            raise TypeError(f"{function.__name__}: out= cannot hold a traced or mapped result")
+        return type(x).constant_along(function, x, axis, keepdims)
+    return index_of_extreme
+
+
 def _comparison(ufunc):
     """Comparisons are not differentiable: they give plain bool arrays (batched ones under
     vmap, by the class's `constant_ufunc`)."""
@@ -78,7 +94,8 @@ _BOX_METHODS = {
     "swapaxes": sh.swapaxes, "squeeze": sh.squeeze,
     "sum": red.sum, "mean": red.mean, "max": red.max, "min": red.min, "prod": red.prod,
     "var": red.var, "cumsum": red.cumsum, "clip": _clip, "dot": mm.dot, "sort": _sort_method,
-    "astype": _astype_method,
+    "astype": _astype_method, "argmax": _index_of_extreme(np.argmax),
+    "argmin": _index_of_extreme(np.argmin),
     "T": property(lambda s: sh.transpose(s)),
 }
 
@@ -119,7 +136,8 @@ _FUNCTIONS = {
     np.reshape: sh.reshape, np.transpose: sh.transpose, np.swapaxes: sh.swapaxes,
     np.expand_dims: sh.expand_dims, np.squeeze: sh.squeeze, np.concatenate: sh.concatenate,
     np.stack: sh.stack, np.split: sh.split, np.where: sel.where, np.broadcast_to: red.broadcast_to,
-    np.take: _take,
+    np.take: _take, np.argmax: _index_of_extreme(np.argmax),
+    np.argmin: _index_of_extreme(np.argmin),
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a: a.size,
     np.zeros_like: _like(np.zeros), np.ones_like: _like(np.ones),
 }
@@ -133,23 +151,28 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
             return type(self).constant_ufunc(ufunc, *inputs)
     raise TypeError(f"autograd_lite has no rule for numpy's {ufunc.__name__}"
                     f"{'' if method == '__call__' else '.' + method}"
-                    f"{' with ' + ', '.join(kwargs) if kwargs else ''} on traced values; "
+                    f"{' with ' + ', '.join(kwargs) if kwargs else ''} on {self.described}; "
                     "define one with ag.primitive")
 
 
 def _array_function(self, func, types, args, kwargs):
     if func not in _FUNCTIONS:
-        raise TypeError(f"autograd_lite has no rule for np.{func.__name__} on traced values; "
-                        "define one with ag.primitive")
+        raise TypeError(f"autograd_lite has no rule for np.{func.__name__} on "
+                        f"{self.described}; define one with ag.primitive")
     return _FUNCTIONS[func](*args, **kwargs)
 
 
-def install(cls=Box, constant_ufunc=_constant):
+def install(cls=Box, constant_ufunc=_constant, constant_along=_constant_along,
+            described="traced values"):
     """Give Box (or vmap's Batched, with its own `constant_ufunc(ufunc, *inputs)` for the
-    ufuncs without a derivative) its operators, methods and numpy protocol."""
+    ufuncs without a derivative and `constant_along(function, x, axis, keepdims)` for argmax
+    and argmin) its operators, methods and numpy protocol; `described` names its values in
+    errors."""
     for name, method in _BOX_METHODS.items():
         setattr(cls, name, method)
     cls.__hash__ = None  # __eq__ compares elementwise, so traced values cannot be dict keys
     cls.__array_ufunc__ = _array_ufunc
     cls.__array_function__ = _array_function
     cls.constant_ufunc = staticmethod(constant_ufunc)
+    cls.constant_along = staticmethod(constant_along)
+    cls.described = described

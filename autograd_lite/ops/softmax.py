@@ -85,7 +85,7 @@ def _along_last(a, axis):
 
 @fast_rule(softmax, applies=has_kernels)
 @computed_in_float32
-def softmax_rule(x, axis=-1, mask=None):
+def softmax_rule(x, axis, mask):
     """softmax by kernels.softmax_forward / softmax_backward (the host's or the device's)."""
     x, axis, mask = _checked_softmax_operands(x, axis, mask)
     if x.size == 0:
@@ -120,7 +120,7 @@ def log_softmax(x, axis=-1):
 
 @fast_rule(log_softmax, applies=has_kernels)
 @computed_in_float32
-def log_softmax_rule(x, axis=-1):
+def log_softmax_rule(x, axis):
     """log_softmax by kernels.log_softmax_forward / log_softmax_backward (the host's or the
     device's)."""
     x = as_array("log_softmax", x)

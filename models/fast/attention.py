@@ -2,6 +2,8 @@
 decoding's attention over cached keys and values and its projection into heads, each
 forward and backward by the kernels of sublayers.py, for calls in one float dtype, with a
 mask of the scores' rank or none."""
+import numpy as np
+
 import autograd_lite as ag
 
 from .. import attention
@@ -16,14 +18,18 @@ def _weights(p):
     return (*p.wq, *p.wk, *p.wv, *p.wo)
 
 
-def _attention_cotangent(wq=None, wk=None, wv=None, wo=None):
-    """A MultiHeadAttention of cotangents from (d_w, d_b) pairs; None for a projection
-    without one, and for n_heads."""
-    return MultiHeadAttention(*(None if d is None else Dense(*d) for d in (wq, wk, wv, wo)),
-                              None)
+def _attention_cotangent(wq, wk, wv, wo):
+    """A MultiHeadAttention of cotangents from (d_w, d_b) pairs; None for n_heads."""
+    return MultiHeadAttention(*(Dense(*d) for d in (wq, wk, wv, wo)), None)
 
 
-def multihead_attention_applies(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
+def _zeros_of(dense):
+    """Zero cotangents of a projection that a call does not use, made only where it is
+    traced."""
+    return lambda: np.zeros_like(dense.w), lambda: np.zeros_like(dense.b)
+
+
+def multihead_attention_applies(p, x_q, x_kv, mask, rate, rng):
     attention.check_activations(p, x_q, x_kv)  # refused as the function refuses it
     scores = (x_q.shape[0], p.n_heads, x_q.shape[1], x_kv.shape[1])
     return (dropout_fits(rate, rng) and one_float_dtype(x_q, x_kv, p)
@@ -31,7 +37,7 @@ def multihead_attention_applies(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
 
 
 @ag.fast_rule(attention.multihead_attention, applies=multihead_attention_applies)
-def multihead_attention_rule(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
+def multihead_attention_rule(p, x_q, x_kv, mask, rate, rng):
     """The projections that share an input in one product, the heads as views, the softmax
     kernel (sublayers.multihead_attention_forward); x_q is x_kv means self-attention, one
     traced value (core/rules.py keeps two values two objects). Dropout on the weights P
@@ -48,7 +54,7 @@ def multihead_attention_rule(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
     return out, multihead_attention_pullback
 
 
-def attention_over_applies(p, x_q, kv, mask=None):
+def attention_over_applies(p, x_q, kv, mask):
     keys, values = kv
     scores = (x_q.shape[0], p.n_heads, x_q.shape[1], keys.shape[2])
     return (one_float_dtype(x_q, keys, values, p.wq, p.wo) and none_empty(x_q, keys)
@@ -56,7 +62,7 @@ def attention_over_applies(p, x_q, kv, mask=None):
 
 
 @ag.fast_rule(attention.attention_over, applies=attention_over_applies)
-def attention_over_rule(p, x_q, kv, mask=None):
+def attention_over_rule(p, x_q, kv, mask):
     """The query's product with 1/√d_head folded in, the softmax kernel, the heads written
     into the output product's rows (sublayers.attention_over_forward)."""
     out, saved = sublayers.attention_over_forward(x_q, *kv, *p.wq, *p.wo, mask)
@@ -64,8 +70,9 @@ def attention_over_rule(p, x_q, kv, mask=None):
     def attention_over_pullback(g):
         d_x_q, d_keys, d_values, d_wq, d_bq, d_wo, d_bo = sublayers.attention_over_backward(
             g, saved)
-        return (_attention_cotangent(wq=(d_wq, d_bq), wo=(d_wo, d_bo)), d_x_q,
-                (d_keys, d_values), None)
+        return (_attention_cotangent((d_wq, d_bq), _zeros_of(p.wk), _zeros_of(p.wv),
+                                     (d_wo, d_bo)),  # W_K, W_V unused: keys, values cached
+                d_x_q, (d_keys, d_values), None)
     return out, attention_over_pullback
 
 

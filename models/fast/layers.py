@@ -10,12 +10,12 @@ from . import sublayers
 from .conditions import dropout_fits, dropout_keep, one_float_dtype
 
 
-def feed_forward_applies(p, x, rate=0.0, rng=None, activation=ag.relu):
+def feed_forward_applies(p, x, rate, rng, activation):
     return activation is ag.relu and dropout_fits(rate, rng) and one_float_dtype(x, p)
 
 
 @ag.fast_rule(layers.feed_forward, applies=feed_forward_applies)
-def feed_forward_rule(p, x, rate=0.0, rng=None, activation=ag.relu):
+def feed_forward_rule(p, x, rate, rng, activation):
     """max(x W1 + b1, 0) W2 + b2: bias and relu in one pass after the first product, and
     relu's mask with b1's sum in one pass backward (sublayers.feed_forward_forward); dropout
     on the hidden layer draws the mask the function's ag.dropout would."""
@@ -29,14 +29,14 @@ def feed_forward_rule(p, x, rate=0.0, rng=None, activation=ag.relu):
     return out, feed_forward_pullback
 
 
-def add_and_norm_applies(p, x, y, eps=1e-5):
+def add_and_norm_applies(p, x, y, eps):
     d = x.shape[-1] if x.ndim else None
     return (x.shape == y.shape and x.size > 0 and p.scale.shape == (d,)
             and p.bias.shape == (d,) and one_float_dtype(x, y, p))
 
 
 @ag.fast_rule(layers.add_and_norm, applies=add_and_norm_applies)
-def add_and_norm_rule(p, x, y, eps=1e-5):
+def add_and_norm_rule(p, x, y, eps):
     """The sum read in the layer norm's first pass, not written out first
     (ag.kernels.residual_layer_norm_forward); x and y get the same cotangent, the norm's.
     The pullbacks keep x̂ and 1/σ, not x and y."""

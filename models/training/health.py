@@ -143,14 +143,17 @@ def example_gradient_norms(loss_fn, params, batch, rng):
     """‖∇ loss of each example‖ (B,): the loss of one example is loss_fn of a batch holding
     it alone (each array of the batch sliced along its first axis, kept as a batch of one),
     its gradients for all B examples in one call through ag.vmap. The loss of a batch must be
-    the mean (or sum) of its examples' for these to be the gradients that make the step's."""
+    the mean (or sum) of its examples' for these to be the gradients that make the step's.
+    Dropout's masks are those a loop over the examples draws from rng, example after example
+    (vmap's randomness="different")."""
     def example_loss(p, example):
         one = ag.tree_map(lambda a: a[None] if hasattr(a, "shape") else a, example)
         out = loss_fn(p, one, rng)
         return out[0] if isinstance(out, tuple) else out
 
     in_axes = ag.tree_map(lambda a: 0 if hasattr(a, "shape") else None, batch)
-    grads = ag.vmap(ag.grad(example_loss), in_axes=(None, in_axes))(params, batch)
+    grads = ag.vmap(ag.grad(example_loss), in_axes=(None, in_axes),
+                    randomness="different")(params, batch)
     squares = [np.square(g, dtype=np.float64).reshape(len(g), -1).sum(axis=1)
                for g in ag.tree_leaves(grads) if g is not None]
     return np.sqrt(np.sum(squares, axis=0))

@@ -1,0 +1,145 @@
+"""Random ops under vmap (vmap's `randomness`, as torch.func.vmap has it): what a random op
+(ag.dropout, drawing from an np.random.Generator) draws while vmap calls run.
+
+    "error"      (the default) a random op under vmap raises, naming the option;
+    "same"       one draw for every example, as if the function ran once;
+    "different"  each example the draws a Python loop over the examples makes from the same
+                 generator, in order: the same bits, and the generator left where the loop
+                 leaves it.
+
+The loop draws example by example: example e's draws start where example e - 1's ended, and
+vmap meets a random op for all the examples at once. Where a generator is drawn from at one
+place only, one draw of B times its size is the loop's. Where it is drawn from at several
+(dropout in every layer), each example's count D is known only once the function has run:
+the outermost "different" call (the owner) then rewinds the generators and runs the
+function again, and the first draw from each generator takes every example's D draws at
+once, each random op its slice of each example's row. Calls with "different" nested in
+the owner are examples of the loop nested in its loop: their examples are rows too.
+checkpoint's recomputation draws from a copy of the generator (`copied_generator`), which
+replays the slices its original gave.
+"""
+import copy
+import math
+
+import numpy as np
+
+from .batching import active_calls, calls_in_progress, wrap
+
+
+def draw_under_vmap(op, draw, shape, rng):
+    """The draws of the random op `op` of one example's `shape` from generator `rng`, as the
+    vmap calls running want them: draw(shape, source) draws an array of `shape` with
+    source.random(shape, dtype=np.float32) (the generator, or one replaying a loop's draws).
+    Under "different" calls, a Batched array with their examples."""
+    calls = active_calls()
+    if not calls:
+        return draw(shape, rng)
+    refusing = [c for c in calls if c.randomness == "error"]
+    if refusing:
+        raise ValueError(
+            f"vmap: {op} draws from a generator under vmap, and randomness='error' (vmap's "
+            "default) refuses that: pass randomness='different' (each example the draws of a "
+            "Python loop over the examples, the same bits) or randomness='same' (one draw "
+            "for every example) to vmap")
+    different = [c for c in calls if c.randomness == "different"]
+    if not different:
+        return draw(shape, rng)
+    owner = different[0]
+    if owner.draws is None:
+        owner.draws = Draws()
+    lengths = tuple(c.length for c in different)
+    source = owner.draws.source(op, rng, different, math.prod(shape))
+    return wrap(draw(lengths + tuple(shape), source), [(c.level, 0) for c in reversed(different)])
+
+
+def copied_generator(rng):
+    """A copy of the generator `rng` (checkpoint's, to draw again what it drew): under a
+    "different" call that replays the loop's draws, one that gives the slices `rng` would
+    give next."""
+    duplicate = copy.deepcopy(rng)
+    for call in calls_in_progress():
+        if call.draws is not None:
+            call.draws.copied(rng, duplicate)
+    return duplicate
+
+
+class Stream:
+    """What one generator gave under an owner: its state before its first draw, each random
+    op's count per example, the vmap calls they ran under; replaying, every example's row of
+    draws and how far the random ops have read it."""
+
+    def __init__(self, generator, calls):
+        self.generator = generator
+        self.state = copy.deepcopy(generator.bit_generator.state)
+        self.calls = calls
+        self.examples = math.prod(c.length for c in calls)
+        self.counts = []
+        self.rows = None
+
+
+class Replay:
+    """A source of a stream's draws in the loop's order, from `read` on (a copy made by
+    checkpoint reads from where its original was)."""
+
+    def __init__(self, stream, read):
+        self.stream, self.read = stream, read
+
+    def random(self, shape, dtype=np.float64):
+        if np.dtype(dtype) != np.float32:
+            raise TypeError(f"vmap randomness='different': draws of {np.dtype(dtype)}; random "
+                            "ops draw float32")
+        stream = self.stream
+        if stream.rows is None:  # the first draw: every example's row at once
+            stream.rows = stream.generator.random((stream.examples, sum(stream.counts)),
+                                                  dtype=np.float32)
+        n = math.prod(shape) // stream.examples
+        out = stream.rows[:, self.read:self.read + n].reshape(shape)
+        self.read += n
+        return out
+
+
+class Draws:
+    """The random ops' draws under one owner: recorded in a first run, replayed in a second
+    where a generator is drawn from at more than one place."""
+
+    def __init__(self):
+        self.replaying = False
+        self.streams = {}  # id(generator) -> Stream
+        self.replays = {}  # id(generator or checkpoint's copy) -> Replay (replaying only)
+
+    def source(self, op, rng, calls, size):
+        """What the random op `op` draws from: the generator itself while recording (one
+        draw of every example's, in the loop's order where it is drawn from once), its
+        Replay while replaying."""
+        key = id(rng)
+        if self.replaying and key in self.replays:
+            return self.replays[key]
+        stream = self.streams.get(key)
+        if stream is None:
+            stream = self.streams[key] = Stream(rng, calls)
+        elif [c.length for c in stream.calls] != [c.length for c in calls] or any(
+                a is not b for a, b in zip(stream.calls, calls)):
+            raise ValueError(
+                f"vmap: {op} draws from one generator under different vmap calls with "
+                "randomness='different' nested in one another; the loop's draws are given "
+                "where every random op that draws from a generator runs under the same ones: "
+                "draw from a generator of its own in each, or use randomness='same'")
+        stream.counts.append(size)
+        return rng
+
+    def needs_replay(self):
+        return not self.replaying and any(len(s.counts) > 1 for s in self.streams.values())
+
+    def rewind(self):
+        """Back to the generators' states before the first run, to replay the loop's draws in
+        a second run (which meets the same random ops in the same order)."""
+        self.replaying = True
+        for stream in self.streams.values():
+            stream.generator.bit_generator.state = stream.state
+        self.replays = {key: Replay(stream, 0) for key, stream in self.streams.items()}
+
+    def copied(self, rng, duplicate):
+        """checkpoint copied `rng`: the copy replays from where `rng` reads now."""
+        replay = self.replays.get(id(rng))
+        if self.replaying and replay is not None:
+            self.replays[id(duplicate)] = Replay(replay.stream, replay.read)
