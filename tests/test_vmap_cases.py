@@ -196,6 +196,21 @@ def test_nested_vmap_of_cross_entropy_with_ignore_index():
         ag.vmap(ag.vmap(f))(logits, labels + 7)
 
 
+@RULES
+def test_an_example_that_counts_no_label_has_the_loops_zero_gradient(rules_on):
+    """Its loss is NaN and its gradient 0 also under a NaN cotangent (tanh(loss)²), in the
+    loop (the op) and under vmap (cross_entropy's batching rule), first and second order."""
+    rng = np.random.default_rng(16)
+    logits, labels = rng.standard_normal((3, 4, 5)), rng.integers(0, 5, (3, 4))
+    labels[1] = -100
+    squashed = lambda l, y: ag.tanh(ag.cross_entropy(l, y, -100)) ** 2  # noqa: E731
+    with ag.fast_rules(rules_on):
+        for f in (squashed, ag.grad(squashed), ag.hessian(squashed)):
+            got, want = ag.vmap(f)(logits, labels), loop(f, logits, labels)
+            np.testing.assert_allclose(got, want, rtol=1e-12)  # NaN where the loop's is
+        assert np.isnan(want[1]).sum() == 0 and np.array_equal(want[1], np.zeros((4, 5, 4, 5)))
+
+
 # ---- errors under vmap name vmap ------------------------------------------------------------
 
 def test_argmax_and_argmin_under_vmap_are_each_examples():
