@@ -140,12 +140,108 @@ def test_a_mapped_bool_mask_selects_each_examples_entries():
                            loop(f, x, masks, in_axes=(None, 0)))
 
 
-def test_a_mapped_bool_mask_selecting_different_counts_is_refused():
+def test_a_mapped_bool_mask_selecting_different_counts_is_refused(device_double):
     x = np.arange(8.0).reshape(2, 4)
     masks = np.array([[True, False, True, False], [True, False, False, False]])
     with pytest.raises(ValueError, match=r"vmap: getitem with a mapped bool mask selects "
                                          r"\[1, 2\] entries .* use ag.where\(mask, x, 0\)"):
         ag.vmap(lambda x, m: x[m])(x, masks)
+    with pytest.raises(ValueError, match=r"selects \[1, 2\] entries"):  # on a device: no
+        ag.vmap(lambda x, m: ag.getitem(x, m))(DeviceArray(x), DeviceArray(masks))  # host copy
+
+
+# One example's index with mapped entries beside others, by numpy's placement rule: advanced
+# entries (arrays, and ints beside them) side by side keep their place (x[:, i]); apart, their
+# axes go first (x[i, :, j]). Each example's x is (3, 4, 5); i and j lie in [-3, 3); m is a bool
+# mask over 4 entries that selects 2 in every example.
+INDEX_FORMS = {
+    "x[:, i]": lambda x, i, j, m: ag.getitem(x, (slice(None), i)),
+    "x[i, j]": lambda x, i, j, m: ag.getitem(x, (i, j)),
+    "x[i, :, j]": lambda x, i, j, m: ag.getitem(x, (i, slice(None), j)),
+    "x[1, :, i]": lambda x, i, j, m: ag.getitem(x, (1, slice(None), i)),
+    "x[..., j, None]": lambda x, i, j, m: ag.getitem(x, (Ellipsis, j, None)),
+    "x[None, :, m]": lambda x, i, j, m: ag.getitem(x, (None, slice(None), m)),
+    "x[i, m]": lambda x, i, j, m: ag.getitem(x, (i, m)),
+    "x[::-1, m, j]": lambda x, i, j, m: ag.getitem(x, (slice(None, None, -1), m, j)),
+}
+
+
+def index_arguments(rng, examples=2):
+    x = rng.standard_normal((examples, 3, 4, 5))
+    i, j = rng.integers(-3, 3, (examples, 2)), rng.integers(-3, 3, (examples, 2, 1))
+    m = np.zeros((examples, 4), bool)
+    for row in m:
+        row[rng.choice(4, 2, replace=False)] = True
+    return x, i, j, m
+
+
+def index_compositions(index):
+    """The value, the gradient of Σ tanh(x[index])², the jvp along cos(x) and the hessian of
+    Σ x[index]³: each a function of (x, i, j, m)."""
+    def squashed(x, *indices):
+        return ag.sum(ag.tanh(index(x, *indices)) ** 2)
+
+    def pushed(x, *indices):
+        return ag.jvp(lambda x: index(ag.sin(x), *indices), (x,), (ag.cos(x),))
+    return (index, ag.grad(squashed), pushed,
+            ag.hessian(lambda x, *indices: ag.sum(index(x, *indices) ** 3)))
+
+
+MAPPINGS = [(0, 0, 0, 0), (None, 0, 0, 0), (0, None, 0, None), (2, 0, None, 0)]
+
+
+@RULES
+@pytest.mark.parametrize("form", INDEX_FORMS)
+def test_mapped_arrays_inside_an_index_tuple_give_the_loops_entries(form, rules_on):
+    """Value, gradient, jvp and hessian at several mappings (x shared, some index entries
+    shared, x's examples on another axis), against the loop."""
+    x, i, j, m = index_arguments(np.random.default_rng(17))
+    with ag.fast_rules(rules_on):
+        for axes in MAPPINGS:
+            args = (np.moveaxis(x, 0, 2) if axes[0] == 2 else x[0] if axes[0] is None else x,
+                    *(a if b is not None else a[0] for a, b in zip((i, j, m), axes[1:])))
+            for f in index_compositions(INDEX_FORMS[form]):
+                assert_trees_close(ag.vmap(f, in_axes=axes)(*args),
+                                   loop(f, *args, in_axes=axes))
+
+
+@pytest.mark.parametrize("form", INDEX_FORMS)
+def test_mapped_arrays_inside_an_index_tuple_under_two_vmaps(form):
+    """Each entry mapped at both levels, at the outer only or at the inner only."""
+    rng = np.random.default_rng(18)
+    x, i, j, m = index_arguments(rng, examples=6)
+    grouped = [a.reshape((2, 3) + a.shape[1:]) for a in (x, i, j, m)]
+    index = INDEX_FORMS[form]
+    for outer, inner in (((0, 0, 0, 0), (0, 0, 0, 0)), ((0, None, 0, 0), (None, 0, 0, None)),
+                         ((None, 0, 0, 0), (0, 0, None, 0))):
+        args = [a if o is not None and n is not None else a[:, 0] if o is not None
+                else a[0] for a, o, n in zip(grouped, outer, inner)]
+        for f in index_compositions(index)[:2]:
+            got = ag.vmap(ag.vmap(f, in_axes=inner), in_axes=outer)(*args)
+            want = loop(lambda *a: loop(f, *a, in_axes=inner), *args, in_axes=outer)
+            assert_trees_close(got, want)
+
+
+def test_mapped_arrays_inside_an_index_tuple_on_a_devices_arrays(device_double):
+    x, i, j, m = index_arguments(np.random.default_rng(19))
+    for form in ("x[:, i]", "x[i, :, j]", "x[None, :, m]"):
+        for f in index_compositions(INDEX_FORMS[form])[:2]:
+            got = ag.vmap(f)(*(DeviceArray(a) for a in (x, i, j, m)))
+            assert type(got) is DeviceArray
+            assert_trees_close(on_host(got), loop(f, x, i, j, m))
+
+
+def test_an_index_tuple_under_vmap_refuses_what_the_loop_refuses():
+    x, i, j, m = index_arguments(np.random.default_rng(20))
+    with pytest.raises(IndexError, match=r"^vmap: getitem: index 7 is out of bounds for axis 1 "
+                                         r"with size 4 \(each example's x is \(3, 4, 5\)\)$"):
+        ag.vmap(lambda x, i: x[:, i])(x, np.array([[0, 1], [-4, 7]]))
+    with pytest.raises(IndexError, match=r"^vmap: getitem: each example's index arrays could "
+                                         r"not be broadcast together, with shapes"):
+        ag.vmap(lambda x, i, j: x[i, :, j[:, 0, None].T])(x, i, np.zeros((2, 3, 1), int))
+    with pytest.raises(IndexError, match=r"^vmap: getitem: each example's bool index \(4,\) "
+                                         r"must match the axes 0 to 0 of its x \(3, 4, 5\)"):
+        ag.vmap(lambda x, m: x[m, 0])(x, m)
 
 
 def test_gather_under_vmap_refuses_negative_indices_as_gather_does():
