@@ -231,6 +231,33 @@ def test_mapped_arrays_inside_an_index_tuple_on_a_devices_arrays(device_double):
             assert_trees_close(on_host(got), loop(f, x, i, j, m))
 
 
+@pytest.mark.parametrize("form", ["x[:, i]", "x[i, :, j]", "x[1, :, i]", "x[None, :, m]"])
+def test_add_at_at_each_examples_index_tuple_equals_the_loop(form, device_double):
+    """getitem's adjoint, add_at(v, index, x's shape), with mapped entries in the index: its
+    value and gradient, one and two vmaps, numpy's arrays and the device double's."""
+    rng = np.random.default_rng(21)
+    x, i, j, m = index_arguments(rng, examples=4)
+    parts = {"x[:, i]": (slice(None), "i"), "x[i, :, j]": ("i", slice(None), "j"),
+             "x[1, :, i]": (1, slice(None), "i"), "x[None, :, m]": (None, slice(None), "m")}[form]
+
+    def added(v, i, j, m):
+        named = {"i": i, "j": j, "m": m}
+        return ag.add_at(v, tuple(named.get(p, p) if isinstance(p, str) else p for p in parts),
+                         (3, 4, 5))
+    v = rng.standard_normal((4,) + INDEX_FORMS[form](x[0], i[0], j[0], m[0]).shape)
+    squashed = ag.grad(lambda v, *index: ag.sum(ag.tanh(added(v, *index)) ** 2))
+    for f in (added, squashed):
+        for axes in ((0, 0, 0, 0), (None, 0, None, 0)):
+            args = [a if b is not None else a[0] for a, b in zip((v, i, j, m), axes)]
+            want = loop(f, *args, in_axes=axes)
+            assert_trees_close(ag.vmap(f, in_axes=axes)(*args), want)
+            on_device = ag.vmap(f, in_axes=axes)(*(DeviceArray(a) for a in args))
+            assert_trees_close(on_host(on_device), want)
+        grouped = [a.reshape((2, 2) + a.shape[1:]) for a in (v, i, j, m)]
+        assert_trees_close(ag.vmap(ag.vmap(f))(*grouped),
+                           loop(lambda *a: loop(f, *a), *grouped))
+
+
 def test_an_index_tuple_under_vmap_refuses_what_the_loop_refuses():
     x, i, j, m = index_arguments(np.random.default_rng(20))
     with pytest.raises(IndexError, match=r"^vmap: getitem: index 7 is out of bounds for axis 1 "
@@ -244,12 +271,14 @@ def test_an_index_tuple_under_vmap_refuses_what_the_loop_refuses():
         ag.vmap(lambda x, m: x[m, 0])(x, m)
 
 
-def test_gather_under_vmap_refuses_negative_indices_as_gather_does():
+def test_gather_under_vmap_refuses_negative_indices_as_gather_does(device_double):
     tables, indices = np.arange(6.0).reshape(2, 3, 1), np.array([[0], [-1]])
     f = ag.grad(lambda t, i: ag.sum(ag.gather(t, i)))
-    message = r"gather: indices must lie in \[0, 3\), got values from -1 to 0"
+    message = r"gather: indices must lie in \[0, 3\), got values from -1 to 0$"
     with pytest.raises(IndexError, match=message):
         ag.vmap(f)(tables, indices)
+    with pytest.raises(IndexError, match=message):  # the numbers, not a device's arrays
+        ag.vmap(f)(DeviceArray(tables), DeviceArray(indices))
     with pytest.raises(IndexError, match=r"gather: indices must lie in \[0, 3\)"):
         f(tables[1], indices[1])  # the loop's example 1
     with pytest.raises(IndexError, match=r"scatter_add: indices must lie in \[0, 3\)"):

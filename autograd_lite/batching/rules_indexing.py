@@ -53,39 +53,83 @@ def _example_numbers(length, ndim, xp=np):
 def getitem_rule(values, bdims):
     x, index = values
     bx, bi = bdims
-    parts = _parts(index)
-    part_bdims = bi if isinstance(bi, tuple) else (bi,) * len(parts)
-    if bx is not None and all(b is None and type(p) is not Batched
-                              for p, b in zip(parts, part_bdims)):  # one index for all
+    parts, part_bdims = _parts(index), _part_bdims(index, bi)
+    if _one_for_all(parts, part_bdims):
         x = to_front(x, bx)
         try:
             return ix.getitem(x, (slice(None),) + parts), examples_axis(index)
         except IndexError:  # numpy's words, of one example's axes
             _example_index_error(shape_of(x)[1:], index)
             raise
-    length = shape_of(x)[bx] if bx is not None else \
-        next(shape_of(p)[b] for p, b in zip(parts, part_bdims) if b is not None)
+    length = _length(x, bx, parts, part_bdims)
     x = front_or_broadcast(x, bx, length)  # (B, ...): each example's
-    x, index, block, before = each_examples_index(x, parts, part_bdims, length)
-    out = ix.getitem(x, index)  # (B, advanced block, the other axes)
-    if before:  # one example's result has `before` axes in front of its advanced block
-        n = ndim_of(out)
-        order = (0, *range(1 + block, 1 + block + before), *range(1, 1 + block),
-                 *range(1 + block + before, n))
-        out = transpose(out, order)
-    return out, 0
-
-
-def each_examples_index(x, parts, bdims, length):
-    """x (B, ...) and the index parts of one example (each mapped along its bdim, or None:
-    the same for all) as one numpy index of the examples' x: (x, index, block, before).
-    Every array entry gets the examples' axis in front, each example's number (arange(B))
-    leads the index, and a bool mask covering k axes becomes the flat positions it selects
-    in those axes, merged into one. numpy gives (B, advanced block of `block` axes, the other
-    axes); one example's result has the block after its first `before` axes (numpy's rule:
-    advanced entries side by side keep their place, else their axes go first)."""
     example = shape_of(x)[1:]
-    parts, bdims = _spelled_out(parts, bdims, example)
+    merged, index, block, before = each_examples_index("getitem", example, parts, part_bdims,
+                                                       length, array_module(x))
+    if merged != example:
+        x = reshape(x, (length,) + merged)
+    out = ix.getitem(x, index)  # (B, advanced block, the other axes)
+    order = _example_order(ndim_of(out), block, before)
+    return (out if order is None else transpose(out, order)), 0
+
+
+def add_at_rule(values, bdims):
+    """getitem_rule's adjoint: each example's values added at its own index."""
+    static("add_at", bdims, ("shape",), start=2)
+    v, index, shape = values
+    bv, bi = bdims[:2]
+    parts, part_bdims = _parts(index), _part_bdims(index, bi)
+    if _one_for_all(parts, part_bdims):
+        axis = examples_axis(index)
+        v = moveaxis(v, bv, axis)
+        return ix.add_at(v, (slice(None),) + parts, (shape_of(v)[axis],) + tuple(shape)), 0
+    length = _length(v, bv, parts, part_bdims)
+    v = front_or_broadcast(v, bv, length)  # (B, one example's values)
+    merged, index, block, before = each_examples_index("add_at", tuple(shape), parts, part_bdims,
+                                                       length, array_module(v))
+    order = _example_order(ndim_of(v), block, before)
+    if order is not None:  # to numpy's layout of the examples' values
+        v = transpose(v, tuple(np.argsort(order)))
+    out = ix.add_at(v, index, (length,) + merged)
+    return reshape(out, (length,) + tuple(shape)), 0
+
+
+def _part_bdims(index, bdim):
+    """The batch axis of each part of an index (batched_call gives a tuple's as a tuple)."""
+    return bdim if isinstance(bdim, tuple) else (bdim,) * len(_parts(index))
+
+
+def _one_for_all(parts, bdims):
+    """Whether every example has the same index (no entry mapped, at this level or below)."""
+    return all(b is None and type(p) is not Batched for p, b in zip(parts, bdims))
+
+
+def _length(x, bx, parts, bdims):
+    """The number of examples, from x's batch axis or a mapped entry's."""
+    if bx is not None:
+        return shape_of(x)[bx]
+    return next(shape_of(p)[b] for p, b in zip(parts, bdims) if b is not None)
+
+
+def _example_order(ndim, block, before):
+    """The axes of numpy's (B, advanced block, the other axes) in one example's order, the
+    block after its first `before` other axes (None where that is numpy's order)."""
+    if not before:
+        return None
+    return (0, *range(1 + block, 1 + block + before), *range(1, 1 + block),
+            *range(1 + block + before, ndim))
+
+
+def each_examples_index(op, example, parts, bdims, length, xp):
+    """The index parts of one example of x (each mapped along its bdim, or None: the same
+    for all) as one numpy index of the examples' x (B, x's example shape with each mask's
+    axes merged): (that shape, index, block, before). Every array entry gets the examples'
+    axis in front, each example's number (arange(B), made by xp) leads the index, and a bool
+    mask covering k axes becomes the flat positions it selects in those axes, merged into
+    one. numpy gives (B, advanced block of `block` axes, the other axes); one example's
+    result has the block after its first `before` axes (numpy's rule: advanced entries side
+    by side keep their place, else their axes go first)."""
+    parts, bdims = _spelled_out(op, parts, bdims, example)
     shape, entries, advanced = [], [], []  # x's axes (masks' merged), the index, (position, shape)
     axis = 0
     for p, b in zip(parts, bdims):
@@ -95,27 +139,27 @@ def each_examples_index(x, parts, bdims, length):
             axis += p is not None
             continue
         if isinstance(p, numbers.Integral) and not isinstance(p, bool):
-            _check_in_range(p, example, axis)
+            _check_in_range(op, p, example, axis)
             advanced.append((len(entries), ()))
             entries.append(p)
             shape.append(example[axis])
             axis += 1
             continue
         if not is_array(p) or p.dtype.kind not in "iub":
-            raise IndexError(f"vmap: getitem: an index holds {_described(p)}; only integers, "
+            raise IndexError(f"vmap: {op}: an index holds {_described(p)}; only integers, "
                              "slices, Ellipsis, None, and integer or bool arrays are valid")
         p = front_or_broadcast(p, b, length)  # (B, ...)
         if p.dtype == np.bool_:
             k = ndim_of(p) - 1
             if not 1 <= k or shape_of(p)[1:] != example[axis:axis + k]:
-                raise IndexError(f"vmap: getitem: each example's bool index {shape_of(p)[1:]} "
+                raise IndexError(f"vmap: {op}: each example's bool index {shape_of(p)[1:]} "
                                  f"must match the axes {axis} to {axis + max(k, 1) - 1} of its "
                                  f"x {example}")
             p = selected_positions(reshape(p, (length, -1)))  # (B, count)
             shape.append(math.prod(example[axis:axis + k]))
             axis += k
         else:
-            _check_in_range(p, example, axis)
+            _check_in_range(op, p, example, axis)
             shape.append(example[axis])
             axis += 1
         advanced.append((len(entries), shape_of(p)[1:]))
@@ -124,7 +168,7 @@ def each_examples_index(x, parts, bdims, length):
     try:
         block = np.broadcast_shapes(*(s for _, s in advanced))
     except ValueError:
-        raise IndexError(f"vmap: getitem: each example's index arrays could not be broadcast "
+        raise IndexError(f"vmap: {op}: each example's index arrays could not be broadcast "
                          f"together, with shapes {[s for _, s in advanced]}") from None
     for i, s in advanced:
         if is_array(entries[i]):  # (B, 1, ..., 1, s): each example's, against the block
@@ -133,13 +177,11 @@ def each_examples_index(x, parts, bdims, length):
     side_by_side = positions == list(range(positions[0], positions[-1] + 1))
     before = sum(e is None or isinstance(e, slice) for e in entries[:positions[0]]) \
         if side_by_side else 0
-    if tuple(shape) != example:
-        x = reshape(x, (length,) + tuple(shape))
-    each_number = _example_numbers(length, len(block), array_module(x))
-    return x, (each_number,) + tuple(entries), len(block), before
+    index = (_example_numbers(length, len(block), xp),) + tuple(entries)
+    return tuple(shape), index, len(block), before
 
 
-def _spelled_out(parts, bdims, example):
+def _spelled_out(op, parts, bdims, example):
     """The parts with lists as arrays and Ellipsis as the full slices it stands for."""
     parts = [np.asarray(p) if isinstance(p, list) else p for p in parts]
     taken = sum(0 if p is None or p is Ellipsis else
@@ -147,9 +189,9 @@ def _spelled_out(parts, bdims, example):
                 for p, b in zip(parts, bdims))
     ellipses = [i for i, p in enumerate(parts) if p is Ellipsis]
     if len(ellipses) > 1:
-        raise IndexError("vmap: getitem: an index can only have a single ellipsis ('...')")
+        raise IndexError(f"vmap: {op}: an index can only have a single ellipsis ('...')")
     if taken > len(example):
-        raise IndexError(f"vmap: getitem: too many indices for each example's x {example}: "
+        raise IndexError(f"vmap: {op}: too many indices for each example's x {example}: "
                          f"{taken} were indexed")
     if ellipses:
         i, fill = ellipses[0], len(example) - taken
@@ -158,7 +200,7 @@ def _spelled_out(parts, bdims, example):
     return parts, bdims
 
 
-def _check_in_range(index, example, axis):
+def _check_in_range(op, index, example, axis):
     """An integer (or every example's integers) in numpy's range [-n, n) for x's `axis`."""
     n = example[axis]
     if isinstance(index, numbers.Integral):
@@ -169,7 +211,7 @@ def _check_in_range(index, example, axis):
             return
         extreme = values.min() if values.min() < -n else values.max()
     if not -n <= extreme < n:
-        raise IndexError(f"vmap: getitem: index {int(extreme)} is out of bounds for axis "
+        raise IndexError(f"vmap: {op}: index {int(extreme)} is out of bounds for axis "
                          f"{axis} with size {n} (each example's x is {example})")
 
 
@@ -211,14 +253,6 @@ def selected_positions_rule(values, bdims):
     shape = shape_of(masks)
     out = selected_positions(reshape(masks, (shape[0] * shape[1], shape[2])))
     return reshape(out, shape[:2] + shape_of(out)[1:]), 0
-
-
-def add_at_rule(values, bdims):
-    static("add_at", bdims, ("index", "shape"), start=1)
-    v, index, shape = values
-    axis = examples_axis(index)
-    v = moveaxis(v, bdims[0], axis)
-    return ix.add_at(v, (slice(None),) + _parts(index), (shape_of(v)[axis],) + tuple(shape)), 0
 
 
 def gather_rule(values, bdims):

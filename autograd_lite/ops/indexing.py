@@ -87,7 +87,7 @@ def check_indices(op, indices, n):
     values = every_value(indices)
     if values.size and (values.min() < 0 or values.max() >= n):
         raise IndexError(f"{op}: indices must lie in [0, {n}), got values from "
-                         f"{values.min()} to {values.max()}")
+                         f"{int(values.min())} to {int(values.max())}")  # int(): a device's too
 
 
 def _one_hot_rows(indices, n, dtype, xp):
