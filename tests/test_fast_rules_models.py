@@ -148,13 +148,13 @@ def test_a_sequence_of_length_0_is_declined_and_runs_as_the_plain_function(rng):
     p = random_attention(rng)
     empty, x = np.zeros((2, 0, 8)), rng.standard_normal((2, 3, 8))
     for x_q, x_kv in ((empty, empty), (x, empty), (empty, x), (np.zeros((0, 3, 8)),) * 2):
-        assert not fast_attention.multihead_attention_applies(p, x_q, x_kv)
+        assert not fast_attention.multihead_attention_applies(p, x_q, x_kv, None, 0.0, None)
         assert "multihead_attention" not in fused_calls(multihead_attention, p, x_q, x_kv)
         np.testing.assert_array_equal(multihead_attention(p, x_q, x_kv),
                                       rules_off(multihead_attention)(p, x_q, x_kv))
     assert not fast_attention.projected_heads_applies(p.wk, empty, 2)
     keys = np.zeros((2, 2, 0, 4))
-    assert not fast_attention.attention_over_applies(p, x, (keys, keys))
+    assert not fast_attention.attention_over_applies(p, x, (keys, keys), None)
     model = lm.init(rng, 10, 16, 2, 32, 1, 8)
     ids = np.zeros((2, 0), np.int64)
     assert lm.apply(model, ids).shape == (2, 0, 10)
