@@ -7,8 +7,8 @@ not run its body: the batching rule registered for the op (`BATCHING_RULES`, fil
 autograd_lite/batching/ above the ops) gets the values of the innermost-open vmap level (the
 highest level among the arguments), each with its batch axis (None: not mapped), and
 computes every example at once, most often by moving the batch axis to the front and
-calling the op once. An op without a rule is an error that
-names it; nothing falls back to a Python loop over the examples.
+calling the op once. An op without a rule is an error that names it; nothing falls back to
+a Python loop over the examples.
 
 Nesting: `Batched` layers always sit outside the boxes of the differentiating traces, the
 higher vmap level outermost. `gradient` (differentiate.py) boxes the plain array inside a
