@@ -483,6 +483,44 @@ def test_whole_models_agree_with_the_rules_on_and_off(model, rng):
     assert_fused_matches_composed(loss, rules_off(loss), p, rtol=1e-10)
 
 
+def tiny_logits(name, dtype):
+    """(logits of the parameters, a tiny model of `name` in `dtype`): one sequence, post-LN
+    blocks (the add & norm rule)."""
+    from helpers.tiny_models import tiny_classifier, tiny_transformer
+    from models import classifier, transformer
+    if name == "transformer":
+        src, tgt = np.array([[1, 4, 2, 5, 3]]), np.array([[0, 3, 8, 2]])
+        return (lambda p: transformer.apply(p, src, tgt)), tiny_transformer(0, dtype=dtype)
+    ids = np.array([[3, 7, 1, 12, 5, 9]])
+    return (lambda p: classifier.apply(p, ids)), tiny_classifier(0, dtype=dtype)
+
+
+@pytest.mark.parametrize("name", ["transformer", "classifier"])
+def test_the_jacobian_of_a_models_logits_in_float32_takes_the_rules(name, rng):
+    """ag.jacobian sends a one-hot cotangent per output entry, all at once, through each
+    rule's pullback, which differentiates its plain function again at eps (a Python float):
+    float32 stays float32 there. Against the rules off in float32, and in float64 the
+    Jacobian along a direction against central differences of the logits."""
+    logits, p = tiny_logits(name, np.float32)
+    jacobian = ag.jacobian(logits)
+    got = jacobian(p)
+    with ag.fast_rules(False):
+        want = jacobian(p)
+    pairs = [(g, w) for g, w in zip(ag.tree_leaves(got), ag.tree_leaves(want)) if w is not None]
+    largest = max(float(np.abs(w).max()) for _, w in pairs)  # a leaf that is 0 analytically
+    for g, w in pairs:                                       # holds rounding noise alone
+        assert g.dtype == np.float32
+        assert_close(g, w, 1e-4, scale=largest)
+    logits, p = tiny_logits(name, np.float64)
+    v = ag.tree_map(lambda a: rng.standard_normal(a.shape) if ag.is_differentiable(a) else a, p)
+    along = sum(np.tensordot(j, d, axes=d.ndim) for j, d in
+                zip(ag.tree_leaves(jacobian(p)), ag.tree_leaves(v)) if j is not None)
+    h = 1e-6
+    moved = [logits(ag.tree_map(lambda a, d: a + s * h * d if ag.is_differentiable(a) else a,
+                                p, v)) for s in (1, -1)]
+    assert_close(along, (moved[0] - moved[1]) / (2 * h), 1e-6)
+
+
 # ---- the attention core in shares of heads, and a whole step, at every thread count ----------
 
 def split_attention_case(kind, mask_kind, dropout, dtype):

@@ -129,19 +129,29 @@ def test_layer_norm_of_an_empty_last_axis_is_empty_as_in_torch(dtype, torch):
 
 # ---- cross_entropy ----------------------------------------------------------------------------
 
+@pytest.mark.parametrize("rules_on", [True, False], ids=["rules on", "rules off"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 def test_cross_entropy_with_every_label_ignored_is_nan_with_zero_gradient_like_torch(
-        torch, smoothing, dtype, rng):
+        torch, smoothing, dtype, rules_on, rng):
+    """The mean over no label is NaN; its gradient is 0, in the logits and the smoothing,
+    also where a function of the loss sends back a NaN cotangent (tanh(loss)²), and so is
+    the second order: torch's, the fast rule's and the plain definition's alike."""
     logits, labels = rng.standard_normal((2, 3)).astype(dtype), np.array([-100, -100])
-    loss = lambda x: ag.cross_entropy(x, labels, ignore_index=-100, label_smoothing=smoothing)
+    loss = lambda x, e=smoothing: ag.cross_entropy(x, labels, ignore_index=-100,  # noqa: E731
+                                                   label_smoothing=e)
+    squashed = lambda x, e=smoothing: ag.tanh(loss(x, e)) ** 2  # noqa: E731
     t = to_tensor(torch, logits, requires_grad=True)
     want = torch.nn.functional.cross_entropy(t, to_tensor(torch, labels), label_smoothing=smoothing)
-    want.backward()
-    value, (g,) = ag.value_and_gradient(loss, logits)
-    assert np.isnan(value) and np.isnan(want.item())
-    assert g.dtype == dtype and np.array_equal(g, t.grad.numpy())  # zeros, not NaN
-    assert np.array_equal(t.grad.numpy(), np.zeros((2, 3)))
+    torch.tanh(want).square().backward()
+    assert np.isnan(want.item()) and np.array_equal(t.grad.numpy(), np.zeros((2, 3)))
+    with ag.fast_rules(rules_on):
+        for f in (loss, squashed):
+            value, (g, g_smoothing) = ag.value_and_gradient(f, logits, smoothing)
+            assert np.isnan(value)
+            assert g.dtype == dtype and np.array_equal(g, t.grad.numpy())  # zeros, not NaN
+            assert g_smoothing == 0.0
+            assert np.array_equal(ag.hessian(f)(logits), np.zeros((2, 3, 2, 3), dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -140,20 +140,145 @@ def test_a_mapped_bool_mask_selects_each_examples_entries():
                            loop(f, x, masks, in_axes=(None, 0)))
 
 
-def test_a_mapped_bool_mask_selecting_different_counts_is_refused():
+def test_a_mapped_bool_mask_selecting_different_counts_is_refused(device_double):
     x = np.arange(8.0).reshape(2, 4)
     masks = np.array([[True, False, True, False], [True, False, False, False]])
     with pytest.raises(ValueError, match=r"vmap: getitem with a mapped bool mask selects "
                                          r"\[1, 2\] entries .* use ag.where\(mask, x, 0\)"):
         ag.vmap(lambda x, m: x[m])(x, masks)
+    with pytest.raises(ValueError, match=r"selects \[1, 2\] entries"):  # on a device: no
+        ag.vmap(lambda x, m: ag.getitem(x, m))(DeviceArray(x), DeviceArray(masks))  # host copy
 
 
-def test_gather_under_vmap_refuses_negative_indices_as_gather_does():
+# One example's index with mapped entries beside others, by numpy's placement rule: advanced
+# entries (arrays, and ints beside them) side by side keep their place (x[:, i]); apart, their
+# axes go first (x[i, :, j]). Each example's x is (3, 4, 5); i and j lie in [-3, 3); m is a bool
+# mask over 4 entries that selects 2 in every example.
+INDEX_FORMS = {
+    "x[:, i]": lambda x, i, j, m: ag.getitem(x, (slice(None), i)),
+    "x[i, j]": lambda x, i, j, m: ag.getitem(x, (i, j)),
+    "x[i, :, j]": lambda x, i, j, m: ag.getitem(x, (i, slice(None), j)),
+    "x[1, :, i]": lambda x, i, j, m: ag.getitem(x, (1, slice(None), i)),
+    "x[..., j, None]": lambda x, i, j, m: ag.getitem(x, (Ellipsis, j, None)),
+    "x[None, :, m]": lambda x, i, j, m: ag.getitem(x, (None, slice(None), m)),
+    "x[i, m]": lambda x, i, j, m: ag.getitem(x, (i, m)),
+    "x[::-1, m, j]": lambda x, i, j, m: ag.getitem(x, (slice(None, None, -1), m, j)),
+}
+
+
+def index_arguments(rng, examples=2):
+    x = rng.standard_normal((examples, 3, 4, 5))
+    i, j = rng.integers(-3, 3, (examples, 2)), rng.integers(-3, 3, (examples, 2, 1))
+    m = np.zeros((examples, 4), bool)
+    for row in m:
+        row[rng.choice(4, 2, replace=False)] = True
+    return x, i, j, m
+
+
+def index_compositions(index):
+    """The value, the gradient of Σ tanh(x[index])², the jvp along cos(x) and the hessian of
+    Σ x[index]³: each a function of (x, i, j, m)."""
+    def squashed(x, *indices):
+        return ag.sum(ag.tanh(index(x, *indices)) ** 2)
+
+    def pushed(x, *indices):
+        return ag.jvp(lambda x: index(ag.sin(x), *indices), (x,), (ag.cos(x),))
+    return (index, ag.grad(squashed), pushed,
+            ag.hessian(lambda x, *indices: ag.sum(index(x, *indices) ** 3)))
+
+
+MAPPINGS = [(0, 0, 0, 0), (None, 0, 0, 0), (0, None, 0, None), (2, 0, None, 0)]
+
+
+@RULES
+@pytest.mark.parametrize("form", INDEX_FORMS)
+def test_mapped_arrays_inside_an_index_tuple_give_the_loops_entries(form, rules_on):
+    """Value, gradient, jvp and hessian at several mappings (x shared, some index entries
+    shared, x's examples on another axis), against the loop."""
+    x, i, j, m = index_arguments(np.random.default_rng(17))
+    with ag.fast_rules(rules_on):
+        for axes in MAPPINGS:
+            args = (np.moveaxis(x, 0, 2) if axes[0] == 2 else x[0] if axes[0] is None else x,
+                    *(a if b is not None else a[0] for a, b in zip((i, j, m), axes[1:])))
+            for f in index_compositions(INDEX_FORMS[form]):
+                assert_trees_close(ag.vmap(f, in_axes=axes)(*args),
+                                   loop(f, *args, in_axes=axes))
+
+
+@pytest.mark.parametrize("form", INDEX_FORMS)
+def test_mapped_arrays_inside_an_index_tuple_under_two_vmaps(form):
+    """Each entry mapped at both levels, at the outer only or at the inner only."""
+    rng = np.random.default_rng(18)
+    x, i, j, m = index_arguments(rng, examples=6)
+    grouped = [a.reshape((2, 3) + a.shape[1:]) for a in (x, i, j, m)]
+    index = INDEX_FORMS[form]
+    for outer, inner in (((0, 0, 0, 0), (0, 0, 0, 0)), ((0, None, 0, 0), (None, 0, 0, None)),
+                         ((None, 0, 0, 0), (0, 0, None, 0))):
+        args = [a if o is not None and n is not None else a[:, 0] if o is not None
+                else a[0] for a, o, n in zip(grouped, outer, inner)]
+        for f in index_compositions(index)[:2]:
+            got = ag.vmap(ag.vmap(f, in_axes=inner), in_axes=outer)(*args)
+            want = loop(lambda *a: loop(f, *a, in_axes=inner), *args, in_axes=outer)
+            assert_trees_close(got, want)
+
+
+def test_mapped_arrays_inside_an_index_tuple_on_a_devices_arrays(device_double):
+    x, i, j, m = index_arguments(np.random.default_rng(19))
+    for form in ("x[:, i]", "x[i, :, j]", "x[None, :, m]"):
+        for f in index_compositions(INDEX_FORMS[form])[:2]:
+            got = ag.vmap(f)(*(DeviceArray(a) for a in (x, i, j, m)))
+            assert type(got) is DeviceArray
+            assert_trees_close(on_host(got), loop(f, x, i, j, m))
+
+
+@pytest.mark.parametrize("form", ["x[:, i]", "x[i, :, j]", "x[1, :, i]", "x[None, :, m]"])
+def test_add_at_at_each_examples_index_tuple_equals_the_loop(form, device_double):
+    """getitem's adjoint, add_at(v, index, x's shape), with mapped entries in the index: its
+    value and gradient, one and two vmaps, numpy's arrays and the device double's."""
+    rng = np.random.default_rng(21)
+    x, i, j, m = index_arguments(rng, examples=4)
+    parts = {"x[:, i]": (slice(None), "i"), "x[i, :, j]": ("i", slice(None), "j"),
+             "x[1, :, i]": (1, slice(None), "i"), "x[None, :, m]": (None, slice(None), "m")}[form]
+
+    def added(v, i, j, m):
+        named = {"i": i, "j": j, "m": m}
+        return ag.add_at(v, tuple(named.get(p, p) if isinstance(p, str) else p for p in parts),
+                         (3, 4, 5))
+    v = rng.standard_normal((4,) + INDEX_FORMS[form](x[0], i[0], j[0], m[0]).shape)
+    squashed = ag.grad(lambda v, *index: ag.sum(ag.tanh(added(v, *index)) ** 2))
+    for f in (added, squashed):
+        for axes in ((0, 0, 0, 0), (None, 0, None, 0)):
+            args = [a if b is not None else a[0] for a, b in zip((v, i, j, m), axes)]
+            want = loop(f, *args, in_axes=axes)
+            assert_trees_close(ag.vmap(f, in_axes=axes)(*args), want)
+            on_device = ag.vmap(f, in_axes=axes)(*(DeviceArray(a) for a in args))
+            assert_trees_close(on_host(on_device), want)
+        grouped = [a.reshape((2, 2) + a.shape[1:]) for a in (v, i, j, m)]
+        assert_trees_close(ag.vmap(ag.vmap(f))(*grouped),
+                           loop(lambda *a: loop(f, *a), *grouped))
+
+
+def test_an_index_tuple_under_vmap_refuses_what_the_loop_refuses():
+    x, i, j, m = index_arguments(np.random.default_rng(20))
+    with pytest.raises(IndexError, match=r"^vmap: getitem: index 7 is out of bounds for axis 1 "
+                                         r"with size 4 \(each example's x is \(3, 4, 5\)\)$"):
+        ag.vmap(lambda x, i: x[:, i])(x, np.array([[0, 1], [-4, 7]]))
+    with pytest.raises(IndexError, match=r"^vmap: getitem: each example's index arrays could "
+                                         r"not be broadcast together, with shapes"):
+        ag.vmap(lambda x, i, j: x[i, :, j[:, 0, None].T])(x, i, np.zeros((2, 3, 1), int))
+    with pytest.raises(IndexError, match=r"^vmap: getitem: each example's bool index \(4,\) "
+                                         r"must match the axes 0 to 0 of its x \(3, 4, 5\)"):
+        ag.vmap(lambda x, m: x[m, 0])(x, m)
+
+
+def test_gather_under_vmap_refuses_negative_indices_as_gather_does(device_double):
     tables, indices = np.arange(6.0).reshape(2, 3, 1), np.array([[0], [-1]])
     f = ag.grad(lambda t, i: ag.sum(ag.gather(t, i)))
-    message = r"gather: indices must lie in \[0, 3\), got values from -1 to 0"
+    message = r"gather: indices must lie in \[0, 3\), got values from -1 to 0$"
     with pytest.raises(IndexError, match=message):
         ag.vmap(f)(tables, indices)
+    with pytest.raises(IndexError, match=message):  # the numbers, not a device's arrays
+        ag.vmap(f)(DeviceArray(tables), DeviceArray(indices))
     with pytest.raises(IndexError, match=r"gather: indices must lie in \[0, 3\)"):
         f(tables[1], indices[1])  # the loop's example 1
     with pytest.raises(IndexError, match=r"scatter_add: indices must lie in \[0, 3\)"):
@@ -175,8 +300,8 @@ def test_nested_vmap_of_getitem_with_an_integer_index_mapped_at_both_levels():
     got = ag.vmap(ag.vmap(f, in_axes=(0, None)), in_axes=(None, 0))(x[0], indices)
     want = loop(lambda i: loop(lambda x: f(x, i), x[0]), indices)
     assert_trees_close(got, want)
-    with pytest.raises(IndexError, match=r"vmap: getitem: index 7 is out of range for axis "
-                                         r"0 of each example's x \(4, 5\)"):
+    with pytest.raises(IndexError, match=r"vmap: getitem: index 7 is out of bounds for axis "
+                                         r"0 with size 4 \(each example's x is \(4, 5\)\)"):
         ag.vmap(ag.vmap(f))(x, indices + 4)
 
 
@@ -194,6 +319,21 @@ def test_nested_vmap_of_cross_entropy_with_ignore_index():
         np.testing.assert_allclose(got, want, rtol=1e-12)  # NaN where the loop's is
     with pytest.raises(IndexError, match=r"cross_entropy: labels must lie in \[0, 5\)"):
         ag.vmap(ag.vmap(f))(logits, labels + 7)
+
+
+@RULES
+def test_an_example_that_counts_no_label_has_the_loops_zero_gradient(rules_on):
+    """Its loss is NaN and its gradient 0 also under a NaN cotangent (tanh(loss)²), in the
+    loop (the op) and under vmap (cross_entropy's batching rule), first and second order."""
+    rng = np.random.default_rng(16)
+    logits, labels = rng.standard_normal((3, 4, 5)), rng.integers(0, 5, (3, 4))
+    labels[1] = -100
+    squashed = lambda l, y: ag.tanh(ag.cross_entropy(l, y, -100)) ** 2  # noqa: E731
+    with ag.fast_rules(rules_on):
+        for f in (squashed, ag.grad(squashed), ag.hessian(squashed)):
+            got, want = ag.vmap(f)(logits, labels), loop(f, logits, labels)
+            np.testing.assert_allclose(got, want, rtol=1e-12)  # NaN where the loop's is
+        assert np.isnan(want[1]).sum() == 0 and np.array_equal(want[1], np.zeros((4, 5, 4, 5)))
 
 
 # ---- errors under vmap name vmap ------------------------------------------------------------
@@ -228,12 +368,13 @@ def test_errors_under_vmap_name_vmap_the_op_and_what_to_use():
     with pytest.raises(IndexError, match=r"^vmap: take_along_axis, computing every example at "
                                          r"once: take_along_axis: indices must lie in"):
         ag.vmap(lambda x: ag.take_along_axis(x, np.array([[9]]), 1))(x)
-    with pytest.raises(TypeError, match=r"getitem: under vmap, an index tuple holds a mapped "
-                                        r"array .* use ag.take_along_axis"):
-        ag.vmap(lambda x, i: x[:, i])(x, np.array([0, 1, 2]))
-    with pytest.raises(TypeError, match=r"a numpy array x indexed by a mapped i: "
+    with pytest.raises(TypeError, match=r"^vmap: a mapped value \(\(\) int64 per example\) "
+                                        r"cannot become a plain numpy array .* indexing a numpy "
+                                        r"array with it .* write ag.getitem\(x, i\) to index"):
+        ag.vmap(lambda i: x[0][i])(np.array([0, 1, 2]))  # numpy's x[i]: vmap cannot see it
+    with pytest.raises(TypeError, match=r"^vmap: a mapped value \(\(4,\) bool per example\) .* "
                                         r"ag.getitem\(x, i\)"):
-        ag.vmap(lambda i: x[0][i])(np.array([0, 1, 2]))
+        ag.vmap(lambda m: x[0, :, 0][m])(x[:, :, 0] > 0)
 
 
 # ---- random ops: vmap's randomness ----------------------------------------------------------

@@ -160,3 +160,19 @@ def test_a_primitive_a_user_defines_sees_a_python_float_as_numpy_does(rng):
     assert gx.dtype == np.float32 and type(gt) is float
     np.testing.assert_allclose(gx, 2 * 1.5 ** 2 * x, rtol=1e-6)
     assert gt == pytest.approx(2 * 1.5 * float(np.sum(x.astype(np.float64) ** 2)), rel=1e-6)
+
+
+@pytest.mark.parametrize("rules_on", [True, False], ids=["rules on", "rules off"])
+def test_a_python_float_differentiated_under_vmap_stays_weak(rules_on, rng):
+    """A gradient taken inside vmap gives each example its own copy of a Python float it
+    differentiates (a weak float of many examples): layer_norm stays float32 beside it, and
+    vmap returns its gradients as the loop stacks them, a float64 array."""
+    xs = rng.standard_normal((3, 2, 4)).astype(np.float32)
+    scale, bias = np.ones(4, np.float32), rng.standard_normal(4).astype(np.float32)
+    grad = ag.grad(lambda x, eps: ag.sum(ag.layer_norm(x, scale, bias, eps) ** 2), (0, 1))
+    with ag.fast_rules(rules_on):
+        dx, d_eps = ag.vmap(lambda x: grad(x, 1e-3))(xs)
+        loop = [grad(x, 1e-3) for x in xs]
+    assert dx.dtype == np.float32 and type(d_eps) is np.ndarray and d_eps.dtype == np.float64
+    np.testing.assert_allclose(dx, np.stack([g for g, _ in loop]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(d_eps, [e for _, e in loop], rtol=1e-5)

@@ -2,10 +2,13 @@
 
 A static index gets a full slice in front for the examples' axis; where numpy moves the
 advanced indices' axes to the front (advanced indices not side by side), the examples' axis
-follows them. A mapped index (an integer array or a bool mask per example) picks each
-example's entries from its own x: gather_each, after a mask becomes the flat positions it
-selects (`selected_positions`), which exist as one array only where every example selects
-as many entries."""
+follows them. An index with mapped entries (integer arrays or bool masks that differ from
+one example to the next, alone or in a tuple beside slices, ints and other arrays) becomes
+one numpy index of the examples' x: each example's number (arange(B), broadcast) in front
+of its entries (`each_examples_index`), a mask as the flat positions it selects
+(`selected_positions`, one array only where every example selects as many entries); the
+advanced block is then moved to where numpy puts it in one example's result. getitem's own
+pullback (add_at) gives each example's x its cotangent."""
 import math
 import numbers
 
@@ -14,7 +17,7 @@ import numpy as np
 from ..core.batching import BATCHING_RULES, Batched
 from ..core.devices import array_module
 from ..core.tracer import every_value, primitive
-from ..ops import indexing as ix, reshape, where
+from ..ops import indexing as ix, reshape, transpose
 from .axes import (front_or_broadcast, is_array, length_of, moveaxis, ndim_of, shape_of, static,
                    to_front)
 from .shared import gather_each
@@ -50,28 +53,171 @@ def _example_numbers(length, ndim, xp=np):
 def getitem_rule(values, bdims):
     x, index = values
     bx, bi = bdims
-    if bi is None and type(index) is not Batched:  # one index for every example
+    parts, part_bdims = _parts(index), _part_bdims(index, bi)
+    if _one_for_all(parts, part_bdims):
         x = to_front(x, bx)
         try:
-            return ix.getitem(x, (slice(None),) + _parts(index)), examples_axis(index)
+            return ix.getitem(x, (slice(None),) + parts), examples_axis(index)
         except IndexError:  # numpy's words, of one example's axes
             _example_index_error(shape_of(x)[1:], index)
             raise
-    length = length_of(values, bdims)
-    index = front_or_broadcast(index, bi, length)  # (B, ...): each example's
-    x = front_or_broadcast(x, bx, length)  # (B, n, ...)
+    length = _length(x, bx, parts, part_bdims)
+    x = front_or_broadcast(x, bx, length)  # (B, ...): each example's
     example = shape_of(x)[1:]
-    if index.dtype == np.bool_:
-        k = ndim_of(index) - 1
-        if not 1 <= k <= len(example) or shape_of(index)[1:] != example[:k]:
-            raise IndexError(f"vmap: getitem: each example's bool index {shape_of(index)[1:]} "
-                             f"must match the first axes of its x {example}")
-        x = reshape(x, (length, math.prod(example[:k])) + example[k:])
-        index = selected_positions(reshape(index, (length, -1)))
+    merged, index, block, before = each_examples_index("getitem", example, parts, part_bdims,
+                                                       length, array_module(x))
+    if merged != example:
+        x = reshape(x, (length,) + merged)
+    out = ix.getitem(x, index)  # (B, advanced block, the other axes)
+    order = _example_order(ndim_of(out), block, before)
+    return (out if order is None else transpose(out, order)), 0
+
+
+def add_at_rule(values, bdims):
+    """getitem_rule's adjoint: each example's values added at its own index."""
+    static("add_at", bdims, ("shape",), start=2)
+    v, index, shape = values
+    bv, bi = bdims[:2]
+    parts, part_bdims = _parts(index), _part_bdims(index, bi)
+    if _one_for_all(parts, part_bdims):
+        axis = examples_axis(index)
+        v = moveaxis(v, bv, axis)
+        return ix.add_at(v, (slice(None),) + parts, (shape_of(v)[axis],) + tuple(shape)), 0
+    length = _length(v, bv, parts, part_bdims)
+    v = front_or_broadcast(v, bv, length)  # (B, one example's values)
+    merged, index, block, before = each_examples_index("add_at", tuple(shape), parts, part_bdims,
+                                                       length, array_module(v))
+    order = _example_order(ndim_of(v), block, before)
+    if order is not None:  # to numpy's layout of the examples' values
+        v = transpose(v, tuple(np.argsort(order)))
+    out = ix.add_at(v, index, (length,) + merged)
+    return reshape(out, (length,) + tuple(shape)), 0
+
+
+def _part_bdims(index, bdim):
+    """The batch axis of each part of an index (batched_call gives a tuple's as a tuple)."""
+    return bdim if isinstance(bdim, tuple) else (bdim,) * len(_parts(index))
+
+
+def _one_for_all(parts, bdims):
+    """Whether every example has the same index (no entry mapped, at this level or below)."""
+    return all(b is None and type(p) is not Batched for p, b in zip(parts, bdims))
+
+
+def _length(x, bx, parts, bdims):
+    """The number of examples, from x's batch axis or a mapped entry's."""
+    if bx is not None:
+        return shape_of(x)[bx]
+    return next(shape_of(p)[b] for p, b in zip(parts, bdims) if b is not None)
+
+
+def _example_order(ndim, block, before):
+    """The axes of numpy's (B, advanced block, the other axes) in one example's order, the
+    block after its first `before` other axes (None where that is numpy's order)."""
+    if not before:
+        return None
+    return (0, *range(1 + block, 1 + block + before), *range(1, 1 + block),
+            *range(1 + block + before, ndim))
+
+
+def each_examples_index(op, example, parts, bdims, length, xp):
+    """The index parts of one example of x (each mapped along its bdim, or None: the same
+    for all) as one numpy index of the examples' x (B, x's example shape with each mask's
+    axes merged): (that shape, index, block, before). Every array entry gets the examples'
+    axis in front, each example's number (arange(B), made by xp) leads the index, and a bool
+    mask covering k axes becomes the flat positions it selects in those axes, merged into
+    one. numpy gives (B, advanced block of `block` axes, the other axes); one example's
+    result has the block after its first `before` axes (numpy's rule: advanced entries side
+    by side keep their place, else their axes go first)."""
+    parts, bdims = _spelled_out(op, parts, bdims, example)
+    shape, entries, advanced = [], [], []  # x's axes (masks' merged), the index, (position, shape)
+    axis = 0
+    for p, b in zip(parts, bdims):
+        if p is None or isinstance(p, slice):
+            entries.append(p)
+            shape.extend(() if p is None else example[axis:axis + 1])
+            axis += p is not None
+            continue
+        if isinstance(p, numbers.Integral) and not isinstance(p, bool):
+            _check_in_range(op, p, example, axis)
+            advanced.append((len(entries), ()))
+            entries.append(p)
+            shape.append(example[axis])
+            axis += 1
+            continue
+        if not is_array(p) or p.dtype.kind not in "iub":
+            raise IndexError(f"vmap: {op}: an index holds {_described(p)}; only integers, "
+                             "slices, Ellipsis, None, and integer or bool arrays are valid")
+        p = front_or_broadcast(p, b, length)  # (B, ...)
+        if p.dtype == np.bool_:
+            k = ndim_of(p) - 1
+            if not 1 <= k or shape_of(p)[1:] != example[axis:axis + k]:
+                raise IndexError(f"vmap: {op}: each example's bool index {shape_of(p)[1:]} "
+                                 f"must match the axes {axis} to {axis + max(k, 1) - 1} of its "
+                                 f"x {example}")
+            p = selected_positions(reshape(p, (length, -1)))  # (B, count)
+            shape.append(math.prod(example[axis:axis + k]))
+            axis += k
+        else:
+            _check_in_range(op, p, example, axis)
+            shape.append(example[axis])
+            axis += 1
+        advanced.append((len(entries), shape_of(p)[1:]))
+        entries.append(p)
+    shape.extend(example[axis:])
+    try:
+        block = np.broadcast_shapes(*(s for _, s in advanced))
+    except ValueError:
+        raise IndexError(f"vmap: {op}: each example's index arrays could not be broadcast "
+                         f"together, with shapes {[s for _, s in advanced]}") from None
+    for i, s in advanced:
+        if is_array(entries[i]):  # (B, 1, ..., 1, s): each example's, against the block
+            entries[i] = reshape(entries[i], (length,) + (1,) * (len(block) - len(s)) + s)
+    positions = [i for i, _ in advanced]
+    side_by_side = positions == list(range(positions[0], positions[-1] + 1))
+    before = sum(e is None or isinstance(e, slice) for e in entries[:positions[0]]) \
+        if side_by_side else 0
+    index = (_example_numbers(length, len(block), xp),) + tuple(entries)
+    return tuple(shape), index, len(block), before
+
+
+def _spelled_out(op, parts, bdims, example):
+    """The parts with lists as arrays and Ellipsis as the full slices it stands for."""
+    parts = [np.asarray(p) if isinstance(p, list) else p for p in parts]
+    taken = sum(0 if p is None or p is Ellipsis else
+                ndim_of(p) - (b is not None) if getattr(p, "dtype", None) == np.bool_ else 1
+                for p, b in zip(parts, bdims))
+    ellipses = [i for i, p in enumerate(parts) if p is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError(f"vmap: {op}: an index can only have a single ellipsis ('...')")
+    if taken > len(example):
+        raise IndexError(f"vmap: {op}: too many indices for each example's x {example}: "
+                         f"{taken} were indexed")
+    if ellipses:
+        i, fill = ellipses[0], len(example) - taken
+        parts[i:i + 1] = [slice(None)] * fill
+        bdims = bdims[:i] + (None,) * fill + bdims[i + 1:]
+    return parts, bdims
+
+
+def _check_in_range(op, index, example, axis):
+    """An integer (or every example's integers) in numpy's range [-n, n) for x's `axis`."""
+    n = example[axis]
+    if isinstance(index, numbers.Integral):
+        extreme = index
     else:
-        _check_integer_index(index, example)
-        index = where(index < 0, index + example[0], index)
-    return gather_each(x, index), 0
+        values = every_value(index)
+        if not values.size:
+            return
+        extreme = values.min() if values.min() < -n else values.max()
+    if not -n <= extreme < n:
+        raise IndexError(f"vmap: {op}: index {int(extreme)} is out of bounds for axis "
+                         f"{axis} with size {n} (each example's x is {example})")
+
+
+def _described(p):
+    dtype = getattr(p, "dtype", None)
+    return f"an array of {dtype}" if dtype is not None else f"a {type(p).__name__}"
 
 
 def _example_index_error(example, index):
@@ -83,21 +229,6 @@ def _example_index_error(example, index):
         raise IndexError(f"vmap: getitem: {error} (each example's x is {example})") from None
 
 
-def _check_integer_index(index, example):
-    """Each example's integer index into its x's first axis, in numpy's range [-n, n)."""
-    if index.dtype.kind not in "iu" or not example:
-        raise IndexError(f"vmap: getitem: a mapped index must be an integer array or a bool "
-                         f"mask, into an x of at least one axis; got {index.dtype} for x "
-                         f"{example}")
-    values, n = every_value(index), example[0]
-    if not values.size:
-        return
-    extreme = values.min() if values.min() < -n else values.max()
-    if not -n <= extreme < n:
-        raise IndexError(f"vmap: getitem: index {extreme} is out of range for axis 0 of each "
-                         f"example's x {example}")
-
-
 @primitive
 def selected_positions(masks):
     """The flat positions of each row's True entries: masks (B, N) bool -> (B, k) integers,
@@ -105,7 +236,7 @@ def selected_positions(masks):
     then). No derivative."""
     counts = masks.sum(axis=1)
     if masks.shape[0] and bool((counts != counts[0]).any()):
-        found = sorted({int(c) for c in every_value(counts).reshape(-1).tolist()})
+        found = sorted({int(c) for c in every_value(counts).reshape(-1)})  # int(): one number
         raise ValueError(f"vmap: getitem with a mapped bool mask selects {found} entries in "
                          "different examples, so the loop's results differ in shape and no "
                          "one array holds them: use ag.where(mask, x, 0) to keep the shape, "
@@ -122,14 +253,6 @@ def selected_positions_rule(values, bdims):
     shape = shape_of(masks)
     out = selected_positions(reshape(masks, (shape[0] * shape[1], shape[2])))
     return reshape(out, shape[:2] + shape_of(out)[1:]), 0
-
-
-def add_at_rule(values, bdims):
-    static("add_at", bdims, ("index", "shape"), start=1)
-    v, index, shape = values
-    axis = examples_axis(index)
-    v = moveaxis(v, bdims[0], axis)
-    return ix.add_at(v, (slice(None),) + _parts(index), (shape_of(v)[axis],) + tuple(shape)), 0
 
 
 def gather_rule(values, bdims):

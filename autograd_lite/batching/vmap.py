@@ -24,6 +24,7 @@ import numpy as np
 
 from ..core.batching import Batched, MappedCall, new_level, running, strip_level
 from ..core.tree import children, rebuild
+from ..core.weak import strong
 from .axes import broadcast_axis, is_array, moveaxis
 
 
@@ -103,8 +104,10 @@ def _unmapped_output(leaf, level, axis, length, path):
         raise ValueError(f"vmap: out_axes {axis} for {path} is out of range for "
                          f"{ndim_out} dimensions")
     if bdim is None:
-        return broadcast_axis(value, axis, length)
-    return moveaxis(value, bdim, axis % ndim_out)
+        value = broadcast_axis(value, axis, length)
+    else:
+        value = moveaxis(value, bdim, axis % ndim_out)
+    return strong(value)
 
 
 RANDOMNESS = ("error", "different", "same")

@@ -2,12 +2,13 @@
 many examples of one logical value stacked along one axis of its `value` (`bdim`), for one
 vmap call (its `level`). Its `shape` is one example's; ops see it as one example.
 
-An op called with a `Batched` argument does not run its body: the batching rule registered
-for the op (`BATCHING_RULES`, filled by autograd_lite/batching/ above the ops) gets the
-values of the innermost-open vmap level (the highest level among the arguments), each with
-its batch axis (None: not mapped), and computes every example at once, most often by moving
-the batch axis to the front and calling the op once. An op without a rule is an error that
-names it; nothing falls back to a Python loop over the examples.
+An op called with a `Batched` argument (or a tuple argument holding one, as an index) does
+not run its body: the batching rule registered for the op (`BATCHING_RULES`, filled by
+autograd_lite/batching/ above the ops) gets the values of the innermost-open vmap level (the
+highest level among the arguments), each with its batch axis (None: not mapped), and
+computes every example at once, most often by moving the batch axis to the front and
+calling the op once. An op without a rule is an error that names it; nothing falls back to
+a Python loop over the examples.
 
 Nesting: `Batched` layers always sit outside the boxes of the differentiating traces, the
 higher vmap level outermost. `gradient` (differentiate.py) boxes the plain array inside a
@@ -77,9 +78,11 @@ class Batched:
 
     def __array__(self, dtype=None, copy=None):
         raise TypeError(
-            f"a batched value ({self.shape}, {self.dtype}, under vmap) cannot become a plain "
-            "numpy array inside the mapped function: use autograd_lite ops (a numpy array x "
-            "indexed by a mapped i: ag.getitem(x, i))")
+            f"vmap: a mapped value ({self.shape} {self.dtype} per example) cannot become a "
+            "plain numpy array inside the mapped function, as indexing a numpy array with it "
+            "asks (numpy's own x[i] or x[mask] converts the index, and cannot map it): write "
+            "ag.getitem(x, i) to index a numpy array x by a mapped i or mask, and autograd_lite's "
+            "ops elsewhere")
 
     def __float__(self):
         raise TypeError(f"vmap: float() of a value under vmap ({self.shape} per example): it "
@@ -192,15 +195,38 @@ class Ops:
     every_value = None
 
 
+def holds_batched(entries):
+    """Whether a tuple argument of an op (an index) has a Batched entry: the op is then
+    batched by those entries as by a Batched argument (`batched_call`)."""
+    for entry in entries:
+        if type(entry) is Batched:
+            return True
+    return False
+
+
+def _level_of(a):
+    """The vmap level of an argument: a Batched value's; a tuple's, its entries' highest;
+    -1 for anything else."""
+    if type(a) is Batched:
+        return a.level
+    if type(a) is tuple:
+        return max((e.level for e in a if type(e) is Batched), default=-1)
+    return -1
+
+
 def batched_call(op, args, kwargs, plain=None):
-    """Call `op` on arguments among which some are Batched: its rule, at the highest level.
-    A fusable's rule may return NotImplemented; then its plain function `plain` runs, op by op."""
+    """Call `op` on arguments among which some are Batched (or tuples holding Batched
+    entries, as an index): its rule, at the highest level. The rule gets each argument's
+    value at that level and its batch axis (None where it is not batched there); a tuple
+    argument with entries at that level, the tuple of the entries' values and the tuple of
+    their axes. A fusable's rule may return NotImplemented; then its plain function `plain`
+    runs, op by op."""
     name = getattr(op, "op_name", getattr(op, "__name__", "op"))
     for key, value in kwargs.items():
         if type(value) is Batched:
             raise TypeError(f"vmap: {name}'s keyword-only argument '{key}' is batched; only "
                             "positional arguments of an op may be mapped")
-    level = max(a.level for a in args if type(a) is Batched)
+    level = max(_level_of(a) for a in args)
     parameters = getattr(op, "parameters", ())
     if len(args) < len(parameters):  # the rule sees every positional parameter
         args = list(args) + [default for _, default in parameters[len(args):]]
@@ -209,6 +235,10 @@ def batched_call(op, args, kwargs, plain=None):
         if type(a) is Batched and a.level == level:
             values.append(a.value)
             bdims.append(a.bdim)
+        elif type(a) is tuple and _level_of(a) == level:
+            at_level = [type(e) is Batched and e.level == level for e in a]
+            values.append(tuple(e.value if here else e for e, here in zip(a, at_level)))
+            bdims.append(tuple(e.bdim if here else None for e, here in zip(a, at_level)))
         else:
             values.append(a)
             bdims.append(None)

@@ -61,14 +61,16 @@ def argument_names(f, n):
 def _box_leaves(tree, trace):
     """`tree` with each float leaf boxed as an input of `trace`; and the input nodes, in leaf
     order. Under vmap (trace.batch_levels) a leaf is first batched over every vmap call in
-    progress, and the plain array inside its Batched layers is what is boxed (core/batching.py)."""
+    progress (a Python float as a weak float of many examples), and the plain array inside
+    its Batched layers is what is boxed (core/batching.py)."""
     nodes = []
 
     def box(leaf):
         if not is_differentiable(leaf):
             return leaf
         if trace.batch_levels:
-            leaf = batched_over(leaf, trace.batch_levels)
+            leaf = batched_over(weak_float(leaf) if type(leaf) is float else leaf,
+                                trace.batch_levels)
         if type(leaf) is not Batched:
             boxed = box_input(leaf, trace)
             nodes.append(boxed.node)

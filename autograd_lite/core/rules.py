@@ -53,7 +53,7 @@ import os
 import numpy as np
 
 from .array_types import as_op_output, mixed_devices_error
-from .batching import Batched, batched_call
+from .batching import Batched, batched_call, holds_batched
 from .differentiate import vjp
 from .randomness import copied_generator
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error, every_value,
@@ -230,8 +230,8 @@ def _dispatch(function, args, kwargs):
         if t is Box:
             if top is None or a.trace.level > top.level:
                 top = a.trace
-        elif t is Batched:  # under vmap: an op's batching rule, else the plain function
-            if flat:
+        elif t is Batched or flat and t is tuple and holds_batched(a):  # under vmap: an
+            if flat:  # op's batching rule, else the plain function
                 return batched_call(function, args, kwargs, plain=function.plain)
             return function.plain(*args, **kwargs)
     if kwargs:

@@ -14,7 +14,7 @@ import inspect
 
 import numpy as np
 
-from .batching import Batched, batched_call, peel, wrap
+from .batching import Batched, batched_call, holds_batched, peel, wrap
 from .levels import next_level
 from .array_types import as_op_output, is_device_array, mixed_devices_error
 
@@ -239,8 +239,8 @@ def primitive(body=None, *, name=None):
             if t is Box:
                 if top is None or a.trace.level > top.level:
                     top = a.trace
-            elif t is Batched:  # under vmap: the op's batching rule (core/batching.py)
-                return batched_call(op, args, kwargs)
+            elif t is Batched or t is tuple and holds_batched(a):  # under vmap: the op's
+                return batched_call(op, args, kwargs)  # batching rule (core/batching.py)
         if kwargs:
             check_keyword_only(op_name, kwargs, top)
         if top is None:

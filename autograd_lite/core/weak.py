@@ -10,7 +10,7 @@ an array.
 """
 import numpy as np
 
-from .tracer import Box, primal
+from .tracer import Box, every_value
 
 _F64 = np.dtype(np.float64)
 
@@ -38,9 +38,15 @@ def weak_float(x):
     return np.asarray(x, dtype=_F64).view(WeakFloat)
 
 
+def strong(x):
+    """x, a weak float (of many examples: vmap's output) as an ordinary float64 array, as
+    numpy stacks Python floats; anything else as it is."""
+    return np.asarray(x) if type(x) is WeakFloat else x
+
+
 def is_weak(x):
-    """Whether x is a weak value: a WeakFloat, or a traced value whose value is one."""
-    return type(primal(x)) is WeakFloat
+    """Whether x is a weak value: a WeakFloat, or a traced or batched value whose value is one."""
+    return type(every_value(x)) is WeakFloat
 
 
 def strong_float_dtype(operands):

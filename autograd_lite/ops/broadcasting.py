@@ -44,7 +44,8 @@ def broadcast_to(x, shape):
     x = as_array("broadcast_to", x)
     shape = tuple(shape)
     try:
-        out = np.broadcast_to(x, shape)
+        out = np.broadcast_to(x, shape, subok=True) if isinstance(x, np.ndarray) \
+            else np.broadcast_to(x, shape)  # a weak float (core/weak.py) stays weak
     except ValueError:
         raise ValueError(f"broadcast_to: {x.shape} does not broadcast to {shape}") from None
     x_shape = x.shape

@@ -18,7 +18,6 @@ import numpy as np
 from .. import kernels
 from ..core.devices import array_module, on_host
 from ..core.rules import fast_rule, fusable
-from ..core.batching import Batched
 from ..core.tracer import every_value, is_traced, primitive
 from .checks import as_array
 from .matmul import matmul
@@ -38,11 +37,6 @@ def _check_index(index):
         if is_traced(p) or getattr(getattr(p, "dtype", None), "kind", None) == "f":
             raise TypeError("getitem: an index cannot be a traced (float) value; "
                             "indices must be integers, slices or bool masks")
-        if type(p) is Batched:
-            raise TypeError("getitem: under vmap, an index tuple holds a mapped array beside "
-                            "other entries: a mapped index must be the whole index "
-                            "(x[i] with i an integer array or a bool mask per example); for "
-                            "x[:, i] or x[i, j] use ag.take_along_axis, or move the axis first")
 
 
 @primitive
@@ -93,7 +87,7 @@ def check_indices(op, indices, n):
     values = every_value(indices)
     if values.size and (values.min() < 0 or values.max() >= n):
         raise IndexError(f"{op}: indices must lie in [0, {n}), got values from "
-                         f"{values.min()} to {values.max()}")
+                         f"{int(values.min())} to {int(values.max())}")  # int(): a device's too
 
 
 def _one_hot_rows(indices, n, dtype, xp):

@@ -169,7 +169,9 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
 
     logits: (..., C); labels: integers of shape logits.shape[:-1]. Positions whose
     label equals `ignore_index` (an int) are not counted; if none is counted the loss is
-    NaN and its gradient zero (as in torch: an all-padding batch moves no parameter).
+    NaN (a mean over no label) and its gradient zero, whatever the cotangent, the NaN that
+    a function of the loss sends back included: an all-padding batch moves no parameter
+    (torch.nn.functional.cross_entropy gives both; so do the fast rule and vmap's rule).
     label_smoothing ε, a scalar in [0, 1], is differentiable: the row loss is
     (1 - ε)(-log p_label) + ε(-mean_c log p_c), so ∂/∂ε = log p_label - mean_c log p_c.
     Written out with a constant one-hot matrix: the counted rows' mean of
@@ -185,8 +187,8 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     per_row = -((onehot * (1 - label_smoothing) + label_smoothing / n_classes) * log_p).sum(-1)
     if counted is not None:
         per_row = per_row * counted
-    if not n_counted:  # NaN, and a gradient of 0: nothing counted moves no parameter
-        return per_row.sum() * 0.0 + float("nan")
+    if not n_counted:  # a constant NaN: its gradient is 0 whatever the cotangent (NaN too)
+        return xp.full((), np.nan, dtype=log_p.dtype)
     return per_row.sum() * (1.0 / n_counted)
 
 
