@@ -77,11 +77,13 @@ def test_the_pictures_need_no_graphviz_python_package():
 
 # Each package of the engine, with the packages it may import (DESIGN.md's layout: viz, optim, io
 # and the transforms above ops, batching (vmap and the ops' batching rules) among the
-# transforms; ops above kernels and core; core above nothing; interrupts.py and threads.py
-# leaves below all, which the kernels use while numba compiles and to size their pool).
+# transforms; ops above kernels and core; core above nothing; interrupts.py, threads.py and
+# memory.py leaves below all: the kernels use the first two while numba compiles and to size
+# their pool, and the third is the allocator setting a program asks for).
 MAY_IMPORT = {
     "interrupts": set(),
     "threads": set(),
+    "memory": set(),
     "core": set(),
     "kernels": {"interrupts", "threads"},
     "ops": {"core", "kernels"},
