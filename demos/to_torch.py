@@ -44,7 +44,8 @@ if __name__ == "__main__":  # a program's choice, made before numpy and torch lo
 import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
-from models import torch_distributed, transformer  # noqa: E402
+from models import transformer  # noqa: E402
+from models.training import torch_distributed  # noqa: E402
 
 from . import common, program  # noqa: E402
 from . import number_words as nw  # noqa: E402

@@ -8,7 +8,7 @@ and clipping, each process's part of the loss over a batch, and the progress lin
 """
 import numpy as np
 
-from models import torch_distributed
+from models.training import torch_distributed
 
 from . import number_words as nw
 from . import translate

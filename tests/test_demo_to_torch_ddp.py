@@ -5,7 +5,7 @@ import numpy as np
 
 from demos import number_words as nw
 from demos import to_torch, to_torch_ddp, translate
-from models import torch_distributed
+from models.training import torch_distributed
 from helpers.to_torch import torch_copy, trained_a_little
 
 BATCH, STEPS = 15, 4  # 15 rows: shards of 8 and 7
