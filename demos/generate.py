@@ -12,7 +12,7 @@ The default corpus is the text of Python's help topics that ships with Python
 (pydoc_data.topics: 79 topics, joined in sorted order of their names with a newline
 between them). The characters of the whole text make the vocabulary; the last 10% of the
 text is held out, and the model (models.lm, trained by models.train.fit on random windows
-of the first 90%) and the baseline (demos/ngram.py: interpolated Kneser-Ney, fitted on the
+of the first 90%) and the baseline (demos/support/ngram.py: interpolated Kneser-Ney, fitted on the
 first 90%) are scored on it in bits per character: the mean over every held-out character
 but the first of -log2 P(character | the characters before it). The transformer sees
 windows of --context characters, advanced by half a window: each character is predicted
@@ -49,7 +49,7 @@ import os
 
 if __name__ == "__main__":  # before numpy is imported: BLAS reads it once, at load
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import program
+    from .support import program
     program.stop_quietly_while_importing("generate")
 
 import argparse  # noqa: E402  (after the thread setting, on purpose)
@@ -67,8 +67,8 @@ from autograd_lite.io.atomic import write_text  # noqa: E402
 from models import data, health, lm, side_by_side, text, train  # noqa: E402
 from models.training.run_files import CHECKPOINT, HYPERPARAMETERS, write_json  # noqa: E402
 
-from . import common, ngram, program, runs  # noqa: E402
-from .common import flag, learning_rate  # noqa: E402
+from .support import common, ngram, program, runs  # noqa: E402
+from .support.common import flag, learning_rate  # noqa: E402
 
 FULL = dict(steps=2500, d_model=96, heads=4, d_ff=384, layers=2, context=128, batch_size=16,
             lr=3e-3, warmup=100, eval_every=250, ngram=4, sample_length=300, dropout=0.0,

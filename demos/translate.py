@@ -7,7 +7,7 @@
     python -m demos.translate --model DIR --number 4721 1000001   # (or numbers on stdin)
     python -m demos.translate --help          # the knobs: --epochs, --d-model, --layers, ...
 
-The task (demos/number_words.py): 4721 -> "four thousand seven hundred twenty one", for
+The task (demos/support/number_words.py): 4721 -> "four thousand seven hundred twenty one", for
 every whole number up to 999,999,999; digits in, one token each, words out. The model is
 models.transformer with layer norm before each sublayer (--norm post is the paper's order,
 which learns the task too), trained by models.train.fit. --share-embeddings all gives
@@ -39,7 +39,7 @@ import os
 
 if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import program
+    from .support import program
     program.stop_quietly_while_importing("translate")
 
 import argparse  # noqa: E402
@@ -54,9 +54,9 @@ import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
 from models import health, plots, train, transformer  # noqa: E402
 
-from . import common, program, runs  # noqa: E402
-from .common import flag, learning_rate  # noqa: E402,F401  (translate.learning_rate too)
-from . import number_words as nw  # noqa: E402
+from .support import common, program, runs  # noqa: E402
+from .support.common import flag, learning_rate  # noqa: E402,F401  (translate.learning_rate too)
+from .support import number_words as nw  # noqa: E402
 
 # The recipe found by experiment (the report of issue 13 holds the table), and the quick one:
 # 8 epochs of 500 batches are the 4,000 steps of the recipe.

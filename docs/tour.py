@@ -212,7 +212,7 @@ assert np.allclose(ours, by_hand(attn, h), atol=1e-5)
 # with `health_every`, the training health of every 10th step.
 
 # %%
-from demos import number_words as nw
+from demos.support import number_words as nw
 from demos import translate
 from models import plots
 

@@ -70,7 +70,7 @@ def dropout_sites(monkeypatch):
 def browser():
     """One headless Chromium (Debian's, through selenium) for every browser test of the run.
     Skips where there is none, unless AUTOGRAD_LITE_REQUIRE_BROWSER=1 (set by .ci/run)."""
-    from demos import browser as chromium
+    from demos.support import browser as chromium
     absent = None
     try:
         import selenium  # noqa: F401

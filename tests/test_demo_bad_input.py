@@ -179,7 +179,7 @@ def test_a_run_that_diverges_without_a_nan_says_so_and_what_to_try(tmp_path):
 
 
 def test_divergence_is_judged_by_the_end_against_the_start_and_a_uniform_guess():
-    from demos import runs
+    from demos.support import runs
     def steps(first, *rest):  # a history of 10 steps: the first, 6 more, then 3 (the last)
         return {"step_loss": [first] * 7 + list(rest) * 3}
     assert runs.divergence(steps(4.0, 4.1), 34, "words") is None  # untrained, not diverged

@@ -1,11 +1,12 @@
-"""demos/ngram.py, the character n-gram baseline with interpolated Kneser-Ney smoothing:
-probabilities worked by hand, normalisation over the vocabulary, its errors, and on Tiny
-Shakespeare the trigram figure the generate demo compares against."""
+"""demos/support/ngram.py, the character n-gram baseline with interpolated Kneser-Ney
+smoothing: probabilities worked by hand, normalisation over the vocabulary, its errors, and on
+Tiny Shakespeare the trigram figure the generate demo compares against."""
 import numpy as np
 import pytest
 from helpers.data_folder import DATA, needs_data
 
-from demos import generate, ngram
+from demos import generate
+from demos.support import ngram
 from models import text
 
 SHAKESPEARE = DATA / "tinyshakespeare" / "input.txt"

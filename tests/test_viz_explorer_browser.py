@@ -13,7 +13,7 @@ import pytest
 
 import autograd_lite as ag
 from autograd_lite.viz.labels import shape_text
-from demos.browser import open_explorer
+from demos.support.browser import open_explorer
 from models import classifier, lm, transformer
 
 API = "window.autogradExplorer"

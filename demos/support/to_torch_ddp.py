@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from models.training import torch_distributed
 
-from . import translate
+from .. import translate
 from .torch_steps import (adam_state_to_torch, batch_loss, shard_loss,  # noqa: F401
                           train_in_torch)
 
