@@ -1,6 +1,6 @@
-"""Every option of the demos is checked before anything is read or written (issue 22,
-findings 6 and 7): each bad value below ends the program through its main(argv) with a last
-line naming the option or the file, no traceback, and no output folder left behind."""
+"""Every option of the demos is checked before anything is read or written: each bad value
+below ends the program through its main(argv) with a last line naming the option or the
+file, no traceback, and no output folder left behind."""
 import json
 import os
 

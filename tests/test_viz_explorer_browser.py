@@ -17,7 +17,7 @@ from demos.support.browser import open_explorer
 from models import classifier, lm, transformer
 
 API = "window.autogradExplorer"
-MEGABYTES = 5.0  # the limit for the base Transformer's page
+MEGABYTES = 5.0  # the most the base Transformer's page may weigh
 
 
 class Page:

@@ -1,7 +1,7 @@
 """The explorer's scale on the paper's base Transformer (6 + 6 layers, d 512, batch 2, 16
 tokens), with backward=True and values=True: the seconds to trace and write the page (wall
 clock and this process's CPU), its size, the first view's drawing time after load in headless
-Chromium, and the slowest of opening every call. The issue's limits: 10 s, 5 MB, 2 s, 300 ms.
+Chromium, and the slowest of opening every call. The targets: 10 s, 5 MB, 2 s, 300 ms.
 
     python3 tests/benchmarks/bench_explorer.py [--rounds 3]
 
