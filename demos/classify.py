@@ -18,8 +18,8 @@ around it, and labels that differ only in case ("Positive", "positive") or are o
 ("1", "1.0") are refused, naming them: fix the file, or it would train two classes.
 
 The baseline is logistic regression on TF-IDF features of words and word pairs
-(demos/support/baseline.py), trained on the same reviews. The defaults were tuned on 18,000 real
-Amazon reviews (see the README): at --max-len 200 the transformer matches the baseline.
+(demos/support/baseline.py), trained on the same reviews. The defaults were tuned on 18,000
+real Amazon reviews (docs/results.md): at --max-len 200 the transformer matches the baseline.
 
 Saved in --out: model.npz (ag.save), vocabulary.txt (IndexTokenizer.save),
 hyperparameters.json and history.json (models.train.fit, with last.npz and best.npz),
@@ -57,7 +57,7 @@ from .support.common import flag  # noqa: E402
 from .support.length_buckets import (fixed_length, length_bucketed_batches,  # noqa: E402
                                      probabilities)
 
-# Tuned on amazon_hatn at --max-len 200 (README: the table); QUICK is a tiny run for CI.
+# Tuned on amazon_hatn at --max-len 200 (docs/results.md); QUICK is a tiny run for CI.
 DEFAULTS = dict(max_len=200, epochs=3, d_model=64, layers=1, heads=4, pool="mean",
                 vocab_size=20_000, min_df=2, batch_size=32, lr=3e-3, dropout=0.3,
                 generated=16_000)

@@ -1,6 +1,6 @@
 """python -m demos.graphs: pictures of the models' computation graphs, drawn by ag.viz.
 
-    python -m demos.graphs                    # the paper's sizes: about 15 s of CPU
+    python -m demos.graphs                    # the paper's sizes
     python -m demos.graphs --quick            # tiny models (CI)
     python -m demos.graphs --readme-picture docs/encoder_block.svg    # the README's picture
     python -m demos.graphs --readme-screenshot docs/explorer.png      # and its screenshot

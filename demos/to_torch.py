@@ -1,7 +1,7 @@
 """python -m demos.to_torch: train the translate model here, go on training it in PyTorch,
 and bring it back.
 
-    python -m demos.to_torch            # 200 steps here, 200 in torch: under a minute
+    python -m demos.to_torch            # 200 steps here, 200 in torch
     python -m demos.to_torch --quick    # 30 + 30 steps (CI)
     python -m demos.to_torch --workers 2 --quick    # the torch steps on 2 processes (DDP)
 
@@ -27,8 +27,8 @@ greedy decoding, and how closely the logits agreed (with --workers, also how clo
 processes and one agreed, and the time of a step of each). Without torch it says how to
 install it and exits normally. Run as a program it uses one BLAS and one torch thread unless
 OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say otherwise: as for demos.translate, a second
-thread does not help at these sizes, and on a busy machine it hurts (measured with the
-machine loaded 7 on 2 cores: a torch step 70 ms with one thread, 870 ms with two).
+thread does not help at these sizes, and on a busy machine it hurts (tests/benchmarks/
+README.md, "The demos' BLAS threads").
 """
 import os
 import sys

@@ -27,13 +27,10 @@ attention over the digits of one held-out number), health.png (gradient norms an
 ratios by parameter group: models/training/health.py), and fit's files: last.npz (the
 checkpoint a --resume continues), best.npz, history.json and hyperparameters.json.
 
-The full run takes about 4 minutes of one core (205 and 220 s of CPU time for seeds 0 and 1,
-both 100% on the 2,000 held-out numbers; 289 s wall, 226 s CPU on a 2-core machine at load 2;
-with the compiled kernels 193 s wall, 100% too; at load 5, 449 s wall, and 475 s with
---share-embeddings all, both 100%). Run as a program, it sets OPENBLAS_NUM_THREADS=1 unless
-the environment says otherwise: at these sizes a second BLAS thread does not make a step
-faster, and on a busy machine it makes a step 9 to 20 times slower (measured: 56-136 ms a
-step with one thread, 500-1600 ms with two).
+The full run takes a few minutes of one core (its figures: docs/results.md). Run as a
+program, it sets OPENBLAS_NUM_THREADS=1 unless the environment says otherwise: at these
+sizes a second BLAS thread does not make a step faster, and on a busy machine it makes a step
+many times slower (tests/benchmarks/README.md, "The demos' BLAS threads").
 """
 import os
 

@@ -101,8 +101,8 @@ def test_layer_norm_eps_gets_its_gradient(dtype, rng):
 
 @pytest.mark.parametrize("shift", [0.0, 1000.0])
 def test_layer_norm_in_float16_matches_torch_in_float64(shift, rng, torch):
-    """In float16 the squares of deviations of 300 pass 65,504 (the variance was inf, the
-    output silently just the bias); computed in float32 and rounded, as torch does."""
+    """In float16 the squares of deviations of 300 pass 65,504 (a float16 variance would be
+    inf, the output just the bias): computed in float32 and rounded, as torch does."""
     x = (shift + 300 * rng.standard_normal((8, 64))).astype(np.float16)
     scale, bias = (rng.standard_normal(64).astype(np.float16) for _ in range(2))
     out = compare_with_torch(torch, ag.layer_norm,
