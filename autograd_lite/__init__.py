@@ -5,7 +5,7 @@
 """
 import importlib.metadata as _metadata
 
-from . import kernels, optim
+from . import kernels, memory, optim
 from .core.differentiate import grad, gradient, value_and_gradient, vjp
 from .core.remat import checkpoint
 from .ops import (abs, add, add_at, astype, broadcast_to, clip, concatenate, cos, cross_entropy,
@@ -26,7 +26,6 @@ from .core.tree import Hyper, is_differentiable, tree_leaves, tree_map, tree_pat
 from .gradcheck import check_gradients
 from .io.serialization import load, save
 from .threads import set_threads, thread_count
-from .optim import memory
 
 try:
     __version__ = _metadata.version("autograd-lite")  # setup.cfg's version, as installed

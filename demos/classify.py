@@ -8,7 +8,7 @@ trained on reviews in which word order matters, next to a bag-of-words baseline.
     python -m demos.classify --out DIR --resume  # continue a stopped run, its own options
     python -m demos.classify --model runs/classify-<timestamp> --predict "not bad at all"
 
-Without --data the reviews are generated (demos/reviews.py) so that only the order of the
+Without --data the reviews are generated (demos/support/reviews.py) so that only the order of the
 words says whether "not" applies and which clause decides: a bag of words gets about 60%
 of them right, a model that reads the order nearly all.
 With --data, a CSV, JSON lines (Amazon-reviews-multi: review_body, stars) or
@@ -18,15 +18,15 @@ around it, and labels that differ only in case ("Positive", "positive") or are o
 ("1", "1.0") are refused, naming them: fix the file, or it would train two classes.
 
 The baseline is logistic regression on TF-IDF features of words and word pairs
-(demos/baseline.py), trained on the same reviews. The defaults were tuned on 18,000 real
-Amazon reviews (see the README): at --max-len 200 the transformer matches the baseline.
+(demos/support/baseline.py), trained on the same reviews. The defaults were tuned on 18,000
+real Amazon reviews (docs/results.md): at --max-len 200 the transformer matches the baseline.
 
 Saved in --out: model.npz (ag.save), vocabulary.txt (IndexTokenizer.save),
 hyperparameters.json and history.json (models.train.fit, with last.npz and best.npz),
 curves.png, health.png (gradient norms and update ratios by parameter group:
 models/training/health.py), confusion.png and probabilities.png. --predict needs only that folder
 (and answers with the transformer alone).
-The last line printed is the test accuracy of the two models' ensemble (demos/ensemble.py:
+The last line printed is the test accuracy of the two models' ensemble (demos/support/ensemble.py:
 the mean of their probabilities), the demo's result, then of each model. Run as a program,
 it sets OPENBLAS_NUM_THREADS=1 unless the environment says otherwise, as translate and
 generate do: at these sizes a second BLAS thread hardly helps a step, and on a busy machine
@@ -36,7 +36,7 @@ import os
 
 if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import program
+    from .support import program
     program.stop_quietly_while_importing("classify")
 
 import json  # noqa: E402
@@ -52,11 +52,12 @@ import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
 from models import classifier, health, plots, text, train  # noqa: E402
 
-from . import baseline, common, ensemble, program, review_files, runs  # noqa: E402
-from .common import flag  # noqa: E402
-from .batching import fixed_length, length_bucketed_batches, probabilities  # noqa: E402
+from .support import baseline, common, ensemble, program, review_files, runs  # noqa: E402
+from .support.common import flag  # noqa: E402
+from .support.length_buckets import (fixed_length, length_bucketed_batches,  # noqa: E402
+                                     probabilities)
 
-# Tuned on amazon_hatn at --max-len 200 (README: the table); QUICK is a tiny run for CI.
+# Tuned on amazon_hatn at --max-len 200 (docs/results.md); QUICK is a tiny run for CI.
 DEFAULTS = dict(max_len=200, epochs=3, d_model=64, layers=1, heads=4, pool="mean",
                 vocab_size=20_000, min_df=2, batch_size=32, lr=3e-3, dropout=0.3,
                 generated=16_000)
@@ -288,8 +289,8 @@ def print_confusion(counts, class_names):
 
 def report(split, model_probabilities, baseline_probabilities, out):
     """Print and plot the test results (the plots and the confusion matrix: the transformer's,
-    the model --predict uses); -> the final line: the ensemble's accuracy (demos/ensemble.py),
-    the demo's result, then each model's."""
+    the model --predict uses); -> the final line: the ensemble's accuracy
+    (demos/support/ensemble.py), the demo's result, then each model's."""
     names, labels = split.class_names, split.test.labels
     predicted = model_probabilities.argmax(axis=1)
     plots.confusion_matrix(labels, predicted, out / "confusion.png", class_names=names)

@@ -12,7 +12,7 @@ The default corpus is the text of Python's help topics that ships with Python
 (pydoc_data.topics: 79 topics, joined in sorted order of their names with a newline
 between them). The characters of the whole text make the vocabulary; the last 10% of the
 text is held out, and the model (models.lm, trained by models.train.fit on random windows
-of the first 90%) and the baseline (demos/ngram.py: interpolated Kneser-Ney, fitted on the
+of the first 90%) and the baseline (demos/support/ngram.py: interpolated Kneser-Ney, fitted on the
 first 90%) are scored on it in bits per character: the mean over every held-out character
 but the first of -log2 P(character | the characters before it). The transformer sees
 windows of --context characters, advanced by half a window: each character is predicted
@@ -26,8 +26,7 @@ side_by_side.py), model k exactly as the run of --seed S + k would train it; the
 probability of a character is the mean of theirs (lm.ensemble_apply), and the last line
 gives each model's bits beside the ensemble's. On a machine of N cores, N models train in
 about the time of one: each process gets a core where one model's BLAS threads share the
-step's few large products (on 2 cores, two one-thread models make 1.3 times the steps of
-one two-thread model).
+step's few large products (docs/results.md: on 2 cores, the steps each makes).
 
 Saved in --out (default runs/generate-<timestamp>/): model.npz (ag.load reads the
 parameters back), tokenizer.txt (CharTokenizer.load), fit's last.npz, best.npz,
@@ -38,18 +37,16 @@ checkpoint), with the settings, --data and --seed it was started with. An ensemb
 holds the tuple of its models' parameters, and each model's files from fit, curves.png and
 health.png are in its folder, member-0/, member-1/, ...
 
-The default run takes 228 s with the compiled kernels (259 s with numpy's) on a 2-core
-machine running another demo beside it, and reaches 1.72 bits per character (1.71 with
-numpy's), where the 4-gram has 1.96 and the 6-gram 1.73. Run as a program, it sets OPENBLAS_NUM_THREADS=1 unless the
-environment sets it: on that machine, busy with other work, a training step with two BLAS
-threads took 3 to 10 times as long as with one (models of 64 to 128 wide, 2 to 4 blocks),
-and a step of these sizes has little for a second thread to share.
+The default run's time and result, beside the n-grams': docs/results.md. Run as a program,
+it sets OPENBLAS_NUM_THREADS=1 unless the environment sets it: a step of these sizes has
+little for a second BLAS thread to share, and on a busy machine the second thread makes it
+several times slower (tests/benchmarks/README.md, "The demos' BLAS threads").
 """
 import os
 
 if __name__ == "__main__":  # before numpy is imported: BLAS reads it once, at load
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import program
+    from .support import program
     program.stop_quietly_while_importing("generate")
 
 import argparse  # noqa: E402  (after the thread setting, on purpose)
@@ -67,8 +64,8 @@ from autograd_lite.io.atomic import write_text  # noqa: E402
 from models import data, health, lm, side_by_side, text, train  # noqa: E402
 from models.training.run_files import CHECKPOINT, HYPERPARAMETERS, write_json  # noqa: E402
 
-from . import common, ngram, program, runs  # noqa: E402
-from .common import flag, learning_rate  # noqa: E402
+from .support import common, ngram, program, runs  # noqa: E402
+from .support.common import flag, learning_rate  # noqa: E402
 
 FULL = dict(steps=2500, d_model=96, heads=4, d_ff=384, layers=2, context=128, batch_size=16,
             lr=3e-3, warmup=100, eval_every=250, ngram=4, sample_length=300, dropout=0.0,
@@ -87,7 +84,7 @@ BEAM_SIZE = 4
 # prompt, an indented example; without it, the prompt and spaces to the end
 NO_REPEAT_NGRAM = 8
 LENGTH, TEMPERATURE = 200, 0.8  # --model's defaults
-MAX_LENGTH = 100_000  # characters one sampling may add (at about 1 ms a character)
+MAX_LENGTH = 100_000  # characters one sampling may add (a character costs a model's step)
 MAX_BEAM = 64
 MAX_ENSEMBLE = 64  # models trained at once, a process each
 PROMPT_LENGTH = 40  # characters of held-out text (at most context / 2) that start the samples

@@ -1,6 +1,6 @@
 """python -m demos.graphs: pictures of the models' computation graphs, drawn by ag.viz.
 
-    python -m demos.graphs                    # the paper's sizes: about 15 s of CPU
+    python -m demos.graphs                    # the paper's sizes
     python -m demos.graphs --quick            # tiny models (CI)
     python -m demos.graphs --readme-picture docs/encoder_block.svg    # the README's picture
     python -m demos.graphs --readme-screenshot docs/explorer.png      # and its screenshot
@@ -30,7 +30,7 @@ need it, are refused before anything is drawn, as is a path whose suffix is not 
 written). A file that cannot be written (a full disk) ends the demo with one line naming it.
 """
 if __name__ == "__main__":
-    from . import program
+    from .support import program
     program.stop_quietly_while_importing("graphs")
 
 import contextlib  # noqa: E402
@@ -45,9 +45,9 @@ import numpy as np  # noqa: E402
 import autograd_lite as ag  # noqa: E402
 from models import blocks, classifier, transformer  # noqa: E402
 
-from . import browser, common, program  # noqa: E402
+from .support import browser, common, program  # noqa: E402
 from . import logistic_regression as logistic  # noqa: E402
-from . import number_words as nw  # noqa: E402
+from .support import number_words as nw  # noqa: E402
 
 # The paper's base model (Table 3), the review classifier of the posts, and tiny ones.
 FULL = dict(d_model=512, heads=8, d_ff=2048, layers=6, vocab=7455, review_len=50)

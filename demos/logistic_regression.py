@@ -10,7 +10,7 @@ line printed is the accuracy on 1,000 fresh points (a constant guess gets about 
 Saved in --out (default runs/logistic_regression-<timestamp>/): model.npz (ag.save).
 """
 if __name__ == "__main__":
-    from . import program
+    from .support import program
     program.stop_quietly_while_importing("logistic_regression")
 
 import sys  # noqa: E402
@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
 
-from . import common, program  # noqa: E402
+from .support import common, program  # noqa: E402
 
 FULL = dict(steps=1000, lr=2.0, n=1000)
 QUICK = dict(steps=200, lr=2.0, n=1000)

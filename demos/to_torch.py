@@ -1,7 +1,7 @@
 """python -m demos.to_torch: train the translate model here, go on training it in PyTorch,
 and bring it back.
 
-    python -m demos.to_torch            # 200 steps here, 200 in torch: under a minute
+    python -m demos.to_torch            # 200 steps here, 200 in torch
     python -m demos.to_torch --quick    # 30 + 30 steps (CI)
     python -m demos.to_torch --workers 2 --quick    # the torch steps on 2 processes (DDP)
 
@@ -16,7 +16,7 @@ between embeddings and an output layer) and back. The steps:
    compute the same logits on held-out numbers;
 3. train --steps-torch more steps with torch.optim.Adam on the next batches; with
    --workers N > 1, on N processes first (DistributedDataParallel over gloo on 127.0.0.1,
-   --port, default a free one; demos.to_torch_ddp), each on its rows of every batch, then
+   --port, default a free one; demos.support.to_torch_ddp), each on its rows of every batch, then
    the same steps in one process here, to show that both give the same weights; the model
    goes on with rank 0's;
 4. bring the weights back with from_torch, check the logits again, and decode and draw
@@ -27,8 +27,8 @@ greedy decoding, and how closely the logits agreed (with --workers, also how clo
 processes and one agreed, and the time of a step of each). Without torch it says how to
 install it and exits normally. Run as a program it uses one BLAS and one torch thread unless
 OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say otherwise: as for demos.translate, a second
-thread does not help at these sizes, and on a busy machine it hurts (measured with the
-machine loaded 7 on 2 cores: a torch step 70 ms with one thread, 870 ms with two).
+thread does not help at these sizes, and on a busy machine it hurts (tests/benchmarks/
+README.md, "The demos' BLAS threads").
 """
 import os
 import sys
@@ -37,19 +37,20 @@ import time
 if __name__ == "__main__":  # a program's choice, made before numpy and torch load; not on import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from . import program
+    from .support import program
     program.stop_quietly_while_importing("to_torch")
 
 
 import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
-from models import torch_distributed, transformer  # noqa: E402
+from models import transformer  # noqa: E402
+from models.training import torch_distributed  # noqa: E402
 
-from . import common, program  # noqa: E402
-from . import number_words as nw  # noqa: E402
-from . import to_torch_ddp  # noqa: E402
-from .torch_steps import adam_state_to_torch, report, train_in_torch  # noqa: E402,F401
+from .support import common, program  # noqa: E402
+from .support import number_words as nw  # noqa: E402
+from .support import to_torch_ddp  # noqa: E402
+from .support.torch_steps import adam_state_to_torch, report, train_in_torch  # noqa: E402,F401
 from . import translate  # noqa: E402
 
 INSTALL = ("demos.to_torch needs PyTorch, which is not installed. Install it with\n"
@@ -160,9 +161,9 @@ def steps_in_torch(args, torch, module, adam, schedule, start, settings, held_ou
 
 
 def steps_on_workers(args, torch, module, adam, job):
-    """job on args.workers processes (demos.to_torch_ddp), then the same steps on module here
-    in one; their weights after job.check steps compared (a SystemExit past DDP_AGREE), module
-    goes on with rank 0's. -> the last line's words on the agreement and the times"""
+    """job on args.workers processes (demos.support.to_torch_ddp), then the same steps on module
+    here in one; their weights after job.check steps compared (a SystemExit past DDP_AGREE),
+    module goes on with rank 0's. -> the last line's words on the agreement and the times"""
     try:
         workers = to_torch_ddp.train(job, args.workers, args.port)
     except (ValueError, torch_distributed.WorkerFailed) as error:

@@ -7,7 +7,7 @@
     python -m demos.translate --model DIR --number 4721 1000001   # (or numbers on stdin)
     python -m demos.translate --help          # the knobs: --epochs, --d-model, --layers, ...
 
-The task (demos/number_words.py): 4721 -> "four thousand seven hundred twenty one", for
+The task (demos/support/number_words.py): 4721 -> "four thousand seven hundred twenty one", for
 every whole number up to 999,999,999; digits in, one token each, words out. The model is
 models.transformer with layer norm before each sublayer (--norm post is the paper's order,
 which learns the task too), trained by models.train.fit. --share-embeddings all gives
@@ -27,19 +27,16 @@ attention over the digits of one held-out number), health.png (gradient norms an
 ratios by parameter group: models/training/health.py), and fit's files: last.npz (the
 checkpoint a --resume continues), best.npz, history.json and hyperparameters.json.
 
-The full run takes about 4 minutes of one core (205 and 220 s of CPU time for seeds 0 and 1,
-both 100% on the 2,000 held-out numbers; 289 s wall, 226 s CPU on a 2-core machine at load 2;
-with the compiled kernels 193 s wall, 100% too; at load 5, 449 s wall, and 475 s with
---share-embeddings all, both 100%). Run as a program, it sets OPENBLAS_NUM_THREADS=1 unless
-the environment says otherwise: at these sizes a second BLAS thread does not make a step
-faster, and on a busy machine it makes a step 9 to 20 times slower (measured: 56-136 ms a
-step with one thread, 500-1600 ms with two).
+The full run takes a few minutes of one core (its figures: docs/results.md). Run as a
+program, it sets OPENBLAS_NUM_THREADS=1 unless the environment says otherwise: at these
+sizes a second BLAS thread does not make a step faster, and on a busy machine it makes a step
+many times slower (tests/benchmarks/README.md, "The demos' BLAS threads").
 """
 import os
 
 if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import program
+    from .support import program
     program.stop_quietly_while_importing("translate")
 
 import argparse  # noqa: E402
@@ -54,12 +51,12 @@ import autograd_lite as ag  # noqa: E402
 import models  # noqa: E402
 from models import health, plots, train, transformer  # noqa: E402
 
-from . import common, program, runs  # noqa: E402
-from .common import flag, learning_rate  # noqa: E402,F401  (translate.learning_rate too)
-from . import number_words as nw  # noqa: E402
+from .support import common, program, runs  # noqa: E402
+from .support.common import flag, learning_rate  # noqa: E402,F401  (translate.learning_rate too)
+from .support import number_words as nw  # noqa: E402
 
-# The recipe found by experiment (the report of issue 13 holds the table), and the quick one:
-# 8 epochs of 500 batches are the 4,000 steps of the recipe.
+# The recipe, chosen by experiment, and the quick one: 8 epochs of 500 batches are the
+# recipe's 4,000 steps.
 FULL = dict(epochs=8, epoch_size=500, d_model=64, heads=4, d_ff=256, layers=2, norm="pre",
             batch_size=64, lr=1e-3, warmup=200, label_smoothing=0.0, dropout=0.0, held_out=2000,
             share_embeddings="none")

@@ -212,7 +212,7 @@ assert np.allclose(ours, by_hand(attn, h), atol=1e-5)
 # with `health_every`, the training health of every 10th step.
 
 # %%
-from demos import number_words as nw
+from demos.support import number_words as nw
 from demos import translate
 from models import plots
 
@@ -342,7 +342,9 @@ print(f"held-out accuracy: Adam {train_classifier(False):.1%}, "
 # ## Where to go next
 #
 # - `README.md`: the demos, their measured results, and training a classifier on your own
-#   CSV file with `python -m demos.classify --data FILE`.
+#   CSV file with `python -m demos.classify --data FILE`; `docs/results.md`, the results on
+#   real data and how to reproduce them; `docs/transformations.md`, jacobian, hessian, jvp,
+#   checkpoint and fast rules.
 # - `autograd_lite/ops/`: every op with its pullback right below it.
 # - `models/`: the layers, attention, blocks and the three models, each in the order of the
 #   paper, with the shape of every tensor in a comment.

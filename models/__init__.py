@@ -5,8 +5,9 @@
     logits = transformer.apply(p, src, tgt, src_pad=0)
 
 The models, their layers and their bridge to PyTorch are the modules here; `fast/` holds the
-fast rules attached to them, `training/` fit and what shows a run, `inputs/` the tokenizers
-and batches. `from models import text, data, train, plots` reaches those too.
+fast rules attached to them, `training/` fit, what shows a run and the launchers of several
+processes, `inputs/` the tokenizers and batches. `from models import text, data, train, plots`
+reaches those too.
 """
 # Bound eagerly: importing the submodule models.summary sets the package attribute
 # `summary` to the module, which would shadow a lazily returned function.
@@ -18,7 +19,7 @@ from . import fast  # noqa: E402,F401  (registers the models' fast rules: the sp
 # the support code sits in subpackages, and `from models import train` reaches it the same.
 SUBMODULES = {name: f".{name}" for name in (
     "transformer", "decoding", "classifier", "lm", "layers", "attention", "blocks",
-    "torch_bridge", "torch_distributed")}
+    "torch_bridge")}
 SUBMODULES.update({name: f".training.{name}" for name in (
     "train", "run_files", "progress", "health", "plots", "side_by_side")})
 SUBMODULES.update({name: f".inputs.{name}" for name in ("text", "data")})

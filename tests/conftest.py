@@ -1,9 +1,13 @@
 """Shared fixtures. The optional parts skip the tests that need them where they are missing,
 with the reason, and fail them instead where AUTOGRAD_LITE_REQUIRE_<PART>=1 (set by .ci/run):
 `torch`, the independent reference of many tests (REQUIRE_TORCH); `browser`, headless
-Chromium (REQUIRE_BROWSER); `dot`, Graphviz's program that draws the pictures (REQUIRE_DOT)."""
+Chromium (REQUIRE_BROWSER); `dot`, Graphviz's program that draws the pictures (REQUIRE_DOT);
+`numba`, the `fast` extra's compiler (REQUIRE_NUMBA); `installed_version`, the package's
+metadata from `pip install -e .` (REQUIRE_INSTALL)."""
+import importlib.util
 import os
 import signal
+from importlib import metadata
 
 import numpy as np
 import pytest
@@ -70,7 +74,7 @@ def dropout_sites(monkeypatch):
 def browser():
     """One headless Chromium (Debian's, through selenium) for every browser test of the run.
     Skips where there is none, unless AUTOGRAD_LITE_REQUIRE_BROWSER=1 (set by .ci/run)."""
-    from demos import browser as chromium
+    from demos.support import browser as chromium
     absent = None
     try:
         import selenium  # noqa: F401
@@ -93,6 +97,25 @@ def dot():
     if path is None:
         missing("DOT", "Graphviz's dot is not on PATH")
     return path
+
+
+@pytest.fixture(scope="session")
+def numba():
+    """For the tests of numba's kernels being there: skips where numba is not installed,
+    unless AUTOGRAD_LITE_REQUIRE_NUMBA=1 (set by .ci/run). Imports nothing."""
+    if importlib.util.find_spec("numba") is None:
+        missing("NUMBA", "numba is not installed (the `fast` extra)")
+
+
+@pytest.fixture(scope="session")
+def installed_version():
+    """The version pip installed autograd-lite as (its metadata). Skips in a source tree that
+    was never installed, unless AUTOGRAD_LITE_REQUIRE_INSTALL=1 (set by .ci/run)."""
+    try:
+        return metadata.version("autograd-lite")
+    except metadata.PackageNotFoundError:
+        missing("INSTALL", "autograd-lite is not installed (pip install -e .): no package "
+                           "metadata")
 
 
 @pytest.fixture

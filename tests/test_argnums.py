@@ -1,5 +1,5 @@
 """argnums and has_aux in gradient, value_and_gradient and grad (one implementation, one
-convention: jax.grad's), and the errors for what cannot be differentiated (issue 12)."""
+convention: jax.grad's), and the errors for what cannot be differentiated."""
 from typing import NamedTuple
 
 import numpy as np

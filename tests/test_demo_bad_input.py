@@ -1,9 +1,9 @@
-"""The bad inputs that once ended in a traceback, a silent answer or the wrong reason, each
-ending with one clear line: a run of another demo is named as such, a diverging run names
-its step and where the gradient went wrong and what to try (and one that diverged without
-a NaN says so too), a sampling length has an upper bound, a prediction from words the model
-never saw says so, empty standard input and degenerate data are refused, and a full disk
-names the file and the checkpoint that holds, with the command that goes on from it."""
+"""Bad inputs, each ending with one clear line (no traceback, no silent answer, the right reason):
+a run of another demo is named as such, a diverging run names its step and where the gradient
+went wrong and what to try (and one that diverged without a NaN says so too), a sampling length
+has an upper bound, a prediction from words the model never saw says so, empty standard input
+and degenerate data are refused, and a full disk names the file and the checkpoint that holds,
+with the command that goes on from it."""
 import contextlib
 import errno
 import io
@@ -166,7 +166,8 @@ def test_labels_that_differ_only_in_case_are_refused_naming_both(tmp_path):
 
 
 def test_a_run_that_diverges_without_a_nan_says_so_and_what_to_try(tmp_path):
-    """generate --lr 10 ended at hundreds of bits per character, normally: no loss was NaN."""
+    """generate --lr 10 ends far above where it started without any loss being NaN: the run
+    ends with one line saying it diverged and naming a lower --lr to try."""
     (tmp_path / "tiny.txt").write_text("the cat sat on the mat. " * 40, encoding="utf-8")
     code, _, err = run("generate", "--quick", "--lr", "10", "--steps", "40", "--eval-every",
                        "20", "--data", tmp_path / "tiny.txt", "--out", tmp_path / "g")
@@ -179,7 +180,7 @@ def test_a_run_that_diverges_without_a_nan_says_so_and_what_to_try(tmp_path):
 
 
 def test_divergence_is_judged_by_the_end_against_the_start_and_a_uniform_guess():
-    from demos import runs
+    from demos.support import runs
     def steps(first, *rest):  # a history of 10 steps: the first, 6 more, then 3 (the last)
         return {"step_loss": [first] * 7 + list(rest) * 3}
     assert runs.divergence(steps(4.0, 4.1), 34, "words") is None  # untrained, not diverged

@@ -19,7 +19,8 @@ import pytest
 from helpers.demos import FINAL_LINE, run_classify
 
 import autograd_lite as ag
-from demos import baseline, batching, classify, review_files, reviews
+from demos import classify
+from demos.support import baseline, length_buckets, review_files, reviews
 from models import classifier, text, train
 
 
@@ -121,7 +122,7 @@ def test_the_reported_ensemble_is_the_mean_of_both_models_recomputed(quick_run, 
     args = classify.parse_args(["--quick", "--out", str(tmp_path / "unused")])
     split, (train_words, test_words), features, tokenizer = classify.read_reviews(args)
     sequences = [run.tokenizer.encode(w) for w in test_words]
-    p_model = batching.probabilities(run.params, sequences, run.tokenizer.pad_id)  # (N, 2)
+    p_model = length_buckets.probabilities(run.params, sequences, run.tokenizer.pad_id)  # (N, 2)
     params = baseline.train(features, train_words, split.train.labels, 2, seed=args.seed)
     p_bag = baseline.predict(params, features, test_words)  # (N, 2)
     labels = split.test.labels
@@ -137,7 +138,7 @@ def test_predict_gives_the_probabilities_of_the_model_in_memory(quick_run):
              "Not bad!"]
     words = classify.words_of(texts, run.settings["max_len"])
     sequences = [run.tokenizer.encode(w) for w in words]
-    in_memory = batching.probabilities(run.params, sequences, run.tokenizer.pad_id)  # (3, 2)
+    in_memory = length_buckets.probabilities(run.params, sequences, run.tokenizer.pad_id)  # (3, 2)
     saved, names = classify.predict(run.out, texts)
     np.testing.assert_array_equal(saved, in_memory)
     result, printed = run_classify("--model", run.out, "--predict", *texts)
@@ -330,8 +331,8 @@ def test_the_baseline_on_a_small_file_gets_the_transformers_step_budget(monkeypa
 def test_length_bucketed_batches_cover_every_row_once_with_similar_lengths(rng):
     sequences = [np.arange(1, 1 + n) for n in rng.integers(0, 30, size=500)]
     labels = np.arange(500)
-    batches = list(batching.length_bucketed_batches(sequences, labels, 8, 0,
-                                                    np.random.default_rng(1)))
+    batches = list(length_buckets.length_bucketed_batches(sequences, labels, 8, 0,
+                                                          np.random.default_rng(1)))
     assert sorted(np.concatenate([y for _, y in batches]).tolist()) == list(range(500))
     for ids, y in batches:
         lengths = [len(sequences[i]) for i in y]
@@ -348,13 +349,13 @@ def test_probabilities_in_batches_equal_each_review_alone(rng, pool):
     p = classifier.init(rng, 20, 3, d_model=8, n_heads=2, d_ff=16, max_len=12, pool=pool,
                         pad=0, dtype=np.float64)
     sequences = [rng.integers(1, 20, size=n) for n in (5, 0, 12, 3, 7)]
-    batched = batching.probabilities(p, sequences, 0, batch_size=2)
+    batched = length_buckets.probabilities(p, sequences, 0, batch_size=2)
     for row, s in zip(batched, sequences):
         alone = np.zeros((1, 12 if pool == "flatten" else max(len(s), 1)), dtype=np.int64)
         alone[0, :len(s)] = s  # flatten reads exactly max_len ids: s and then padding
         np.testing.assert_allclose(row, ag.softmax(classifier.apply(p, alone))[0], rtol=1e-12)
-    ids, _ = next(iter(batching.length_bucketed_batches(sequences, np.zeros(5), 2, 0, None,
-                                                        batching.fixed_length(p))))
+    ids, _ = next(iter(length_buckets.length_bucketed_batches(
+        sequences, np.zeros(5), 2, 0, None, length_buckets.fixed_length(p))))
     assert ids.shape == ((2, 12) if pool == "flatten" else (2, 3))
 
 

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from demos import classify, review_files
+from demos import classify
+from demos.support import review_files
 
 TWO_LABELS = "".join(f"sentence {i}\t{'pos' if i % 2 else 'neg'}\n" for i in range(20))
 FIVE_REVIEWS = "".join(json.dumps({"review_body": text, "stars": stars}) + "\n" for text, stars in

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from demos import classify, generate, number_words, program, review_files, translate
+from demos import classify, generate, translate
+from demos.support import number_words, program, review_files
 from models import plots, run_files
 
 TRANSLATE = ["--quick", "--epochs", "2", "--epoch-size", "3", "--held-out", "8", "--d-model",

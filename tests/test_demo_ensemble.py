@@ -1,10 +1,10 @@
-"""demos/ensemble.py: the mean of two models' class probabilities, against fixtures worked by
-hand; the classify demo's ensemble figure against the two models recomputed on their own is
-in test_demo_classify.py."""
+"""demos/support/ensemble.py: the mean of two models' class probabilities, against fixtures
+worked by hand; the classify demo's ensemble figure against the two models recomputed on
+their own is in test_demo_classify.py."""
 import numpy as np
 import pytest
 
-from demos import ensemble
+from demos.support import ensemble
 
 
 def test_the_mean_of_two_models_probabilities_by_hand():

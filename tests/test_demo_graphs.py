@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from demos import browser as chromium
+from demos.support import browser as chromium
 from demos import graphs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -1,11 +1,12 @@
-"""demos/ngram.py, the character n-gram baseline with interpolated Kneser-Ney smoothing:
-probabilities worked by hand, normalisation over the vocabulary, its errors, and on Tiny
-Shakespeare the trigram figure the generate demo compares against."""
+"""demos/support/ngram.py, the character n-gram baseline with interpolated Kneser-Ney
+smoothing: probabilities worked by hand, normalisation over the vocabulary, its errors, and on
+Tiny Shakespeare the trigram figure the generate demo compares against."""
 import numpy as np
 import pytest
 from helpers.data_folder import DATA, needs_data
 
-from demos import generate, ngram
+from demos import generate
+from demos.support import ngram
 from models import text
 
 SHAKESPEARE = DATA / "tinyshakespeare" / "input.txt"
@@ -87,12 +88,12 @@ def test_ngram_errors_name_the_function(call, message):
 
 
 @needs_data
-def test_kneser_ney_reproduces_the_issues_trigram_on_tiny_shakespeare():
+def test_kneser_ney_on_tiny_shakespeare_gives_the_known_trigram_figure():
     corpus = SHAKESPEARE.read_text(encoding="utf-8")
     tokenizer = text.CharTokenizer.from_text(corpus)
     train_ids, held_out_ids = generate.split_text(tokenizer.encode(corpus), 64)
     assert len(held_out_ids) == 111_539
     trigram = ngram.bits_per_character(ngram.fit(train_ids, 3, len(tokenizer)), held_out_ids)
-    assert trigram == pytest.approx(2.95, abs=0.01)  # the issue: "about 2.95"
+    assert trigram == pytest.approx(2.95, abs=0.01)  # a smoothed trigram's ~2.95 on this split
     fourgram = ngram.bits_per_character(ngram.fit(train_ids, 4, len(tokenizer)), held_out_ids)
-    assert fourgram < 2.57  # the issue's smoothed 4-gram: ~2.57; Kneser-Ney does better
+    assert fourgram < 2.57  # a simply smoothed 4-gram's ~2.57; Kneser-Ney does better

@@ -1,6 +1,6 @@
-"""Every option of the demos is checked before anything is read or written (issue 22,
-findings 6 and 7): each bad value below ends the program through its main(argv) with a last
-line naming the option or the file, no traceback, and no output folder left behind."""
+"""Every option of the demos is checked before anything is read or written: each bad value
+below ends the program through its main(argv) with a last line naming the option or the
+file, no traceback, and no output folder left behind."""
 import json
 import os
 
@@ -171,7 +171,7 @@ def test_a_step_that_would_not_fit_in_memory_is_refused_with_the_estimate(tmp_pa
     assert estimate >= 4 * 32 * 4 * 1e18 / 2 ** 30
     assert os.listdir(tmp_path) == []
     # the default run's step is far below it: about 150 MiB
-    from demos import common
+    from demos.support import common
     assert common.transformer_bytes(32, 200, 64, 256, 4, 1, 20_000, 200, 2) < 2 ** 28
 
 

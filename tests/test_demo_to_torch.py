@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from demos import number_words as nw
-from demos import to_torch, to_torch_ddp, translate
+from demos import to_torch, translate
+from demos.support import number_words as nw
+from demos.support import to_torch_ddp
 from helpers.to_torch import torch_copy, trained_a_little
-from models import torch_distributed
+from models.training import torch_distributed
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -1,11 +1,12 @@
-"""demos.to_torch_ddp: two processes under DistributedDataParallel, each on its rows of every
-batch, take the steps one process takes on the whole batches (Adam, clipping, the schedule),
-with shards of unequal size and unequal word counts."""
+"""demos.support.to_torch_ddp: two processes under DistributedDataParallel, each on its rows of
+every batch, take the steps one process takes on the whole batches (Adam, clipping, the
+schedule), with shards of unequal size and unequal word counts."""
 import numpy as np
 
-from demos import number_words as nw
-from demos import to_torch, to_torch_ddp, translate
-from models import torch_distributed
+from demos import to_torch, translate
+from demos.support import number_words as nw
+from demos.support import to_torch_ddp
+from models.training import torch_distributed
 from helpers.to_torch import torch_copy, trained_a_little
 
 BATCH, STEPS = 15, 4  # 15 rows: shards of 8 and 7

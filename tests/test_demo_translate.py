@@ -1,4 +1,4 @@
-"""demos.translate and its task, demos/number_words.py: the English of numbers against
+"""demos.translate and its task, demos/support/number_words.py: the English of numbers against
 hand-written facts, the held-out split, and the demo run end to end with --quick."""
 import importlib
 import io
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from demos import common, translate
-from demos import number_words as nw
+from demos import translate
+from demos.support import common
+from demos.support import number_words as nw
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -313,15 +314,16 @@ def test_same_seed_same_bits_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_
 
 
 def test_the_demos_are_packaged():
-    """pip install '.[demos]' installs demos/, so python -m demos.translate runs anywhere."""
+    """pip install '.[demos]' installs demos/ and its support modules, so python -m
+    demos.translate runs anywhere."""
     import configparser
 
     import setuptools
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
     include = config["options.packages.find"]["include"].split()
-    assert {"demos", "models", "autograd_lite"} <= set(setuptools.find_packages(ROOT,
-                                                                                include=include))
+    assert {"demos", "demos.support", "models", "models.training", "autograd_lite"} <= set(
+        setuptools.find_packages(ROOT, include=include))
 
 
 @pytest.mark.parametrize("share, vocabs, n_matrices", [("none", (13, 34), 3),

@@ -168,8 +168,8 @@ def test_the_summary_line_reads_the_first_and_last_records():
 
 def test_a_finite_gradient_past_the_float_range_is_described_by_its_largest_group():
     """Every entry finite but Σ g² overflowing float32 (or a loss that is not finite): the
-    description names no NaN (issue 33: "0 of the gradient's entries are NaN or infinite, in no
-    group" contradicted the stop) but the group with the largest norm, measured in float64."""
+    description names no NaN ("0 of the gradient's entries are NaN or infinite, in no group"
+    would contradict the stop) but the group with the largest norm, measured in float64."""
     p = tiny_lm()
     groups = health.parameter_groups(p)
     grads = ag.tree_map(lambda leaf: np.full_like(leaf, 1e19) if leaf is p.head.w

@@ -1,5 +1,6 @@
-"""autograd_lite.optim.memory (ag.memory): importing the library leaves malloc alone; keep_freed_memory() (or
-its GLIBC_TUNABLES equivalent) makes freed blocks reused instead of returned to the system.
+"""autograd_lite.memory (ag.memory): importing the library leaves malloc alone;
+keep_freed_memory() (or its GLIBC_TUNABLES equivalent) makes freed blocks reused instead of
+returned to the system.
 
 Each case runs in a fresh interpreter: the setting is process-wide and cannot be undone."""
 import functools

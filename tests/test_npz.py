@@ -178,16 +178,18 @@ HUGE = 9223372036854775808  # 2**63, past numpy's largest index
      f"the entry 'a0' claims the shape ({2 ** 62}, 0, 4) int8, which numpy refuses"),
 ])
 def test_a_header_no_data_could_match_is_refused_by_name(header, message, tmp_path):
-    """Issue 21: a zero-byte dtype passed the size check (a 604-byte file loaded as a 7.5 GiB
-    array of b''), and numpy's bare 'Maximum allowed dimension exceeded' escaped for a shape
-    with a 0 and a length past 2**63."""
+    """Headers that no data in the file can match, each refused naming the entry, its shape
+    and dtype: a zero-byte dtype, which the size check alone would let claim a huge array of
+    b'' from a small file, and a shape with a 0 and a length past 2**63, where numpy's bare
+    'Maximum allowed dimension exceeded' would otherwise escape."""
     path = tmp_path / "claims.npz"
     write_one_member(path, "a0.npy", npy_bytes(header=header))
     expect_refusal(path, re.escape(message) + ".*")
 
 
 def test_an_entry_referenced_twice_is_refused(tmp_path):
-    """Issue 21: each reference read a new copy of the entry. save writes an entry once."""
+    """An entry is read once: a structure that references it twice is refused (save writes
+    each entry once, so no file of ours has one)."""
     path = tmp_path / "twice.npz"
     structure = {"kind": "list", "children": [array_entry("a0"), array_entry("a0")]}
     write_members(path, structure, {"a0.npy": npy_bytes(np.zeros(4))})

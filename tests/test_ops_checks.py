@@ -96,7 +96,7 @@ def test_dtype_check_sees_through_traced_values():
                 x32)
 
 
-# What numpy's functions take: lists, tuples and numbers (issue 12, bug 9)
+# What numpy's functions take: lists, tuples and numbers
 
 ROW, MATRIX = [0.5, -1.0, 2.0], ((0.5, -1.0, 2.0), (1.5, 0.25, -3.0))
 UNARY = {  # every unary op against numpy's function (None: the op on the arguments as arrays)

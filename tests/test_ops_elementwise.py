@@ -48,9 +48,9 @@ SIGMOID_POINTS = {np.float32: [-88.0, -40.0, -20.0, -10.0, 0.0, 10.0, 20.0, 40.0
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_sigmoid_keeps_its_relative_precision_on_both_sides(dtype, torch):
-    """Issue 12, 3: (1 + tanh(x/2)) / 2 was 0 below x = -10 (float32) or -37 (float64), so
-    log σ(x) had a NaN gradient. Each value within a few ulps of torch's, relatively; the
-    gradient of log σ(x), 1 - σ(x), finite and torch's."""
+    """Far into the negative side, where (1 + tanh(x/2)) / 2 rounds to 0 (below x = -10 in
+    float32, -37 in float64) and log σ(x) would have a NaN gradient: each value within a few
+    ulps of torch's, relatively; the gradient of log σ(x), 1 - σ(x), finite and torch's."""
     x = np.array(SIGMOID_POINTS[dtype], dtype)
     t = torch.from_numpy(x.copy()).requires_grad_(True)
     want = torch.sigmoid(t)

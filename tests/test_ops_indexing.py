@@ -97,8 +97,8 @@ class _NumpyWithoutAddAt:
 
 
 def test_gather_pullback_sums_repeated_rows_without_np_add_at(monkeypatch, rng):
-    """The issue's rule: sort + np.add.reduceat, not np.add.at (3x slower on the embedding
-    table's 1,600 lookups). The sums are checked against a plain loop."""
+    """Repeated rows summed by sort + np.add.reduceat, never np.add.at (the slow path on an
+    embedding table's lookups). The sums are checked against a plain loop."""
     from autograd_lite.ops import indexing
     monkeypatch.setattr(indexing, "np", _NumpyWithoutAddAt())
     table = rng.standard_normal((50, 4))

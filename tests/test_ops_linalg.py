@@ -68,9 +68,9 @@ SECOND_ORDER_CASES = [
 @pytest.mark.parametrize("ord, axis, keepdims, shape, zero", SECOND_ORDER_CASES)
 def test_second_order_at_a_zero_norm_is_finite_and_exact_elsewhere(
         ord, axis, keepdims, shape, zero, squared, rng):
-    """Issue 21: ∇⟨∇f, v⟩ for f = Σ w ⊙ ‖x‖ (or ‖x‖²) was NaN on every element of a zero
-    vector (the traced sqrt's pullback divided 0 by 0). Central differences of the gradient
-    are the reference wherever the norm is nonzero. ‖x‖², however written, is smooth at 0:
+    """∇⟨∇f, v⟩ for f = Σ w ⊙ ‖x‖ (or ‖x‖²) with a zero vector among the slices, where a
+    traced sqrt's pullback would divide 0 by 0: finite everywhere. Central differences of the
+    gradient are the reference wherever the norm is nonzero. ‖x‖², however written, is smooth at 0:
     there (and everywhere) the result is the analytic 2 w ⊙ v; ‖x‖ itself is not, and its
     result at the zero slice is finite."""
     x = rng.standard_normal(shape)
@@ -100,8 +100,8 @@ def test_second_order_at_a_zero_norm_is_finite_and_exact_elsewhere(
         np.testing.assert_allclose(got[nonzero], want[nonzero], rtol=1e-6, atol=1e-7)
 
 
-def test_the_issues_example_the_hessian_of_a_squared_norm_at_a_zero_row_is_2():
-    """Issue 21's case: Σ_rows ‖x_i‖² is Σ x², so the derivative of Σ ∇f is 2 everywhere."""
+def test_the_hessian_of_a_squared_norm_at_a_zero_row_is_2():
+    """Σ_rows ‖x_i‖² is Σ x², so the derivative of Σ ∇f is 2 everywhere, a zero row too."""
     def f(x):
         return ag.sum(ag.norm(x, axis=1) ** 2)
     x = np.array([[0., 0, 0], [1, 2, 2]])

@@ -92,7 +92,7 @@ def test_linear_errors_name_the_shapes(x_shape, w_shape, b_shape, message):
         ag.linear(np.ones((2, 3)), np.ones((3, 3)), np.ones(3, np.float32))
 
 
-ZERO_SIZE = [  # (a, b): operands with an empty axis, issue 21's cases first
+ZERO_SIZE = [  # (a, b): operands with an empty axis, inner, outer or batch
     ((2, 3, 4), (4, 0)), ((2, 3, 1, 0), (0, 3)), ((3, 0), (0, 2)), ((0, 3), (3, 2)),
     ((0,), (0, 3)), ((4, 0), (0,)), ((0, 2, 3), (3, 5)), ((2, 0, 3), (2, 3, 4)),
 ]
@@ -100,9 +100,9 @@ ZERO_SIZE = [  # (a, b): operands with an empty axis, issue 21's cases first
 
 @pytest.mark.parametrize("a_shape, b_shape", ZERO_SIZE)
 def test_matmul_of_zero_size_operands_matches_numpy_and_torch(a_shape, b_shape, rng, torch):
-    """Issue 21: an empty axis made `_rows` ask numpy for reshape(-1, 0), which it refuses.
-    The product is numpy's (zeros where the inner axis is empty), the gradients PyTorch's:
-    zeros of each operand's shape."""
+    """An empty axis anywhere (where a reshape(-1, 0) would be refused by numpy): the product
+    is numpy's (zeros where the inner axis is empty), the gradients PyTorch's: zeros of each
+    operand's shape."""
     a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
     np.testing.assert_array_equal(ag.matmul(a, b), a @ b)
     w = rng.standard_normal((a @ b).shape)

@@ -87,9 +87,9 @@ def test_masked_entries_change_nothing(fill, dtype, rng, torch):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_huge_kept_entries_beside_larger_masked_ones(dtype, rng, torch):
     """Beyond the no-shift bound the exponent is shifted by the largest kept entry; a masked
-    entry above every kept one must not be that maximum (issue 12, 4c)."""
+    entry above every kept one must not be that maximum."""
     top = np.finfo(dtype).max
-    x = np.array([[-0.6 * top, 0.3 * top],  # the issue's row: mask [[True, False]]
+    x = np.array([[-0.6 * top, 0.3 * top],  # the masked entry is the larger one
                   [-0.6 * top, -0.6 * top + 2 * np.abs(np.spacing(dtype(0.6 * top)))],
                   [1e3, 0.9 * top]], dtype=dtype)
     mask = np.array([[True, False], [True, True], [True, False]])
@@ -107,7 +107,7 @@ def test_huge_kept_entries_beside_larger_masked_ones(dtype, rng, torch):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_kept_nan_inf_or_only_minus_inf_make_the_row_nan_as_in_torch(dtype, torch):
     """As torch's masked_fill(-inf).softmax: a kept NaN or +inf, or kept entries that are all
-    -inf (issue 12, 4a), make the row NaN; the other rows are untouched."""
+    -inf, make the row NaN; the other rows are untouched."""
     x = np.array([[np.nan, 1.0, 2.0], [np.inf, 1.0, 5.0], [-np.inf, 0.0, 7.0],
                   [-np.inf, -np.inf, 3.0], [0.5, 1.0, 2.0]], dtype=dtype)
     mask = np.array([[True, True, False], [True, True, False], [True, False, False],
@@ -199,7 +199,8 @@ def compare_half(torch, ours, theirs, x):
 
 
 def test_float16_rows_whose_sum_overflows_float16(torch):
-    """Issue 12, 1: Σ e^5.5 over 300 entries is 73,000, past float16's 65,504."""
+    """Σ e^5.5 over 300 entries is 73,000, past float16's 65,504: the sum is taken in
+    float32, and softmax, log_softmax and logsumexp agree with torch's float16."""
     x = np.full((2, 300), 5.5, np.float16)
     x[1, ::2] = -3.0
     mask = np.ones(300, bool)
@@ -224,7 +225,7 @@ def test_float16_softmax_family_matches_torch(axis, rng, torch):
     compare_half(torch, lambda x: ag.logsumexp(x, axis), lambda t: t.logsumexp(axis), x)
 
 
-# ---- empty axes (issue 12, 7) -----------------------------------------------------------------
+# ---- empty axes -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ALL_FLOATS)
 @pytest.mark.parametrize("shape, axis", [((2, 0), -1), ((2, 0), 0), ((0, 3), -1), ((0,), 0)])

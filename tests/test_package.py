@@ -1,5 +1,8 @@
 """The package itself: its version, its requirements' floors, that pictures need no Python
-graphviz package, and that the explorer's script and style are installed with it."""
+graphviz package, that the explorer's script and style are installed with it, and the
+direction of every import. The installed version's test needs `pip install -e .` and the
+lazy numba import's test numba (CI installs both): where either is missing they skip, saying
+so (tests/conftest.py's `installed_version` and `numba`)."""
 import configparser
 import fnmatch
 import os
@@ -19,9 +22,9 @@ def setup_cfg():
     return config
 
 
-def test_the_version_is_setup_cfgs():
+def test_the_version_is_setup_cfgs(installed_version):
     assert ag.__version__ == setup_cfg()["metadata"]["version"]
-    assert ag.__version__ == metadata.version("autograd-lite")
+    assert ag.__version__ == installed_version
 
 
 def test_without_installed_metadata_the_version_says_unknown():
@@ -77,11 +80,13 @@ def test_the_pictures_need_no_graphviz_python_package():
 
 # Each package of the engine, with the packages it may import (DESIGN.md's layout: viz, optim, io
 # and the transforms above ops, batching (vmap and the ops' batching rules) among the
-# transforms; ops above kernels and core; core above nothing; interrupts.py and threads.py
-# leaves below all, which the kernels use while numba compiles and to size their pool).
+# transforms; ops above kernels and core; core above nothing; interrupts.py, threads.py and
+# memory.py leaves below all: the kernels use the first two while numba compiles and to size
+# their pool, and the third is the allocator setting a program asks for).
 MAY_IMPORT = {
     "interrupts": set(),
     "threads": set(),
+    "memory": set(),
     "core": set(),
     "kernels": {"interrupts", "threads"},
     "ops": {"core", "kernels"},
@@ -130,7 +135,7 @@ def test_the_explorers_script_and_style_are_package_data():
     assert all(any(fnmatch.fnmatch(name, pattern) for pattern in patterns) for name in assets)
 
 
-def test_the_core_install_needs_numpy_alone_and_imports_numba_lazily():
+def test_the_core_install_needs_numpy_alone_and_imports_numba_lazily(numba):
     """`import autograd_lite` loads no numba; the first kernel call does where numba is
     installed (the `fast` extra), unless AUTOGRAD_LITE_KERNELS=numpy asks for numpy's."""
     assert [r.name for r in requirements()["core"]] == ["numpy"]

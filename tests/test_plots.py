@@ -64,8 +64,8 @@ def test_training_curves_draw_every_step_and_each_epoch_at_its_last_step(tmp_pat
 
 
 def test_training_curves_read_at_a_glance(tmp_path):
-    """Issue 22, finding 10: steps on both x-axes, units and titles on both panels, a running
-    mean over the steps, epochs as labelled vertical lines, no markers past 20 epochs."""
+    """Steps on both x-axes, units and titles on both panels, a running mean over the steps,
+    epochs as labelled vertical lines, no markers past 20 epochs."""
     fig = plots.training_curves(HISTORY, tmp_path / "c.png")
     loss_axes, metric_axes = fig.axes[:2]
     assert [(ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) for ax in (loss_axes, metric_axes)] \
@@ -349,9 +349,9 @@ def test_without_other_fonts_only_the_default_fonts_characters_are_kept(monkeypa
 
 def test_training_curves_say_how_the_validation_loss_is_measured_and_star_the_reported_one(
         tmp_path):
-    """Issue 33: the LM's curve ended at 1.84 bits where the run reported 1.72, measured
-    differently; the legend says how each is measured and the reported figure is a star at
-    the last step, in the panel's unit (bits, not scaled again)."""
+    """A curve and the run's reported figure measured differently (the LM's validation
+    windows, its whole held-out text): the legend says how each is measured and the reported
+    figure is a star at the last step, in the panel's unit (bits, not scaled again)."""
     fig = plots.training_curves(HISTORY, tmp_path / "c.png", bits=True, per="character",
                                 val_label="val loss: random windows", final=(0.25, "reported"))
     lines = {line.get_label(): line for line in fig.axes[0].get_lines()}

@@ -2,7 +2,7 @@
 test-sized budget: the UCI sentiment sentences and a slice of amazon_hatn, each written to
 files in the formats the demo reads (sentence<TAB>label, CSV), trained and tested by
 `python -m demos.classify --data ... --test ...`. The full-size figures (longer runs) are
-in the README."""
+in docs/results.md."""
 import csv
 
 import numpy as np

@@ -1,6 +1,6 @@
 """ag.checkpoint: the same numbers as without it, f's forward values not kept but
 recomputed in the backward pass, dropout replayed from the generator's saved state, and
-second order through a checkpointed function (issue 12)."""
+second order through a checkpointed function."""
 import gc
 import weakref
 from typing import NamedTuple

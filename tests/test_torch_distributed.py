@@ -1,6 +1,6 @@
-"""models.torch_distributed: the checks of --workers and --port, the shards against torch's
-DistributedSampler, and processes that fail or are killed (the others stopped at once, the
-failure named). Processes that finish: tests/test_demo_to_torch_ddp.py."""
+"""models.training.torch_distributed: the checks of --workers and --port, the shards against
+torch's DistributedSampler, and processes that fail or are killed (the others stopped at once,
+the failure named). Processes that finish: tests/test_demo_to_torch_ddp.py."""
 import multiprocessing
 import os
 import socket
@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from models import torch_distributed
+from models.training import torch_distributed
 from helpers import workers
 
 

@@ -1,4 +1,4 @@
-"""jacobian, hessian, hvp and jvp (issue 12): against PyTorch (torch.func and
+"""jacobian, hessian, hvp and jvp: against PyTorch (torch.func and
 torch.autograd.functional), central differences and each other, with NamedTuple
 parameters in and out, float32 kept float32, and the errors that name the call."""
 from typing import NamedTuple

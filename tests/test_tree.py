@@ -184,7 +184,7 @@ def test_traced_values_are_not_python_numbers():
     assert seen == [False]
 
 
-# defaultdicts (issue 12, bug 9)
+# defaultdicts
 
 def test_a_defaultdict_keeps_its_type_and_default_factory():
     tree = collections.defaultdict(list, {"w": np.ones(2), "b": [1.0]})
@@ -203,7 +203,7 @@ def test_gradient_of_a_defaultdict_argument():
     assert g["scale"] == 5.0 and type(g["scale"]) is float
 
 
-# mismatch messages at the user's level (issue 12, bug 10)
+# mismatch messages at the user's level
 
 class Dense(NamedTuple):
     w: np.ndarray

@@ -510,8 +510,8 @@ def svg_box(svg_text, cls):
 @pytest.mark.usefixtures("dot")
 def test_the_legend_sits_below_the_output_and_the_backward_picture_explains_its_notes(
         mlp_args, tmp_path):
-    """Issue 22, finding 10: the legend floated far to the right of the graph, and "saved 64 B"
-    and "+64 B residuals" were not explained on the picture."""
+    """The legend sits below the output and within the picture's width, and the backward
+    picture explains its "saved N" and "+N residuals" notes (the forward one has none)."""
     graph = ag.viz.trace(mlp, *mlp_args)
     for backward in (False, True):
         svg = graph.render(tmp_path / "g.svg", backward=backward).read_text()

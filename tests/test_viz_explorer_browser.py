@@ -13,11 +13,11 @@ import pytest
 
 import autograd_lite as ag
 from autograd_lite.viz.labels import shape_text
-from demos.browser import open_explorer
+from demos.support.browser import open_explorer
 from models import classifier, lm, transformer
 
 API = "window.autogradExplorer"
-MEGABYTES = 5.0  # the limit for the base Transformer's page
+MEGABYTES = 5.0  # the most the base Transformer's page may weigh
 
 
 class Page:

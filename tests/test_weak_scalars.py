@@ -1,7 +1,7 @@
-"""Python floats are weakly typed, traced or not (issue 12, bug 5): in an op with float
-arrays they take the arrays' dtype (numpy's NEP 50, JAX's weak types), and their gradient
-comes back as a Python float. References: the untraced call, PyTorch (whose 0-d tensors
-also yield to dimensioned ones) and central differences."""
+"""Python floats are weakly typed, traced or not: in an op with float arrays they take the
+arrays' dtype (numpy's NEP 50, JAX's weak types), and their gradient comes back as a Python
+float. References: the untraced call, PyTorch (whose 0-d tensors also yield to dimensioned
+ones) and central differences."""
 from typing import NamedTuple
 
 import numpy as np
@@ -11,7 +11,7 @@ import autograd_lite as ag
 from helpers.references import central_jacobian
 
 
-def test_the_issues_example_works_as_the_untraced_call_does():
+def test_a_float_times_a_float32_array_stays_float32_as_the_untraced_call_does():
     x = np.ones(3, np.float32)
     f = lambda t, x: ag.sum(x * t)  # noqa: E731
     assert f(2.0, x).dtype == np.float32  # untraced: numpy keeps float32

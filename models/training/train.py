@@ -43,8 +43,8 @@ from .run_files import (CHECKPOINT, Position, RunMismatch, load_checkpoint, open
                         save_checkpoint, save_epoch, write_history)  # (train.RunMismatch too)
 from .progress import progress_bar
 
-HEALTH_EVERY = 10  # the demos' health_every: a record costs 2-8% of one of their steps, so
-# 0.2-0.8% of the training at 10 (tests/benchmarks/bench_health.py, on a busy 2-core machine)
+HEALTH_EVERY = 10  # the demos' health_every: a record costs a few per cent of one of their
+# steps, so a tenth of that over the training (tests/benchmarks/README.md, bench_health.py)
 
 
 class TrainingInterrupted(KeyboardInterrupt):

@@ -1,11 +1,11 @@
 """The explorer's scale on the paper's base Transformer (6 + 6 layers, d 512, batch 2, 16
 tokens), with backward=True and values=True: the seconds to trace and write the page (wall
 clock and this process's CPU), its size, the first view's drawing time after load in headless
-Chromium, and the slowest of opening every call. The issue's limits: 10 s, 5 MB, 2 s, 300 ms.
+Chromium, and the slowest of opening every call. The targets: 10 s, 5 MB, 2 s, 300 ms.
 
     python3 tests/benchmarks/bench_explorer.py [--rounds 3]
 
-Needs Graphviz's dot and Debian's chromium and chromium-driver (demos/browser.py)."""
+Needs Graphviz's dot and Debian's chromium and chromium-driver (demos/support/browser.py)."""
 import argparse
 import os
 import pathlib
@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 import autograd_lite as ag  # noqa: E402
-from demos.browser import headless_chromium, open_explorer  # noqa: E402
+from demos.support.browser import headless_chromium, open_explorer  # noqa: E402
 from models import transformer  # noqa: E402
 
 OPEN_EVERY_CALL = """

@@ -6,7 +6,7 @@ The recipe (nanoGPT's README, "I only have a macbook"): 4 layers, 4 heads, d 128
 4 · 128), context 64, batch 12, 2,000 iterations, no dropout; nanoGPT reports a validation
 loss of about 1.88 nats (2.71 bits) per character. The rest is generate's, the same for
 both sides: Adam at peak 1e-3 with 100 steps of warm-up and a cosine decay to 1/20 of it
-(demos.common.learning_rate), gradients clipped to norm 1, random windows of the first 90%
+(demos.support.common.learning_rate), gradients clipped to norm 1, random windows of the first 90%
 of the text, the last 10% held out and scored in full by generate.held_out_bits's windows
 (context 64, every 32). The twin starts from our initial weights (torch_bridge.lm_to_torch)
 and draws the same batches.
@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # the repository, uninstalled
 import twins  # noqa: E402  (beside this file)
 from demos import generate  # noqa: E402
-from demos.common import learning_rate  # noqa: E402
+from demos.support.common import learning_rate  # noqa: E402
 from models import data, text  # noqa: E402
 
 RECIPE = dict(d_model=128, heads=4, d_ff=512, layers=4, context=64, batch_size=12, steps=2000,

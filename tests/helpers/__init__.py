@@ -15,7 +15,7 @@
     helpers.demos         the classify demo run in the test's process, its final line's pattern
     helpers.serialization crafted files and small models for the save/load tests
     helpers.to_torch      the to_torch demo's start: a model trained a little, its torch copy
-    helpers.workers       functions for models.torch_distributed.launch to run in processes
+    helpers.workers       functions for training.torch_distributed.launch to run in processes
 """
 # The op-level references, also as `from helpers import ...` (the name other branches expect).
 from helpers.references import (DTYPES, RTOL, assert_close, check_first_order,  # noqa: F401

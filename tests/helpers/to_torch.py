@@ -6,7 +6,7 @@ and a torch copy of it with its Adam.
 """
 import numpy as np
 
-from demos import number_words as nw
+from demos.support import number_words as nw
 from demos import to_torch, translate
 
 

@@ -1,5 +1,5 @@
-"""Workers for models.torch_distributed.launch in the tests: module-level functions, so that
-a spawned process can import them. Each takes (rank, world, job) with job a dict.
+"""Workers for models.training.torch_distributed.launch in the tests: module-level functions,
+so that a spawned process can import them. Each takes (rank, world, job) with job a dict.
 
     all_reduce_steps(rank, world, job)   job["steps"] all-reduces of a tensor; the rank
                                          job["kill_rank"] kills itself with SIGKILL after

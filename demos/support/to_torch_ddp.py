@@ -10,7 +10,7 @@ every batch, and rank 0 hands the weights back.
     parameter_difference(state_dict, reference)             # how far, the key biases aside
 
 Every process draws the batches one process would (translate.EpochBatches(seed, 1, ...)) and
-keeps rows rank::N of each (models.torch_distributed.shard). Its loss is
+keeps rows rank::N of each (models.training.torch_distributed.shard). Its loss is
 N · Σ (cross-entropy of its rows' words) / (the words of the whole batch): DDP averages the
 processes' gradients, so each applies the gradient of the mean over the whole batch, the
 gradient one process computes on the whole batch, and the clipping after it sees the same
@@ -26,9 +26,9 @@ import tempfile
 import time
 from typing import Any, NamedTuple
 
-from models import torch_distributed
+from models.training import torch_distributed
 
-from . import translate
+from .. import translate
 from .torch_steps import (adam_state_to_torch, batch_loss, shard_loss,  # noqa: F401
                           train_in_torch)
 
@@ -65,7 +65,7 @@ class Result(NamedTuple):
 
 
 def train(job, workers, port=0, timeout=60.0):
-    """job's steps on `workers` processes (models.torch_distributed.launch). -> Result;
+    """job's steps on `workers` processes (models.training.torch_distributed.launch). -> Result;
     WorkerFailed when one dies, ValueError when `port` is taken."""
     import torch
     with tempfile.TemporaryDirectory(prefix="to_torch-") as folder:

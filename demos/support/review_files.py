@@ -1,6 +1,6 @@
 """The classify demo's data: a user's file of labelled texts (CSV, JSON lines as in
 Amazon-reviews-multi, or sentence<TAB>label lines), split into training and test reviews or
-tested on a second file, or, without a file, the generated reviews of demos/reviews.py.
+tested on a second file, or, without a file, the generated reviews of demos/support/reviews.py.
 
 Labels become class ids 0..C-1: text labels in sorted order ("negative", "positive"), number
 labels in increasing order (stars 1..5 are classes 0..4, named "1".."5"). A test file is read
@@ -113,7 +113,7 @@ def load(options, generated, seed):
     if options.data is None:
         texts, labels = reviews.generate(generated, seed)
         return split_off_test(Reviews(texts, labels), reviews.CLASS_NAMES, seed,
-                              f"{generated:,} generated reviews (demos/reviews.py)",
+                              f"{generated:,} generated reviews (demos/support/reviews.py)",
                               drop_repeats=True)
     dataset = read(options.data, options)
     names, values = classes_of(dataset, binary_stars=options.labels == "binary")

@@ -4,7 +4,7 @@ at any moment, from the first import on, ends it with one line on stderr and exi
 line and exits with its status. Standard library only: it is imported before numpy.
 
     if __name__ == "__main__":                 # at the top of the demo, before numpy
-        from . import program
+        from .support import program
         program.stop_quietly_while_importing("translate")
     ...
     if __name__ == "__main__":                 # at the bottom

@@ -1,7 +1,7 @@
 """Batches of reviews of similar length, for the classify demo. Reviews differ in length
 (Amazon's: a median of 82 words, a tail past 1,000), and a batch costs what its longest
-row costs: grouping rows of similar length makes an epoch about twice as fast at
---max-len 200 with pool="mean", which leaves padding out of every result.
+row costs: grouping rows of similar length leaves little padding to compute, and
+pool="mean" leaves padding out of every result.
 
     batches = length_bucketed_batches(sequences, labels, 32, pad, rng)   # data.Batches
     probs = probabilities(params, sequences, pad)                         # (N, C)

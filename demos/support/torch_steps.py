@@ -1,6 +1,7 @@
 """The PyTorch side's training steps, shared by demos.to_torch (one process) and
-demos.to_torch_ddp (its workers): the Adam state carried over, the steps with translate's loss
-and clipping, each process's part of the loss over a batch, and the progress lines.
+demos.support.to_torch_ddp (its workers): the Adam state carried over, the steps with
+translate's loss and clipping, each process's part of the loss over a batch, and the progress
+lines.
 
     adam_state_to_torch(torch, optimizer, module, state)    # our Adam's moments, in torch's
     losses = train_in_torch(torch, module, adam, schedule, batches, first_step, rank, world)
@@ -8,10 +9,10 @@ and clipping, each process's part of the loss over a batch, and the progress lin
 """
 import numpy as np
 
-from models import torch_distributed
+from models.training import torch_distributed
 
 from . import number_words as nw
-from . import translate
+from .. import translate
 
 
 def adam_state_to_torch(torch, optimizer, module, state):
@@ -28,7 +29,8 @@ def train_in_torch(torch, module, optimizer, schedule, batches, first_step, rank
     """torch.optim.Adam steps on `batches`, with translate's loss and clipping; the learning
     rate schedule(step) goes on from first_step. With world > 1, module is a
     DistributedDataParallel over `world` processes and this one, `rank`, computes on rows
-    rank::world of each batch (demos.to_torch_ddp). -> the loss of each step's whole batch"""
+    rank::world of each batch (demos.support.to_torch_ddp). -> the loss of each step's whole
+    batch"""
     module.train()
     losses = []
     for step, batch in enumerate(batches, first_step):
