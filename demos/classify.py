@@ -27,17 +27,14 @@ curves.png, health.png (gradient norms and update ratios by parameter group:
 models/training/health.py), confusion.png and probabilities.png. --predict needs only that folder
 (and answers with the transformer alone).
 The last line printed is the test accuracy of the two models' ensemble (demos/support/ensemble.py:
-the mean of their probabilities), the demo's result, then of each model. Run as a program,
-it sets OPENBLAS_NUM_THREADS=1 unless the environment says otherwise, as translate and
-generate do: at these sizes a second BLAS thread hardly helps a step, and on a busy machine
-it makes steps several times slower.
+the mean of their probabilities), the demo's result, then of each model. Like every demo it
+runs on one thread unless --threads or OPENBLAS_NUM_THREADS say otherwise: at these sizes a
+second BLAS thread hardly helps a step, and on a busy machine it makes steps several times
+slower.
 """
-import os
-
 if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .support import program
-    program.stop_quietly_while_importing("classify")
+    program.start("classify")
 
 import json  # noqa: E402
 import math  # noqa: E402
@@ -392,6 +389,7 @@ def read_reviews(args):
 def main(argv=None):
     """Train and test: -> Run. With --model and --predict: print the predictions, -> None."""
     args = parse_args(argv)
+    common.use_threads(args)
     common.check_device("classify", args)
     common.say_if_compiling()
     ag.memory.keep_freed_memory()

@@ -37,17 +37,16 @@ checkpoint), with the settings, --data and --seed it was started with. An ensemb
 holds the tuple of its models' parameters, and each model's files from fit, curves.png and
 health.png are in its folder, member-0/, member-1/, ...
 
-The default run's time and result, beside the n-grams': docs/results.md. Run as a program,
-it sets OPENBLAS_NUM_THREADS=1 unless the environment sets it: a step of these sizes has
-little for a second BLAS thread to share, and on a busy machine the second thread makes it
-several times slower (tests/benchmarks/README.md, "The demos' BLAS threads").
+The default run's time and result, beside the n-grams': docs/results.md. Like every demo it
+runs on one thread unless --threads or OPENBLAS_NUM_THREADS say otherwise: a step of these
+sizes has little for a second BLAS thread to share, and on a busy machine the second thread
+makes it several times slower (tests/benchmarks/README.md, "The demos' BLAS threads").
 """
 import os
 
-if __name__ == "__main__":  # before numpy is imported: BLAS reads it once, at load
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+if __name__ == "__main__":  # before numpy is imported: BLAS reads its threads once, at load
     from .support import program
-    program.stop_quietly_while_importing("generate")
+    program.start("generate")
 
 import argparse  # noqa: E402  (after the thread setting, on purpose)
 import json  # noqa: E402
@@ -512,6 +511,7 @@ def use_model(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    common.use_threads(args)
     common.check_device("generate", args)
     common.say_if_compiling()
     if args.model is not None:

@@ -29,9 +29,9 @@ writes no explorer, and still ends normally (--readme-picture and --readme-scree
 need it, are refused before anything is drawn, as is a path whose suffix is not what is
 written). A file that cannot be written (a full disk) ends the demo with one line naming it.
 """
-if __name__ == "__main__":
+if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
     from .support import program
-    program.stop_quietly_while_importing("graphs")
+    program.start("graphs")
 
 import contextlib  # noqa: E402
 import importlib.util  # noqa: E402
@@ -206,6 +206,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    common.use_threads(args)
     out = common.output_directory(args, "graphs")
     try:
         draw_all(args, out)

@@ -9,9 +9,9 @@ binary cross-entropy learns a w and b whose line w·x + b = 0 is that diagonal. 
 line printed is the accuracy on 1,000 fresh points (a constant guess gets about half).
 Saved in --out (default runs/logistic_regression-<timestamp>/): model.npz (ag.save).
 """
-if __name__ == "__main__":
+if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
     from .support import program
-    program.stop_quietly_while_importing("logistic_regression")
+    program.start("logistic_regression")
 
 import sys  # noqa: E402
 from typing import NamedTuple  # noqa: E402
@@ -82,6 +82,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    common.use_threads(args)
     out = common.output_directory(args, "logistic_regression")
     rng = np.random.default_rng(args.seed)
     x, y = points(rng, args.n)

@@ -25,20 +25,17 @@ between embeddings and an output layer) and back. The steps:
 The last line is the held-out result: the loss under teacher forcing, the exact match of
 greedy decoding, and how closely the logits agreed (with --workers, also how closely N
 processes and one agreed, and the time of a step of each). Without torch it says how to
-install it and exits normally. Run as a program it uses one BLAS and one torch thread unless
-OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say otherwise: as for demos.translate, a second
-thread does not help at these sizes, and on a busy machine it hurts (tests/benchmarks/
-README.md, "The demos' BLAS threads").
+install it and exits normally. Like every demo it runs on one thread, numpy's BLAS and torch
+alike, unless --threads or OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say otherwise: as for
+demos.translate, a second thread does not help at these sizes, and on a busy machine it hurts
+(tests/benchmarks/README.md, "The demos' BLAS threads").
 """
-import os
 import sys
 import time
 
 if __name__ == "__main__":  # a program's choice, made before numpy and torch load; not on import
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     from .support import program
-    program.stop_quietly_while_importing("to_torch")
+    program.start("to_torch")
 
 
 import numpy as np  # noqa: E402
@@ -191,12 +188,15 @@ def steps_on_workers(args, torch, module, adam, job):
 
 def main(argv=None):
     args = parse_args(argv)
+    common.use_threads(args)
     try:
         import torch
         from models import torch_bridge
     except ImportError:
         common.print_result(INSTALL)
         return
+    if args.threads is not None:  # as the BLAS's (common.use_threads)
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     ag.memory.keep_freed_memory()
     out = common.output_directory(args, "to_torch")

@@ -27,17 +27,15 @@ attention over the digits of one held-out number), health.png (gradient norms an
 ratios by parameter group: models/training/health.py), and fit's files: last.npz (the
 checkpoint a --resume continues), best.npz, history.json and hyperparameters.json.
 
-The full run takes a few minutes of one core (its figures: docs/results.md). Run as a
-program, it sets OPENBLAS_NUM_THREADS=1 unless the environment says otherwise: at these
-sizes a second BLAS thread does not make a step faster, and on a busy machine it makes a step
-many times slower (tests/benchmarks/README.md, "The demos' BLAS threads").
+The full run takes a few minutes of one core (its figures: docs/results.md). Like every
+demo it runs on one thread unless --threads or OPENBLAS_NUM_THREADS say otherwise
+(demos/support/program.py): at these sizes a second BLAS thread does not make a step faster,
+and on a busy machine it makes a step many times slower (tests/benchmarks/README.md, "The
+demos' BLAS threads").
 """
-import os
-
 if __name__ == "__main__":  # a program's choice, made before numpy loads BLAS; never on import
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .support import program
-    program.stop_quietly_while_importing("translate")
+    program.start("translate")
 
 import argparse  # noqa: E402
 import functools  # noqa: E402
@@ -344,6 +342,7 @@ def use_model(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    common.use_threads(args)
     common.check_device("translate", args)
     common.say_if_compiling()
     if args.model is not None:

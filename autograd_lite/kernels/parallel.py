@@ -15,8 +15,7 @@ benchmarks do):
 and 1 (the serial call, in the calling thread, nothing handed to the pool) when
 ag.thread_count() < SPLIT_FROM_THREADS. row_size is what one row costs, in entries of the
 kernel's arrays (a row's length for a pass over rows; a head's score entries for the
-attention core); the thresholds are estimates (tests/benchmarks/bench_parallel.py measures
-them).
+attention core); tests/benchmarks/bench_parallel.py measures both settings.
 
 The pool's threads are started on the first split (as many as it needs: thread_count() - 1
 at most) and sleep between calls. A split inside a share runs serially, in that share's
@@ -29,9 +28,14 @@ import threading
 
 from .. import threads
 
-SPLIT_FROM_THREADS = 4  # below this many threads, every kernel runs in the calling thread:
-#                         on 2 cores OpenBLAS's second thread and the kernels share the cores
-MIN_SHARE = 2**15  # entries: about 50 µs of a kernel's passes over float32 rows
+# Below SPLIT_FROM_THREADS threads every kernel runs in the calling thread and OpenBLAS keeps
+# its threads for the products. Measured on 2 cores against the other arrangements (the
+# kernels and the attention core in 2 shares, MIN_SHARE 2^15 to 2^20; OpenBLAS on one thread
+# with the products split by rows on the pool; OpenBLAS's threads told to sleep at once):
+# none made a training step faster, most made it slower (tests/benchmarks/README.md, "Two
+# threads").
+SPLIT_FROM_THREADS = 4
+MIN_SHARE = 2**15  # entries: about 50 µs of a kernel's passes over float32 rows (an estimate)
 
 
 def share_count(n_rows, row_size=1):

@@ -1,11 +1,13 @@
-"""What every demo shares: the options --quick, --out and --seed (and `flag`, a setting's
-option), the checks of every option before anything is read or written (check_options,
-check_memory, check_output_folder, check_picture_path, refuse_unused), the learning-rate
-schedule of the training demos (learning_rate), the output directory, bad input as a
-one-line error, and the final line, which holds the measured result.
+"""What every demo shares: the options --quick, --out, --seed and --threads (use_threads;
+and `flag`, a setting's option), the checks of every option before anything is read or
+written (check_options, check_memory, check_output_folder, check_picture_path,
+refuse_unused), the learning-rate schedule of the training demos (learning_rate), the output
+directory, bad input as a one-line error, and the final line, which holds the measured
+result.
 
-    parser = common.argument_parser("classify", __doc__)  # with --quick, --out, --seed
+    parser = common.argument_parser("classify", __doc__)  # --quick, --out, --seed, --threads
     args = parser.parse_args(argv)
+    common.use_threads(args)                            # ag.set_threads(--threads)
     out = common.output_path(args, "classify")          # runs/classify-<timestamp>/, not made
     with common.exit_on_bad_input("classify"):           # "classify: <the error>", status 1
         ...                                              # read and check the input
@@ -40,13 +42,27 @@ def argument_parser(name, doc):
 
 
 def add_options(parser):
-    """--quick, --out DIR and --seed N on an argparse parser."""
+    """--quick, --out DIR, --seed N and --threads N on an argparse parser."""
     parser.add_argument("--quick", action="store_true",
                         help="a tiny run of a few seconds, for CI; other options override it")
     parser.add_argument("--out", type=pathlib.Path, default=None, metavar="DIR",
                         help="where the run's files go (default: runs/<demo>-<timestamp>/)")
     parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="seeds the data, the initial weights, the batches and dropout (0)")
+    parser.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                        help="threads for numpy's BLAS and the library's kernels (and torch's, "
+                             "in to_torch): ag.set_threads(N). Default: OPENBLAS_NUM_THREADS "
+                             "where the environment sets it, else 1 (at the demos' sizes a "
+                             "second thread does not make a step faster, and on a busy machine "
+                             "it makes steps many times slower)")
+
+
+def use_threads(args):
+    """--threads N where given: ag.set_threads(N), so that main(argv) called from Python, where
+    numpy is already loaded, runs with N threads too (a program's start, program.start, has
+    put N in the environment before numpy loaded)."""
+    if args.threads is not None:
+        ag.set_threads(args.threads)
 
 
 def non_negative_int(text):
@@ -58,6 +74,17 @@ def non_negative_int(text):
 
 
 non_negative_int.__name__ = "int"  # argparse names the type in "invalid int value: 'x'"
+
+
+def positive_int(text):
+    """An argparse type: a whole number of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+positive_int.__name__ = "int"
 
 
 def add_device_option(parser):

@@ -5,7 +5,13 @@ in this checkout and in another (an earlier commit) alternately, and compare the
 (tests/benchmarks/README.md has the figures):
 
     python3 tests/benchmarks/bench_dispatch.py        # in each checkout's root
+
+`--untimed N` runs N gradients and nothing else, for an instruction count that the machine's
+load does not move: under `valgrind --tool=callgrind`, the total of N = 40 less that of
+N = 20 is 20 gradients' instructions (the first gradients also load the kernels;
+tests/benchmarks/README.md, "Measuring a small difference").
 """
+import argparse
 import time
 
 import numpy as np
@@ -20,10 +26,15 @@ def small_function(w, x):
     return ag.sum(ag.log_softmax(h, -1) * h)
 
 
-def least_cpu_seconds(calls=200, blocks=9, warmup=50):
+def arguments():
+    """(w, x) of small_function."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((8, 16)).astype(np.float32)
-    w = rng.standard_normal((16, 16)).astype(np.float32)
+    return rng.standard_normal((16, 16)).astype(np.float32), x
+
+
+def least_cpu_seconds(calls=200, blocks=9, warmup=50):
+    w, x = arguments()
     for _ in range(warmup):
         ag.gradient(small_function, w, x)
     times = []
@@ -36,4 +47,12 @@ def least_cpu_seconds(calls=200, blocks=9, warmup=50):
 
 
 if __name__ == "__main__":
-    print(f"{least_cpu_seconds() * 1e6:.1f}")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--untimed", type=int, default=None, metavar="N",
+                        help="run N gradients untimed and exit (for valgrind's callgrind)")
+    untimed = parser.parse_args().untimed
+    if untimed is None:
+        print(f"{least_cpu_seconds() * 1e6:.1f}")
+    else:
+        for _ in range(untimed):
+            ag.gradient(small_function, *arguments())
