@@ -64,9 +64,10 @@ class FakeProfiler:
     """torch.profiler as the count calls it: `profile(activities=...)` records `events` and
     notes which calls of the step ran inside it; `supported` are the activities it offers."""
 
-    def __init__(self, supported, events, calls):
+    def __init__(self, supported, events, calls, error=None):
         self.ProfilerActivity = types.SimpleNamespace(CPU="cpu", CUDA="cuda")
         self.supported, self.events, self.calls = supported, events, calls
+        self.error = error  # raised when profiling starts, where given
 
     def supported_activities(self):
         return set(self.supported)
@@ -74,17 +75,19 @@ class FakeProfiler:
     @contextlib.contextmanager
     def profile(self, activities):
         assert activities == ["cuda"]
+        if self.error is not None:
+            raise self.error
         self.calls.append("start")
         yield types.SimpleNamespace(events=lambda: self.events)
         self.calls.append("stop")
 
 
-def fake_torch(supported, events, calls):
+def fake_torch(supported, events, calls, error=None):
     return types.SimpleNamespace(
         __version__="2.11.0+cpu", version=types.SimpleNamespace(cuda=None),
         cuda=types.SimpleNamespace(is_available=lambda: False),
         autograd=types.SimpleNamespace(DeviceType=types.SimpleNamespace(CUDA=CUDA)),
-        profiler=FakeProfiler(supported, events, calls))
+        profiler=FakeProfiler(supported, events, calls, error))
 
 
 def test_one_step_and_its_synchronization_are_profiled(launches):
@@ -106,6 +109,11 @@ def test_without_a_cuda_profiler_or_any_kernel_it_says_why_it_did_not_count(laun
     with pytest.raises(launches.NotCounted, match="recorded no kernel of the step"):
         launches.profiled_work(lambda: None, lambda: None,
                                fake_torch(("cpu", "cuda"), only_host, calls))
+    refused = RuntimeError("CUPTI_ERROR_NOT_INITIALIZED\nmore lines")
+    with pytest.raises(launches.NotCounted, match=r"^torch.profiler failed: RuntimeError: "
+                                                  r"CUPTI_ERROR_NOT_INITIALIZED$"):
+        launches.profiled_work(lambda: None, lambda: None,
+                               fake_torch(("cpu", "cuda"), step_events(), calls, refused))
 
 
 def test_without_cupy_the_script_ends_in_one_line_saying_so(launches, monkeypatch):

@@ -25,7 +25,7 @@
 # The exit status is 1 if a part that ran did not end with status 0.
 set -uo pipefail
 
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PYTHON=${PYTHON:-$(command -v python || command -v python3)}
 OUT=${OUT:-$(mktemp -d -t device-run.XXXXXX)}
@@ -48,7 +48,7 @@ describe_machine() {
         echo "nvidia-smi: not found"
     fi
     if command -v lscpu >/dev/null 2>&1; then
-        lscpu | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)):'
+        lscpu | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket):'
     else
         grep -m 1 '^model name' /proc/cpuinfo
     fi
@@ -165,12 +165,12 @@ printf '%-20s %7s  %s\n' "part (<part>.log)" "wall" "status" > "$SUMMARY"
 
 if [ "$QUICK" = 1 ]; then
     LAUNCHES=(--warmup 1 --repeats 2)
-    SCALING=(--quick --threads 1,2)
+    SCALING=(--quick --threads "1,2")
     PROFILE=(--threads 2 --only lm --steps 2)
 else
     LAUNCHES=()
-    SCALING=(--threads 2,8,16 --rounds 3)
-    PROFILE=(--threads 16 --only w2,w3)
+    SCALING=(--threads "2,8,16" --rounds 3)
+    PROFILE=(--threads 16 --only "w2,w3")
 fi
 
 CHECK=("$PYTHON" tests/gpu/check.py --out "$OUT/gpu-check")
@@ -188,9 +188,9 @@ else
         skip_part "$part" "no GPU ($missing)"
     done
 fi
-run_part cpu-scaling 300 \
-    '^(\$ bench_models|  (w1|w2|w3|lm) +(train|infer) |Measured on|A training step|Inference|\| (workload|w1|w2|w3|lm) )' \
-    "$PYTHON" tests/benchmarks/scaling.py "${SCALING[@]}"
+SCALING_RESULT='^(\$ bench_models|  (w1|w2|w3|lm) +(train|infer) |Measured on|A training step'
+SCALING_RESULT+='|Inference|\| (workload|w1|w2|w3|lm) )'
+run_part cpu-scaling 300 "$SCALING_RESULT" "$PYTHON" tests/benchmarks/scaling.py "${SCALING[@]}"
 run_part cpu-profile 120 '^(w1|w2|w3|lm): |^  step ' \
     "$PYTHON" tests/benchmarks/profile_step.py "${PROFILE[@]}"
 

@@ -55,16 +55,22 @@ def device_work(events, cuda):
 
 def profiled_work(step, sync, torch):
     """device_work of one call of step() (then sync()) under torch.profiler's CUDA activity.
-    Raises NotCounted where torch has no CUDA profiler, or where it saw no kernel."""
+    Raises NotCounted where torch has no CUDA profiler, where the profiler fails (CUPTI
+    refused, say), or where it saw no kernel."""
     activity = getattr(torch.profiler.ProfilerActivity, "CUDA", None)
     if activity is None or activity not in torch.profiler.supported_activities():
         raise NotCounted(f"torch {torch.__version__} has no CUDA profiler here (its CUDA: "
                          f"{torch.version.cuda}, available: {torch.cuda.is_available()})")
     sync()
-    with torch.profiler.profile(activities=[activity]) as profiler:
-        step()
-        sync()
-    kernels, transfers = device_work(profiler.events(), torch.autograd.DeviceType.CUDA)
+    try:
+        with torch.profiler.profile(activities=[activity]) as profiler:
+            step()
+            sync()
+        events = profiler.events()
+    except Exception as error:  # noqa: BLE001  (the step ran before: the profiler failed)
+        first_line = (str(error).splitlines() or [""])[0][:200]
+        raise NotCounted(f"torch.profiler failed: {type(error).__name__}: {first_line}") from None
+    kernels, transfers = device_work(events, torch.autograd.DeviceType.CUDA)
     if not kernels:
         raise NotCounted("the profiler recorded no kernel of the step (CUPTI did not see "
                          "CuPy's launches)")
