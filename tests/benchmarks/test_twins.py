@@ -1,9 +1,11 @@
 """The benchmarks' own machinery, small and fast: each PyTorch twin computes our model (its
 loss and every gradient, in float64 and float32), the parity check fails on a twin that
-differs, and the block timing alternates its sides and takes its ratios per round."""
+differs, a workload built on a device (the CuPy double) computes the host's loss and
+gradients, and the block timing alternates its sides and takes its ratios per round."""
 import numpy as np
 import pytest
 
+import autograd_lite as ag
 import timing
 import twins
 import workloads
@@ -11,11 +13,12 @@ import workloads
 TINY_TRANSFORMER = dict(vocab=40, d_model=16, n_heads=2, d_ff=24, blocks=2, length=7, batch=3)
 
 
-def tiny(key):
+def tiny(key, device="cpu"):
     rng = np.random.default_rng(3)
     if key == "transformer":
-        return workloads.transformer_workload("tiny", rng, **TINY_TRANSFORMER)
-    return {"w1": workloads.classifier_workload, "lm": workloads.lm_workload}[key](rng, batch=3)
+        return workloads.transformer_workload("tiny", rng, device=device, **TINY_TRANSFORMER)
+    return {"w1": workloads.classifier_workload, "lm": workloads.lm_workload}[key](
+        rng, batch=3, device=device)
 
 
 @pytest.mark.parametrize("key", ["w1", "lm", "transformer"])
@@ -47,6 +50,33 @@ def test_a_twin_one_weight_away_fails_parity(torch):
         w._replace(params=moved), params.decoder[0].norm1.bias.dtype).params))
     with pytest.raises(AssertionError, match="in float64: the twin disagrees with ours"):
         workloads.check_parity(off, torch)
+
+
+@pytest.mark.parametrize("key", ["w1", "lm", "transformer"])
+def test_a_workload_on_the_device_computes_the_hosts_loss_and_gradients(key, device_double):
+    host, on_device = tiny(key), tiny(key, device="cuda")
+    loss, grads = workloads.OurStep(host).gradients()
+    device_loss, device_grads = workloads.OurStep(on_device).gradients()
+    assert device_loss == pytest.approx(loss, rel=1e-5)
+    leaves, device_leaves = ag.tree_leaves(grads), ag.tree_leaves(device_grads)
+    assert len(device_leaves) == len(leaves)
+    arrays = [(g, d) for g, d in zip(leaves, device_leaves) if g is not None]
+    assert len(arrays) > 10 and all(d is None for g, d in zip(leaves, device_leaves) if g is None)
+    for g, d in arrays:
+        assert ag.device_name(d) == "cuda"
+        np.testing.assert_allclose(ag.to_device(d, "cpu"), g, rtol=1e-4, atol=1e-6)
+
+
+def test_a_step_on_the_device_updates_its_own_copy_of_the_parameters(device_double):
+    w = tiny("transformer", device="cuda")
+    before = ag.to_device(w.params, "cpu")
+    step = workloads.OurStep(w)
+    step.step()
+    for a, b in zip(ag.tree_leaves(ag.to_device(w.params, "cpu")), ag.tree_leaves(before)):
+        np.testing.assert_array_equal(a, b)
+    moved = [not np.array_equal(a, b) for a, b in zip(
+        ag.tree_leaves(ag.to_device(step.params, "cpu")), ag.tree_leaves(before))]
+    assert any(moved)
 
 
 class FakeClock:

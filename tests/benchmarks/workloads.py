@@ -11,6 +11,10 @@ A step is forward, mean cross-entropy, backward and Adam (lr 1e-4), float32, dro
 twin has none). The encoder-decoders' sources end in padding (id 0, masked as keys): each row
 keeps between half and all of its tokens. Numpy is imported here: load this module after
 timing.pin_threads.
+
+On a device (`build(key, device="cuda")`), our side's parameters and batch are moved there
+by ag.to_device, from the host's draws; the twin and to_torch stay the host's (they take
+host trees).
 """
 import functools
 from typing import Callable, NamedTuple
@@ -26,7 +30,7 @@ import twins
 class Workload(NamedTuple):
     key: str  # "w1"
     title: str  # its row in the tables
-    params: object  # our parameters (float32)
+    params: object  # our parameters (float32), on the workload's device
     loss: Callable  # ours: loss(params) -> scalar, over the workload's batch
     forward: Callable  # ours: forward(params) -> logits, on plain arrays (inference)
     twin: Callable  # twin(torch, params) -> twins.Twin with these weights, the same batch
@@ -39,8 +43,7 @@ class OurStep:
 
     def __init__(self, workload, lr=1e-4):
         self.loss = workload.loss
-        self.params = ag.tree_map(lambda a: a.copy() if isinstance(a, np.ndarray) else a,
-                                  workload.params)
+        self.params = ag.tree_map(_copied, workload.params)
         self.optimizer = ag.optim.adam(lr)
         self.state = self.optimizer.init(self.params)
 
@@ -55,6 +58,16 @@ class OurStep:
                                                         in_place=True)
 
 
+def _copied(leaf):
+    """A copy of a numpy or device array; any other leaf as it is."""
+    return leaf.copy() if isinstance(leaf, np.ndarray) or ag.device_name(leaf) != "cpu" else leaf
+
+
+def placed(tree, device):
+    """`tree` as it is on the host ("cpu"), else moved to `device` by ag.to_device."""
+    return tree if device == "cpu" else ag.to_device(tree, device)
+
+
 def padded_source(rng, vocab, batch, length, pad=0):
     """Tokens 1..vocab-1, each row ending in pads; between length/2 and length real tokens."""
     src = rng.integers(1, vocab, (batch, length))
@@ -63,9 +76,10 @@ def padded_source(rng, vocab, batch, length, pad=0):
     return src
 
 
-def classifier_workload(rng, batch=32):
+def classifier_workload(rng, batch=32, device="cpu"):
     p = classifier.init(rng, 7455, 5, dropout=0.0)  # D 32, 4 heads, d_ff 128, 1 block, 50 tokens
     ids, labels = rng.integers(0, 7455, (batch, 50)), rng.integers(0, 5, batch)
+    ours, ids_on, labels_on = placed((p, ids, labels), device)
 
     def twin(torch, params):
         from models import torch_bridge
@@ -74,17 +88,19 @@ def classifier_workload(rng, batch=32):
         return twins.Twin(torch, torch_bridge.classifier_to_torch(params), logits, labels)
 
     return Workload("w1", f"review classifier (seed: vocab 7455, D 32, 1 block, 50 tokens), "
-                    f"B {batch}", p,
-                    lambda p: ag.cross_entropy(classifier.apply(p, ids), labels),
-                    lambda p: classifier.apply(p, ids), twin, _bridge("classifier_to_torch"))
+                    f"B {batch}", ours,
+                    lambda p: ag.cross_entropy(classifier.apply(p, ids_on), labels_on),
+                    lambda p: classifier.apply(p, ids_on), twin, _bridge("classifier_to_torch"))
 
 
-def transformer_workload(key, rng, vocab, d_model, n_heads, d_ff, blocks, length, batch):
+def transformer_workload(key, rng, vocab, d_model, n_heads, d_ff, blocks, length, batch,
+                         device="cpu"):
     p = transformer.init(rng, vocab, vocab, d_model=d_model, n_heads=n_heads, d_ff=d_ff,
                          n_encoder=blocks, n_decoder=blocks, max_len=length + 1, dropout=0.0)
     src = padded_source(rng, vocab, batch, length)
     tgt = rng.integers(1, vocab, (batch, length + 1))
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    ours, src_on, tgt_in_on, tgt_out_on = placed((p, src, tgt_in, tgt_out), device)
 
     def twin(torch, params):
         from models import torch_bridge
@@ -96,17 +112,18 @@ def transformer_workload(key, rng, vocab, d_model, n_heads, d_ff, blocks, length
 
     title = (f"encoder-decoder D {d_model}, {n_heads} heads, d_ff {d_ff}, {blocks} + {blocks} "
              f"blocks, vocab {vocab}, {length} tokens, B {batch}")
-    return Workload(key, title, p,
-                    lambda p: ag.cross_entropy(transformer.apply(p, src, tgt_in, src_pad=0),
-                                               tgt_out),
-                    lambda p: transformer.apply(p, src, tgt_in, src_pad=0), twin,
+    return Workload(key, title, ours,
+                    lambda p: ag.cross_entropy(transformer.apply(p, src_on, tgt_in_on, src_pad=0),
+                                               tgt_out_on),
+                    lambda p: transformer.apply(p, src_on, tgt_in_on, src_pad=0), twin,
                     _bridge("to_torch"))
 
 
-def lm_workload(rng, batch=16):
+def lm_workload(rng, batch=16, device="cpu"):
     p = lm.init(rng, 65, 64, 4, 256, 2, 64)
     ids = rng.integers(0, 65, (batch, 65))
     x, y = ids[:, :-1], ids[:, 1:]
+    ours, x_on, y_on = placed((p, x, y), device)
 
     def twin(torch, params):
         from models import torch_bridge
@@ -116,8 +133,8 @@ def lm_workload(rng, batch=16):
         return twins.Twin(torch, torch_bridge.lm_to_torch(params), logits, y)
 
     return Workload("lm", f"character LM (vocab 65, D 64, 2 pre-LN blocks, 64 tokens), B {batch}",
-                    p, lambda p: ag.cross_entropy(lm.apply(p, x), y), lambda p: lm.apply(p, x),
-                    twin, _bridge("lm_to_torch"))
+                    ours, lambda p: ag.cross_entropy(lm.apply(p, x_on), y_on),
+                    lambda p: lm.apply(p, x_on), twin, _bridge("lm_to_torch"))
 
 
 def _bridge(name):
@@ -138,11 +155,12 @@ BUILDERS = {
 }
 
 
-def build(key, seed=0):
-    """The workload named `key` ("w1", "w2", "w3", "lm"), its weights and batch from `seed`."""
+def build(key, seed=0, device="cpu"):
+    """The workload named `key` ("w1", "w2", "w3", "lm"), its weights and batch from `seed`;
+    our side's on `device` ("cpu", or "cuda": ag.to_device)."""
     if key not in BUILDERS:
         raise ValueError(f"workloads.build: no workload {key!r}; there are {sorted(BUILDERS)}")
-    return BUILDERS[key](np.random.default_rng(seed))
+    return BUILDERS[key](np.random.default_rng(seed), device=device)
 
 
 def in_dtype(workload, dtype):
