@@ -27,7 +27,7 @@ import numpy as np
 from . import ops
 from .core.argnums import argnum_positions, check_argnums
 from .core.batching import Batched, aligned, wrap
-from .core.devices import array_module
+from .core.placement import array_module
 from .core.differentiate import (backward_of, batched_output, differentiate, gradient_function,
                                  output_of, trace_call, trees_of_inputs, vjp_of_tree)
 from .core.tree import is_differentiable, tree_leaves, tree_map, tree_paths

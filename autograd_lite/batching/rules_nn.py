@@ -5,7 +5,7 @@ labels: its rule is one log_softmax of every example and a mean per example."""
 import numpy as np
 
 from ..core.batching import BATCHING_RULES, Batched, peel, wrap
-from ..core.devices import array_module
+from ..core.placement import array_module
 from ..core.tracer import every_value, is_traced
 from ..ops import expand_dims, mean, nn, take_along_axis, where
 from ..ops import sum as sum_

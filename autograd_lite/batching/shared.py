@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 
-from ..core.devices import array_module, on_host
+from ..core.devices import on_host
+from ..core.placement import array_module
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import primal, primitive
 from ..ops import expand_dims, getitem, matmul, reshape, scatter_add, swapaxes, unbroadcast

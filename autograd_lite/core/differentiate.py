@@ -16,9 +16,9 @@ import numpy as np
 
 from .argnums import argnum_positions, check_argnums, nothing_to_differentiate
 from .backward import backward
-from .array_types import is_device_array
+from .devices import is_device_array
 from .batching import Batched, active_levels, aligned, batched_over, opened_levels, peel, wrap
-from .devices import array_module
+from .placement import array_module
 from .tracer import Box, Node, Trace, end_trace, escaped_value_error
 from .tree import (check_no_complex, children, is_complex, is_differentiable, tree_leaves,
                    tree_map, tree_unflatten)

@@ -52,7 +52,7 @@ import os
 
 import numpy as np
 
-from .array_types import as_op_output, mixed_devices_error
+from .devices import as_op_output, mixed_devices_error
 from .batching import Batched, batched_call, holds_batched
 from .differentiate import vjp
 from .randomness import copied_generator

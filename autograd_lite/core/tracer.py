@@ -16,7 +16,7 @@ import numpy as np
 
 from .batching import Batched, batched_call, holds_batched, peel, wrap
 from .levels import next_level
-from .array_types import as_op_output, is_device_array, mixed_devices_error
+from .devices import as_op_output, is_device_array, mixed_devices_error
 
 
 class Trace:

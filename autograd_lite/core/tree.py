@@ -18,7 +18,7 @@ import numbers
 
 import numpy as np
 
-from .array_types import is_device_array
+from .devices import is_device_array
 from .batching import Batched
 from .tracer import Box
 
