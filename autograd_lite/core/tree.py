@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 
 from .devices import is_device_array
-from .batching import Batched
+from .batched import Batched
 from .tracer import Box
 
 

@@ -6,7 +6,7 @@ import numbers
 import numpy as np
 
 from ..core.devices import device_of_type
-from ..core.batching import Batched
+from ..core.batched import Batched
 from ..core.tracer import Box
 from ..core.tree import is_python_number
 from ..core.weak import is_weak as is_weak_float

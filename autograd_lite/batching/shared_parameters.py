@@ -1,5 +1,5 @@
 """Ops for a parameter that vmap gives every example as one copy (vmap(grad(f)) with the
-parameters unmapped: core/batching.py batches them as a broadcast view, so that each example
+parameters unmapped: core/batched.py batches them as a broadcast view, so that each example
 gets its own gradient). Its examples are one array, so the forward pass needs it once: one
 product with the shared matrix, one lookup in the shared table; the pullbacks give every
 example its own cotangent, as the gradient asks.
