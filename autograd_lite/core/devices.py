@@ -108,10 +108,9 @@ def _load_cupy():
 def device(name):
     """The registered Device called `name` ("cpu": HOST; "cuda": CuPy's, loaded on first
     use)."""
-    found = registered().get(name)
-    if found is None and name == "cuda":
+    if name == "cuda" and name not in registered():
         _load_cupy()
-        found = registered()[name]
+    found = registered().get(name)
     if found is None:
         raise ValueError(f"to_device: unknown device {name!r}; expected 'cuda' or 'cpu'")
     return found
