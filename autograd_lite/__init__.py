@@ -15,7 +15,7 @@ from .ops import (abs, add, add_at, astype, broadcast_to, clip, concatenate, cos
                   scatter_add, sigmoid, silu, sin, softmax, softplus, sort, split, sqrt, square,
                   squeeze, stack, sub, sum, swapaxes, take_along_axis, tanh, transpose,
                   unbroadcast, var, where)
-from .core.devices import array_module, device_name, to_device
+from .core.placement import array_module, device_name, to_device
 from .core.rules import fast_rules, fusable
 from .core.tracer import stop_gradient
 from .ops.weak import user_fast_rule as fast_rule

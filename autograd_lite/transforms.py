@@ -26,8 +26,8 @@ import numpy as np
 
 from . import ops
 from .core.argnums import argnum_positions, check_argnums
-from .core.batching import Batched, aligned, wrap
-from .core.devices import array_module
+from .core.batched import Batched, aligned, wrap
+from .core.placement import array_module
 from .core.differentiate import (backward_of, batched_output, differentiate, gradient_function,
                                  output_of, trace_call, trees_of_inputs, vjp_of_tree)
 from .core.tree import is_differentiable, tree_leaves, tree_map, tree_paths
@@ -41,7 +41,7 @@ def _blocks(caller, leaf, trace, input_nodes):
     shape + the input's: the pullbacks of the one-hot cotangents of every output element,
     computed together as one backward pass under vmap (the rows' axis batched through every
     pullback) rather than one pass per element. Under an enclosing vmap the output and the
-    inputs hold many examples (their Batched layers, core/batching.py): each gets its own."""
+    inputs hold many examples (their Batched layers, core/batched.py): each gets its own."""
     core, layers, lengths = batched_output(leaf, trace)
     value, node = output_of(caller, core, trace)
     xp = array_module(value)  # the seeds and zeros on the output's device

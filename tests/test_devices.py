@@ -101,6 +101,29 @@ def test_fast_rules_on_host_arrays_step_aside_for_device_arrays(device_double):
         assert all(rule.applies(x.get()) for rule in op.rules)
 
 
+
+def test_the_registry_answers_each_array_type_with_its_device(device_double):
+    """One table, array type -> Device: numpy's arrays (a subclass too) are the host's, the
+    double's are "cuda", anything else is no array; the kernels ask it for a device's
+    backend, and a device registered in its place is what every op sees from then on."""
+    double = devices.device("cuda")
+    assert devices.device_of_type(np.ndarray) is devices.HOST
+    assert devices.device_of_type(np.ma.MaskedArray) is devices.HOST
+    assert devices.device_of_type(DeviceArray) is double
+    assert devices.device_of_type(float) is None and devices.device_of_type(type(None)) is None
+    assert devices.registered() == {"cpu": devices.HOST, "cuda": double}
+    x = DeviceArray(np.ones(3))
+    assert ag.kernels.backend(x) == ag.kernels.backend() != "cupy"  # the double has none
+    assert devices.kernels_of((x, np.ones(3))) is None  # mixed: no kernels apply
+    with_kernels = double._replace(kernels="cupy")
+    previous = devices.register_device(with_kernels)
+    try:
+        assert previous is double and devices.device_of_type(DeviceArray) is with_kernels
+        assert ag.kernels.backend(x) == "cupy" and devices.kernels_of((x, x, None)) == "cupy"
+    finally:
+        devices.unregister_device("cuda", previous)
+    assert devices.device_of_type(DeviceArray) is double
+
 # ---- to_device ----------------------------------------------------------------------------
 
 def test_to_device_moves_arrays_and_leaves_static_leaves(device_double):

@@ -80,15 +80,16 @@ def test_the_pictures_need_no_graphviz_python_package():
 
 # Each package of the engine, with the packages it may import (DESIGN.md's layout: viz, optim, io
 # and the transforms above ops, batching (vmap and the ops' batching rules) among the
-# transforms; ops above kernels and core; core above nothing; interrupts.py, threads.py and
-# memory.py leaves below all: the kernels use the first two while numba compiles and to size
-# their pool, and the third is the allocator setting a program asks for).
+# transforms; ops above kernels and core; kernels above core (its device registry: whose
+# kernels an array takes); core above nothing; interrupts.py, threads.py and memory.py leaves
+# below all: the kernels use the first two while numba compiles and to size their pool, and
+# the third is the allocator setting a program asks for).
 MAY_IMPORT = {
     "interrupts": set(),
     "threads": set(),
     "memory": set(),
     "core": set(),
-    "kernels": {"interrupts", "threads"},
+    "kernels": {"core", "interrupts", "threads"},
     "ops": {"core", "kernels"},
     "optim": {"core", "kernels"},
     "io": {"core"},

@@ -209,7 +209,7 @@ def test_checkpoint_inside_and_outside_vmap(batch):
 
 def dense_and_norm(w, b, scale, x):
     """linear, then layer norm: the two ops whose weights vmap(grad(f)) gives every example
-    as one copy (batching/shared.py: linear_each, layer_norm_each)."""
+    as one copy (batching/shared_parameters.py: linear_each, layer_norm_each)."""
     return ag.sum(ag.tanh(ag.layer_norm(ag.linear(x, w, b), scale, b, 1e-3)) ** 2)
 
 
@@ -229,7 +229,7 @@ def test_a_layer_shared_by_every_example_gives_each_its_own_weight_gradient(
     with the one copy of the weights (a fast rule whose pullback gives each example its own
     cotangent of w, b and scale), or, with rules off, their written-out definition; both equal
     a loop of single gradients, to first and second order."""
-    from autograd_lite.batching.shared import layer_norm_each, linear_each
+    from autograd_lite.batching.shared_parameters import layer_norm_each, linear_each
     rng = np.random.default_rng(6)
     w, b, scale = (rng.standard_normal(s).astype(dtype) for s in ((3, 4), (4,), (4,)))
     xs = rng.standard_normal((5, 2, 3)).astype(dtype)  # 5 examples of 2 rows

@@ -1,7 +1,7 @@
 """vmap in the compositions where it once went wrong, each against the Python loop over the
 examples: jvp and jacobian under vmap with unmapped weights (the one-copy rules of
-batching/shared.py), element-wise ops and jacobian on a device's arrays, gather with mapped
-indices, indexing with a mapped mask or integer index, cross_entropy and getitem under two
+batching/shared_parameters.py), element-wise ops and jacobian on a device's arrays, gather
+with mapped indices, indexing with a mapped mask or integer index, cross_entropy and getitem under two
 vmaps, stop_gradient, and dropout (vmap's `randomness`). Where the loop's answer has no
 batched form, the error names vmap, the op and what to use."""
 import numpy as np

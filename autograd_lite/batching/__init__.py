@@ -1,6 +1,6 @@
-"""vmap and the ops' batching rules (core/batching.py has the mechanism; vmap.py the
+"""vmap and the ops' batching rules (core/batched.py has the mechanism; vmap.py the
 transform; rules_*.py one file per op family, registered when this package is imported)."""
-from ..core.batching import Batched, Ops
+from ..core.batched import Batched, Ops
 from ..core.tracer import every_value
 from ..ops import operators
 from . import rules_elementwise, rules_indexing, rules_nn, rules_products, rules_reductions

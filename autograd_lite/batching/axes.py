@@ -6,7 +6,6 @@ the front (`to_front`) and call the op once with the op's own axes shifted by on
 """
 import numpy as np
 
-from ..core.batching import Batched
 from ..core.tracer import is_array
 from ..core.tree import is_python_number
 from ..ops import broadcast_to, expand_dims, reshape, transpose
@@ -100,10 +99,6 @@ def shifted_axis(op, axis, ndim):
     """One int axis of an example (negative counts from the end) as the batch's axis."""
     (a,) = normalize_axes(op, (axis,), ndim)
     return a + 1
-
-
-def is_batched(x):
-    return type(x) is Batched
 
 
 def static(op, bdims, names, start):

@@ -2,7 +2,7 @@
 gets its examples on axis 0 and ones after it up to the widest example's rank, so that it
 broadcasts as one example would; unbatched operands broadcast from the right as they are.
 One call computes every example."""
-from ..core.batching import BATCHING_RULES, Batched
+from ..core.batched import BATCHING_RULES, Batched
 from ..core.tracer import primal
 from ..ops import elementwise as ew, selection as sel, weak
 from .axes import example_rank, padded

@@ -14,13 +14,13 @@ import numbers
 
 import numpy as np
 
-from ..core.batching import BATCHING_RULES, Batched
-from ..core.devices import array_module
+from ..core.batched import BATCHING_RULES, Batched
+from ..core.placement import array_module
 from ..core.tracer import every_value, primitive
 from ..ops import indexing as ix, reshape, transpose
 from .axes import (front_or_broadcast, is_array, length_of, moveaxis, ndim_of, shape_of, static,
                    to_front)
-from .shared import gather_each
+from .shared_parameters import gather_each
 
 
 def _parts(index):

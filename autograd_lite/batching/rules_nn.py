@@ -4,8 +4,8 @@ example layer norm runs its plain definition op by op. cross_entropy is a mean o
 labels: its rule is one log_softmax of every example and a mean per example."""
 import numpy as np
 
-from ..core.batching import BATCHING_RULES, Batched, peel, wrap
-from ..core.devices import array_module
+from ..core.batched import BATCHING_RULES, Batched, peel, wrap
+from ..core.placement import array_module
 from ..core.tracer import every_value, is_traced
 from ..ops import expand_dims, mean, nn, take_along_axis, where
 from ..ops import sum as sum_
@@ -13,7 +13,7 @@ from ..ops.nn import check_cross_entropy
 from ..ops.softmax import log_softmax, softmax
 from .axes import (front_or_broadcast, length_of, ndim_of, padded, reshape, shape_of,
                    shifted_axis, static, to_front)
-from .shared import layer_norm_each
+from .shared_parameters import layer_norm_each
 
 
 def merged_front(x):

@@ -1,11 +1,11 @@
 """Batching rules of the products: matmul, linear and einsum. Each makes one call: matmul
 over stacks whose first axis holds the examples, einsum with one more letter for them."""
-from ..core.batching import BATCHING_RULES, Batched
+from ..core.batched import BATCHING_RULES, Batched
 from ..ops import expand_dims, squeeze
 from ..ops.einsum import LETTERS, einsum, explicit_subscripts
 from ..ops.matmul import linear, matmul
 from .axes import ndim_of, padded, to_front
-from .shared import fits_shared_matmul, linear_each, shared_matmul
+from .shared_parameters import fits_shared_matmul, linear_each, shared_matmul
 
 
 def matmul_rule(values, bdims):

@@ -1,6 +1,6 @@
 """Batching rules of the reductions and of the ops along one axis: examples to the front,
 the op's axes one further on (None: every axis of one example)."""
-from ..core.batching import BATCHING_RULES, Batched
+from ..core.batched import BATCHING_RULES, Batched
 from ..core.tracer import stop_gradient
 from ..ops import linalg, reductions as red, sorting
 from ..ops.softmax import log_softmax, logsumexp

@@ -1,6 +1,6 @@
 """Batching rules of the shape ops: examples to the front, the op's axes and shapes one
 further on."""
-from ..core.batching import BATCHING_RULES
+from ..core.batched import BATCHING_RULES
 from ..ops import broadcasting, shape as sh
 from ..ops.checks import normalize_axes
 from .axes import front_or_broadcast, length_of, ndim_of, padded, shape_of, static, to_front

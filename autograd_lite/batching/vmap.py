@@ -13,7 +13,7 @@ is the same for every example is broadcast there). randomness says what a random
 the draws of a Python loop over the examples: the same bits) or "same" (one draw for all);
 core/randomness.py.
 
-The function runs once, on `Batched` values (core/batching.py): each op it calls computes all
+The function runs once, on `Batched` values (core/batched.py): each op it calls computes all
 the examples at once by its batching rule (autograd_lite/batching/rules_*.py). It composes
 both ways with gradient, grad, vjp, jvp, jacobian, hessian, checkpoint and itself.
 """
@@ -22,7 +22,7 @@ import numbers
 
 import numpy as np
 
-from ..core.batching import Batched, MappedCall, new_level, running, strip_level
+from ..core.batched import Batched, MappedCall, new_level, running, strip_level
 from ..core.tree import children, rebuild
 from ..core.weak import strong
 from .axes import broadcast_axis, is_array, moveaxis

@@ -1,33 +1,35 @@
-"""Devices: where a tree's arrays live, and which module computes on them. The engine
-dispatches on the operands' module (Chainer's `get_array_module`): numpy for host arrays, the
-device's module (CuPy, whose arrays follow numpy's API) for a device's, so the same plain
-functions run on both.
+"""Devices: the one registry of where arrays live. Each array type the engine computes on has
+a `Device`: numpy's arrays (a subclass of np.ndarray too) are the host's, `HOST` ("cpu");
+a registered device's arrays follow numpy's API through the device's module (CuPy's on a
+CUDA GPU, "cuda"; the tests' double of it). Every question about an array's type is asked
+here, by the engine (`array_module`, the operand checks, an op's output), by the ops' fast
+rules (`kernels_of`: whose kernels apply) and by the kernels (`kernels.backend`):
 
-    xp = ag.array_module(x)                 # numpy, or cupy for a CuPy array
-    params = ag.to_device(params, "cuda")   # the `gpu` extra; "cpu" brings a tree back
+    device_of_type(type(x))    # HOST, a registered Device, or None: no array (a number, None)
 
-A device is registered once, through `register_device` (CuPy's on the first use of "cuda",
-or on the first CuPy array an op meets; the tests register a double of it the same way).
-Nothing here converts behind the user's back: moving is `to_device`, and an op that meets
-a numpy and a device array refuses them by name (`check_one_device`). CuPy is imported
-lazily: importing the library imports nothing of it.
+The registry is a table, array type -> Device, filled by `register_device` and answering
+each other type once, on first sight. Where a value is exactly `np.ndarray` the callers test
+that first, so the numpy path pays one type test and no call.
+
+A device is registered once: CuPy's on the first use of "cuda" (`device("cuda")`), or on the
+first CuPy array met, so an array the user made with CuPy itself works without
+`ag.to_device` first; the tests register a double of it the same way. CuPy is imported
+lazily: importing the library imports nothing of it. Nothing moves between devices behind
+the user's back: an op that meets a numpy and a device array refuses them by name
+(`mixed_devices_error`); moving a tree is placement.py's `to_device`.
 """
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-
-from .array_types import (DEVICE_NAME_OF, LOADERS, MODULE_OF, forget_answers,
-                          mixed_devices_error, module_of_type)
-from .tracer import Box, every_value, primal
-from .tree import tree_map
 
 
 class Device(NamedTuple):
     """A device the engine can compute on. name: what `to_device` takes ("cuda"); module:
     numpy's functions for its arrays (cupy); array_type: its arrays' type (cupy.ndarray);
     to_device, to_host: a numpy array onto it and one of its arrays back; kernels: the
-    name of its kernel backend (autograd_lite/kernels: "cupy"), or None where the ops' and
-    models' fast rules do not apply to its arrays (the plain functions run)."""
+    name of its kernel backend (autograd_lite/kernels: "host" for numpy's, "cupy"), or None
+    where the ops' and models' fast rules do not apply to its arrays (the plain functions
+    run)."""
     name: str
     module: Any
     array_type: type
@@ -36,31 +38,56 @@ class Device(NamedTuple):
     kernels: str | None
 
 
-HOST_NAMES = ("cpu",)
-_DEVICES = {}  # name -> Device
+HOST = Device("cpu", np, np.ndarray, np.asarray, np.asarray, "host")
+CUPY_PACKAGE = "cupy"  # the top-level package whose arrays load CuPy's device on first sight
+
+_DEVICE_OF = {np.ndarray: HOST}  # array type -> its Device, or None: no array type
+
+
+def device_of_type(t):
+    """The Device of arrays of type `t`: HOST for numpy's (a subclass of np.ndarray too), a
+    registered device's for its array type, None where `t` is no array type the engine
+    knows. A type of CuPy's package registers CuPy's device first. Each type is looked at
+    once: the answer is kept until a device is registered or forgotten."""
+    try:
+        return _DEVICE_OF[t]
+    except KeyError:
+        pass
+    answer = None
+    if isinstance(t, type) and issubclass(t, np.ndarray):
+        answer = HOST
+    elif getattr(t, "__module__", "").partition(".")[0] == CUPY_PACKAGE:
+        _load_cupy()
+        answer = _DEVICE_OF.get(t)
+    _DEVICE_OF[t] = answer
+    return answer
+
+
+def registered():
+    """{name: Device} of every device registered, HOST ("cpu") among them."""
+    return {d.name: d for t, d in _DEVICE_OF.items() if d is not None and d.array_type is t}
+
+
+def _keep_registered_only(dropped=None):
+    """Forget every answer device_of_type gave but the registered devices' own (and drop the
+    device `dropped`): a registration changed."""
+    for t, d in list(_DEVICE_OF.items()):
+        if d is None or d.array_type is not t or d is dropped:
+            del _DEVICE_OF[t]
 
 
 def register_device(device):
     """Make `device` the one its name stands for: its arrays are recognised by every op from
     now on. -> the device replaced, or None (so a test can put it back)."""
-    previous = _DEVICES.get(device.name)
-    if previous is not None:
-        MODULE_OF.pop(previous.array_type, None)
-        DEVICE_NAME_OF.pop(previous.array_type, None)
-    _DEVICES[device.name] = device
-    MODULE_OF[device.array_type] = device.module
-    DEVICE_NAME_OF[device.array_type] = device.name
-    forget_answers()
+    previous = registered().get(device.name)
+    _keep_registered_only(dropped=previous)
+    _DEVICE_OF[device.array_type] = device
     return previous
 
 
 def unregister_device(name, previous=None):
     """Forget the device `name` (and put `previous` back, where given)."""
-    device = _DEVICES.pop(name, None)
-    if device is not None:
-        MODULE_OF.pop(device.array_type, None)
-        DEVICE_NAME_OF.pop(device.array_type, None)
-        forget_answers()
+    _keep_registered_only(dropped=registered().get(name))
     if previous is not None:
         register_device(previous)
 
@@ -78,123 +105,83 @@ def _load_cupy():
     register_device(Device("cuda", cupy, cupy.ndarray, cupy.asarray, cupy.asnumpy, "cupy"))
 
 
-LOADERS["cupy"] = _load_cupy
-
-
 def device(name):
-    """The registered Device called `name` ("cuda": CuPy's, loaded on first use)."""
-    if name in _DEVICES:
-        return _DEVICES[name]
-    if name == "cuda":
+    """The registered Device called `name` ("cpu": HOST; "cuda": CuPy's, loaded on first
+    use)."""
+    if name == "cuda" and name not in registered():
         _load_cupy()
-        return _DEVICES[name]
-    raise ValueError(f"to_device: unknown device {name!r}; expected 'cuda' or 'cpu'")
+    found = registered().get(name)
+    if found is None:
+        raise ValueError(f"to_device: unknown device {name!r}; expected 'cuda' or 'cpu'")
+    return found
 
 
-def device_of(x):
-    """The Device whose array `x` is (traced and batched values looked through), or None for
-    a numpy array or anything that is no device array."""
-    t = type(every_value(x))
+def is_device_array(x):
+    """Whether `x` is an array of a device module (not numpy's)."""
+    t = type(x)
     if t is np.ndarray:
+        return False
+    d = device_of_type(t)
+    return d is not None and d is not HOST
+
+
+def as_op_output(out):
+    """An op's output as an array: a numpy or device array as it is, a numpy scalar (or
+    anything else numpy takes) through np.asanyarray (core/weak.py's subclass stays)."""
+    t = type(out)
+    if t is np.ndarray or device_of_type(t) is not None:
+        return out
+    return np.asanyarray(out)
+
+
+def _operands(values):
+    """The values, and the items of those that are lists or tuples (concatenate's arrays)."""
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from v
+        else:
+            yield v
+
+
+def mixed_devices_error(op, values, unbox):
+    """A TypeError naming `op` when its array operands (each seen through `unbox`: a traced
+    value's plain value) lie on more than one device, else None."""
+    found = {}
+    for v in _operands(values):
+        value = unbox(v)
+        d = device_of_type(type(value))
+        if d is not None:
+            found.setdefault("numpy" if d is HOST else d.name, value)
+    if len(found) < 2:
         return None
-    module = module_of_type(t)
-    if module is None or module is np:
-        return None
-    for d in _DEVICES.values():
-        if d.array_type is t:
-            return d
-    return None
-
-
-def device_name(x):
-    """Where the array `x` lies: "cpu" (numpy's arrays, and anything that is no array) or its
-    device's name ("cuda"): what to_device takes to put another tree beside it."""
-    d = device_of(x)
-    return "cpu" if d is None else d.name
-
-
-def array_module(*values):
-    """The module whose functions compute on the values' arrays: numpy, or a device's (cupy)
-    where any value is that device's array. Traced and batched values are looked through;
-    numbers, None and the like count as numpy's."""
-    for x in values:
-        t = type(x)
-        if t is np.ndarray:
-            continue
-        module = module_of_type(type(every_value(x)))
-        if module is not None and module is not np:
-            return module
-    return np
-
-
-def check_one_device(op, values):
-    """Raise a TypeError naming `op` where its array operands (traced and batched values
-    looked through) lie on more than one device (numpy's and CuPy's)."""
-    error = mixed_devices_error(op, values, every_value)
-    if error is not None:
-        raise error
-
-
-def _to_host_leaf(leaf):
-    d = device_of(leaf)
-    return leaf if d is None else d.to_host(primal(leaf))
-
-
-def to_host(tree):
-    """`tree` with every device array copied to a numpy array; everything else as it is."""
-    return tree_map(_to_host_leaf, tree)
-
-
-def to_device(tree, name):
-    """`tree` (parameters, an optimizer state, a batch) with its arrays on device `name`:
-    "cuda" (CuPy's arrays; the `gpu` extra) or "cpu" (numpy's). numpy scalars (an optimizer
-    step count), numbers, strings, None and functions are left as they are; an array already
-    there is not copied."""
-    if not isinstance(name, str):
-        raise ValueError(f"to_device: the device must be 'cuda' or 'cpu', got {name!r}")
-    if name in HOST_NAMES:
-        return to_host(tree)
-    target = device(name)
-
-    def move(leaf):
-        value = leaf
-        if type(value) is Box:
-            raise TypeError("to_device: a traced value would lose its gradient; move the "
-                            "arguments before differentiating, not inside the function")
-        if type(value) is target.array_type:
-            return value
-        if isinstance(value, np.ndarray):
-            return target.to_device(value)
-        other = device_of(value)
-        return value if other is None else target.to_device(other.to_host(value))
-    return tree_map(move, tree)
+    shown = ", ".join(f"{name} {tuple(value.shape)}" for name, value in found.items())
+    return TypeError(f"{op}: operands on different devices ({shown}); nothing moves between "
+                     "them implicitly: move the tree with ag.to_device(tree, 'cuda' or 'cpu')")
 
 
 # ---------------------------------------------------------------- where a fast rule applies
 
 def kernels_of(values):
-    """The kernel backend for the arrays among `values`: "host" where none is a device's
-    (numpy's or numba's kernels), the device's backend ("cupy") where all are one device's
-    and it has kernels, None otherwise (mixed arrays, or a device without kernels: the plain
-    functions run, and an op among them names a mixed pair)."""
-    found = "host"
+    """The kernel backend for the arrays among `values` (plain arrays: a fast rule's): "host"
+    where none is a device's (numpy's or numba's kernels), the device's backend ("cupy")
+    where all are one device's and it has kernels, None otherwise (mixed arrays, or a device
+    without kernels: the plain functions run, and an op among them names a mixed pair)."""
+    found = None
     for v in values:
         t = type(v)
-        if t is np.ndarray or v is None:
+        if t is np.ndarray:
+            d = HOST
+        elif v is None:
             continue
-        module = module_of_type(t)
-        if module is None or module is np:
-            continue
-        d = device_of(v)
-        if found == "host":
+        else:
+            d = device_of_type(t)
+            if d is None:
+                continue
+        if found is None:
             found = d
         elif d is not found:
             return None
-    if found == "host":
-        return found
-    if found.kernels is None or any(isinstance(v, np.ndarray) for v in values):
-        return None
-    return found.kernels
+    return HOST.kernels if found is None else found.kernels
 
 
 def on_host(*args, **kwargs):

@@ -16,9 +16,9 @@ import numpy as np
 
 from .argnums import argnum_positions, check_argnums, nothing_to_differentiate
 from .backward import backward
-from .array_types import is_device_array
-from .batching import Batched, active_levels, aligned, batched_over, opened_levels, peel, wrap
-from .devices import array_module
+from .devices import is_device_array
+from .batched import Batched, active_levels, aligned, batched_over, opened_levels, peel, wrap
+from .placement import array_module
 from .tracer import Box, Node, Trace, end_trace, escaped_value_error
 from .tree import (check_no_complex, children, is_complex, is_differentiable, tree_leaves,
                    tree_map, tree_unflatten)
@@ -62,7 +62,7 @@ def _box_leaves(tree, trace):
     """`tree` with each float leaf boxed as an input of `trace`; and the input nodes, in leaf
     order. Under vmap (trace.batch_levels) a leaf is first batched over every vmap call in
     progress (a Python float as a weak float of many examples), and the plain array inside
-    its Batched layers is what is boxed (core/batching.py)."""
+    its Batched layers is what is boxed (core/batched.py)."""
     nodes = []
 
     def box(leaf):
@@ -109,7 +109,7 @@ def backward_of(trace, node, seed, release):
     """backward from `node` of `trace` (backward.py). Its nodes computed on the arrays under
     the Batched layers of the vmap calls the trace was opened in, so those calls count as
     not running meanwhile: a pullback that differentiates what it saved (a fast rule's, for
-    a traced cotangent) works on those arrays as they are (core/batching.opened_levels)."""
+    a traced cotangent) works on those arrays as they are (core/batched.opened_levels)."""
     with opened_levels(level for level, _ in trace.batch_levels):
         return backward(node, seed, release)
 

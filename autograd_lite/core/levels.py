@@ -1,4 +1,4 @@
-"""One counter of levels for the traces (tracer.py) and the vmap calls (batching.py): a trace
+"""One counter of levels for the traces (tracer.py) and the vmap calls (batched.py): a trace
 or a vmap call opened inside another gets a higher level, so an op knows which to serve first."""
 import itertools
 

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from .batching import active_calls, calls_in_progress, wrap
+from .batched import active_calls, calls_in_progress, wrap
 
 
 def draw_under_vmap(op, draw, shape, rng):

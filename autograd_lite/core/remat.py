@@ -25,7 +25,7 @@ import functools
 import numpy as np
 
 from .backward import backward
-from .batching import Batched, closed_levels, peel, wrap
+from .batched import Batched, closed_levels, peel, wrap
 from .differentiate import box_input, output_of
 from .randomness import copied_generator
 from .tracer import Box, Trace, end_trace, is_array, primitive
@@ -84,7 +84,7 @@ def checkpointed_call(call, *traced_values):
 
 
 def _under_vmap(checkpointed, f, args, leaves):
-    """checkpoint(f) on arguments of which some are batched (vmap, core/batching.py): the
+    """checkpoint(f) on arguments of which some are batched (vmap, core/batched.py): the
     checkpoint of the function of the values under their Batched layers, which puts the
     layers back around them, runs f and returns its output's value under its layers; the
     output gets those layers again. The recomputation batches as the first run did."""

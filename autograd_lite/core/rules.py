@@ -31,7 +31,7 @@ the traces record it:
   node whose output and pullback are the plain function's);
 - when no rule applies; and when rules are off (`fast_rules(False)`, or
   AUTOGRAD_LITE_FAST_RULES=0 for a process);
-- under vmap (a Batched argument, core/batching.py), unless the fusable is one of the
+- under vmap (a Batched argument, core/batched.py), unless the fusable is one of the
   library's ops with a batching rule (softmax, layer_norm, cross_entropy, gather, linear...),
   which then calls the op once for every example, so its fast rule runs on the batch.
 
@@ -52,8 +52,8 @@ import os
 
 import numpy as np
 
-from .array_types import as_op_output, mixed_devices_error
-from .batching import Batched, batched_call, holds_batched
+from .devices import as_op_output, mixed_devices_error
+from .batched import Batched, batched_call, holds_batched
 from .differentiate import vjp
 from .randomness import copied_generator
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error, every_value,

@@ -14,9 +14,9 @@ import inspect
 
 import numpy as np
 
-from .batching import Batched, batched_call, holds_batched, peel, wrap
+from .batched import Batched, batched_call, holds_batched, peel, wrap
 from .levels import next_level
-from .array_types import as_op_output, is_device_array, mixed_devices_error
+from .devices import as_op_output, is_device_array, mixed_devices_error
 
 
 class Trace:
@@ -38,7 +38,7 @@ class Trace:
     model's fusable functions run their plain definitions on it (core/rules.py): the picture
     shows the model's own ops rather than one fused box.
     batch_layers, batch_levels: what a trace opened inside vmap keeps to batch its inputs,
-    seeds and gradients (core/batching.py, differentiate.py).
+    seeds and gradients (core/batched.py, differentiate.py).
     """
 
     __slots__ = ("level", "on_op", "caller", "active", "picturing", "batch_layers",
@@ -240,7 +240,7 @@ def primitive(body=None, *, name=None):
                 if top is None or a.trace.level > top.level:
                     top = a.trace
             elif t is Batched or t is tuple and holds_batched(a):  # under vmap: the op's
-                return batched_call(op, args, kwargs)  # batching rule (core/batching.py)
+                return batched_call(op, args, kwargs)  # batching rule (core/batched.py)
         if kwargs:
             check_keyword_only(op_name, kwargs, top)
         if top is None:

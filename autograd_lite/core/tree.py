@@ -18,8 +18,8 @@ import numbers
 
 import numpy as np
 
-from .array_types import is_device_array
-from .batching import Batched
+from .devices import is_device_array
+from .batched import Batched
 from .tracer import Box
 
 

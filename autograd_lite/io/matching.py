@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 
 from .npz import MalformedFile
-from ..core.devices import device_of
+from ..core.placement import device_of
 from ..core.tree import Hyper, is_differentiable, tree_leaves, tree_paths, tree_unflatten
 
 

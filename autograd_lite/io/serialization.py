@@ -33,7 +33,7 @@ import numpy as np
 from .atomic import write_atomically
 from .matching import StoredFunction, function_name, matched, shown_path
 from .npz import MalformedFile, NpzArchive
-from ..core.devices import device_of
+from ..core.placement import device_of
 from ..core.tree import Hyper, is_namedtuple
 
 _STRUCTURE_KEY = "__structure__"

@@ -11,13 +11,13 @@ call, and `backend()` says which:
 `select(name)` switches in-process (tests and paired benchmarks run both). On a device's
 arrays (CuPy's) the rules take `of("cupy")`, cupy_kernels.py, which covers softmax,
 log-softmax, layer norm, cross-entropy and the optimizers' updates; `of("host")` is this
-package, as `select` set it (core/devices.kernels_of names the one for an op's operands).
-A kernel sees
-plain arrays only (a fast rule runs on plain arrays, and the plain function under higher
-order: core/rules.py), so nothing here knows about tracing; this package imports nothing
-from the engine. The models' fast rules (models/fast) call these kernels too, to write the
-Transformer's sublayers over BLAS. numba is imported lazily, on the first kernel call, never
-by `import autograd_lite`.
+package, as `select` set it (the device registry, core/devices.py, names the one for an op's
+operands: `kernels_of`, which `backend(*arrays)` asks too). A kernel sees plain arrays only
+(a fast rule runs on plain arrays, and the plain function under higher order:
+core/rules.py), so nothing here knows about tracing; of the engine, this package imports the
+device registry alone. The models' fast rules (models/fast) call these kernels too, to write
+the Transformer's sublayers over BLAS. numba is imported lazily, on the first kernel call,
+never by `import autograd_lite`.
 
 Threads (ag.set_threads, autograd_lite/threads.py). numba's own thread pool is never used:
 its OpenMP workers spin after each kernel and starve OpenBLAS's threads, and its passive
@@ -37,6 +37,7 @@ numba's cache): tests/benchmarks/README.md.
 import os
 import sys
 
+from ..core.devices import kernels_of
 from . import numpy_kernels, parallel
 
 NAMES = ("softmax_forward", "softmax_backward", "log_softmax_forward", "log_softmax_backward",
@@ -86,9 +87,11 @@ def select(name=None):
 
 def backend(*arrays):
     """"numba" or "numpy": the kernels the fused ops use on numpy's arrays (choosing them on
-    the first call); "cupy" where `arrays` are CuPy's (cupy_kernels.py)."""
-    if any(type(a).__module__.partition(".")[0] == "cupy" for a in arrays):
-        return "cupy"
+    the first call); a device's backend ("cupy": cupy_kernels.py) where `arrays` are all
+    that device's arrays, as the device registry (core/devices.py) says."""
+    device_kernels = kernels_of(arrays)
+    if device_kernels not in ("host", None):
+        return device_kernels
     return _chosen or select()
 
 

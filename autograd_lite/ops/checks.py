@@ -5,8 +5,8 @@ import numbers
 
 import numpy as np
 
-from ..core.array_types import module_of_type
-from ..core.batching import Batched
+from ..core.devices import device_of_type
+from ..core.batched import Batched
 from ..core.tracer import Box
 from ..core.tree import is_python_number
 from ..core.weak import is_weak as is_weak_float
@@ -18,7 +18,7 @@ def as_array(op, x, name="x"):
     array (CuPy's) as it is too. Anything else, or a list of traced values, is refused naming
     the op, the argument and its type."""
     if type(x) is np.ndarray or type(x) is Box or type(x) is Batched or \
-            isinstance(x, np.ndarray) or module_of_type(type(x)) is not None:  # CuPy's, say
+            isinstance(x, np.ndarray) or device_of_type(type(x)) is not None:  # CuPy's, say
         return x
     if not isinstance(x, (list, tuple, numbers.Number, np.generic)) and not hasattr(x, "__array__"):
         raise TypeError(f"{op}: {name} must be an array, a list or a number, got "

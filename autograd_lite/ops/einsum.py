@@ -15,7 +15,7 @@ import string
 
 import numpy as np
 
-from ..core.devices import array_module
+from ..core.placement import array_module
 from ..core.tracer import primal, primitive
 from .broadcasting import broadcast_to
 from .checks import as_array, check_same_float_dtype

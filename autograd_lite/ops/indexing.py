@@ -16,7 +16,8 @@ import numbers
 import numpy as np
 
 from .. import kernels
-from ..core.devices import array_module, on_host
+from ..core.devices import on_host
+from ..core.placement import array_module
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import every_value, is_traced, primitive
 from .checks import as_array

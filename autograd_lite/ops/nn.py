@@ -13,7 +13,8 @@ import numbers
 import numpy as np
 
 from .. import kernels
-from ..core.devices import array_module, has_kernels, kernels_of
+from ..core.devices import has_kernels, kernels_of
+from ..core.placement import array_module
 from ..core.randomness import draw_under_vmap
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import every_value, is_traced, primal

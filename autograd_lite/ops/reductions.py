@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..core.devices import array_module
+from ..core.placement import array_module
 from ..core.tracer import plain, primal, primitive
 from .broadcasting import broadcast_to
 from .checks import as_array, normalize_axes

@@ -12,7 +12,8 @@ import numbers
 import numpy as np
 
 from .. import kernels
-from ..core.devices import array_module, has_kernels, kernels_of
+from ..core.devices import has_kernels, kernels_of
+from ..core.placement import array_module
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import primal, primitive, stop_gradient
 from .checks import as_array, normalize_axes

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from ..core.batching import Batched
+from ..core.batched import Batched
 from ..core.rules import fast_rule
 from ..core.tracer import Box, primitive
 from ..core.weak import is_weak, strong_float_dtype, weak_float

@@ -5,7 +5,7 @@ the leaf's tree path, so a wrong gradient is found where it enters, not epochs l
 """
 import numpy as np
 
-from ..core.array_types import is_device_array
+from ..core.devices import is_device_array
 from ..core.tree import tree_leaves, tree_paths
 
 

@@ -8,8 +8,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from .. import kernels
-from ..core.array_types import is_device_array
-from ..core.devices import array_module, check_one_device, kernels_of
+from ..core.devices import is_device_array, kernels_of
+from ..core.placement import array_module, check_one_device
 from .flat import unflatten_each, update_in_chunks
 from .gradient_shapes import check_gradient_shapes
 from ..core.tree import is_differentiable, tree_map

@@ -1,5 +1,5 @@
 """Ops for a parameter that vmap gives every example as one copy (vmap(grad(f)) with the
-parameters unmapped: core/batching.py batches them as a broadcast view, so that each example
+parameters unmapped: core/batched.py batches them as a broadcast view, so that each example
 gets its own gradient). Its examples are one array, so the forward pass needs it once: one
 product with the shared matrix, one lookup in the shared table; the pullbacks give every
 example its own cotangent, as the gradient asks.
@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 
-from ..core.devices import array_module, on_host
+from ..core.devices import on_host
+from ..core.placement import array_module
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import primal, primitive
 from ..ops import expand_dims, getitem, matmul, reshape, scatter_add, swapaxes, unbroadcast

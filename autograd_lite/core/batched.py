@@ -1,6 +1,8 @@
-"""Batching (vmap's tracing, in the spirit of JAX's batching rules): a `Batched` value holds
-many examples of one logical value stacked along one axis of its `value` (`bdim`), for one
-vmap call (its `level`). Its `shape` is one example's; ops see it as one example.
+"""The batched value under vmap, and how an op meets one (vmap's tracing, in the spirit of
+JAX's batching rules; vmap itself and the ops' rules are autograd_lite/batching/). A
+`Batched` value holds many examples of one logical value stacked along one axis of its
+`value` (`bdim`), for one vmap call (its `level`). Its `shape` is one example's; ops see it
+as one example.
 
 An op called with a `Batched` argument (or a tuple argument holding one, as an index) does
 not run its body: the batching rule registered for the op (`BATCHING_RULES`, filled by
@@ -24,7 +26,7 @@ batch them again.
 
 Axis helpers (`strip_level`, `insert_level`) move a level's axis between the `Batched`
 wrapper and the logical shape; they need moveaxis and broadcasting ops, which the batching
-package installs (`OPS`), since the core imports no op.
+package installs (`Ops`), since the core imports no op.
 """
 import contextlib
 
@@ -94,10 +96,6 @@ class Batched:
             f"vmap: x.{name} is not defined on a value under vmap ({self.shape} {self.dtype} "
             "per example): write the mapped function with autograd_lite's ops, which map every "
             f"example, or compute {name} on vmap's output")
-
-
-def is_batched(x):
-    return type(x) is Batched
 
 
 # ---------------------------------------------------------------- vmap calls in progress
