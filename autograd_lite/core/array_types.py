@@ -79,7 +79,7 @@ def mixed_devices_error(op, values, unbox):
 
 def as_op_output(out):
     """An op's output as an array: a numpy or device array as it is, a numpy scalar (or
-    anything else numpy takes) through np.asanyarray (core/weak.py's subclass stays)."""
+    anything else numpy takes) through np.asanyarray (core/dtypes.py's subclass stays)."""
     t = type(out)
     if t is np.ndarray or module_of_type(t) is not None:
         return out
