@@ -199,11 +199,14 @@ def _dispatch(function, args, kwargs):
     if top is None:  # nothing traced: the rule's output only
         rule = _applicable(function, args, kwargs)
         if rule is None:
-            return function.plain(*args, **kwargs)
-        if weak:
-            args = unflatten(structure, settled_weak_floats(leaves)[0])
-        out = rule.body(*args, **kwargs)[0]
-        return out if type(out) is np.ndarray else as_op_output(out)  # an op's output: an array
+            out = function.plain(*args, **kwargs)
+        else:
+            if weak:
+                args = unflatten(structure, settled_weak_floats(leaves)[0])
+            out = rule.body(*args, **kwargs)[0]
+        if type(out) is np.ndarray or not isinstance(out, np.generic):
+            return out
+        return as_op_output(out)  # a numpy scalar: an op's output is an array
     if not top.active:
         raise escaped_value_error(function.op_name, top)
     if top.picturing and not function.drawn_as_op:
