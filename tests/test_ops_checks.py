@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.ops.checks import check_same_float_dtype, dtype_of, normalize_axes
+from autograd_lite.core.dtypes import check_same_float_dtype, dtype_of
+from autograd_lite.ops.checks import normalize_axes
 from autograd_lite.ops.reductions import keepdims_shape
 from helpers.op_cases import assert_raises, each_error
 

@@ -1,11 +1,11 @@
-"""float16 (autograd_lite/ops/precision.py): every op of the op table that torch has, in
+"""float16 (autograd_lite/core/dtypes.py): every op of the op table that torch has, in
 float16, against torch in float64 on the same numbers; long sums, which numpy would run in
 float16 (a sum, the gradient of a broadcast bias); and `computed_in_float32` itself."""
 import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.ops.precision import computed_in_float32, wide_sum
+from autograd_lite.core.dtypes import computed_in_float32, wide_sum
 from helpers.references import compare_with_torch
 from helpers.op_table import CASES
 

@@ -17,30 +17,6 @@ def torch_masked_softmax(torch, mask, axis=-1):
     return lambda t: t.masked_fill(~torch.from_numpy(mask), -np.inf).softmax(axis)
 
 
-def test_softmax_backward_helper_is_softmax_vjp(rng, torch):
-    x, g = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
-    t = torch.from_numpy(x).requires_grad_(True)
-    (want,) = torch.autograd.grad(t.softmax(0), t, torch.from_numpy(g))
-    y = ag.softmax(x, axis=0)
-    np.testing.assert_allclose(ag.ops.softmax_backward(g, y, 0), want.numpy(),
-                               rtol=1e-12, atol=1e-15)
-
-
-@pytest.mark.parametrize("shape", [(5,), (3, 5), (2, 3, 4, 6)])
-def test_softmax_backward_helper_along_the_last_axis_is_softmax_vjp(shape, rng, torch):
-    """Plain arrays along the last axis take the einsum path of the helper."""
-    x, g = rng.standard_normal(shape), rng.standard_normal(shape)
-    t = torch.from_numpy(x).requires_grad_(True)
-    (want,) = torch.autograd.grad(t.softmax(-1), t, torch.from_numpy(g))
-    y = ag.softmax(x)
-    got = ag.ops.softmax_backward(g, y, len(shape) - 1)
-    np.testing.assert_allclose(got, want.numpy(), rtol=1e-12, atol=1e-15)
-    assert got.dtype == np.float64
-    got32 = ag.ops.softmax_backward(g.astype(np.float32), y.astype(np.float32), len(shape) - 1)
-    assert got32.dtype == np.float32
-    np.testing.assert_allclose(got32, want.numpy(), rtol=1e-5, atol=1e-6)
-
-
 # ---- masks ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -2,8 +2,8 @@
 rule attached with `ag.fast_rule`. The rule runs where it applies and gives each argument's
 cotangent in the argument's own tree; the plain function runs under higher order, in
 pictures, where no rule applies and with `ag.fast_rules(False)` (or
-AUTOGRAD_LITE_FAST_RULES=0); a rule's pullback meeting a traced cotangent falls back on the
-plain function's vjp. Values against numpy and central differences."""
+AUTOGRAD_LITE_FAST_RULES=0); a traced cotangent takes the plain function's vjp, or the
+pullback of a rule registered `takes_traced`. Values against numpy and central differences."""
 import os
 import subprocess
 import sys
@@ -168,6 +168,37 @@ def test_a_traced_cotangent_takes_the_plain_functions_vjp_in_the_traced_leaves(c
     h = 1e-6
     np.testing.assert_allclose(tangent, (loss(x + h * v) - loss(x - h * v)) / (2 * h),
                                rtol=1e-7)
+
+
+@ag.fusable
+def cubed(x):
+    return x * x * x
+
+
+COTANGENTS = []  # whether each cotangent cubed_rule's pullback met was recorded
+
+
+@ag.fast_rule(cubed, takes_traced=True)
+def cubed_rule(x):
+    square = x * x
+
+    def cubed_pullback(g):
+        COTANGENTS.append(ag.is_recorded(g))
+        return (3 * square * g,)  # the library's ops where g is traced
+    return square * x, cubed_pullback
+
+
+def test_a_rule_that_takes_traced_cotangents_meets_them_in_its_own_pullback(case):
+    """jvp (the double vjp) and jacobian (vmap over the cotangents) give the pullback a
+    traced or batched cotangent, which its ops record; the values match the derivative."""
+    _, x, g = case
+    v = np.random.default_rng(5).standard_normal(x.shape)
+    COTANGENTS.clear()
+    _, tangent = ag.jvp(lambda x: ag.sum(cubed(x) * g), (x,), (v,))
+    np.testing.assert_allclose(tangent, np.sum(3 * x * x * g * v), rtol=1e-12)
+    jacobian = ag.jacobian(cubed)(x[0])
+    np.testing.assert_allclose(jacobian, np.diag(3 * x[0] ** 2), rtol=1e-12)
+    assert COTANGENTS == [True, True]
 
 
 @ag.fusable

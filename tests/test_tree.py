@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.core.tree import is_python_number
+from autograd_lite.core.tree import (PrefixMismatch, broadcast_prefix, is_python_number,
+                                     structure_paths, tree_flatten, unflatten)
 
 
 class Attention(NamedTuple):
@@ -106,6 +107,38 @@ def test_tree_unflatten_round_trip():
     assert ag.tree_leaves(numbered) == list(range(12))
     with pytest.raises(ValueError, match="more leaves"):
         ag.tree_unflatten(model, list(range(13)))
+
+
+def test_tree_flatten_gives_the_structure_unflatten_fills():
+    """One flatten for every tree walk: the leaves of tree_leaves, and a structure that puts
+    any leaves back in the tree's containers; two trees pair leaf by leaf (tree_map) exactly
+    where their structures are equal."""
+    model = make_model()
+    leaves, structure = tree_flatten(model)
+    assert all(a is b for a, b in zip(leaves, ag.tree_leaves(model))) and len(leaves) == 12
+    numbered = unflatten(structure, list(range(12)))
+    assert numbered == ag.tree_unflatten(model, list(range(12)))
+    assert type(numbered.encoder[0]) is Block and type(numbered.head) is dict
+    assert tree_flatten(ag.tree_map(lambda x: 0, model))[1] == structure
+    reordered = model._replace(head={"rest": model.head["rest"], "key": model.head["key"]})
+    assert tree_flatten(reordered)[1] != structure
+    assert tree_flatten(np.ones(3))[1] is None
+    assert structure_paths(structure, "m")[:3] == ["m.encoder[0].attn.wq",
+                                                   "m.encoder[0].attn.wk", "m.encoder[0].n_heads"]
+
+
+def test_a_prefix_tree_gives_each_leaf_the_entry_above_it():
+    """vmap's in_axes and a rule's cotangents: a leaf of the prefix stands for its subtree."""
+    tree = ([np.ones(2), (3, 4)], {"a": 5.0})
+    structure = tree_flatten(tree)[1]
+    assert broadcast_prefix(([0, None], 1), structure) == [0, None, None, 1]
+    assert broadcast_prefix(None, structure) == [None] * 4
+    with pytest.raises(PrefixMismatch) as error:
+        broadcast_prefix(([0, (1, 2, 3)], 1), structure)
+    assert error.value.where("args") == "args[0][1]" and error.value.prefix == (1, 2, 3)
+    with pytest.raises(PrefixMismatch) as error:
+        broadcast_prefix((0, {"b": 1}), structure)
+    assert error.value.where("args") == "args[1]"
 
 
 def test_tree_unflatten_with_too_few_leaves_is_named():

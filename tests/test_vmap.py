@@ -291,6 +291,9 @@ def test_bad_calls_say_what_is_wrong(batch):
         ag.vmap(lambda x, y: x.sum() + y.sum())(xs, np.zeros((4, 2)))
     with pytest.raises(ValueError, match="in_axes has 1 entries for 2 arguments"):
         ag.vmap(loss, in_axes=(0,))(p, xs)
+    with pytest.raises(ValueError, match=r"^vmap: in_axes at args\[0\].w is a tuple of 2, but "
+                                         r"the value there is a leaf"):
+        ag.vmap(loss, in_axes=(p._replace(w=(0, 0), b=None, scale=None), 0))(p, xs)
     with pytest.raises(ValueError, match="out of range for 2 dimensions"):
         ag.vmap(lambda x: x, in_axes=2)(xs)
     with pytest.raises(ValueError, match="out_axes is None .* differs from one example"):

@@ -4,7 +4,8 @@ broadcasts as one example would; unbatched operands broadcast from the right as 
 One call computes every example."""
 from ..core.batched import BATCHING_RULES, Batched
 from ..core.tracer import primal
-from ..ops import elementwise as ew, selection as sel, weak
+from ..core import dtypes
+from ..ops import elementwise as ew, selection as sel
 from .axes import example_rank, padded
 
 
@@ -34,7 +35,7 @@ def constant_ufunc(ufunc, *inputs):
 ELEMENTWISE = [ew.add, ew.sub, ew._multiply, ew.div, ew._power, ew.neg, ew.float_cast, ew.exp,
                ew.log, ew.sqrt, ew.tanh, ew.sigmoid, ew.relu, ew.gelu, ew.abs, ew.sin, ew.cos,
                ew.log1p, ew.expm1, ew.softplus, sel.maximum, sel.minimum, sel.where, sel.clip,
-               weak.weak_cotangent]
+               dtypes.weak_cotangent]
 
 for _op in ELEMENTWISE:
     BATCHING_RULES[_op] = elementwise_rule(_op)

@@ -76,7 +76,7 @@ def gather_each(tables, indices):
     return out, gather_each_pullback
 
 
-@fusable(op=True, name="linear")
+@fusable(drawn_as_op=True, name="linear")
 def linear_each(x, w, b):
     """linear of each example by its own weights: x (B, ..., d_in), w (B, d_in, d_out),
     b (B, d_out) -> (B, ..., d_out). Written out: one stacked product, then the biases."""
@@ -105,7 +105,7 @@ def linear_each_of_one_copy(x, w, b):
     return out, linear_each_pullback
 
 
-@fusable(op=True, name="layer_norm")
+@fusable(drawn_as_op=True, name="layer_norm")
 def layer_norm_each(x, scale, bias, eps):
     """layer_norm of each example by its own scale and bias: x (B, ..., D), scale and bias
     (B, D). Written out: x normalized, then each example's scale and bias."""
@@ -125,7 +125,7 @@ def layer_norm_each_of_one_copy(x, scale, bias, eps):
     the output and x's cotangent; scale's and bias's are per example, Σ_rows gₑ ⊙ x̂ₑ and
     Σ_rows gₑ (x̂ recomputed by one more layer_norm, with a unit scale and no bias). eps is
     held constant (the batching rule sends a traced eps to the plain definition)."""
-    out, x_pullback, _ = layer_norm_rule(x, scale[0], bias[0], eps)
+    out, x_pullback = layer_norm_rule(x, scale[0], bias[0], eps)
     length, d = scale.shape
 
     def normalized():

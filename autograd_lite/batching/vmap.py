@@ -23,49 +23,31 @@ import numbers
 import numpy as np
 
 from ..core.batched import Batched, MappedCall, new_level, running, strip_level
-from ..core.tree import children, rebuild
-from ..core.weak import strong
+from ..core.tree import (PrefixMismatch, broadcast_prefix, structure_paths, tree_flatten,
+                         tree_leaves, unflatten)
+from ..core.dtypes import strong
 from .axes import broadcast_axis, is_array, moveaxis
 
 
 def _check_axes_spec(name, spec):
-    if spec is None or isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
-        return
-    kids = children(spec)
-    if kids is None:
-        raise TypeError(f"vmap: {name} must be an int, None, or a tuple or tree of them, got "
-                        f"{type(spec).__name__}")
-    for kid in kids:
-        _check_axes_spec(name, kid)
+    for axis in tree_leaves(spec):
+        if axis is not None and not (isinstance(axis, numbers.Integral)
+                                     and not isinstance(axis, bool)):
+            raise TypeError(f"vmap: {name} must be an int, None, or a tuple or tree of them, "
+                            f"got {type(axis).__name__}")
 
 
-def _paired(name, spec, tree, path, out):
-    """Append (leaf, axis, path) for every leaf of `tree`, axis from the prefix tree `spec`."""
-    if spec is None or isinstance(spec, numbers.Integral):
-        stack = [(tree, path)]
-        while stack:
-            node, where = stack.pop()
-            kids = children(node)
-            if kids is None:
-                out.append((node, spec, where))
-            else:
-                stack.extend(reversed([(k, f"{where}[{i}]") for i, k in enumerate(kids)]))
-        return
-    spec_kids, tree_kids = children(spec), children(tree)
-    if tree_kids is None or type(spec) is not type(tree) or len(spec_kids) != len(tree_kids):
-        raise ValueError(f"vmap: {name} at {path or 'the top'} is a {type(spec).__name__} of "
-                         f"{len(spec_kids)}, but the value there is "
-                         f"{type(tree).__name__ if tree_kids is None else f'a {type(tree).__name__} of {len(tree_kids)}'}: "
-                         "give an int or None there, or a tree of the value's structure")
-    for i, (s, t) in enumerate(zip(spec_kids, tree_kids)):
-        _paired(name, s, t, f"{path}[{i}]", out)
-
-
-def _rebuilt(tree, leaves):
-    kids = children(tree)
-    if kids is None:
-        return next(leaves)
-    return rebuild(tree, [_rebuilt(k, leaves) for k in kids])
+def _axes_of_leaves(name, spec, structure, root):
+    """The axis of each leaf of a tree of `structure`, from `spec`, a prefix of it."""
+    try:
+        return broadcast_prefix(spec, structure)
+    except PrefixMismatch as error:
+        there = error.structure
+        value = "a leaf" if there is None else f"a {there[0].__name__} of {len(there[2])}"
+        raise ValueError(f"vmap: {name} at {error.where(root)} is a "
+                         f"{type(error.prefix).__name__} of {len(error.prefix)}, but the value "
+                         f"there is {value}: give an int or None there, or a tree of the "
+                         "value's structure") from None
 
 
 def _mapped_length(pairs):
@@ -131,8 +113,9 @@ def vmap(f, in_axes=0, out_axes=0, randomness="error"):
             spec = tuple(spec)
         if isinstance(spec, tuple) and len(spec) != len(args):
             raise ValueError(f"vmap: in_axes has {len(spec)} entries for {len(args)} arguments")
-        pairs = []
-        _paired("in_axes", spec, args, "args", pairs)
+        leaves, structure = tree_flatten(args)
+        axes = _axes_of_leaves("in_axes", spec, structure, "args")
+        pairs = list(zip(leaves, axes, structure_paths(structure, "args")))
         length = _mapped_length(pairs)
         level = new_level()
         leaves = [Batched(leaf, level, axis % leaf.ndim)
@@ -140,12 +123,13 @@ def vmap(f, in_axes=0, out_axes=0, randomness="error"):
                   for leaf, axis, _ in pairs]
         call = MappedCall(level, length, randomness)
         with running(call):
-            out = f(*_rebuilt(args, iter(leaves)))
+            out = f(*unflatten(structure, leaves))
             if call.draws is not None and call.draws.needs_replay():
                 call.draws.rewind()  # random ops at several places: the loop's draws need
-                out = f(*_rebuilt(args, iter(leaves)))  # each example's count (randomness.py)
-        out_pairs = []
-        _paired("out_axes", out_axes, out, "out", out_pairs)
-        return _rebuilt(out, iter(_unmapped_output(leaf, level, axis, length, path)
-                                  for leaf, axis, path in out_pairs))
+                out = f(*unflatten(structure, leaves))  # each example's count (randomness.py)
+        leaves, structure = tree_flatten(out)
+        axes = _axes_of_leaves("out_axes", out_axes, structure, "out")
+        return unflatten(structure, [
+            _unmapped_output(leaf, level, axis, length, path)
+            for leaf, axis, path in zip(leaves, axes, structure_paths(structure, "out"))])
     return vmapped

@@ -9,7 +9,11 @@ the rule and the argument (a rule must say zero with zeros), unless the same tra
 another argument that got one (self-attention's x_q is x_kv, given one cotangent).
 Each cotangent must have its argument's shape and dtype, and is dropped as soon as it is
 used; with `release=True` each pullback, and the forward values it holds, is dropped too.
+A fast rule's node (core/rules.py) takes a traced cotangent (jvp's double vjp, vmap's
+batched cotangents) by the vjp of the rule's plain function, unless its pullback takes one.
 """
+from .batched import Batched
+from .tracer import Box
 
 
 def _consumer_counts(output):
@@ -47,7 +51,13 @@ def backward(output, seed, release):
             if g is not None:
                 at_leaves[node] = g
             continue
-        grads = node.pullback(g) if g is not None else None
+        if g is None:
+            grads = None
+        elif node.rule is not None and node.rule.values is not None and \
+                (type(g) is Box or type(g) is Batched):
+            grads = node.rule.traced_pullback(g)  # a fast rule's: its plain function's vjp
+        else:
+            grads = node.pullback(g)
         if grads is not None and (type(grads) is not tuple or len(grads) <= node.parents[-1][0]
                                   or len(grads) > node.n_args):
             got = f"tuple of {len(grads)}" if type(grads) is tuple else type(grads).__name__
@@ -73,4 +83,5 @@ def backward(output, seed, release):
                 ready.append(parent)
         if release:
             node.pullback = None
+            node.rule = None
     return at_leaves

@@ -127,7 +127,7 @@ def is_device_array(x):
 
 def as_op_output(out):
     """An op's output as an array: a numpy or device array as it is, a numpy scalar (or
-    anything else numpy takes) through np.asanyarray (core/weak.py's subclass stays)."""
+    anything else numpy takes) through np.asanyarray (core/dtypes.py's subclass stays)."""
     t = type(out)
     if t is np.ndarray or device_of_type(t) is not None:
         return out

@@ -1,6 +1,6 @@
 """Whole-program reverse mode: gradient, value_and_gradient, grad, vjp. Each call opens a
 new trace, boxes every float leaf of the arguments it differentiates (a Python float as a
-weak float, weak.py), runs the function once, and sends the output's cotangent back through
+weak float, dtypes.py), runs the function once, and sends the output's cotangent back through
 the recorded nodes. Gradients come back in the structure of the arguments, each leaf's of its
 kind (a Python float's a float); static leaves (tree.is_differentiable: integer arrays, None,
 ints, strings, functions, Hyper settings) get None. `argnums` follows jax.grad (argnums.py):
@@ -22,12 +22,12 @@ from .placement import array_module
 from .tracer import Box, Node, Trace, end_trace, escaped_value_error
 from .tree import (check_no_complex, children, is_complex, is_differentiable, tree_leaves,
                    tree_map, tree_unflatten)
-from .weak import weak_float
+from .dtypes import weak_float
 
 
 def box_input(leaf, trace):
     """A float leaf as an input of `trace` (a Box whose node has no parents); a Python float
-    as a weak float (weak.py), which keeps numpy's promotion of Python floats."""
+    as a weak float (dtypes.py), which keeps numpy's promotion of Python floats."""
     if type(leaf) is float:
         value = weak_float(leaf)
     else:

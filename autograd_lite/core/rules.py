@@ -15,31 +15,35 @@ ChainRules' `rrule`, NNlib's softmax that a CUDA extension overrides).
         return out, add_and_norm_pullback
 
 A call of a fusable function runs the first registered rule whose `applies(*args, **kwargs)`
-is true, on the plain arrays of the innermost trace's values (the arguments' trees opened,
-leaf by leaf), and records one node for it. `applies` and the rule get every positional
-argument, the call's defaults filled in from the plain function's signature (so a rule
-repeats none). Its pullback gets a plain cotangent and returns one cotangent per positional
-argument, None or a tree of the argument's structure (None, an array, or a function of no
-arguments computing it at each leaf). None means "no derivative" (an int, a static value):
-for a differentiated float it is an error naming the rule and the argument, and a rule
-whose derivative is zero returns zeros. The plain function runs instead, op by op, so that
-the traces record it:
+is true, on the plain arrays of the innermost trace's values (the arguments' trees
+flattened, core/tree.py), and records one node for it. `applies` and the rule get every
+positional argument, the call's defaults filled in from the plain function's signature (so
+a rule repeats none). A rule returns `(out, pullback)`. Its pullback gets a plain cotangent
+and returns one cotangent per positional argument, None or a tree of the argument's
+structure (None for a subtree stands for None at each of its leaves; a leaf is an array, or
+a function of no arguments computing it). None means "no derivative" (an int, a static
+value): for a differentiated float it is an error naming the rule and the argument, and a
+rule whose derivative is zero returns zeros. A weak float among float arrays reaches the
+rule cast to their dtype, and its cotangent goes back as a weak float (core/dtypes.py).
+The plain function runs instead, op by op, so that the traces record it:
 
 - under higher order: a value belongs to an enclosing trace (grad of grad, hessian);
-- while a picture or a capture records (`Trace.picturing`), unless the fusable is one of
-  the library's ops (`op=True`), which pictures draw as one op (with its rules off, one
+- while a picture or a capture records (`Trace.picturing`), unless the fusable is
+  `drawn_as_op` (the library's ops), which pictures draw as one op (with its rules off, one
   node whose output and pullback are the plain function's);
 - when no rule applies; and when rules are off (`fast_rules(False)`, or
   AUTOGRAD_LITE_FAST_RULES=0 for a process);
-- under vmap (a Batched argument, core/batched.py), unless the fusable is one of the
-  library's ops with a batching rule (softmax, layer_norm, cross_entropy, gather, linear...),
-  which then calls the op once for every example, so its fast rule runs on the batch.
+- under vmap (a Batched argument, core/batched.py), unless the fusable has a batching
+  rule (softmax, layer_norm, cross_entropy, gather, linear...), which then calls it once
+  for every example, so that its fast rule runs on the batch.
 
-A rule's pullback may still meet a traced cotangent (jvp's double vjp, or a trace that
-differentiates the cotangent): a rule returns `(out, pullback, traced_pullback)` with one
-written with the library's ops over what it saved (the same function twice where the
-pullback is already written so), or `(out, pullback)`, and then the engine differentiates
-the plain function at the rule's arguments, which it keeps for that.
+A traced cotangent (jvp's double vjp, vmap's batched cotangents of a jacobian, a trace that
+differentiates what the cotangent was made from) goes to the vjp of the plain function at
+the rule's arguments, which the node keeps for that: the definition is what every
+derivative of higher order follows. A rule registered `takes_traced=True` instead meets
+one in its own pullback, written with the library's ops where `is_recorded(g)`, and its
+node keeps no argument (the library's ops: their pullbacks keep what the kernels saved,
+such as x̂ and 1/σ, not x).
 
 Two different arguments (or leaves) arrive as two different objects even where they share
 one array (a view for the later one, tracer.keep_distinct_arguments_distinct), so a rule may
@@ -53,12 +57,13 @@ import os
 import numpy as np
 
 from .devices import as_op_output, mixed_devices_error
-from .batched import Batched, batched_call, holds_batched
+from .batched import BATCHING_RULES, Batched, batched_call
 from .differentiate import vjp
+from .dtypes import WeakFloat, settled_weak_floats, weak_cotangents
 from .randomness import copied_generator
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error, every_value,
                      move_keywords_to_positions, opened, positional_parameters)
-from .tree import children, rebuild
+from .tree import PrefixMismatch, broadcast_prefix, flatten_into, leaf_count, unflatten
 
 _SETTING = "AUTOGRAD_LITE_FAST_RULES"
 
@@ -88,33 +93,36 @@ def fast_rules(enabled):
 
 
 class Rule:
-    """A fast rule's body and its `applies` predicate (None: it applies to every call)."""
-    __slots__ = ("body", "applies")
+    """A fast rule's body, its `applies` predicate (None: it applies to every call), and
+    whether its pullbacks take traced cotangents themselves (`fast_rule`)."""
+    __slots__ = ("body", "applies", "takes_traced")
 
-    def __init__(self, body, applies):
-        self.body, self.applies = body, applies
+    def __init__(self, body, applies, takes_traced):
+        self.body, self.applies, self.takes_traced = body, applies, takes_traced
 
 
 PLAIN_DEFINITIONS = set()  # code objects of the fusables' plain functions (viz/scopes.py)
 
 
-def fusable(fn=None, *, name=None, op=False):
+def fusable(fn=None, *, name=None, drawn_as_op=False):
     """Make the plain function `fn` one that fast rules (`fast_rule`) may stand in for; with
     no rule, or rules off, a call is a call of `fn`. `name` (default fn's) names the node a
-    rule records, in errors and pictures. op: one of the library's ops, drawn in pictures as
-    one op (its rule runs there too, as a primitive's body does), whose arguments are arrays
-    and static operands; otherwise (a model's function) pictures and captures run `fn`, to
-    show the ops it is made of, and arguments may be trees (NamedTuples of parameters).
-    The result exposes `plain` (fn), `rules`, `op_name` and `parameters`."""
+    rule records, in errors and pictures. drawn_as_op: pictures and captures draw a call as
+    one op (one of the library's ops: its rule runs there too, as a primitive's body does,
+    and with rules off its plain function computes that one node); otherwise (a model's
+    function) they run `fn`, to show the ops it is made of. Under vmap a fusable with a
+    batching rule (core/batched.py's BATCHING_RULES) runs it, else `fn`.
+    The result exposes `plain` (fn), `rules`, `op_name`, `parameters` and `drawn_as_op`."""
     if fn is None:
-        return functools.partial(fusable, name=name, op=op)
+        return functools.partial(fusable, name=name, drawn_as_op=drawn_as_op)
     PLAIN_DEFINITIONS.add(fn.__code__)
 
     @functools.wraps(fn)
     def fusable_call(*args, **kwargs):
         try:
-            if fusable_call.rules and (_Switch.on or op):  # an op: one op in pictures,
-                return _dispatch(fusable_call, args, kwargs)  # rules off too
+            if _Switch.on and fusable_call.rules or drawn_as_op or \
+                    fusable_call in BATCHING_RULES:  # rules off: one op in pictures, batched
+                return _dispatch(fusable_call, args, kwargs)
             return fn(*args, **kwargs)
         except TypeError:  # numpy's and a device's arrays among the arguments: say so by name
             error = mixed_devices_error(fusable_call.op_name, args, every_value)
@@ -125,85 +133,32 @@ def fusable(fn=None, *, name=None, op=False):
     fusable_call.rules = []
     fusable_call.op_name = name or fn.__name__
     fusable_call.parameters = positional_parameters(fn)
-    fusable_call.drawn_as_op = op
+    fusable_call.drawn_as_op = drawn_as_op
     return fusable_call
 
 
-def fast_rule(function, applies=None):
-    """Register the decorated `rule(*args, **kwargs) -> (out, pullback[, traced_pullback])`
-    against the fusable `function`, for the calls where `applies(*args, **kwargs)` (None:
-    every call) is true; both see the plain arrays (the module docstring has the contract).
+def fast_rule(function, applies=None, *, takes_traced=False):
+    """Register the decorated `rule(*args) -> (out, pullback)` against the fusable
+    `function`, for the calls where `applies(*args)` (None: every call) is true; both see
+    the plain arrays (the module docstring has the contract). takes_traced: the rule's
+    pullbacks take a traced cotangent too, written with the library's ops where it is one
+    (`is_recorded(g)`), so that its node keeps no argument for the plain function's vjp.
     Rules registered earlier are tried first. Returns the rule itself."""
     if not hasattr(function, "rules"):
         raise TypeError(f"fast_rule: {getattr(function, '__name__', function)!r} is not a "
                         "fusable function; define it with @ag.fusable to attach rules to it")
 
     def register(rule):
-        function.rules.append(Rule(rule, applies))
+        function.rules.append(Rule(rule, applies, takes_traced))
         return rule
     return register
 
 
-def _leaves(args, flat):
-    """(the leaves of the positional arguments in tree order, their skeleton: None for a
-    leaf, a tuple of the children's skeletons for a container); an op's arguments are its
-    leaves (arrays and static operands), and its skeleton None."""
-    if flat:
-        return args, None
-    leaves = []
-    return leaves, _flatten(args, leaves)
-
-
-def _flatten(kids, leaves):
-    """Append the leaves below the children `kids` to `leaves` (containers as tree.children
-    has them: tuples, NamedTuples, lists, dicts) and return the children's skeleton. One
-    call per container, not per leaf: on small arrays the calls would cost more than the
-    rule saves."""
-    skeleton = []
-    for kid in kids:
-        t = type(kid)
-        if t is not np.ndarray and t is not Box and isinstance(kid, (tuple, list, dict)):
-            skeleton.append(_flatten(kid.values() if isinstance(kid, dict) else kid, leaves))
-        else:
-            leaves.append(kid)
-            skeleton.append(None)
-    return tuple(skeleton)
-
-
-def _rebuilt(args, leaves):
-    """The positional arguments with their leaves replaced, in order."""
-    return tuple(_rebuilt_children(args, iter(leaves)))
-
-
-def _rebuilt_children(kids, leaves):
-    rebuilt = []
-    for kid in kids:
-        t = type(kid)
-        if t is np.ndarray or t is Box or not isinstance(kid, (tuple, list, dict)):
-            rebuilt.append(next(leaves))
-        elif t is tuple or t is list:
-            rebuilt.append(t(_rebuilt_children(kid, leaves)))
-        else:  # a NamedTuple, a dict
-            rebuilt.append(rebuild(kid, _rebuilt_children(children(kid), leaves)))
-    return rebuilt
-
-
-def _cotangent_leaves(skeleton, cotangents, out):
-    """Append to `out` the cotangents a rule's pullback gave (one tree per argument, None
-    for an argument or a subtree without one) as one entry per leaf of the arguments."""
-    for shape, cotangent in zip(skeleton, cotangents):
-        if shape is None:
-            out.append(cotangent)
-        elif cotangent is None:
-            out.extend([None] * _count_leaves(shape))
-        else:
-            _cotangent_leaves(shape, cotangent.values() if isinstance(cotangent, dict)
-                              else cotangent, out)
-    return out
-
-
-def _count_leaves(skeleton):
-    return sum(1 if shape is None else _count_leaves(shape) for shape in skeleton)
+def is_recorded(g):
+    """Whether the ops on `g` are recorded rather than computed on a plain array: a traced
+    or batched cotangent, which a pullback of a rule registered `takes_traced` meets with
+    the library's ops."""
+    return type(g) is Box or type(g) is Batched
 
 
 def _applicable(function, args, kwargs):
@@ -217,70 +172,142 @@ def _applicable(function, args, kwargs):
 
 
 def _dispatch(function, args, kwargs):
-    """A call of a fusable with rules on: a rule where one applies and no enclosing trace or
-    picture asks for the plain function, else the plain function."""
-    flat = function.drawn_as_op
+    """A call of a fusable with rules on (or one drawn as an op, or with a batching rule): a
+    rule where one applies and no enclosing trace or picture asks for the plain function,
+    the batching rule under vmap, else the plain function."""
     if kwargs or len(args) < len(function.parameters):  # rules see every argument, the
         args, kwargs = move_keywords_to_positions(  # defaults the function's own
             function.op_name, function.parameters, args, kwargs)
-    leaves, skeleton = _leaves(args, flat)
+        args = tuple(args)
+    leaves = []
+    structure = flatten_into(args, leaves)
     top = None
+    weak = False
     for a in leaves:
         t = type(a)
         if t is Box:
             if top is None or a.trace.level > top.level:
                 top = a.trace
-        elif t is Batched or flat and t is tuple and holds_batched(a):  # under vmap: an
-            if flat:  # op's batching rule, else the plain function
+        elif t is Batched:  # under vmap: the fusable's batching rule, else its plain function
+            if function in BATCHING_RULES:
                 return batched_call(function, args, kwargs, plain=function.plain)
             return function.plain(*args, **kwargs)
+        elif t is WeakFloat:
+            weak = True
     if kwargs:
         check_keyword_only(function.op_name, kwargs, top)
     if top is None:  # nothing traced: the rule's output only
         rule = _applicable(function, args, kwargs)
-        out = function.plain(*args, **kwargs) if rule is None else rule.body(*args, **kwargs)[0]
-        if type(out) is np.ndarray or not flat:
+        if rule is None:
+            out = function.plain(*args, **kwargs)
+        else:
+            if weak:
+                args = unflatten(structure, settled_weak_floats(leaves)[0])
+            out = rule.body(*args, **kwargs)[0]
+        if type(out) is np.ndarray or not isinstance(out, np.generic):
             return out
-        return as_op_output(out)  # an op's output: an array
+        return as_op_output(out)  # a numpy scalar: an op's output is an array
     if not top.active:
         raise escaped_value_error(function.op_name, top)
     if top.picturing and not function.drawn_as_op:
         return function.plain(*args, **kwargs)
     values, parents = opened(leaves, top)
-    if any(type(v) is Box for v in values) or any(type(v) is Box for v in kwargs.values()):
-        return function.plain(*args, **kwargs)  # higher order: the traces record the ops
-    plain_args = values if flat else _rebuilt(args, values)
+    for v in values:
+        t = type(v)
+        if t is Box:  # higher order: the traces record the plain function's ops
+            return function.plain(*args, **kwargs)
+        if t is WeakFloat:
+            weak = True
+    for v in kwargs.values():
+        if type(v) is Box:
+            return function.plain(*args, **kwargs)
+    flat = not any(structure[2])  # every argument a leaf: an op's arrays and operands
+    plain_args = values if flat else unflatten(structure, values)
     rule = _applicable(function, plain_args, kwargs)
     generators = {i: copy.deepcopy(v) for i, v in enumerate(values)  # as they were before
                   if type(v) is np.random.Generator}  # the call drew: for its plain function
-    if rule is None and top.picturing:  # an op, drawn as one whichever body computes it
-        rule = Rule(_plain_rule(function, values, parents, kwargs, generators), None)
-    elif rule is None:
+    if rule is None and not top.picturing:
         return function.plain(*args, **kwargs)
-    out, pullback, *traced = rule.body(*plain_args, **kwargs)
-    if traced:
-        traced = traced[0] if flat else _pullback_of_leaves(traced[0], skeleton)
+    kept = None if rule is not None and rule.takes_traced else values
+    call = RuleCall(function, rule, structure, kept, parents, kwargs, generators)
+    if rule is None:  # an op that a picture draws as one: its plain function as its rule
+        out, pullback = function.plain(*plain_args, **kwargs), _plain_pullback(call)
     else:
-        traced = _plain_function_pullback(function, plain_args, values, parents, kwargs, flat,
-                                          generators)
-    pullback = node_pullback(pullback, traced, None if flat else skeleton)
+        if weak:  # weak floats among float arrays: cast to their dtype (core/dtypes.py)
+            settled, weak = settled_weak_floats(values)
+            plain_args = settled if flat else unflatten(structure, settled)
+        out, pullback = rule.body(*plain_args, **kwargs)
+        if not flat or weak:
+            pullback = _per_leaf(pullback, structure, weak)
     if type(out) is not np.ndarray and type(out) is not Box:
-        out = as_op_output(out)  # an array subclass (core/weak.py's) stays as it is
-    n_args = max(len(leaves), len(function.parameters)) if flat else len(leaves)
+        out = as_op_output(out)  # an array subclass (core/dtypes.py's) stays as it is
     box = Box(out, top, Node(pullback, tuple(parents), function.op_name, out.shape, out.dtype,
-                             n_args, RuleCall(function, rule, skeleton)))
+                             len(leaves), call))
     if top.on_op is not None:
         top.on_op(function, leaves, kwargs, box)
     return box
 
 
-class RuleCall:
-    """What a fast rule's node keeps to name a missing cotangent: the fusable, the rule, and
-    the skeleton of the arguments' leaves (None for an op's)."""
-    __slots__ = ("function", "rule", "skeleton")
+def _plain_pullback(call):
+    """The pullback of an op drawn as one node by its plain function: the plain function's
+    vjp (RuleCall.traced_pullback) for every cotangent, named as the op's pullback."""
+    def plain_pullback(g):
+        return call.traced_pullback(g)
+    plain_pullback.__name__ = plain_pullback.__qualname__ = f"{call.function.op_name}_pullback"
+    return plain_pullback
 
-    def __init__(self, function, rule, skeleton):
-        self.function, self.rule, self.skeleton = function, rule, skeleton
+
+def _per_leaf(pullback, structure, weak):
+    """A rule's pullback (one cotangent tree per argument, None for a subtree without one)
+    as its node's: one cotangent per leaf of the arguments of `structure`, those of the
+    leaves at positions `weak` as weak floats (core/dtypes.py). Named as the rule's."""
+    def leaves_pullback(g):
+        cotangents = pullback(g)
+        try:
+            cotangents = broadcast_prefix(tuple(cotangents), structure)
+        except PrefixMismatch as error:
+            raise TypeError(f"the fast rule's pullback {pullback.__name__} gave cotangents "
+                            f"not in its arguments' structure at "
+                            f"{error.where('args')}") from None
+        return weak_cotangents(cotangents, weak) if weak else tuple(cotangents)
+    return _named_after(pullback, leaves_pullback)
+
+
+class RuleCall:
+    """What a fast rule's node keeps: the fusable, the rule (None: an op drawn as one by its
+    plain function), the structure of the arguments, and what the vjp of the plain function
+    needs for a traced cotangent (`traced_pullback`; `values` is None where the rule's own
+    pullback takes one)."""
+    __slots__ = ("function", "rule", "structure", "values", "parents", "kwargs", "generators")
+
+    def __init__(self, function, rule, structure, values, parents, kwargs, generators):
+        self.function, self.rule, self.structure = function, rule, structure
+        self.values, self.parents, self.kwargs = values, parents, kwargs
+        self.generators = generators
+
+    def traced_pullback(self, g):
+        """For a traced cotangent (a trace opened around the backward pass, as jvp's double
+        vjp, or vmap's batched cotangents of a jacobian): the vjp of the plain function in
+        its traced leaves, at the plain arguments the rule was given (`values`, its leaves),
+        every other leaf held, written with the library's ops, so that the enclosing trace
+        records it. Each generator among the leaves ({leaf: a copy as it was before the call
+        drew}) draws again from a copy of that state: the plain function draws the masks the
+        call drew (dropout). One cotangent per leaf."""
+        traced = [i for i, _ in self.parents]
+
+        def of_traced(*traced_values):
+            leaves = list(self.values)
+            for i, v in zip(traced, traced_values):
+                leaves[i] = v
+            for i, generator in self.generators.items():
+                leaves[i] = copied_generator(generator)
+            return self.function.plain(*unflatten(self.structure, leaves), **self.kwargs)
+
+        _, pullback = vjp(of_traced, *[self.values[i] for i in traced])
+        cotangents = [None] * len(self.values)
+        for i, c in zip(traced, pullback(g)):
+            cotangents[i] = c
+        return tuple(cotangents)
 
     def check_missing_cotangent(self, node, leaf, parent, cotangents):
         """The rule's pullback gave None (`cotangents[leaf]`) for the traced float leaf number
@@ -291,87 +318,21 @@ class RuleCall:
                for i, p in node.parents):
             return
         names = [name for name, _ in self.function.parameters]
-        if self.skeleton is None:
-            where = f"'{names[leaf]}'" if leaf < len(names) else f"args[{leaf}]"
-        else:
-            position, first = 0, 0
-            for position, shape in enumerate(self.skeleton):
-                count = 1 if shape is None else _count_leaves(shape)
-                if leaf < first + count:
-                    break
-                first += count
-            name = names[position] if position < len(names) else f"args[{position}]"
-            where = f"'{name}'" if self.skeleton[position] is None else \
-                f"'{name}' (its leaf {leaf - first} in tree order)"
+        position, first = 0, 0
+        for position, kid in enumerate(self.structure[2]):
+            count = leaf_count(kid)
+            if leaf < first + count:
+                break
+            first += count
+        name = f"'{names[position]}'" if position < len(names) else f"args[{position}]"
+        where = name if self.structure[2][position] is None else \
+            f"{name} (its leaf {leaf - first} in tree order)"
         rule = getattr(self.rule.body, "__name__", "rule")
         raise TypeError(
             f"{self.function.op_name}: the fast rule {rule}'s pullback gave no cotangent "
             f"(None) for argument {where}, {parent.shape} {parent.dtype}, which is "
             "differentiated: None means that an argument has no derivative (an int, a static "
             "value); where the derivative is zero, return zeros")
-
-
-def _pullback_of_leaves(pullback, skeleton):
-    """A rule's pullback (one cotangent tree per argument) as the node's: one per leaf of
-    the arguments, whose skeleton (`_leaves`) is given: the pullback keeps no argument."""
-    def leaves_pullback(g):
-        return tuple(_cotangent_leaves(skeleton, pullback(g), []))
-    return _named_after(pullback, leaves_pullback)
-
-
-def _plain_function_pullback(function, plain_args, values, parents, kwargs, flat, generators):
-    """For a traced cotangent, the vjp of the plain function in its traced leaves, at the
-    plain arguments the rule was given (`values`: their leaves), every other argument held,
-    written with the library's ops. Each generator among them ({leaf: a copy as it was
-    before the call drew}) draws again from a copy of that state: the plain function draws
-    the masks the call drew (dropout)."""
-    def of_traced(*traced_values):
-        traced = [i for i, _ in parents]
-        leaves = list(values)
-        for i, v in zip(traced, traced_values):
-            leaves[i] = v
-        for i, generator in generators.items():
-            leaves[i] = copied_generator(generator)
-        return function.plain(*(leaves if flat else _rebuilt(plain_args, leaves)), **kwargs)
-
-    def plain_function_pullback(g):
-        traced = [i for i, _ in parents]
-        _, pullback = vjp(of_traced, *[values[i] for i in traced])
-        cotangents = [None] * len(values)
-        for i, c in zip(traced, pullback(g)):
-            cotangents[i] = c
-        return tuple(cotangents)
-    return plain_function_pullback
-
-
-def _plain_rule(function, values, parents, kwargs, generators):
-    """A rule for an op that a picture draws while no rule of its own runs: the plain
-    function's output, and for every cotangent the plain function's vjp."""
-    def plain_rule(*args, **kwargs):
-        pullback = _plain_function_pullback(function, args, values, parents, kwargs, True,
-                                            generators)
-        pullback.__name__ = pullback.__qualname__ = f"{function.op_name}_pullback"
-        return function.plain(*args, **kwargs), pullback, pullback
-    return plain_rule
-
-
-def node_pullback(pullback, traced_pullback, skeleton=None):
-    """A rule's pullback as its node's: `pullback` for a plain cotangent, its cotangent trees
-    (one per argument) read as one cotangent per leaf of the arguments whose skeleton
-    (`_leaves`) is given (None: an op's, one per argument already); for a traced cotangent (a
-    trace opened around the backward pass, as jvp's double vjp, or one that differentiates
-    what the cotangent was made from) `traced_pullback`, which that trace records, and which
-    gives one cotangent per leaf. One call on the way back, named as the rule's pullback."""
-    if traced_pullback is pullback and skeleton is None:
-        return pullback
-
-    def fused_pullback(g):
-        if type(g) is Box or type(g) is Batched:
-            return traced_pullback(g)
-        if skeleton is None:
-            return pullback(g)
-        return tuple(_cotangent_leaves(skeleton, pullback(g), []))
-    return _named_after(pullback, fused_pullback)
 
 
 def _named_after(pullback, wrapper):

@@ -259,7 +259,7 @@ def primitive(body=None, *, name=None):
             raise_if_mixed_devices(op_name, args)
             raise
         if type(out) is not np.ndarray and type(out) is not Box:
-            out = as_op_output(out)  # an array subclass (core/weak.py's) stays as it is
+            out = as_op_output(out)  # an array subclass (core/dtypes.py's) stays as it is
         box = Box(out, top, Node(pullback, tuple(parents), op_name, out.shape, out.dtype,
                                  max(len(args), len(parameters))))
         if top.on_op is not None:

@@ -88,33 +88,181 @@ def is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+_CONTAINERS = (tuple, list, dict)  # and their subclasses (NamedTuples): every other value a leaf
+
+
 def children(tree):
     """The child subtrees of a container, or None for a leaf."""
-    if isinstance(tree, (tuple, list)):
-        return list(tree)
-    if isinstance(tree, dict):
-        return list(tree.values())
-    return None
+    if not isinstance(tree, _CONTAINERS):
+        return None
+    return list(tree.values()) if isinstance(tree, dict) else list(tree)
 
 
-def rebuild(like, new_children):
-    """A container of the type (and fields or keys) of `like` holding `new_children`."""
-    if is_namedtuple(like):
-        return type(like)(*new_children)
-    if isinstance(like, collections.defaultdict):  # its first argument is the default factory
-        return type(like)(like.default_factory, zip(like.keys(), new_children))
-    if isinstance(like, dict):
-        return type(like)(zip(like.keys(), new_children))
-    return type(like)(new_children)
+# ---------------------------------------------------------------- flattening with a structure
 
 
-def _child_names(tree):
-    """How each child is addressed in a path: '.field', '[i]' or "['key']"."""
-    if is_namedtuple(tree):
-        return ["." + f for f in tree._fields]
-    if isinstance(tree, dict):
-        return [f"[{k!r}]" for k in tree.keys()]
-    return [f"[{i}]" for i in range(len(tree))]
+class DictKeys(tuple):
+    """A dict's keys in a structure; a defaultdict's carry its default factory (two
+    defaultdicts of the same keys have one structure, whatever their factories)."""
+
+
+def tree_flatten(tree):
+    """(leaves, structure): the leaves in order (depth first, fields in declaration order)
+    and the structure that `unflatten` puts leaves back into: None for a leaf; for a
+    container (a tuple, NamedTuple, list or dict, as `children` opens it), the tuple
+    (its type, its keys (a dict's; else None), its children's structures). Structures
+    compare equal exactly where tree_map may pair their trees' leaves."""
+    t = type(tree)
+    if t is np.ndarray or t is Box or not isinstance(tree, _CONTAINERS):
+        return [tree], None
+    leaves = []
+    return leaves, flatten_into(tree, leaves)
+
+
+def flatten_into(container, leaves):
+    """Append the leaves under `container` to `leaves` and return its structure: one call
+    per container, none per leaf (a fast rule's dispatch flattens its arguments on every
+    call, where calls cost more than the rule saves on small arrays)."""
+    t = type(container)
+    keys = None
+    kids = container
+    if t is not tuple and t is not list and isinstance(container, dict):
+        keys = DictKeys(container)
+        if isinstance(container, collections.defaultdict):
+            keys.factory = container.default_factory
+        kids = container.values()
+    structure = []
+    for kid in kids:
+        k = type(kid)
+        if k is np.ndarray or k is Box or not isinstance(kid, _CONTAINERS):
+            leaves.append(kid)
+            structure.append(None)
+        else:
+            structure.append(flatten_into(kid, leaves))
+    return t, keys, tuple(structure)
+
+
+def leaf_count(structure):
+    """How many leaves a tree of `structure` holds."""
+    if structure is None:
+        return 1
+    return sum(1 if kid is None else leaf_count(kid) for kid in structure[2])
+
+
+def unflatten(structure, leaves):
+    """The tree of `structure` holding `leaves` (a sequence, in tree order)."""
+    if structure is None:
+        return leaves[0]
+    return _built(structure, iter(leaves))
+
+
+def _built(structure, leaves):
+    t, keys, kids = structure
+    items = [next(leaves) if kid is None else _built(kid, leaves) for kid in kids]
+    if t is tuple or t is list:
+        return t(items)
+    if keys is not None:
+        if hasattr(keys, "factory"):  # a defaultdict's
+            return t(keys.factory, zip(keys, items))
+        return t(zip(keys, items))
+    if hasattr(t, "_fields"):  # a NamedTuple
+        return t(*items)
+    return t(items)
+
+
+def _child_names(structure):
+    """How each child of a container is addressed in a path: '.field', '[i]' or "['key']"."""
+    t, keys, kids = structure
+    if keys is not None:
+        return [f"[{k!r}]" for k in keys]
+    if t is not tuple and t is not list and hasattr(t, "_fields"):
+        return ["." + f for f in t._fields]
+    return [f"[{i}]" for i in range(len(kids))]
+
+
+def structure_paths(structure, root=""):
+    """A path string for each leaf of a tree of `structure`, in leaf order: root +
+    'encoder[0].attn.wq'."""
+    if structure is None:
+        return [root]
+    out = []
+    for name, kid in zip(_child_names(structure), structure[2]):
+        if kid is None:
+            out.append(root + name)
+        else:
+            out.extend(structure_paths(kid, root + name))
+    return out
+
+
+class PrefixMismatch(ValueError):
+    """A prefix tree that does not match the structure it should be a prefix of: `path`,
+    the (structure, child index) pairs from the top down to where it does not; `prefix`,
+    the prefix's subtree there; `structure`, the structure's there (None: a leaf)."""
+
+    def __init__(self, prefix, structure):
+        super().__init__("the prefix tree does not match the structure")
+        self.prefix, self.structure, self.path = prefix, structure, []
+
+    def where(self, root):
+        """The path of the mismatch, as tree_paths writes it, under `root`."""
+        return root + "".join(_child_names(s)[i] for s, i in self.path)
+
+
+def broadcast_prefix(prefix, structure):
+    """One entry for each leaf of a tree of `structure`: the leaf of `prefix` above it.
+    `prefix` is a tree whose containers are the structure's own (same types, lengths and
+    keys) down to its leaves, each leaf standing for the whole subtree below it (vmap's
+    in_axes: an int or None per subtree; a rule's cotangents: None for a subtree without
+    one). Anything else raises PrefixMismatch."""
+    out = []
+    _broadcast(prefix, structure, out)
+    return out
+
+
+def _broadcast(prefix, structure, out):
+    t = type(prefix)
+    if t is np.ndarray or t is Box or not isinstance(prefix, _CONTAINERS):  # a prefix leaf
+        if structure is None:
+            out.append(prefix)
+        else:
+            out.extend([prefix] * leaf_count(structure))
+        return
+    if structure is None:
+        raise PrefixMismatch(prefix, structure)
+    kind, keys, kids = structure
+    if t is not kind or len(prefix) != len(kids) or keys is not None and tuple(prefix) != keys:
+        raise PrefixMismatch(prefix, structure)
+    for i, (sub, kid) in enumerate(zip(prefix.values() if keys is not None else prefix, kids)):
+        if kid is None and (sub is None or type(sub) is np.ndarray):
+            out.append(sub)
+            continue
+        try:
+            _broadcast(sub, kid, out)
+        except PrefixMismatch as error:
+            error.path.insert(0, (structure, i))
+            raise
+
+
+def leaves_up_to(structure, tree):
+    """The subtrees of `tree` at the leaves of `structure`, a prefix of tree's structure,
+    in leaf order; _ContainersDiffer where a container of `structure` is not tree's."""
+    if structure is None:
+        return [tree]
+    out = []
+    _up_to(structure, tree, out)
+    return out
+
+
+def _up_to(structure, tree, out):
+    kind, keys, kids = structure
+    if type(tree) is not kind or len(tree) != len(kids) or \
+            keys is not None and tuple(tree) != keys:
+        raise _ContainersDiffer
+    for kid, sub in zip(kids, tree.values() if keys is not None else tree):
+        if kid is None:
+            out.append(sub)
+        else:
+            _up_to(kid, sub, out)
 
 
 def _same_container(tree, other):
@@ -123,20 +271,7 @@ def _same_container(tree, other):
 
 
 class _ContainersDiffer(Exception):
-    """Raised inside _map; tree_map turns it into a ValueError naming the path."""
-
-
-def _map(f, tree, others):
-    kids = children(tree)
-    if kids is None:
-        return f(tree, *others)
-    if not others:
-        return rebuild(tree, [_map(f, kid, ()) for kid in kids])
-    for other in others:
-        if not _same_container(tree, other):
-            raise _ContainersDiffer
-    return rebuild(tree, [_map(f, kid, rest)
-                          for kid, *rest in zip(kids, *(children(o) for o in others))])
+    """Raised by leaves_up_to; tree_map turns it into a ValueError naming the path."""
 
 
 def _first_difference(tree, others, path=""):
@@ -149,7 +284,7 @@ def _first_difference(tree, others, path=""):
         if not _same_container(tree, other):
             return k, path.lstrip(".") or "(root)", tree, other
     other_kids = [children(o) for o in others]
-    for i, (name, kid) in enumerate(zip(_child_names(tree), kids)):
+    for i, (name, kid) in enumerate(zip(_child_names(tree_flatten(tree)[1]), kids)):
         found = _first_difference(kid, [ok[i] for ok in other_kids], path + name)
         if found:
             return found
@@ -202,55 +337,40 @@ def tree_map(f, tree, *others, caller="tree_map", names=None):
     Trees that differ raise a ValueError naming the first path where they do, the two
     containers there (or the keys a dict lacks and has over the other) and a likely cause.
     caller, names: how the error names the call and each tree (a caller such as an
-    optimizer passes `caller="adam.update", names=("params", "grads")`)."""
+    optimizer passes `caller="adam.update", names=("params", "grads")`). A leaf of `tree`
+    meets the whole subtree of each other tree at its place."""
+    leaves, structure = tree_flatten(tree)
+    if not others:
+        return unflatten(structure, [f(leaf) for leaf in leaves])
     try:
-        return _map(f, tree, others)
+        columns = [leaves_up_to(structure, other) for other in others]
     except _ContainersDiffer:
         names = names or ("tree",) + tuple(f"others[{k}]" for k in range(len(others)))
         k, path, a, b = _first_difference(tree, others)
         raise ValueError(f"{caller}: {names[k + 1]} does not have the structure of {names[0]}: "
                          f"at '{path}', {_difference(a, b, names[0], names[k + 1])}."
                          f"{_likely_cause(a, b)}") from None
+    return unflatten(structure, [f(*row) for row in zip(leaves, *columns)])
 
 
 def tree_leaves(tree):
     """The leaves in order (depth first, fields in declaration order)."""
-    out = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        kids = children(node)
-        if kids is None:
-            out.append(node)
-        else:
-            stack.extend(reversed(kids))
-    return out
+    return tree_flatten(tree)[0]
 
 
 def tree_paths(tree, root=""):
     """A path string for each leaf, in the order of `tree_leaves`: 'encoder[0].attn.wq'."""
-    out = []
-    stack = [(root, tree)]
-    while stack:
-        path, node = stack.pop()
-        kids = children(node)
-        if kids is None:
-            out.append(path.lstrip(".") if not root else path)
-        else:
-            stack.extend(reversed([(path + name, kid) for name, kid in zip(_child_names(node), kids)]))
-    return out
+    paths = structure_paths(tree_flatten(tree)[1], root)
+    return paths if root else [path.lstrip(".") for path in paths]
 
 
 def tree_unflatten(like, leaves):
     """The structure of `like` with its leaves replaced, in order, by `leaves`."""
-    it = iter(leaves)
-
-    def next_leaf(_):
-        leaf = next(it, it)
-        if leaf is it:
-            raise ValueError("tree_unflatten: fewer leaves than the structure holds")
-        return leaf
-    result = tree_map(next_leaf, like)
-    if next(it, it) is not it:
-        raise ValueError("tree_unflatten: more leaves than the structure holds")
-    return result
+    structure = tree_flatten(like)[1]
+    leaves = list(leaves)
+    count = leaf_count(structure)
+    if len(leaves) != count:
+        more = "more" if len(leaves) > count else "fewer"
+        raise ValueError(f"tree_unflatten: {more} leaves ({len(leaves)}) than the structure "
+                         f"holds ({count})")
+    return unflatten(structure, leaves)

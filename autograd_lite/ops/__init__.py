@@ -11,7 +11,7 @@ from .nn import cross_entropy, dropout, layer_norm, layer_norm_backward
 from .reductions import cumsum, max, mean, min, prod, sum, var
 from .selection import clip, maximum, minimum, where
 from .shape import concatenate, expand_dims, reshape, split, squeeze, stack, swapaxes, transpose
-from .softmax import log_softmax, logsumexp, softmax, softmax_backward
+from .softmax import log_softmax, logsumexp, softmax
 from .sorting import sort, take_along_axis
 
 operators.install()

@@ -7,8 +7,8 @@ the axes that broadcasting added or stretched.
 import numpy as np
 
 from ..core.tracer import plain, primitive
-from .checks import as_array, check_same_float_dtype
-from .precision import wide_sum
+from ..core.dtypes import check_same_float_dtype, wide_sum
+from .checks import as_array
 
 
 def unbroadcast(g, shape):
@@ -45,7 +45,7 @@ def broadcast_to(x, shape):
     shape = tuple(shape)
     try:
         out = np.broadcast_to(x, shape, subok=True) if isinstance(x, np.ndarray) \
-            else np.broadcast_to(x, shape)  # a weak float (core/weak.py) stays weak
+            else np.broadcast_to(x, shape)  # a weak float (core/dtypes.py) stays weak
     except ValueError:
         raise ValueError(f"broadcast_to: {x.shape} does not broadcast to {shape}") from None
     x_shape = x.shape

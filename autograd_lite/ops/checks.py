@@ -1,6 +1,6 @@
 """Checks an op makes on its operands before computing: what numpy's function would take
-(lists, numbers), dtypes that numpy would promote silently, and axis arguments. Each error
-names the op, the operands and what was expected."""
+(lists, numbers) and axis arguments (the dtypes numpy would promote silently: core/dtypes.py).
+Each error names the op, the operands and what was expected."""
 import numbers
 
 import numpy as np
@@ -9,7 +9,6 @@ from ..core.devices import device_of_type
 from ..core.batched import Batched
 from ..core.tracer import Box
 from ..core.tree import is_python_number
-from ..core.weak import is_weak as is_weak_float
 
 
 def as_array(op, x, name="x"):
@@ -54,41 +53,6 @@ def as_operands(op, a, b, names=("a", "b")):
     if type(a) in _READY and type(b) in _READY:
         return a, b
     return as_operand(op, a, names[0]), as_operand(op, b, names[1])
-
-
-def dtype_of(op, x):
-    """The dtype of an array operand; anything else (a list, say) is refused by name."""
-    try:
-        return x.dtype
-    except AttributeError:
-        raise TypeError(f"{op}: operands must be arrays or Python numbers, got "
-                        f"{type(x).__name__} (use np.asarray)") from None
-
-
-def is_weak(x):
-    """A Python number, or a weak float (core/weak.py: a Python float being differentiated):
-    weak in numpy's promotion (NEP 50), it takes the other operand's dtype."""
-    return is_python_number(x) or is_weak_float(x)
-
-
-def check_same_float_dtype(op, a, b):
-    """Refuse operands that numpy would silently promote: two float dtypes, or a float with
-    an integer array that changes it (float32 with int64). Python numbers are weak in
-    numpy's promotion (NEP 50) and never change a dtype."""
-    ta, tb = type(a), type(b)
-    if (ta is np.ndarray and tb is float) or (ta is float and tb is np.ndarray):
-        return  # the common case (x * 0.5), answered first
-    da = None if is_weak(a) else dtype_of(op, a)  # dtype_of refuses a list by name
-    db = None if is_weak(b) else dtype_of(op, b)
-    if da is None or db is None:
-        return
-    floats = [d for d in (da, db) if d.kind in "fc"]
-    if da == db or not floats:
-        return
-    if len(floats) == 2 or np.result_type(da, db) != floats[0]:  # float64 with int64 is fine
-        raise TypeError(
-            f"{op}: operands {da} {tuple(a.shape)} and {db} {tuple(b.shape)} have different "
-            f"dtypes; numpy would promote them silently. Cast one explicitly (x.astype(...)).")
 
 
 def normalize_axes(op, axis, ndim):

@@ -18,8 +18,8 @@ import numpy as np
 from ..core.placement import array_module
 from ..core.tracer import primal, primitive
 from .broadcasting import broadcast_to
-from .checks import as_array, check_same_float_dtype
-from .weak import settles_weak_floats
+from ..core.dtypes import check_same_float_dtype, settles_weak_floats
+from .checks import as_array
 
 LETTERS = string.ascii_letters  # the letters einsum accepts
 

@@ -12,14 +12,14 @@ import numpy as np
 
 from .. import kernels
 from ..core.devices import on_host
-from ..core.rules import fast_rule, fusable
+from ..core.dtypes import settles_weak_floats
+from ..core.rules import fast_rule, fusable, is_recorded
 from ..core.tracer import primal, primitive
 from ..core.tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
 from .checks import as_array, as_operands
 from .linalg import square_of_norm
 from .selection import where
-from .weak import settles_weak_floats
 
 
 @primitive
@@ -212,7 +212,7 @@ def sigmoid(x):
     return y, sigmoid_pullback
 
 
-@fusable(op=True)
+@fusable(drawn_as_op=True)
 def relu(x):
     """max(x, 0); the derivative at 0 is 0 (as in PyTorch). Not x times its mask: -inf · 0
     would be NaN and -1 · 0 would be -0. Written out: x selected where it is positive, else 0."""
@@ -220,22 +220,21 @@ def relu(x):
     return where(primal(x) > 0, x, 0)
 
 
-@fast_rule(relu, applies=on_host)
+@fast_rule(relu, applies=on_host, takes_traced=True)
 def relu_rule(x):
     """relu by kernels.relu_forward / relu_backward."""
     x = as_array("relu", x)
     out, saved = kernels.relu_forward(x)
-    shape, dtype = out.shape, out.dtype  # (the composed pullback keeps these, not out)
+    shape, dtype = out.shape, out.dtype  # (the pullback keeps these, not out)
 
     def relu_pullback(g):
+        if is_recorded(g):  # a traced g: times the plain derivative, 1 or 0
+            return (g * kernels.relu_backward(np.ones(shape, dtype), saved),)
         return (kernels.relu_backward(g, saved),)
-
-    def relu_composed_pullback(g):  # a traced g: times the plain derivative, 1 or 0
-        return (g * kernels.relu_backward(np.ones(shape, dtype), saved),)
-    return out, relu_pullback, relu_composed_pullback
+    return out, relu_pullback
 
 
-@fusable(op=True)
+@fusable(drawn_as_op=True)
 def gelu(x):
     """GELU, tanh form (GPT-2; torch's gelu(approximate="tanh")):
 
@@ -247,19 +246,18 @@ def gelu(x):
     return 0.5 * x * (1 + tanh(c * (x + cubic * x * x * x)))
 
 
-@fast_rule(gelu, applies=on_host)
+@fast_rule(gelu, applies=on_host, takes_traced=True)
 def gelu_rule(x):
     """gelu by kernels.gelu_forward / gelu_backward."""
     x = as_array("gelu", x)
     out, saved = kernels.gelu_forward(x)
-    shape, dtype = out.shape, out.dtype  # (the composed pullback keeps these, not out)
+    shape, dtype = out.shape, out.dtype  # (the pullback keeps these, not out)
 
     def gelu_pullback(g):
+        if is_recorded(g):  # a traced g: times the plain derivative
+            return (g * kernels.gelu_backward(np.ones(shape, dtype), saved),)
         return (kernels.gelu_backward(g, saved),)
-
-    def gelu_composed_pullback(g):  # a traced g: times the plain derivative
-        return (g * kernels.gelu_backward(np.ones(shape, dtype), saved),)
-    return out, gelu_pullback, gelu_composed_pullback
+    return out, gelu_pullback
 
 
 @primitive

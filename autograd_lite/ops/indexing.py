@@ -53,7 +53,7 @@ def getitem(x, index):
     return out, getitem_pullback
 
 
-@fusable(op=True)
+@fusable(drawn_as_op=True)
 def add_at(values, index, shape):
     """zeros(shape) with `values` added at x[index] (numpy's np.add.at); getitem's adjoint.
     Written out: scatter_add of the values into the flat positions that `index` selects
@@ -64,7 +64,7 @@ def add_at(values, index, shape):
     return flat.reshape(shape)
 
 
-@fast_rule(add_at, applies=on_host)
+@fast_rule(add_at, applies=on_host, takes_traced=True)
 def add_at_rule(values, index, shape):
     """add_at by numpy's indexing: an assignment where no element is selected twice."""
     values = as_array("add_at", values, "values")
@@ -76,7 +76,7 @@ def add_at_rule(values, index, shape):
 
     def add_at_pullback(g):  # the library's ops: a traced cotangent too
         return g[index], None, None
-    return out, add_at_pullback, add_at_pullback
+    return out, add_at_pullback
 
 
 def check_indices(op, indices, n):
@@ -106,7 +106,7 @@ def _check_gather(table, indices):
     check_indices("gather", indices, table.shape[0])
 
 
-@fusable(op=True)
+@fusable(drawn_as_op=True)
 def gather(table, indices):
     """Rows of `table` at `indices`: out[i...] = table[indices[i...]], shape indices.shape + table.shape[1:].
     Written out: onehot(indices) @ table, reshaped."""
@@ -118,7 +118,7 @@ def gather(table, indices):
     return picked.reshape(indices.shape + table.shape[1:])
 
 
-@fast_rule(gather, applies=on_host)
+@fast_rule(gather, applies=on_host, takes_traced=True)
 def gather_rule(table, indices):
     """gather by kernels.gather_rows; the pullback is scatter_add."""
     table = as_array("gather", table, "table")
@@ -128,7 +128,7 @@ def gather_rule(table, indices):
 
     def gather_pullback(g):  # the library's ops: a traced cotangent too
         return scatter_add(g, indices, n), None
-    return out, gather_pullback, gather_pullback
+    return out, gather_pullback
 
 
 def _check_scatter(values, indices, n):
@@ -138,7 +138,7 @@ def _check_scatter(values, indices, n):
                          f"indices {indices.shape}")
 
 
-@fusable(op=True)
+@fusable(drawn_as_op=True)
 def scatter_add(values, indices, n):
     """out[k] = Σ_{i : indices[i] = k} values[i], for k < n; gather's adjoint.
     Written out: onehot(indices)ᵀ @ values, reshaped."""
@@ -151,7 +151,7 @@ def scatter_add(values, indices, n):
     return summed.reshape((n,) + row_shape)
 
 
-@fast_rule(scatter_add, applies=on_host)
+@fast_rule(scatter_add, applies=on_host, takes_traced=True)
 def scatter_add_rule(values, indices, n):
     """scatter_add by kernels.segment_sum; the pullback is gather."""
     values = as_array("scatter_add", values, "values")
@@ -160,4 +160,4 @@ def scatter_add_rule(values, indices, n):
 
     def scatter_add_pullback(g):  # the library's ops: a traced cotangent too
         return gather(g, indices), None, None
-    return out, scatter_add_pullback, scatter_add_pullback
+    return out, scatter_add_pullback

@@ -15,7 +15,8 @@ from ..core.devices import on_host
 from ..core.rules import fast_rule, fusable
 from ..core.tracer import plain, primitive
 from .broadcasting import sum_rows, unbroadcast
-from .checks import as_array, as_operands, check_same_float_dtype
+from ..core.dtypes import check_same_float_dtype
+from .checks import as_array, as_operands
 from .einsum import einsum
 from .elementwise import mul
 from .shape import reshape
@@ -126,7 +127,7 @@ def _times_transpose(g, w):
     return g * w.T if w.shape[1] == 1 else g @ w.T
 
 
-@fusable(op=True)
+@fusable(drawn_as_op=True)
 def linear(x, w, b):
     """x W + b over the last axis of x (torch.nn.functional.linear, with W stored as (d_in,
     d_out)). Written out: matmul, then add; its fast rule is one op.  x: (..., d_in) -> (..., d_out)
@@ -138,7 +139,7 @@ def linear(x, w, b):
     return matmul(x, w) + b
 
 
-@fast_rule(linear, applies=on_host)
+@fast_rule(linear, applies=on_host, takes_traced=True)
 def linear_rule(x, w, b):
     """linear as one op, the bias added in place by the kernel (one pass where numpy's
     broadcast add makes two)."""
@@ -150,7 +151,7 @@ def linear_rule(x, w, b):
     def linear_pullback(g):  # the library's ops: a traced cotangent (jvp) is recorded
         return (lambda: _times_transpose(_rows(g), w).reshape(x_shape),
                 lambda: _rows(x).T @ _rows(g), lambda: sum_rows(g).reshape(b_shape))
-    return out.reshape(out_shape), linear_pullback, linear_pullback
+    return out.reshape(out_shape), linear_pullback
 
 
 def _dot_subscripts(a_ndim, b_ndim):

@@ -6,7 +6,7 @@ higher order and `ag.fast_rules(False)` run), and each has a fast rule beside it
 (core/rules.py): on plain arrays the kernels (autograd_lite/kernels) make one pass or two
 forward and backward where the compositions record a handful of ops. Their float
 hyperparameters (eps, label_smoothing) are differentiable arguments like the others.
-float16 is computed in float32 (precision.py).
+float16 is computed in float32 (core/dtypes.py).
 """
 import numbers
 
@@ -15,16 +15,16 @@ import numpy as np
 from .. import kernels
 from ..core.devices import has_kernels, kernels_of
 from ..core.placement import array_module
+from ..core.dtypes import (check_same_float_dtype, computed_in_float32, defined_in_float32,
+                           settles_weak_floats)
 from ..core.randomness import draw_under_vmap
-from ..core.rules import fast_rule, fusable
+from ..core.rules import fast_rule, fusable, is_recorded
 from ..core.tracer import every_value, is_traced, primal
 from .broadcasting import sum_rows, unbroadcast
-from .checks import as_array, check_same_float_dtype
+from .checks import as_array
 from .elementwise import mul
-from .precision import computed_in_float32, defined_in_float32
 from .reductions import mean_last, mean_of_products_last
 from .softmax import log_softmax
-from .weak import settles_weak_floats
 
 
 def layer_norm_backward(g, x_hat, inv_std, scale):
@@ -52,7 +52,7 @@ def _checked_layer_norm_operands(x, scale, bias, eps):
     return x, scale, bias
 
 
-@fusable(op=True)
+@fusable(drawn_as_op=True)
 @defined_in_float32
 def layer_norm(x, scale, bias, eps=1e-5):
     """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
@@ -67,7 +67,7 @@ def layer_norm(x, scale, bias, eps=1e-5):
     return centered * inv_std * scale + bias
 
 
-@fast_rule(layer_norm, applies=has_kernels)
+@fast_rule(layer_norm, applies=has_kernels, takes_traced=True)
 @settles_weak_floats
 @computed_in_float32
 def layer_norm_rule(x, scale, bias, eps):
@@ -77,21 +77,20 @@ def layer_norm_rule(x, scale, bias, eps):
     xp = array_module(x)
     if x.size == 0:
         def empty_pullback(g):
-            return (np.zeros_like(g), np.zeros_like(scale), np.zeros_like(bias),
+            return (xp.zeros(g.shape, g.dtype), np.zeros_like(scale), np.zeros_like(bias),
                     lambda: xp.zeros(np.shape(eps), dtype=g.dtype))
-        return xp.zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
+        return xp.zeros(x.shape, dtype=x.dtype), empty_pullback
     ks = kernels.of(kernels_of((x, scale, bias, eps)))
     out, saved = ks.layer_norm_forward(x, scale, bias, eps)
-    x_shape, eps_shape = x.shape, np.shape(eps)  # the pullbacks keep no reference to x
+    x_shape, eps_shape = x.shape, np.shape(eps)  # the pullback keeps no reference to x
 
     def layer_norm_pullback(g):
+        if is_recorded(g):
+            return layer_norm_composed_cotangents(g, saved, scale, x_shape, eps_shape, ks)
         dx, d_scale, d_bias = ks.layer_norm_backward(g, saved, scale)
         d_eps = lambda: ks.layer_norm_eps_cotangent(g, saved, scale).reshape(eps_shape)
         return dx, d_scale, d_bias, d_eps  # d_eps lazy: called only when eps is traced
-
-    def layer_norm_composed_pullback(g):
-        return layer_norm_composed_cotangents(g, saved, scale, x_shape, eps_shape, ks)
-    return out, layer_norm_pullback, layer_norm_composed_pullback
+    return out, layer_norm_pullback
 
 
 def layer_norm_composed_cotangents(g, saved, scale, x_shape, eps_shape=(), ks=kernels):
@@ -162,7 +161,7 @@ def _checked_cross_entropy_operands(logits, labels, ignore_index, label_smoothin
     return (logits, *_counted_labels(labels, ignore_index))
 
 
-@fusable(op=True)
+@fusable(drawn_as_op=True)
 @defined_in_float32
 def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     """Mean over counted positions of -Σ_c target_c log softmax(logits)_c,
@@ -193,7 +192,7 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     return per_row.sum() * (1.0 / n_counted)
 
 
-@fast_rule(cross_entropy, applies=has_kernels)
+@fast_rule(cross_entropy, applies=has_kernels, takes_traced=True)
 @settles_weak_floats
 @computed_in_float32
 def cross_entropy_rule(logits, labels, ignore_index, label_smoothing):
@@ -220,23 +219,19 @@ def cross_entropy_rule(logits, labels, ignore_index, label_smoothing):
             return (xp.zeros(logits_shape, dtype=dtype), None, None,
                     lambda: xp.zeros(smoothing_shape, dtype=dtype))
         row_weight = g * inv_count if counted is None else (g * inv_count) * counted  # (N,)
+        if is_recorded(g):  # a traced g: the probabilities (plain) less the targets, by it
+            p = ks.cross_entropy_probabilities(saved)  # (N, C)
+            p[xp.arange(len(flat_labels)), flat_labels] -= 1 - label_smoothing
+            d = (p - label_smoothing / n_classes) * np.reshape(row_weight, (-1, 1))
+            return (d.reshape(logits_shape), None, None,
+                    lambda: unbroadcast(row_weight * (at_labels - mean_log_p), smoothing_shape))
         row_weight = np.broadcast_to(xp.asarray(row_weight, dtype=dtype), flat_labels.shape)
 
         def d_smoothing():  # lazy: called only when label_smoothing is traced
             return unbroadcast(row_weight * (at_labels - mean_log_p), smoothing_shape)
         d = ks.cross_entropy_backward(saved, flat_labels, label_smoothing, row_weight)
         return d.reshape(logits_shape), None, None, d_smoothing
-
-    def cross_entropy_composed_pullback(g):
-        if not n_counted:
-            return cross_entropy_pullback(xp.zeros((), dtype))
-        row_weight = g * inv_count if counted is None else (g * inv_count) * counted
-        p = ks.cross_entropy_probabilities(saved)  # (N, C), plain
-        p[xp.arange(len(flat_labels)), flat_labels] -= 1 - label_smoothing
-        d = (p - label_smoothing / n_classes) * np.reshape(row_weight, (-1, 1))
-        d_smoothing = lambda: unbroadcast(row_weight * (at_labels - mean_log_p), smoothing_shape)
-        return d.reshape(logits_shape), None, None, d_smoothing
-    return loss, cross_entropy_pullback, cross_entropy_composed_pullback
+    return loss, cross_entropy_pullback
 
 
 def dropout(x, rate, rng):

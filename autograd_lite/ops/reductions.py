@@ -12,7 +12,7 @@ from ..core.placement import array_module
 from ..core.tracer import plain, primal, primitive
 from .broadcasting import broadcast_to
 from .checks import as_array, normalize_axes
-from .precision import wide_sum
+from ..core.dtypes import wide_sum
 
 
 def keepdims_shape(shape, axes):

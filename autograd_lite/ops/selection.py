@@ -9,8 +9,8 @@ import numpy as np
 
 from ..core.tracer import primal, primitive
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
-from .checks import as_array, as_operand, as_operands, check_same_float_dtype
-from .weak import settles_weak_floats
+from ..core.dtypes import check_same_float_dtype, settles_weak_floats
+from .checks import as_array, as_operand, as_operands
 
 
 def _tie_weights(a, b, out_dtype):

@@ -8,7 +8,8 @@ import numbers
 import numpy as np
 
 from ..core.tracer import primitive
-from .checks import as_array, check_same_float_dtype, normalize_axes
+from ..core.dtypes import check_same_float_dtype
+from .checks import as_array, normalize_axes
 
 
 @primitive

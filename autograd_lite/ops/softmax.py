@@ -4,7 +4,7 @@ softmax and log_softmax are defined by their composition of the library's ops (w
 order, pictures of it and `ag.fast_rules(False)` run), and each has a fast rule beside it
 (core/rules.py): on plain arrays the kernels (autograd_lite/kernels) make one or two passes
 forward and backward where the composition records a handful of ops; the op table holds the
-two against each other. float16 is computed in float32 (precision.py). An empty axis gives
+two against each other. float16 is computed in float32 (core/dtypes.py). An empty axis gives
 the empty result (logsumexp: log 0 = -inf), as in torch.
 """
 import numbers
@@ -14,10 +14,10 @@ import numpy as np
 from .. import kernels
 from ..core.devices import has_kernels, kernels_of
 from ..core.placement import array_module
-from ..core.rules import fast_rule, fusable
+from ..core.rules import fast_rule, fusable, is_recorded
 from ..core.tracer import primal, primitive, stop_gradient
 from .checks import as_array, normalize_axes
-from .precision import computed_in_float32
+from ..core.dtypes import computed_in_float32
 from .reductions import keepdims_shape, sum_keepdims
 
 
@@ -25,11 +25,6 @@ def _one_axis(op, axis, ndim):
     if not isinstance(axis, numbers.Integral):
         raise TypeError(f"{op}: axis must be an int, got {axis!r}")
     return normalize_axes(op, axis, ndim)[0]
-
-
-def softmax_backward(g, y, axis):
-    """∇softmax: dx = y ⊙ (g - Σ_axis g ⊙ y), from the output y alone (any values, traced too)."""
-    return y * (g - sum_keepdims(g * y, axis))
 
 
 def _check_mask(op, mask, shape):
@@ -54,7 +49,7 @@ def _checked_softmax_operands(x, axis, mask):
     return x, axis, mask
 
 
-@fusable(op=True)
+@fusable(drawn_as_op=True)
 def softmax(x, axis=-1, mask=None):
     """y = exp(x) / Σ_axis exp(x) over the entries where `mask` is True (bool, broadcastable
     to x), as torch's x.masked_fill(~mask, -inf).softmax(axis).
@@ -84,30 +79,29 @@ def _along_last(a, axis):
     return a if a is None or axis == a.ndim - 1 else np.moveaxis(a, axis, -1)
 
 
-@fast_rule(softmax, applies=has_kernels)
+@fast_rule(softmax, applies=has_kernels, takes_traced=True)
 @computed_in_float32
 def softmax_rule(x, axis, mask):
     """softmax by kernels.softmax_forward / softmax_backward (the host's or the device's)."""
     x, axis, mask = _checked_softmax_operands(x, axis, mask)
     if x.size == 0:
         def empty_pullback(g):
-            return np.zeros_like(g), None, None
-        return array_module(x).zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
+            return array_module(g).zeros(g.shape, g.dtype), None, None
+        return array_module(x).zeros(x.shape, dtype=x.dtype), empty_pullback
     ks = kernels.of(kernels_of((x, mask)))
     y, saved = ks.softmax_forward(_along_last(x, axis), _along_last(mask, axis))
     y = np.moveaxis(y, -1, axis)
 
     def softmax_pullback(g):
+        if is_recorded(g):  # a traced g: dx = y ⊙ (g - Σ_axis g ⊙ y), masked entries 0
+            dx = y * (g - sum_keepdims(g * y, axis))
+            return (dx if mask is None else np.where(mask, dx, 0)), None, None
         dx = ks.softmax_backward(_along_last(g, axis), saved)
         return np.moveaxis(dx, -1, axis), None, None
-
-    def softmax_composed_pullback(g):
-        dx = softmax_backward(g, y, axis)
-        return (dx if mask is None else np.where(mask, dx, 0)), None, None
-    return y, softmax_pullback, softmax_composed_pullback
+    return y, softmax_pullback
 
 
-@fusable(op=True)
+@fusable(drawn_as_op=True)
 def log_softmax(x, axis=-1):
     """x - logsumexp(x) along `axis`; stable for any finite x. dx = g - softmax(x) Σ_axis g.
     Written out: x - m - log Σ exp(x - m), m the row maximum (a constant)."""
@@ -119,7 +113,7 @@ def log_softmax(x, axis=-1):
     return shifted - np.log(sum_keepdims(np.exp(shifted), axis))
 
 
-@fast_rule(log_softmax, applies=has_kernels)
+@fast_rule(log_softmax, applies=has_kernels, takes_traced=True)
 @computed_in_float32
 def log_softmax_rule(x, axis):
     """log_softmax by kernels.log_softmax_forward / log_softmax_backward (the host's or the
@@ -128,19 +122,18 @@ def log_softmax_rule(x, axis):
     axis = _one_axis("log_softmax", axis, x.ndim)
     if x.size == 0:
         def empty_pullback(g):
-            return np.zeros_like(g), None
-        return array_module(x).zeros(x.shape, dtype=x.dtype), empty_pullback, empty_pullback
+            return array_module(g).zeros(g.shape, g.dtype), None
+        return array_module(x).zeros(x.shape, dtype=x.dtype), empty_pullback
     ks = kernels.of(kernels_of((x,)))
     y, saved = ks.log_softmax_forward(_along_last(x, axis))
     y = np.moveaxis(y, -1, axis)
 
     def log_softmax_pullback(g):
+        if is_recorded(g):  # a traced g: dx = g - softmax(x) Σ_axis g
+            return g - np.exp(y) * sum_keepdims(g, axis), None
         dx = ks.log_softmax_backward(_along_last(g, axis), saved)
         return np.moveaxis(dx, -1, axis), None
-
-    def log_softmax_composed_pullback(g):
-        return g - np.exp(y) * sum_keepdims(g, axis), None
-    return y, log_softmax_pullback, log_softmax_composed_pullback
+    return y, log_softmax_pullback
 
 
 @primitive

@@ -2,12 +2,12 @@
 `joined` lays arrays back to back in one 1-D array (a view when they already lie so),
 `split_like` cuts one into views shaped like the leaves, `update_in_chunks` runs an
 optimizer's kernel over such chunks (the one update path of every optimizer), and
-`unflatten_each` rebuilds several trees of one structure from their leaves in a single walk.
+`unflatten_each` rebuilds several trees of one structure from their leaves, flattening it once.
 """
 import numpy as np
 
 from ..core.tracer import plain
-from ..core.tree import children, rebuild, tree_leaves
+from ..core.tree import leaf_count, tree_flatten, unflatten
 from ..kernels import parallel
 
 
@@ -46,26 +46,14 @@ def split_like(flat, arrays):
 
 
 def unflatten_each(like, columns):
-    """[tree_unflatten(like, column) for column in columns], in one walk of `like`: each
+    """[tree_unflatten(like, column) for column in columns], `like` flattened once: each
     column holds one tree's leaves in tree order (tree_leaves), all of like's length."""
-    position = 0
-
-    def build(node):
-        nonlocal position
-        kids = children(node)
-        if kids is None:
-            position += 1
-            return [column[position - 1] for column in columns]
-        built = [build(kid) for kid in kids]
-        return [rebuild(node, [b[k] for b in built]) for k in range(len(columns))]
-    try:
-        trees = build(like)
-    except IndexError:  # a column ran out
-        trees = None
-    if trees is None or any(len(column) != position for column in columns):
-        raise ValueError(f"unflatten_each: the structure holds {len(tree_leaves(like))} leaves, "
+    structure = tree_flatten(like)[1]
+    count = leaf_count(structure)
+    if any(len(column) != count for column in columns):
+        raise ValueError(f"unflatten_each: the structure holds {count} leaves, "
                          f"the columns {[len(column) for column in columns]}")
-    return trees
+    return [unflatten(structure, column) for column in columns]
 
 
 CHUNK_SIZE = 2**16  # entries: a chunk's arrays stay in the cache; a larger leaf is a chunk alone

@@ -15,29 +15,16 @@ def one_float_dtype(*trees):
     """Whether every array of the trees (arrays, parameter NamedTuples) is a numpy array of
     one dtype, float32 or float64: what the kernels compute in. A device's array (CuPy's)
     has no kernel here: its model runs the plain functions."""
-    dtype = _one_dtype(trees, None)
-    return dtype is not None and dtype is not _NOT_ONE and dtype in FLOAT_DTYPES
-
-
-_NOT_ONE = object()  # two dtypes, or an array that is not numpy's
-
-
-def _one_dtype(trees, dtype):
-    """The dtype of the trees' numpy arrays, given the one found so far (None: none yet);
-    _NOT_ONE at a second dtype or at an array that is not numpy's (a device's)."""
-    for tree in trees:
-        if type(tree) is np.ndarray:
+    dtype = None
+    for leaf in ag.tree_leaves(trees):
+        if type(leaf) is np.ndarray:
             if dtype is None:
-                dtype = tree.dtype
-            elif tree.dtype is not dtype and tree.dtype != dtype:
-                return _NOT_ONE
-        elif isinstance(tree, tuple):
-            dtype = _one_dtype(tree, dtype)
-            if dtype is _NOT_ONE:
-                return _NOT_ONE
-        elif hasattr(tree, "dtype") and not isinstance(tree, np.generic):
-            return _NOT_ONE
-    return dtype
+                dtype = leaf.dtype
+            elif leaf.dtype is not dtype and leaf.dtype != dtype:
+                return False
+        elif hasattr(leaf, "dtype") and not isinstance(leaf, np.generic):
+            return False  # a device's array
+    return dtype is not None and dtype in FLOAT_DTYPES
 
 
 def none_empty(*arrays):

@@ -35,25 +35,24 @@ def add_and_norm_applies(p, x, y, eps):
             and p.bias.shape == (d,) and one_float_dtype(x, y, p))
 
 
-@ag.fast_rule(layers.add_and_norm, applies=add_and_norm_applies)
+@ag.fast_rule(layers.add_and_norm, applies=add_and_norm_applies, takes_traced=True)
 def add_and_norm_rule(p, x, y, eps):
     """The sum read in the layer norm's first pass, not written out first
     (ag.kernels.residual_layer_norm_forward); x and y get the same cotangent, the norm's.
-    The pullbacks keep x̂ and 1/σ, not x and y."""
+    The pullback keeps x̂ and 1/σ, not x and y. A traced cotangent takes the function's own
+    vjp at x + y - μ (x̂ σ, from what was kept), where the norm sees the x̂ and σ it saw at
+    x + y."""
     out, saved = ag.kernels.residual_layer_norm_forward(x, y, p.scale, p.bias, eps)
     shape, eps_shape = x.shape, np.shape(eps)
 
     def add_and_norm_pullback(g):
+        if ag.is_recorded(g):
+            x_hat, inv_std = ag.kernels.layer_norm_normalized(saved)
+            centered = (x_hat / inv_std).reshape(shape)
+            _, pullback = ag.vjp(lambda p, s, eps: layers.layer_norm(p, s, eps), p, centered, eps)
+            d_p, d_sum, d_eps = pullback(g)
+            return d_p, d_sum, d_sum, d_eps
         dx, d_scale, d_bias = ag.kernels.layer_norm_backward(g, saved, p.scale)
         d_eps = lambda: ag.kernels.layer_norm_eps_cotangent(g, saved, p.scale).reshape(eps_shape)
         return LayerNorm(d_scale, d_bias), dx, dx, d_eps
-
-    def add_and_norm_composed_pullback(g):
-        """A traced cotangent: the function's own vjp at x + y - μ (x̂ σ, from what was kept),
-        where the norm sees the x̂ and σ it saw at x + y."""
-        x_hat, inv_std = ag.kernels.layer_norm_normalized(saved)
-        centered = (x_hat / inv_std).reshape(shape)
-        _, pullback = ag.vjp(lambda p, s, eps: layers.layer_norm(p, s, eps), p, centered, eps)
-        d_p, d_sum, d_eps = pullback(g)
-        return d_p, d_sum, d_sum, d_eps
-    return out, add_and_norm_pullback, add_and_norm_composed_pullback
+    return out, add_and_norm_pullback
