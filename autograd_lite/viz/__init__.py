@@ -24,13 +24,13 @@ How it is made, one module per step, each seam public:
   comprehensions, generators, `_private` helpers, and functions marked
   `@ag.viz.transparent`: their ops belong to the caller's cluster);
 - `graph.py` holds the result as plain data (`Graph`: `summary()`, `to_dot()`,
-  `render()`); `view.py` decides what a picture at a depth shows; `dot.py` writes it
-  as Graphviz text; `labels.py` writes labels, shapes and sizes; `saved.py` measures
-  what the pullbacks keep;
-- the explorer (`explore`, `Graph.explore`): `scope_view.py` decides what the view of
-  one call shows, `layout.py` lays every view out with `dot`, `explorer.py` writes the
-  page with its data and our script `explorer.js` (its API in explorer.py's docstring);
-  `values.py` measures statistics and gradient norms for it;
+  `render()`); `view.py` decides what a picture shows, at a depth or of one call;
+  `dot.py` writes it as Graphviz text; `labels.py` writes labels, shapes and sizes;
+  `saved.py` measures what the pullbacks keep;
+- the explorer (`explore`, `Graph.explore`): each call's view (view.py) laid out with
+  `dot` by `layout.py`, `explorer.py` writes the page with its data and our script
+  `explorer.js` (its API in explorer.py's docstring); `values.py` measures statistics
+  and gradient norms for it;
 - `capture.py` returns the outputs of chosen ops of one call, on the same hook (the
   attention plots read the model's own weights through it).
 """

@@ -112,7 +112,7 @@ def _legend(view, backward):
     kinds = [k for k in ("param", "input", "data", "const", "op") if k in present]
     if "input" in kinds and "data" in kinds:
         kinds.remove("data")
-    kinds += (["call"] if view.boxes else []) + (["output"] if view.graph.outputs else [])
+    kinds += (["call"] if view.boxes else []) + (["output"] if view.outputs else [])
     cells = [f'<TD BGCOLOR="{STYLE[k][0]}" COLOR="{STYLE[k][1]}" STYLE="rounded">'
              f'{_esc(STYLE[k][2])}</TD>' for k in kinds]
     explained = ""
@@ -210,13 +210,13 @@ def to_dot(view, backward=False):
         if backward and item.kind in ("param", "input") and from_box is None:
             lines.append(f'  {name(target)} -> {name(source)} [style=dashed, color="{GRADIENT}", '
                          f'constraint=false, arrowsize=0.5, class="gradient"];')
-    for k, (label, source) in enumerate(view.graph.outputs):
+    for k, (label, source) in enumerate(view.outputs):
         out = f"out{k}"
         lines.append(_node(out, "output", f"<B>{_esc(label)}</B>  {_small(_typed(items[source]), DARK)}"))
         lines.append(f"  {name(source)} -> {out};")
     lines += _legend(view, backward)
-    if view.graph.outputs:  # keeps the legend under the outputs, not beside the graph
-        lines.append(f"  out{len(view.graph.outputs) - 1} -> legend [style=invis];")
+    if view.outputs:  # keeps the legend under the outputs, not beside the graph
+        lines.append(f"  out{len(view.outputs) - 1} -> legend [style=invis];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
