@@ -36,11 +36,10 @@ import math
 import os
 import pathlib
 
-import numpy as np
-
-from .labels import count_text, dtype_text, shape_text, size_text
+from .labels import (call_counts, dtype_text, shape_and_dtype, shape_text, shapes_text,
+                     size_text)
 from .layout import layout_text, lay_out, node_size
-from .view import View
+from .view import View, common_path
 
 _HERE = pathlib.Path(__file__).resolve().parent
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -61,11 +60,6 @@ class Slot:
 
 def _cut(text):
     return text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "…"
-
-
-def typed_text(item):
-    """'(2, 16, 512) f32'"""
-    return f"{shape_text(item.shape)} {dtype_text(item.dtype)}"
 
 
 def slots_and_edges(view):
@@ -91,12 +85,12 @@ def _slot(view, key):
         return call_slot(view.boxes[ref])
     if kind == "out":
         label, source = view.outputs[ref]
-        return Slot("output", source, [label, typed_text(view.graph.items[source])])
+        return Slot("output", source, [label, shape_and_dtype(view.graph.items[source])])
     item = view.graph.items[ref]
     if item.kind == "op" and item.scope is not view.call:
-        return Slot("outer", ref, [f"{item.label} in {item.scope.label}", typed_text(item)])
+        return Slot("outer", ref, [f"{item.label} in {item.scope.label}", shape_and_dtype(item)])
     first = f"{item.label} {item.extra}".strip() if item.kind == "op" else item.label
-    return Slot(item.kind, ref, [first, typed_text(item)])
+    return Slot(item.kind, ref, [first, shape_and_dtype(item)])
 
 
 def call_slot(box):
@@ -104,20 +98,9 @@ def call_slot(box):
     ops, parameters and what it keeps."""
     ins = list(dict.fromkeys(shape for _, shape in box.inputs))
     outs = [box.outputs[i] for i in sorted(box.outputs)]
-    counts = f"{box.n_ops} op{'s' * (box.n_ops != 1)}"
-    if box.params:
-        n = len(box.params)
-        counts += f" · {n} param{'s' * (n != 1)} ({count_text(box.n_param_values)})"
-    if box.kept:
-        counts += f" · keeps {size_text(box.kept)}"
-    return Slot("call", box.scope, [box.scope.label, f"{_shapes(ins)} → {_shapes(outs)}",
-                                    counts])
-
-
-def _shapes(shapes, limit=2):
-    """'(2, 16, 512), (2, 1, 1, 16) +1'"""
-    text = ", ".join(map(shape_text, shapes[:limit])) or "()"
-    return text + (f" +{len(shapes) - limit}" if len(shapes) > limit else "")
+    flow = f"{shapes_text(ins, 2)} → {shapes_text(outs, 2)}"
+    kept = f" · keeps {size_text(box.kept)}" if box.kept else ""
+    return Slot("call", box.scope, [box.scope.label, flow, call_counts(box) + kept])
 
 
 def _scopes_in_order(root):
@@ -153,13 +136,7 @@ def _home(item, consumers, items):
     common = None
     for user in consumers.get(item.id, ()):
         path = items[user].scope.path
-        if common is None:
-            common = path
-        else:
-            n = 0
-            while n < min(len(common), len(path)) and common[n] is path[n]:
-                n += 1
-            common = common[:n]
+        common = path if common is None else common_path(common, path)
     return common[-1] if common else None
 
 

@@ -132,7 +132,7 @@ class View:
             where = box.path[:-1] if box is not None else clusters[op.id]
             for source, _ in op.inputs:
                 if items[source].kind in ("param", "const") and source not in self.box_of:
-                    placed[source] = _common(placed.get(source, where), where)
+                    placed[source] = common_path(placed.get(source, where), where)
         for i in self.nodes:
             if items[i].kind != "op":
                 clusters[i] = placed.get(i, ())
@@ -143,7 +143,7 @@ class View:
         return len(self.nodes) + len(self.boxes) + len(self.outputs)
 
 
-def _common(a, b):
+def common_path(a, b):
     """The longest common prefix of two scope paths."""
     n = 0
     while n < len(a) and n < len(b) and a[n] is b[n]:
