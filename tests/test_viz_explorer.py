@@ -19,7 +19,7 @@ from helpers.tiny_models import tiny_transformer
 from models import transformer
 
 def scope_named(graph, path):
-    return next(s for s in explorer._scopes_in_order(graph.root) if repr(s) == path)
+    return next(s for s in graph.root.walk() if repr(s) == path)
 
 
 def view_text(graph, path):

@@ -49,12 +49,8 @@ class Catch:
 
     def scope_names(self):
         """The names of every scope the call opened."""
-        names, stack = set(), [self.scopes.root] if self.scopes.root is not None else []
-        while stack:
-            s = stack.pop()
-            names.add(s.name)
-            stack.extend(s.children)
-        return names
+        root = self.scopes.root
+        return {s.name for s in root.walk()} if root is not None else set()
 
     def nothing_matched(self, f):
         """The error for a capture that found no op: what ran instead."""

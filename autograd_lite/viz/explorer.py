@@ -103,16 +103,6 @@ def call_slot(box):
     return Slot("call", box.scope, [box.scope.label, flow, call_counts(box) + kept])
 
 
-def _scopes_in_order(root):
-    """Every scope, depth first in call order (the root first)."""
-    out, stack = [], [root]
-    while stack:
-        scope = stack.pop()
-        out.append(scope)
-        stack.extend(reversed(scope.children))
-    return out
-
-
 def _repeats(scopes):
     """{scope: (previous, next, k, n)}: the calls of the same function at the same place in
     the call tree (the same chain of function names: every `multihead_attention` of every
@@ -235,7 +225,7 @@ def _scope_data(graph, scopes, index, views, layout_ids):
 
 def page_data(graph, backward, values):
     """Everything the page shows, as JSON-ready data."""
-    scopes = _scopes_in_order(graph.root)
+    scopes = graph.root.walk()  # depth first in call order, the root first
     index = {scope: n for n, scope in enumerate(scopes)}
     consumers = graph.consumers
     items = [_item_data(it, index, consumers, _home(it, consumers, graph.items), values)

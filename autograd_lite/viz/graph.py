@@ -148,12 +148,7 @@ class Graph:
 
     def scope_depth(self):
         """How deeply the function scopes nest (the traced function alone is 1)."""
-        deepest, stack = 0, [(self.root, 1)] if self.root is not None else []
-        while stack:
-            scope, level = stack.pop()
-            deepest = max(deepest, level)
-            stack.extend((c, level + 1) for c in scope.children)
-        return deepest
+        return max(len(s.path) for s in self.root.walk()) if self.root is not None else 0
 
     def _repr_svg_(self):
         """In a notebook: the picture at readable_depth(), so a large model stays legible."""

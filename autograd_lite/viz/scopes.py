@@ -121,6 +121,15 @@ class Scope:
             s = s.parent
         return tuple(reversed(out))
 
+    def walk(self):
+        """This scope and every scope under it, depth first in call order."""
+        out, stack = [], [self]
+        while stack:
+            scope = stack.pop()
+            out.append(scope)
+            stack.extend(reversed(scope.children))
+        return out
+
     def __repr__(self):
         return "/".join(s.label for s in self.path)
 
