@@ -1,7 +1,7 @@
 """Scaled dot-product and multi-head attention (§3.2), with boolean masks (True = may
 attend). The decoder's attention over the encoder's output has the paper's own name,
-cross_attention, another name for multihead_attention (@ag.viz.alias: pictures and
-ag.viz.capture(..., scope="cross_attention") show its call under that name). For decoding one token at a time, keys_and_values computes keys and
+cross_attention (@ag.viz.alias: pictures and ag.viz.capture(scope="cross_attention") show
+its call by it). For decoding one token at a time, keys_and_values computes keys and
 values once, attention_over attends to them, and cached_self_attention appends new rows to
 a cache. Activations (B, T, D); per-head arrays (B, H, T, d_head) with D = H · d_head. Masks
 broadcast to the scores (B, H, T_q, T_k): a padding mask is (B, 1, 1, T_k), a causal mask
