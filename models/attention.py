@@ -1,7 +1,7 @@
 """Scaled dot-product and multi-head attention (§3.2), with boolean masks (True = may
-attend). The decoder's attention over the encoder's output has its own name,
-cross_attention, so that a picture and ag.viz.capture(..., scope="cross_attention") tell it
-from self-attention. For decoding one token at a time, keys_and_values computes keys and
+attend). The decoder's attention over the encoder's output has the paper's own name,
+cross_attention (@ag.viz.alias: pictures and ag.viz.capture(scope="cross_attention") show
+its call by it). For decoding one token at a time, keys_and_values computes keys and
 values once, attention_over attends to them, and cached_self_attention appends new rows to
 a cache. Activations (B, T, D); per-head arrays (B, H, T, d_head) with D = H · d_head. Masks
 broadcast to the scores (B, H, T_q, T_k): a padding mask is (B, 1, 1, T_k), a causal mask
@@ -84,6 +84,7 @@ def multihead_attention(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
     return dense(p.wo, merge_heads(heads))  # (B, T_q, D)
 
 
+@ag.viz.alias
 def cross_attention(p, x, memory, memory_mask=None, rate=0.0, rng=None):
     """The decoder's attention over the encoder's output (§3.2.3): multihead_attention with
     queries from x (B, T, D), keys and values from memory (B, S, D); memory_mask (B, 1, 1, S).

@@ -33,6 +33,7 @@ def check_norm_order(norm):
         raise ValueError(f"norm must be one of {NORM_ORDERS}, got {norm!r}")
 
 
+@ag.viz.transparent
 def residual(norm_params, x, sublayer, norm, rate=0.0, rng=None):
     """A sublayer with its residual connection and layer norm (the Annotated Transformer's
     SublayerConnection): post-LN LayerNorm(x + Dropout(Sublayer(x))), the paper's

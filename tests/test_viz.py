@@ -286,6 +286,20 @@ def test_recording_leaves_no_trace_on_the_normal_path(mlp_args):
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_a_model_that_marks_its_functions_loads_the_markers_and_capture_alone():
+    code = ("import sys, models.attention, models.blocks\n"
+            "print(sorted(m for m in sys.modules if m.startswith('autograd_lite.viz')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["['autograd_lite.viz',", "'autograd_lite.viz.capture',",
+                                  "'autograd_lite.viz.marks',", "'autograd_lite.viz.saved',",
+                                  "'autograd_lite.viz.scopes']"]
+    assert ag.viz.dot.FORMATS is ag.viz.FORMATS  # the rest on first use, modules too
+    assert ag.viz.Graph is ag.viz.graph.Graph and ag.viz.Explorer is ag.viz.explorer.Explorer
+    with pytest.raises(AttributeError, match="has no attribute 'picture'"):
+        ag.viz.picture
+
+
 class Scale:
     """A callable object: its __call__ is pictured under the class name."""
 

@@ -1,4 +1,4 @@
-"""viz/explorer.py and the modules under it (scope_view, layout, values): what each call's
+"""viz/explorer.py and the modules under it (view, layout, values): what each call's
 view holds, the layouts dot makes, the statistics and gradient norms against numpy and the
 analytic gradient, the source line of each op, what the page carries, and bad input.
 The tests that lay a page out need Graphviz's dot (the `dot` fixture). The page itself is
@@ -13,20 +13,20 @@ import pytest
 
 import autograd_lite as ag
 from autograd_lite.viz import explorer, values
-from autograd_lite.viz.scope_view import ScopeView, consumers_of
+from autograd_lite.viz.view import View
 from helpers.pictures import mlp, mlp_arguments
 from helpers.tiny_models import tiny_transformer
 from models import transformer
 
 def scope_named(graph, path):
-    return next(s for s in explorer._scopes_in_order(graph.root) if repr(s) == path)
+    return next(s for s in graph.root.walk() if repr(s) == path)
 
 
 def view_text(graph, path):
     """[(kind, first line)] of the slots and [(first line, first line)] of the edges."""
-    view = ScopeView(graph, scope_named(graph, path), consumers_of(graph))
-    slots = [(s.kind, s.lines[0]) for s in view.slots]
-    return slots, sorted((slots[a][1], slots[b][1]) for a, b in view.edges)
+    slots, edges = explorer.slots_and_edges(View(graph, call=scope_named(graph, path)))
+    slots = [(s.kind, s.lines[0]) for s in slots]
+    return slots, sorted((slots[a][1], slots[b][1]) for a, b in edges)
 
 
 def test_each_calls_view_holds_its_ops_its_calls_as_boxes_and_stubs_for_what_flows(rng):

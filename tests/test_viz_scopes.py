@@ -1,6 +1,7 @@
-"""viz/scopes.py: which functions a picture shows as clusters. Each clause of the rule is
-tested on small user functions: a transparent helper leaves the picture exactly as if its
-body were written inline; a public helper adds its cluster."""
+"""viz/scopes.py and viz/marks.py: which functions a picture shows as clusters. Each clause
+of the rule is tested on small user functions: a transparent helper leaves the picture
+exactly as if its body were written inline; any other helper, whatever its name, adds its
+cluster; an alias and the function it calls are one cluster."""
 import collections
 import dataclasses
 import functools
@@ -15,6 +16,7 @@ import pytest
 
 import autograd_lite as ag
 from autograd_lite.viz import scopes
+from autograd_lite.viz.marks import ALIASES
 
 
 class Dense(NamedTuple):
@@ -54,13 +56,7 @@ def test_generated_code_is_what_the_standard_library_writes_from_strings():
     assert not scopes.is_generated(code_of.__code__)
 
 
-def test_private_names_start_with_an_underscore_and_are_not_dunders():
-    assert scopes.is_private("_helper") and scopes.is_private("__mangled")
-    assert not scopes.is_private("helper") and not scopes.is_private("__call__")
-    assert not scopes.is_private("__init__")
-
-
-def test_transparent_code_lambdas_comprehensions_generators_private_and_marked():
+def test_transparent_code_lambdas_comprehensions_generators_and_marked():
     source = ("def helper(x):\n    return [y for y in x]\n"
               "def _helper(x):\n    return x\n"
               "def steps(x):\n    yield x\n"
@@ -74,7 +70,7 @@ def test_transparent_code_lambdas_comprehensions_generators_private_and_marked()
     assert all(scopes.is_transparent(c) for c in nested)
     assert scopes.is_transparent(code_of(source, "steps"))       # a generator
     assert scopes.is_transparent(code_of(source, "later"))       # a coroutine
-    assert scopes.is_transparent(code_of(source, "_helper"))
+    assert not scopes.is_transparent(code_of(source, "_helper"))  # a name says nothing
     assert not scopes.is_transparent(code_of(source, "helper"))
     assert not scopes.is_transparent(code_of(source, "__call__"))
     assert scopes.is_user_level(code_of(source, "helper"))
@@ -97,6 +93,28 @@ def test_the_transparent_marker_registers_the_function_and_returns_it():
         ag.viz.transparent(np.tanh)
 
 
+def test_the_alias_marker_registers_the_function_and_returns_it():
+    def scaled(x):
+        return helper(x, 2.0)
+
+    code = scaled.__code__
+    assert ag.viz.alias(scaled) is scaled and scaled.__code__ is code and code in ALIASES
+    assert scopes.is_user_level(code)  # an alias opens its scope; the call it makes opens none
+    with pytest.raises(TypeError, match=r"ag\.viz\.alias: expected a Python function, got "
+                                        r"builtin_function_or_method"):
+        ag.viz.alias(len)
+
+
+def test_a_marker_on_a_fusable_function_marks_its_plain_definition():
+    def plain(w, x):
+        return ag.tanh(x @ w)
+
+    fused = ag.fusable(plain)
+    assert ag.viz.transparent(fused) is fused
+    assert scopes.is_transparent(plain.__code__)
+    assert not scopes.is_transparent(fused.__code__)  # the wrapper every fusable shares
+
+
 # --- the rule on pictures: a helper changes the picture only when it is meant to be seen ---
 
 def inline(w, x):
@@ -108,6 +126,10 @@ def helper(w, x):
 
 
 def _helper(w, x):
+    return ag.tanh(x @ w)
+
+
+def __helper(w, x):
     return ag.tanh(x @ w)
 
 
@@ -130,7 +152,6 @@ def model_calling(sublayer):
 
 
 TRANSPARENT = {
-    "private": _helper,
     "marked": marked,
     "lambda": lambda w, x: ag.tanh(x @ w),
     "comprehension": lambda w, x: [ag.tanh(x @ v) for v in (w,)][0],
@@ -158,10 +179,12 @@ def test_a_transparent_helper_leaves_the_picture_as_if_written_inline(kind, w_x)
     assert pictures(factored) == pictures(reference)
 
 
-def test_a_public_helper_is_a_cluster_of_its_own(w_x, tmp_path):
-    g = ag.viz.trace(model_calling(helper), *w_x)
-    assert [(op.label, repr(op.scope)) for op in g.ops] == [("matmul", "inline/helper"),
-                                                            ("tanh", "inline/helper"),
+@pytest.mark.parametrize("function", [helper, _helper, __helper], ids=lambda f: f.__name__)
+def test_a_helper_is_a_cluster_of_its_own_whatever_its_name(function, w_x, tmp_path):
+    g = ag.viz.trace(model_calling(function), *w_x)
+    name = function.__name__
+    assert [(op.label, repr(op.scope)) for op in g.ops] == [("matmul", f"inline/{name}"),
+                                                            ("tanh", f"inline/{name}"),
                                                             ("mul", "inline"), ("sum", "inline")]
     assert pictures(g) != pictures(ag.viz.trace(inline, *w_x))
     assert g.view(1).count() == ag.viz.trace(inline, *w_x).view(1).count() - 1  # 2 ops -> 1 box
@@ -198,27 +221,46 @@ def test_marking_wiring_transparent_shows_the_sublayers_it_calls(rng):
         "two_blocks"]
 
 
-def test_wiring_handed_a_lambda_is_drawn_as_its_caller(rng):
-    """The rule, no marker: residual is handed a lambda (a sublayer), so it is wiring."""
+WIRED = {  # the scope of each op of two_blocks below, by the wiring it is written with
+    "residual": ["two_blocks/residual #1/block"] * 2 + ["two_blocks/residual #1"]
+    + ["two_blocks/residual #2/block"] * 2 + ["two_blocks/residual #2"],
+    "marked_residual": ["two_blocks/block #1"] * 2 + ["two_blocks"]
+    + ["two_blocks/block #2"] * 2 + ["two_blocks"]}
+
+
+@pytest.mark.parametrize("wiring", [residual, marked_residual], ids=lambda f: f.__name__)
+def test_wiring_handed_a_lambda_is_drawn_as_its_caller_only_when_marked(wiring, rng):
+    """What it is handed does not decide: only the marker makes wiring transparent."""
     w, x = rng.standard_normal((3, 3)), rng.standard_normal((2, 3))
 
     def two_blocks(w, x):
-        return residual(residual(x, lambda h: block(h, w)), lambda h: block(h, w))
-    scopes = [repr(op.scope) for op in ag.viz.trace(two_blocks, w, x).ops]
-    assert scopes == ["two_blocks/block #1"] * 2 + ["two_blocks"] + [
-        "two_blocks/block #2"] * 2 + ["two_blocks"]
+        return wiring(wiring(x, lambda h: block(h, w)), lambda h: block(h, w))
+    assert [repr(op.scope) for op in ag.viz.trace(two_blocks, w, x).ops] == WIRED[
+        wiring.__name__]
 
 
+@ag.viz.alias
 def another_name(w, x):
     """helper, under the name its callers know it by."""
     return helper(w, x)
 
 
+def unmarked_name(w, x):
+    """The same body as another_name, unmarked."""
+    return helper(w, x)
+
+
+@ag.viz.alias
+def with_keywords(w, x):
+    return helper(x=x, w=w)
+
+
+@ag.viz.alias
 def helper_and_more(w, x):
     return helper(w, x) * 2.0
 
 
-def test_a_function_that_only_renames_another_is_one_cluster_under_its_name(w_x):
+def test_an_alias_and_the_function_it_calls_are_one_cluster_under_its_name(w_x):
     g = ag.viz.trace(model_calling(another_name), *w_x)
     assert [(op.label, repr(op.scope)) for op in g.ops] == [
         ("matmul", "inline/another_name"), ("tanh", "inline/another_name"), ("mul", "inline"),
@@ -226,25 +268,19 @@ def test_a_function_that_only_renames_another_is_one_cluster_under_its_name(w_x)
     assert ag.viz.capture(model_calling(another_name), *w_x, op="tanh", scope="another_name")
     with pytest.raises(ValueError, match="no 'tanh' op ran in a function named 'helper'"):
         ag.viz.capture(model_calling(another_name), *w_x, op="tanh", scope="helper")
-    more = ag.viz.trace(model_calling(helper_and_more), *w_x)  # not only a call: two clusters
-    assert [repr(op.scope) for op in more.ops][:3] == [
-        "inline/helper_and_more/helper"] * 2 + ["inline/helper_and_more"]
+    keywords = ag.viz.trace(model_calling(with_keywords), *w_x)  # the marker decides, not the
+    assert [repr(op.scope) for op in keywords.ops][:2] == ["inline/with_keywords"] * 2  # body
+    more = ag.viz.trace(model_calling(helper_and_more), *w_x)  # the call it makes, then its own
+    assert [repr(op.scope) for op in more.ops][:3] == ["inline/helper_and_more"] * 3
+    traced = ag.viz.trace(another_name, *w_x)  # traced itself: its call is the outermost scope
+    assert [repr(op.scope) for op in traced.ops] == ["another_name"] * 2
 
 
-def reorders(w, x):
-    return helper(x, w)
-
-
-def with_keywords(w, x):
-    return helper(w, x=x)
-
-
-def test_renaming_is_read_from_the_source():
-    """Only `return f(<the parameters, in order>)`, after a docstring, renames f."""
-    assert [scopes.is_renaming(f.__code__) for f in
-            (another_name, reorders, with_keywords, helper_and_more, helper)] == [
-        True, False, False, False, False]
-    assert not scopes.is_renaming((lambda w, x: helper(w, x)).__code__)
+def test_without_the_marker_a_function_that_only_calls_another_is_a_cluster_of_its_own(w_x):
+    g = ag.viz.trace(model_calling(unmarked_name), *w_x)
+    assert [repr(op.scope) for op in g.ops] == ["inline/unmarked_name/helper"] * 2 + [
+        "inline"] * 2
+    assert ag.viz.capture(model_calling(unmarked_name), *w_x, op="tanh", scope="helper")
 
 
 def test_recording_restores_the_profiler_it_found_even_when_the_call_fails(rng):

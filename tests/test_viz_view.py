@@ -6,6 +6,7 @@ import pathlib
 
 import autograd_lite as ag
 from autograd_lite import viz
+from autograd_lite.viz.view import View
 from helpers.pictures import mlp, mlp_arguments
 
 
@@ -40,6 +41,23 @@ def test_each_item_is_a_node_or_inside_one_box_and_edges_join_what_is_drawn(rng)
                           (ids["p.l2.w"], ops[3]), (ops[3], ops[4]), (ids["p.l2.b"], ops[4])]
 
 
+def test_a_calls_view_is_the_picture_at_its_depth_cut_down_to_its_ops(rng):
+    g = ag.viz.trace(mlp, *mlp_arguments(rng))
+    whole, root = g.view(1), View(g, call=g.root)  # the root's call: every op, at depth 1
+    assert (root.depth, root.nodes, root.box_of, root.edges, root.outputs) == (
+        1, whole.nodes, whole.box_of, whole.edges, whole.outputs)
+    assert [(b.scope, b.inputs, b.outputs) for b in root.boxes.values()] == [
+        (b.scope, b.inputs, b.outputs) for b in whole.boxes.values()]
+    layer = g.root.children[0]
+    view, deeper = View(g, call=layer), g.view(2)
+    ops = [op.id for op in g.ops]  # matmul, add, tanh (in layer), matmul, add (dense in mlp)
+    x = next(it.id for it in g.items if it.label == "x")
+    assert view.ops == g.ops[:3] and view.nodes == [x, ops[2]]  # x flows in, tanh is its own
+    assert view.box_of == {i: b for i, b in deeper.box_of.items() if b.parent is layer}
+    assert view.edges == [e for e in deeper.edges if e[1] in ops[:3]]
+    assert view.outputs == [("output", ops[2])]  # tanh is used after the call, by dense
+
+
 def relative_imports(path):
     """The sibling modules a module imports (`from .labels import ...`), anywhere in it."""
     return {node.module for node in ast.walk(ast.parse(path.read_text()))
@@ -53,7 +71,7 @@ def test_the_picture_modules_import_one_another_without_a_circle():
     assert imports["dot"] == {"labels"} and imports["labels"] == set()
     assert imports["graph"] == {"dot", "explorer", "labels", "view"}
     assert imports["record"] == {"labels", "saved", "scopes", "values"}
-    assert imports["explorer"] == {"labels", "layout", "scope_view"}
+    assert imports["explorer"] == {"labels", "layout", "view"}
     done, visiting = set(), []
 
     def visit(module):  # depth first; a module met again while being visited is a circle

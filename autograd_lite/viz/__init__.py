@@ -11,38 +11,59 @@ functions the model is written as.
 One node per primitive application, labelled with the op and its output shape
 and dtype; inputs labelled by their tree path in the arguments (`p.encoder[0].attn.wq`,
 `x`); clusters follow the Python functions the call went through, found while
-tracing (no annotation in model code); `depth` collapses calls into boxes;
-`backward=True` shows what the pullbacks keep and the gradient edges. Rendering
-needs Graphviz's `dot` program.
+tracing; `depth` collapses calls into boxes; `backward=True` shows what the pullbacks
+keep and the gradient edges. Rendering needs Graphviz's `dot` program.
+
+Every user function is a cluster, except lambdas, comprehensions and generators, and
+the functions model code marks (marks.py; a marker only registers the function):
+
+    @ag.viz.transparent     no cluster: its ops are drawn in its caller's (wiring such as
+                            a residual connection, whose sublayer the picture shows)
+    @ag.viz.alias           another name for the function it calls: the two calls are one
+                            cluster under the alias's name (cross_attention)
 
 How it is made, one module per step, each seam public:
 - `record.py` runs the call once on an engine trace with a recording hook
   (`tracer.Trace(on_op=...)`, the only thing the engine offers pictures; ordinary
   tracing never sets it and pays one attribute test per op);
 - `scopes.py` finds the function scopes with a `sys.setprofile` hook around that one
-  call, and holds the rule for which functions are transparent (lambdas,
-  comprehensions, generators, `_private` helpers, and functions marked
-  `@ag.viz.transparent`: their ops belong to the caller's cluster);
+  call, and holds the rule for which calls open one;
 - `graph.py` holds the result as plain data (`Graph`: `summary()`, `to_dot()`,
-  `render()`); `view.py` decides what a picture at a depth shows; `dot.py` writes it
-  as Graphviz text; `labels.py` writes labels, shapes and sizes; `saved.py` measures
-  what the pullbacks keep;
-- the explorer (`explore`, `Graph.explore`): `scope_view.py` decides what the view of
-  one call shows, `layout.py` lays every view out with `dot`, `explorer.py` writes the
-  page with its data and our script `explorer.js` (its API in explorer.py's docstring);
-  `values.py` measures statistics and gradient norms for it;
+  `render()`); `view.py` decides what a picture shows, at a depth or of one call;
+  `dot.py` writes it as Graphviz text; `labels.py` writes labels, shapes and sizes;
+  `saved.py` measures what the pullbacks keep;
+- the explorer (`explore`, `Graph.explore`): each call's view (view.py) laid out with
+  `dot` by `layout.py`, `explorer.py` writes the page with its data and our script
+  `explorer.js` (its API in explorer.py's docstring); `values.py` measures statistics
+  and gradient norms for it;
 - `capture.py` returns the outputs of chosen ops of one call, on the same hook (the
   attention plots read the model's own weights through it).
+The markers and capture load with this package; the modules that record, draw and
+write pages load on first use.
 """
-from .capture import capture
-from .dot import FORMATS, DotNotFoundError
-from .explorer import Explorer
-from .graph import Graph
-from .record import record
-from .scopes import transparent
+import importlib
 
-__all__ = ["trace", "draw", "explore", "capture", "transparent", "Graph", "Explorer",
+from .capture import capture
+from .marks import alias, transparent
+
+__all__ = ["trace", "draw", "explore", "capture", "transparent", "alias", "Graph", "Explorer",
            "DotNotFoundError", "FORMATS"]
+_LOADED_ON_USE = {"Graph": "graph", "Explorer": "explorer", "DotNotFoundError": "dot",
+                  "FORMATS": "dot"}  # name -> its module
+
+
+def __getattr__(name):
+    """The names of `_LOADED_ON_USE`, and the modules (`ag.viz.dot`), imported on first use."""
+    if name.startswith("_"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    target = f"{__name__}.{_LOADED_ON_USE.get(name, name)}"
+    try:
+        module = importlib.import_module(target)
+    except ModuleNotFoundError as error:
+        if error.name != target:  # a module that the one found imports is missing
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    return getattr(module, name) if name in _LOADED_ON_USE else module
 
 
 def trace(f, *args, values=False):
@@ -53,6 +74,8 @@ def trace(f, *args, values=False):
     are data inputs; Python values pass through. values=True also measures each value's
     statistics and each float input's gradient norm (values.py), for the explorer.
     """
+    from .graph import Graph
+    from .record import record
     items, root, outputs = record(f, args, values=values)
     name = root.name if root is not None else getattr(f, "__name__", type(f).__name__)
     return Graph(name, items, root, outputs, has_values=values)

@@ -7,10 +7,11 @@ It runs the call once as a picture does (record.py): the float leaves of the arg
 boxed on a fresh engine trace whose recording hook (`tracer.Trace(on_op=...)`) sees every op,
 and `scopes.ScopeTracker` follows the Python functions the call goes through. An op matches
 when its name is `op` and, if `scope` is given, a function of that name is in its scope path
-(the functions a picture draws as clusters: transparent wiring, lambdas and `_private`
-helpers are not scopes). Only ops that depend on a float leaf of the arguments are recorded:
-parameters closed over by `f`, rather than passed to it, are constants and their ops run
-unseen. capture differentiates nothing itself, and its trace ends when the call returns.
+(the functions a picture draws as clusters: lambdas and functions marked
+`@ag.viz.transparent` are not scopes, and an `@ag.viz.alias` is one with the call it
+makes). Only ops that depend on a float leaf of the arguments are recorded: parameters
+closed over by `f`, rather than passed to it, are constants and their ops run unseen.
+capture differentiates nothing itself, and its trace ends when the call returns.
 """
 from ..core.differentiate import box_input
 from ..core.tracer import Trace, end_trace
@@ -48,12 +49,8 @@ class Catch:
 
     def scope_names(self):
         """The names of every scope the call opened."""
-        names, stack = set(), [self.scopes.root] if self.scopes.root is not None else []
-        while stack:
-            s = stack.pop()
-            names.add(s.name)
-            stack.extend(s.children)
-        return names
+        root = self.scopes.root
+        return {s.name for s in root.walk()} if root is not None else set()
 
     def nothing_matched(self, f):
         """The error for a capture that found no op: what ran instead."""

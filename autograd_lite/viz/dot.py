@@ -11,7 +11,8 @@ import shutil
 import subprocess
 import warnings
 
-from .labels import count_text, dtype_text, shape_text, size_text
+from .labels import (call_counts, plural, shape_and_dtype, shape_text, shapes_text,
+                     size_text)
 
 FORMATS = (".svg", ".png", ".pdf", ".dot")
 FONT = "Helvetica,Arial,sans-serif"
@@ -47,10 +48,6 @@ def _small(text, color=GREY):
     return f'<FONT POINT-SIZE="9" COLOR="{color}">{_esc(text)}</FONT>'
 
 
-def _typed(item):
-    return f"{shape_text(item.shape)} {dtype_text(item.dtype)}"
-
-
 def _node(name, kind, label, extra=""):
     fill, border, _ = STYLE[kind]
     style = "rounded,filled,dashed" if kind == "const" else "rounded,filled"
@@ -65,7 +62,7 @@ def _kept_attrs(nbytes, backward):
 def _item_node(view, item, backward, used):
     if item.kind == "op":
         label = (f"<B>{_esc(item.label)}</B>{_esc(item.extra and ' ' + item.extra)}"
-                 f"  {_small(_typed(item), DARK)}")
+                 f"  {_small(shape_and_dtype(item), DARK)}")
         notes = []
         if backward and item.kept:
             notes.append(f"saved {size_text(item.kept)}")
@@ -74,7 +71,7 @@ def _item_node(view, item, backward, used):
         if notes:
             label += "<BR/>" + _small(" · ".join(notes), KEPT)
         return _node(f"n{item.id}", "op", label, _kept_attrs(item.kept, backward))
-    label = f"{_esc(item.label)}<BR/>{_small(_typed(item))}"
+    label = f"{_esc(item.label)}<BR/>{_small(shape_and_dtype(item))}"
     if backward and item.kept:
         label += "<BR/>" + _small(f"saved {size_text(item.kept)}", KEPT)
     if item.id not in used:
@@ -82,27 +79,17 @@ def _item_node(view, item, backward, used):
     return _node(f"n{item.id}", item.kind, label, _kept_attrs(item.kept, backward))
 
 
-def _shapes(shapes, limit=4):
-    texts = [shape_text(shape) for shape in shapes]
-    return ", ".join(texts[:limit]) + (f" +{len(texts) - limit}" if len(texts) > limit else "") or "()"
-
-
-def _plural(n, word):
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def _box_node(name, box, backward, n_inside):
     """A collapsed call; with `backward`, what it saves and how many parameters drawn inside
     it (`n_inside`, so without a node and a gradient edge of their own) get gradients."""
-    counts = _plural(box.n_ops, "op")
-    if box.params:
-        counts += f" · {_plural(len(box.params), 'param')} ({count_text(box.n_param_values)})"
-    flow = _shapes(shape for _, shape in box.inputs) + " → " + _shapes(box.outputs.values())
-    label = f"<B>{_esc(box.scope.label)}</B><BR/>{_small(flow, DARK)}<BR/>{_small(counts)}"
+    flow = (shapes_text([shape for _, shape in box.inputs], 4) + " → "
+            + shapes_text(list(box.outputs.values()), 4))
+    label = (f"<B>{_esc(box.scope.label)}</B><BR/>{_small(flow, DARK)}<BR/>"
+             f"{_small(call_counts(box))}")
     if backward and box.kept:
         label += "<BR/>" + _small(f"saves {size_text(box.kept)} for backward", KEPT)
     if backward and n_inside:
-        label += "<BR/>" + _small(f"⇠ gradients of {_plural(n_inside, 'param')} inside", GRADIENT)
+        label += "<BR/>" + _small(f"⇠ gradients of {plural(n_inside, 'param')} inside", GRADIENT)
     return _node(name, "call", label, ', shape="box3d", margin="0.14,0.1"')
 
 
@@ -112,7 +99,7 @@ def _legend(view, backward):
     kinds = [k for k in ("param", "input", "data", "const", "op") if k in present]
     if "input" in kinds and "data" in kinds:
         kinds.remove("data")
-    kinds += (["call"] if view.boxes else []) + (["output"] if view.graph.outputs else [])
+    kinds += (["call"] if view.boxes else []) + (["output"] if view.outputs else [])
     cells = [f'<TD BGCOLOR="{STYLE[k][0]}" COLOR="{STYLE[k][1]}" STYLE="rounded">'
              f'{_esc(STYLE[k][2])}</TD>' for k in kinds]
     explained = ""
@@ -210,13 +197,13 @@ def to_dot(view, backward=False):
         if backward and item.kind in ("param", "input") and from_box is None:
             lines.append(f'  {name(target)} -> {name(source)} [style=dashed, color="{GRADIENT}", '
                          f'constraint=false, arrowsize=0.5, class="gradient"];')
-    for k, (label, source) in enumerate(view.graph.outputs):
+    for k, (label, source) in enumerate(view.outputs):
         out = f"out{k}"
-        lines.append(_node(out, "output", f"<B>{_esc(label)}</B>  {_small(_typed(items[source]), DARK)}"))
+        lines.append(_node(out, "output", f"<B>{_esc(label)}</B>  {_small(shape_and_dtype(items[source]), DARK)}"))
         lines.append(f"  {name(source)} -> {out};")
     lines += _legend(view, backward)
-    if view.graph.outputs:  # keeps the legend under the outputs, not beside the graph
-        lines.append(f"  out{len(view.graph.outputs) - 1} -> legend [style=invis];")
+    if view.outputs:  # keeps the legend under the outputs, not beside the graph
+        lines.append(f"  out{len(view.outputs) - 1} -> legend [style=invis];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

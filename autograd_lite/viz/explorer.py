@@ -36,23 +36,71 @@ import math
 import os
 import pathlib
 
+from .labels import (call_counts, dtype_text, shape_and_dtype, shape_text, shapes_text,
+                     size_text)
 from .layout import layout_text, lay_out, node_size
-from .scope_view import ScopeView, consumers_of
-from .labels import dtype_text, shape_text
+from .view import View, common_path
 
 _HERE = pathlib.Path(__file__).resolve().parent
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data:")
+MAX_LABEL = 48  # characters of a node's line of text
 
 
-def _scopes_in_order(root):
-    """Every scope, depth first in call order (the root first)."""
-    out, stack = [], [root]
-    while stack:
-        scope = stack.pop()
-        out.append(scope)
-        stack.extend(reversed(scope.children))
-    return out
+class Slot:
+    """One node of a call's view on the page: kind ('op', 'call', 'param', 'input', 'data',
+    'const', 'outer' for an op of another call, 'output'), ref (an item id, or the Scope of
+    a call) and lines (its text, one string per line)."""
+
+    __slots__ = ("kind", "ref", "lines")
+
+    def __init__(self, kind, ref, lines):
+        self.kind, self.ref, self.lines = kind, ref, [_cut(line) for line in lines]
+
+
+def _cut(text):
+    return text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "…"
+
+
+def slots_and_edges(view):
+    """The nodes of one call's `View` as the page draws them: the slots in recorded order
+    (each node by its item id, each box at its first op, the outputs last), and the edges
+    as (slot index, slot index) pairs, one per pair of slots a value flows between."""
+    def key(item_id):
+        box = view.box_of.get(item_id)
+        return ("item", item_id) if box is None else ("call", box)
+    keys = sorted([("item", i) for i in view.nodes] + [("call", s) for s in view.boxes],
+                  key=lambda k: view.boxes[k[1]].first if k[0] == "call" else k[1])
+    keys += [("out", n) for n in range(len(view.outputs))]
+    index = {k: n for n, k in enumerate(keys)}
+    edges = [(index[key(source)], index[key(target)]) for source, target in view.edges]
+    edges += [(index[key(source)], index[("out", n)])
+              for n, (_, source) in enumerate(view.outputs)]
+    return [_slot(view, k) for k in keys], list(dict.fromkeys(edges))
+
+
+def _slot(view, key):
+    kind, ref = key
+    if kind == "call":
+        return call_slot(view.boxes[ref])
+    if kind == "out":
+        label, source = view.outputs[ref]
+        return Slot("output", source, [label, shape_and_dtype(view.graph.items[source])])
+    item = view.graph.items[ref]
+    if item.kind == "op" and item.scope is not view.call:
+        return Slot("outer", ref, [f"{item.label} in {item.scope.label}", shape_and_dtype(item)])
+    first = f"{item.label} {item.extra}".strip() if item.kind == "op" else item.label
+    return Slot(item.kind, ref, [first, shape_and_dtype(item)])
+
+
+def call_slot(box):
+    """A nested call as one box (a `view.BoxInfo`): its name, the shapes in and out, its
+    ops, parameters and what it keeps."""
+    ins = list(dict.fromkeys(shape for _, shape in box.inputs))
+    outs = [box.outputs[i] for i in sorted(box.outputs)]
+    flow = f"{shapes_text(ins, 2)} → {shapes_text(outs, 2)}"
+    kept = f" · keeps {size_text(box.kept)}" if box.kept else ""
+    return Slot("call", box.scope, [box.scope.label, flow, call_counts(box) + kept])
 
 
 def _repeats(scopes):
@@ -78,13 +126,7 @@ def _home(item, consumers, items):
     common = None
     for user in consumers.get(item.id, ()):
         path = items[user].scope.path
-        if common is None:
-            common = path
-        else:
-            n = 0
-            while n < min(len(common), len(path)) and common[n] is path[n]:
-                n += 1
-            common = common[:n]
+        common = path if common is None else common_path(common, path)
     return common[-1] if common else None
 
 
@@ -139,16 +181,16 @@ def _memory(graph, order):
     return curve, sum(it.kept for it in graph.items if it.kind in ("param", "input", "data"))
 
 
-def _laid_out_views(graph, scopes, index, consumers):
+def _laid_out_views(graph, scopes, index):
     """Each scope's slots [kind, ref, lines, width, height] and the index of its layout in
     the list of distinct layouts (repeated calls share one): (views, layout ids, layouts)."""
     views, texts = [], []
     for scope in scopes:
-        view = ScopeView(graph, scope, consumers)
-        sizes = [node_size(slot.lines) for slot in view.slots]
-        texts.append(layout_text(sizes, view.edges))
+        slots, edges = slots_and_edges(View(graph, call=scope))
+        sizes = [node_size(slot.lines) for slot in slots]
+        texts.append(layout_text(sizes, edges))
         views.append([[slot.kind, index[slot.ref] if slot.kind == "call" else slot.ref,
-                       slot.lines, w, h] for slot, (w, h) in zip(view.slots, sizes)])
+                       slot.lines, w, h] for slot, (w, h) in zip(slots, sizes)])
     layouts, layout_of = [], {}
     for text, layout in zip(texts, lay_out(texts)):
         if text not in layout_of:
@@ -183,12 +225,12 @@ def _scope_data(graph, scopes, index, views, layout_ids):
 
 def page_data(graph, backward, values):
     """Everything the page shows, as JSON-ready data."""
-    scopes = _scopes_in_order(graph.root)
+    scopes = graph.root.walk()  # depth first in call order, the root first
     index = {scope: n for n, scope in enumerate(scopes)}
-    consumers = consumers_of(graph)
+    consumers = graph.consumers
     items = [_item_data(it, index, consumers, _home(it, consumers, graph.items), values)
              for it in graph.items]
-    views, layout_ids, layouts = _laid_out_views(graph, scopes, index, consumers)
+    views, layout_ids, layouts = _laid_out_views(graph, scopes, index)
     memory, arguments_kept = _memory(graph, graph.ops)
     return {"title": graph.title(), "backward": bool(backward), "values": bool(values),
             "items": items, "scopes": _scope_data(graph, scopes, index, views, layout_ids),

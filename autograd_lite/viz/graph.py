@@ -3,7 +3,8 @@
 A `Graph` holds plain data: the items (inputs, constants, ops) that `record.py`
 made and the tree of function scopes that `scopes.py` found. `Graph.view(depth)`
 decides what a picture at that depth shows (`view.py`: which items are drawn and
-which calls are collapsed into one box); `dot.py` writes that view as Graphviz text.
+which calls are collapsed into one box); `dot.py` writes that view as Graphviz text,
+and the explorer draws the same kind of view of each call.
 """
 import numpy as np
 
@@ -63,6 +64,12 @@ class Graph:
         self.has_values = has_values  # recorded with values=True: statistics, gradient norms
         self.root = _finish_scopes(root, items)
         self.ops = [it for it in items if it.kind == "op"]
+        self.consumers = {}  # item id -> the ids of the ops that use it, in recorded order
+        for op in self.ops:
+            for source, _ in op.inputs:
+                users = self.consumers.setdefault(source, [])
+                if not users or users[-1] != op.id:
+                    users.append(op.id)
 
     def view(self, depth=None):
         if depth is not None and (not isinstance(depth, int) or depth < 0):
@@ -141,12 +148,7 @@ class Graph:
 
     def scope_depth(self):
         """How deeply the function scopes nest (the traced function alone is 1)."""
-        deepest, stack = 0, [(self.root, 1)] if self.root is not None else []
-        while stack:
-            scope, level = stack.pop()
-            deepest = max(deepest, level)
-            stack.extend((c, level + 1) for c in scope.children)
-        return deepest
+        return max(len(s.path) for s in self.root.walk()) if self.root is not None else 0
 
     def _repr_svg_(self):
         """In a notebook: the picture at readable_depth(), so a large model stays legible."""

@@ -77,6 +77,30 @@ def shape_text(shape):
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
+def shape_and_dtype(item):
+    """'(2, 16, 512) f32'"""
+    return f"{shape_text(item.shape)} {dtype_text(item.dtype)}"
+
+
+def shapes_text(shapes, limit):
+    """'(2, 16, 512), (2, 1, 1, 16) +1': the first `limit` shapes and how many more."""
+    texts = [shape_text(shape) for shape in shapes]
+    more = f" +{len(texts) - limit}" if len(texts) > limit else ""
+    return (", ".join(texts[:limit]) or "()") + more
+
+
+def plural(n, word):
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def call_counts(box):
+    """'12 ops · 4 params (1.1M)': a collapsed call's ops and the parameters it uses."""
+    text = plural(box.n_ops, "op")
+    if box.params:
+        text += f" · {plural(len(box.params), 'param')} ({count_text(box.n_param_values)})"
+    return text
+
+
 def typed(item, shape=None):
     """jaxpr-style type: f32[2,7,16]; `shape` when an op is passed a slice of the item."""
     return f"{dtype_text(item.dtype)}[{','.join(map(str, item.shape if shape is None else shape))}]"

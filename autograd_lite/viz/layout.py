@@ -1,9 +1,10 @@
 """Graphviz layouts of the explorer's views, made when the page is written.
 
-Each view (`scope_view.ScopeView`) becomes DOT text that says only what the layout
-depends on: each node's size (from its lines of text, in the page's monospace font) and
-the edges. The text never names a parameter or a call, so the views of repeated calls
-(`encoder_block #1..#6`, and each `dense` inside them) are the same text, laid out once.
+Each call's view (`view.View`, its nodes as `explorer.slots_and_edges` draws them) becomes
+DOT text that says only what the layout depends on: each node's size (from its lines of
+text, in the page's monospace font) and the edges. The text never names a parameter or a
+call, so the views of repeated calls (`encoder_block #1..#6`, and each `dense` inside them)
+are the same text, laid out once.
 The distinct texts go to `dot -Tplain` as one stream of graphs per process, two processes
 at a time; the page draws the nodes and splines from the positions.
 

@@ -7,15 +7,12 @@ returns; the ops themselves come from the tracer's recording hook (`record.py`).
 The rule: a call of a function opens a scope (a cluster, a level of `depth=`), named after
 the function, unless
 
-- the function is transparent: a lambda, a comprehension, a generator or coroutine, a
-  function whose name starts with an underscore (`_helper`; a dunder such as `__call__`
-  is not private and shows its class), or a function marked `@ag.viz.transparent`;
-- it is wiring: among its arguments is a lambda or a function defined inside another
-  function (a sublayer handed to a residual connection), so its ops and the scopes of the
-  function it is handed belong to its caller (`is_wiring`);
-- it is another name: its caller's body is only `return f(<the caller's parameters, in
-  order>)` (cross_attention is multihead_attention over the memory), so the two calls are
-  one scope, named by the caller (`is_renaming`);
+- the function is transparent: a lambda, a comprehension, a generator or coroutine (none
+  has a name of its own to draw), or a function marked `@ag.viz.transparent` (wiring such
+  as a residual connection, whose sublayer is what the picture should show);
+- it is the call that a function marked `@ag.viz.alias` makes: an alias is another name
+  for the function it calls (cross_attention is multihead_attention over the memory), so
+  the two calls are one scope, named by the alias;
 - it is library code (`is_library`: numpy, the standard library, this package) or code
   the standard library generates (`is_generated`: a dataclass's `__init__` and the like);
   the composite ops of this package (`ag.var`, `ag.split`) are the exception and open a
@@ -26,15 +23,12 @@ the function, unless
   scopes as they would without the rule.
 
 The ops of a function that opens no scope belong to its caller's scope. The traced
-function itself always opens the outermost scope. So factoring model code into a helper
-changes the picture only when the helper is meant to be seen: wiring that takes a sublayer
-and another name for a function are drawn as their callers; `_helper` and the
-`@ag.viz.transparent` marker are there for user code the rule does not see through.
+function itself always opens the outermost scope. Nothing is read from a function's name
+or source: every other user function is a cluster, and the two markers (marks.py) are how
+model code says otherwise.
 """
-import ast
 import inspect
 import linecache
-import textwrap
 import os
 import sys
 import sysconfig
@@ -45,6 +39,7 @@ import numpy as np
 from .. import ops as _ops
 from ..core.rules import FUSABLE_CODE, PLAIN_DEFINITIONS
 from ..core.tracer import PRIMITIVE_CODE
+from .marks import ALIASES, TRANSPARENT
 from .saved import owner
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,23 +48,9 @@ _SITE_DIRS = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
 _STDLIB_DIRS = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
 _UNNAMED = {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", "<module>"}
 _LAZY_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
-_MARKED = set()  # code objects of the functions marked @transparent
 _COMPOSITES = {obj.__code__ for name, obj in vars(_ops).items()  # ag.var, ag.split, ...
                if isinstance(obj, types.FunctionType) and not hasattr(obj, "op_name")
                and obj.__module__.startswith(_ops.__name__) and not name.startswith("_")}
-
-
-def transparent(fn):
-    """Mark `fn` transparent in pictures: its calls open no scope, its ops are drawn in
-    its caller's scope. For wiring whose arguments are what the picture should show
-    (a residual connection around a sublayer). Registers `fn`'s code; costs nothing
-    when `fn` is called. Returns `fn` itself."""
-    code = getattr(fn, "__code__", None)
-    if not isinstance(code, types.CodeType):
-        raise TypeError(f"ag.viz.transparent: expected a Python function, got "
-                        f"{type(fn).__name__} {fn!r}")
-    _MARKED.add(code)
-    return fn
 
 
 def _under(path, directory):
@@ -110,61 +91,10 @@ def is_generated(code):
     return code.co_filename == "<string>" and code.co_name.startswith("__")
 
 
-def is_private(name):
-    """`_helper` and `__helper` are private; `__call__` and the other dunders are not."""
-    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
-
-
 def is_transparent(code):
-    """A lambda, comprehension, generator or coroutine, a private function, or one
-    marked @transparent: its ops belong to its caller's scope."""
-    return (code.co_name in _UNNAMED or bool(code.co_flags & _LAZY_FLAGS)
-            or is_private(code.co_name) or code in _MARKED)
-
-
-def is_wiring(frame):
-    """Whether the function running in `frame` was handed a lambda or a function defined
-    inside another function (a sublayer) among its arguments, one not of the library."""
-    code = frame.f_code
-    arguments = frame.f_locals
-    for name in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
-        value = arguments.get(name)
-        if (type(value) is types.FunctionType and not is_library(value.__code__.co_filename)
-                and (value.__name__ == "<lambda>" or "<locals>" in value.__qualname__)):
-            return True
-    return False
-
-
-_RENAMINGS = {}  # code -> is_renaming(code)
-
-
-def is_renaming(code):
-    """Whether the function's body (after its docstring) is only `return f(a, b, ...)` with
-    its own parameters a, b, ... in order: another name for f."""
-    known = _RENAMINGS.get(code)
-    if known is None:
-        known = _RENAMINGS[code] = _returns_a_call_of_its_parameters(code)
-    return known
-
-
-def _returns_a_call_of_its_parameters(code):
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    function = tree.body[0] if tree.body else None
-    if not isinstance(function, ast.FunctionDef):
-        return False
-    body, arguments = function.body, function.args
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]  # the docstring
-    if (len(body) != 1 or not isinstance(body[0], ast.Return)
-            or not isinstance(body[0].value, ast.Call) or body[0].value.keywords
-            or arguments.vararg or arguments.kwarg or arguments.kwonlyargs):
-        return False
-    parameters = [a.arg for a in arguments.posonlyargs + arguments.args]
-    passed = [a.id if isinstance(a, ast.Name) else None for a in body[0].value.args]
-    return passed == parameters
+    """A lambda, comprehension, generator or coroutine, or a function marked @transparent:
+    its ops belong to its caller's scope."""
+    return code.co_name in _UNNAMED or bool(code.co_flags & _LAZY_FLAGS) or code in TRANSPARENT
 
 
 def is_user_level(code):
@@ -175,12 +105,12 @@ def is_user_level(code):
 class Scope:
     """One call of a user-level function (or of a composite op) during the recorded call."""
 
-    __slots__ = ("name", "parent", "children", "composite", "label", "n_ops", "renaming")
+    __slots__ = ("name", "parent", "children", "composite", "label", "n_ops", "alias")
 
     def __init__(self, name, parent, composite=False):
         self.name, self.parent, self.composite = name, parent, composite
         self.children, self.label, self.n_ops = [], name, 0
-        self.renaming = False  # the next user-level call inside is this one under its name
+        self.alias = False  # an @alias's call: the next user-level call inside is this one
 
     @property
     def path(self):
@@ -190,6 +120,15 @@ class Scope:
             out.append(s)
             s = s.parent
         return tuple(reversed(out))
+
+    def walk(self):
+        """This scope and every scope under it, depth first in call order."""
+        out, stack = [], [self]
+        while stack:
+            scope = stack.pop()
+            out.append(scope)
+            stack.extend(reversed(scope.children))
+        return out
 
     def __repr__(self):
         return "/".join(s.label for s in self.path)
@@ -268,15 +207,13 @@ class ScopeTracker:
         composite, user_level = self.kind(code)
         if self.primitive_depth or not (composite or user_level or self.root is None):
             return None
-        if user_level and self.root is not None:
-            renamed = self.scope.renaming
-            self.scope.renaming = False
-            if renamed or is_wiring(frame):
-                return None
+        if user_level and self.root is not None and self.scope.alias:
+            self.scope.alias = False  # the call an alias makes: the alias's own scope
+            return None
         if user_level:
             self.user_frames.append(frame)
         scope = self.open_scope(frame, composite)
-        scope.renaming = user_level and scope is not self.root and is_renaming(code)
+        scope.alias = code in ALIASES
         return scope
 
     def kind(self, code):

@@ -1,6 +1,7 @@
-"""What one picture of a recorded call shows at a given depth: which items are drawn as
-nodes, which calls are collapsed into boxes, the edges between them and the clusters
-they sit in. `dot.py` writes a `View` as Graphviz text.
+"""What a picture of a recorded call shows: which items are drawn as nodes, which calls
+are collapsed into boxes, the edges between them, the clusters they sit in and the
+outputs. `dot.py` writes a `View` as Graphviz text; the explorer (explorer.py) draws
+one call's `View` per page view.
 
 Depth counts function scopes from the traced function itself:
 
@@ -10,50 +11,88 @@ Depth counts function scopes from the traced function itself:
   the functions it calls depth 2, ...) are drawn; each call at depth k + 1 is one
   box with its function name, input and output shapes, op count, parameter count.
 
+One call's view (`View(graph, call=scope)`, the explorer's) is the picture at that
+call's depth cut down to the call's ops: its own ops, each nested call as one box, what
+flows in from outside (parameters, data, constants, ops of other calls) as nodes, and
+what flows out (used after the call, or an output of the graph) as its outputs.
+
 A parameter or constant whose every use lies inside one box is drawn inside it
 (counted in its label, not as a node of its own).
 """
 import numpy as np
 
 
-class View:
-    """What one picture shows. Every item is either drawn as a node or inside a box:
+def _inside(op, call):
+    """Whether the op ran inside `call` (in it or in a call nested in it)."""
+    path = op.scope.path
+    depth = len(call.path)
+    return len(path) >= depth and path[depth - 1] is call
 
+
+class View:
+    """What one picture shows. Every item of the view is either drawn as a node or inside
+    a box:
+
+    ops: the ops drawn, in the order recorded (every op, or those of `call`).
     nodes: ids of the items drawn as nodes of their own, in the order recorded.
     box_of: {item id: Scope} for the items drawn inside a collapsed call: its ops, and
         the parameters and constants used only there.
     boxes: {Scope: BoxInfo}, the collapsed calls, in the order of their first op.
     edges: (item id, op id) where the item's value flows into the op; each end is the
         item's own node or the box holding it; one edge per item and drawn target.
+    outputs: (label, item id) of the values that leave: the graph's outputs, or for one
+        call's view each value made in the call and used after it (named as the graph's
+        output it is, else 'output').
     clusters: {item id: scope path} the nested clusters each node is drawn in (a box
         sits in the clusters of its call's callers, `BoxInfo.cluster`).
     """
 
-    def __init__(self, graph, depth):
-        self.graph, self.depth = graph, depth
+    def __init__(self, graph, depth=None, call=None):
+        self.graph, self.call = graph, call
+        self.depth = depth if call is None else len(call.path)
+        self.ops = graph.ops if call is None else [op for op in graph.ops if _inside(op, call)]
         self.box_of = {}
-        for op in graph.ops:
+        for op in self.ops:
             path = op.scope.path if op.scope is not None else ()
-            if depth is not None and len(path) > depth:
-                self.box_of[op.id] = path[depth]
+            if self.depth is not None and len(path) > self.depth:
+                self.box_of[op.id] = path[self.depth]
         self.box_of.update(self._used_inside_one_box())
-        self.nodes = [it.id for it in graph.items if it.id not in self.box_of]
+        self.nodes = [i for i in self._drawn() if i not in self.box_of]
+        self.outputs = graph.outputs if call is None else self._leaving()
         self.boxes, self.edges = {}, []
         self._connect()
         self.clusters = self._place_nodes()
 
+    def _drawn(self):
+        """The ids of the items of the view: every item, or the call's ops and their inputs."""
+        if self.call is None:
+            return [it.id for it in self.graph.items]
+        return sorted({op.id for op in self.ops}
+                      | {source for op in self.ops for source, _ in op.inputs})
+
     def _used_inside_one_box(self):
         """{item id: Scope} for the parameters and constants whose every use is in one box."""
         holders = {}  # item id -> the boxes of the ops using it (None: an op drawn as a node)
-        for op in self.graph.ops:
+        for op in self.ops:
             for source, _ in op.inputs:
                 holders.setdefault(source, set()).add(self.box_of.get(op.id))
         inside = {}
-        for it in self.graph.items:
-            boxes = holders.get(it.id, set())
-            if it.kind in ("param", "const") and len(boxes) == 1 and None not in boxes:
-                inside[it.id] = next(iter(boxes))
+        for source, boxes in holders.items():
+            if self.graph.items[source].kind in ("param", "const") and None not in boxes \
+                    and len(boxes) == 1:
+                inside[source] = next(iter(boxes))
         return inside
+
+    def _leaving(self):
+        """(label, item id) for each value made in the call that is used outside it or is an
+        output of the graph, in the order recorded."""
+        inside = {op.id for op in self.ops}
+        names = {}
+        for label, source in self.graph.outputs:
+            names.setdefault(source, label)
+        consumers = self.graph.consumers
+        return [(names.get(i, "output"), i) for i in sorted(inside)
+                if i in names or any(user not in inside for user in consumers.get(i, ()))]
 
     def box(self, scope):
         """The BoxInfo of a collapsed call, made on first use."""
@@ -62,7 +101,7 @@ class View:
     def _connect(self):
         """Fill the boxes with their ops and what flows out of them, and list the edges."""
         items, seen = self.graph.items, set()
-        for op in self.graph.ops:
+        for op in self.ops:
             target_box = self.box_of.get(op.id)
             if target_box is not None:
                 self.box(target_box).add_op(op, self.box_of, items)
@@ -75,7 +114,7 @@ class View:
                 self.edges.append((source, op.id))
                 if source_box is not None:
                     self.box(source_box).outputs.setdefault(source, items[source].shape)
-        for _, source in self.graph.outputs:
+        for _, source in self.outputs:
             if source in self.box_of:
                 self.box(self.box_of[source]).outputs.setdefault(source, items[source].shape)
 
@@ -88,12 +127,12 @@ class View:
             if items[i].kind == "op":
                 clusters[i] = items[i].scope.path if items[i].scope is not None else ()
         placed = {}
-        for op in self.graph.ops:
+        for op in self.ops:
             box = self.box_of.get(op.id)
             where = box.path[:-1] if box is not None else clusters[op.id]
             for source, _ in op.inputs:
                 if items[source].kind in ("param", "const") and source not in self.box_of:
-                    placed[source] = _common(placed.get(source, where), where)
+                    placed[source] = common_path(placed.get(source, where), where)
         for i in self.nodes:
             if items[i].kind != "op":
                 clusters[i] = placed.get(i, ())
@@ -101,10 +140,10 @@ class View:
 
     def count(self):
         """Nodes drawn (ops, boxes, inputs, constants and outputs), legend excluded."""
-        return len(self.nodes) + len(self.boxes) + len(self.graph.outputs)
+        return len(self.nodes) + len(self.boxes) + len(self.outputs)
 
 
-def _common(a, b):
+def common_path(a, b):
     """The longest common prefix of two scope paths."""
     n = 0
     while n < len(a) and n < len(b) and a[n] is b[n]:
@@ -113,11 +152,12 @@ def _common(a, b):
 
 
 class BoxInfo:
-    """A collapsed call: its ops, the parameters used only inside it, what flows in and out
-    (inputs: [(item id, shape passed)]; outputs: {item id: shape})."""
+    """A collapsed call: its ops (the first's id, how many, what they keep), the parameters
+    it uses, what flows in and out (inputs: [(item id, shape passed)], the parameters and
+    the constants drawn inside excepted; outputs: {item id: shape})."""
 
     def __init__(self, scope):
-        self.scope, self.n_ops, self.kept = scope, 0, 0
+        self.scope, self.first, self.n_ops, self.kept = scope, None, 0, 0
         self.params, self.inputs, self.outputs = {}, [], {}
 
     @property
@@ -126,6 +166,8 @@ class BoxInfo:
         return self.scope.path[:-1]
 
     def add_op(self, op, box_of, items):
+        if self.first is None:
+            self.first = op.id
         self.n_ops += 1
         self.kept += op.kept + op.residual
         for source, shape in op.inputs:
