@@ -23,7 +23,7 @@ not repeat any 8 characters, --no-repeat-ngram), the last line compares the two.
 
 --ensemble N trains N models at once, each in a process of its own (models/training/
 side_by_side.py), model k exactly as the run of --seed S + k would train it; the run's
-probability of a character is the mean of theirs (lm.ensemble_apply), and the last line
+probability of a character is the mean of theirs (mixture), and the last line
 gives each model's bits beside the ensemble's. On a machine of N cores, N models train in
 about the time of one: each process gets a core where one model's BLAS threads share the
 step's few large products (docs/results.md: on 2 cores, the steps each makes).

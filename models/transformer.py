@@ -246,7 +246,7 @@ def reorder(state, rows):
 
 # --- searches over step (decoding.py) ---------------------------------------------------------
 
-def check_decode_args(fn, p, src, max_len, beam_size=1):
+def check_decode_args(fn, p, src, max_len):
     """The arguments every search shares. -> src as an array, on p's device (the searches
     run on the host: decoding.py)"""
     src = ag.to_device(src, ag.device_name(p.tgt_embed.table))
@@ -254,8 +254,6 @@ def check_decode_args(fn, p, src, max_len, beam_size=1):
     if not 1 <= max_len <= p.max_len:
         raise ValueError(f"transformer.{fn}: max_len={max_len} must lie in [1, {p.max_len}] "
                          f"(the model's max_len={p.max_len} positions)")
-    if beam_size < 1:
-        raise ValueError(f"transformer.{fn}: beam_size must be >= 1, got {beam_size}")
     return src
 
 
@@ -285,9 +283,10 @@ def beam_search_with_scores(p, src, bos, eos, max_len, beam_size=4, length_penal
                             src_pad=None):
     """beam_search, and each result's score log P / lp: -> (ids (B, L), scores (B,) float64),
     |Y| counting the tokens after bos, eos included."""
-    src = check_decode_args("beam_search", p, src, max_len, beam_size)
+    src = check_decode_args("beam_search", p, src, max_len)
     return decoding.beam_search(functools.partial(step, p), reorder, start(p, src, src_pad),
-                                bos_column(src, bos), max_len, beam_size, length_penalty, eos)
+                                bos_column(src, bos), max_len, beam_size, length_penalty, eos,
+                                caller="transformer.beam_search")
 
 
 def sample(p, src, bos, eos, max_len, temperature=1.0, top_k=None, rng=None, src_pad=None):
