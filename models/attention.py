@@ -4,10 +4,11 @@ cross_attention, so that a picture and ag.viz.capture(..., scope="cross_attentio
 from self-attention. For decoding one token at a time, keys_and_values computes keys and
 values once, attention_over attends to them, and cached_self_attention appends new rows to
 a cache. multihead_attention and attention_over share one body, multihead: the heads'
-attention, merged and projected by W_O. Activations (B, T, D); per-head arrays (B, H, T, d_head) with D = H · d_head. Masks
-broadcast to the scores (B, H, T_q, T_k): a padding mask is (B, 1, 1, T_k), a causal mask
-(1, 1, T_q, T_k). multihead_attention, attention_over and projected_heads are fusable: the
-fast rules of models/fast stand in for them on plain arrays.
+attention, merged and projected by W_O. Activations (B, T, D); per-head arrays
+(B, H, T, d_head) with D = H · d_head. Masks broadcast to the scores (B, H, T_q, T_k): a
+padding mask is (B, 1, 1, T_k), a causal mask (1, 1, T_q, T_k). multihead_attention,
+attention_over and projected_heads are fusable: the fast rules of models/fast stand in for
+them on plain arrays.
 """
 import math
 from typing import NamedTuple
