@@ -210,19 +210,6 @@ def loss_fn(params, batch, rng):
     return ag.cross_entropy(logits, labels), {"accuracy": accuracy}
 
 
-def warmup_cosine(peak, total_steps, warmup_fraction=WARMUP_FRACTION):
-    """lr(step): linear from 0 to `peak` over the first warmup_fraction of the steps, then
-    peak · (1 + cos(π · progress)) / 2 down to 0 at total_steps."""
-    warmup = max(1, round(warmup_fraction * total_steps))
-
-    def lr(step):
-        if step <= warmup:
-            return peak * step / warmup
-        progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
-        return peak * 0.5 * (1 + np.cos(np.pi * progress))
-    return lr
-
-
 def hyperparameters(args, tokenizer, class_names):
     """What --predict needs to rebuild the model, and how it was trained."""
     return dict(vocab_size=len(tokenizer), pad=tokenizer.pad_id, class_names=list(class_names),
@@ -260,7 +247,9 @@ def train_transformer(args, settings, train_set, test_set, out):
     batches = lambda epoch: length_bucketed_batches(  # noqa: E731
         *train_set, args.batch_size, pad, np.random.default_rng([args.seed, epoch]), length)
     total_steps = args.epochs * len(batches(0))
-    optimizer = ag.optim.adamw(warmup_cosine(args.lr, total_steps), weight_decay=WEIGHT_DECAY)
+    warmup = max(1, round(WARMUP_FRACTION * total_steps))
+    schedule = ag.optim.warmup_schedule(peak=args.lr, warmup=warmup, steps=total_steps)
+    optimizer = ag.optim.adamw(schedule, weight_decay=WEIGHT_DECAY)
     return train.fit(loss_fn, params, optimizer, common.batches_on(args.device, batches),
                      args.epochs, out_dir=out, val_batches=common.batches_on(
                          args.device, length_bucketed_batches(*test_set, 256, pad, None, length)),

@@ -23,7 +23,7 @@ not repeat any 8 characters, --no-repeat-ngram), the last line compares the two.
 
 --ensemble N trains N models at once, each in a process of its own (models/training/
 side_by_side.py), model k exactly as the run of --seed S + k would train it; the run's
-probability of a character is the mean of theirs (lm.ensemble_apply), and the last line
+probability of a character is the mean of theirs (mixture), and the last line
 gives each model's bits beside the ensemble's. On a machine of N cores, N models train in
 about the time of one: each process gets a core where one model's BLAS threads share the
 step's few large products (docs/results.md: on 2 cores, the steps each makes).
@@ -64,7 +64,7 @@ from models import data, health, lm, side_by_side, text, train  # noqa: E402
 from models.training.run_files import CHECKPOINT, HYPERPARAMETERS, write_json  # noqa: E402
 
 from .support import common, ngram, program, runs  # noqa: E402
-from .support.common import flag, learning_rate  # noqa: E402
+from .support.common import flag  # noqa: E402
 
 FULL = dict(steps=2500, d_model=96, heads=4, d_ff=384, layers=2, context=128, batch_size=16,
             lr=3e-3, warmup=100, eval_every=250, ngram=4, sample_length=300, dropout=0.0,
@@ -367,7 +367,8 @@ def train_model(args, params, train_ids, held_out_ids, out, corpus_name, progres
             rng=np.random.default_rng([args.seed, epoch])))
     validation = list(data.lm_batches(held_out_ids, args.context, VALIDATION_WINDOWS, 1,
                                       rng=np.random.default_rng([args.seed, n_epochs])))
-    optimizer = ag.optim.adam(learning_rate(args.lr, args.warmup, args.steps))
+    optimizer = ag.optim.adam(ag.optim.warmup_schedule(peak=args.lr, warmup=args.warmup,
+                                                       steps=args.steps, final=common.FINAL_LR))
     steps_before = steps_recorded(out) if args.resume else 0
     started = time.perf_counter(), time.process_time()
     params, history = train.fit(loss_fn, params, optimizer,

@@ -50,7 +50,7 @@ import models  # noqa: E402
 from models import health, plots, train, transformer  # noqa: E402
 
 from .support import common, program, runs  # noqa: E402
-from .support.common import flag, learning_rate  # noqa: E402,F401  (translate.learning_rate too)
+from .support.common import flag  # noqa: E402
 from .support import number_words as nw  # noqa: E402
 
 # The recipe, chosen by experiment, and the quick one: 8 epochs of 500 batches are the
@@ -155,9 +155,11 @@ def source_ids(share_embeddings):
 
 
 def adam(args, steps):
-    """Adam with the paper's betas and eps, its rate learning_rate(args.lr, args.warmup,
-    steps). -> (the optimizer, the schedule)"""
-    schedule = learning_rate(args.lr, args.warmup, steps)
+    """Adam with the paper's betas and eps, its rate a linear warm-up to args.lr over
+    args.warmup steps, then a cosine decay to common.FINAL_LR of it at `steps`
+    (ag.optim.warmup_schedule). -> (the optimizer, the schedule)"""
+    schedule = ag.optim.warmup_schedule(peak=args.lr, warmup=args.warmup, steps=steps,
+                                        final=common.FINAL_LR)
     return ag.optim.adam(lr=schedule, betas=ADAM_BETAS, eps=ADAM_EPS), schedule
 
 

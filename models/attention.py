@@ -3,10 +3,12 @@ attend). The decoder's attention over the encoder's output has the paper's own n
 cross_attention (@ag.viz.alias: pictures and ag.viz.capture(scope="cross_attention") show
 its call by it). For decoding one token at a time, keys_and_values computes keys and
 values once, attention_over attends to them, and cached_self_attention appends new rows to
-a cache. Activations (B, T, D); per-head arrays (B, H, T, d_head) with D = H · d_head. Masks
-broadcast to the scores (B, H, T_q, T_k): a padding mask is (B, 1, 1, T_k), a causal mask
-(1, 1, T_q, T_k). multihead_attention, attention_over and projected_heads are fusable: the
-fast rules of models/fast stand in for them on plain arrays.
+a cache. multihead_attention and attention_over share one body, multihead: the heads'
+attention, merged and projected by W_O. Activations (B, T, D); per-head arrays
+(B, H, T, d_head) with D = H · d_head. Masks broadcast to the scores (B, H, T_q, T_k): a
+padding mask is (B, 1, 1, T_k), a causal mask (1, 1, T_q, T_k). multihead_attention,
+attention_over and projected_heads are fusable: the fast rules of models/fast stand in for
+them on plain arrays.
 """
 import math
 from typing import NamedTuple
@@ -69,6 +71,15 @@ def check_activations(p, x_q, x_kv):
                          f"different batch sizes")
 
 
+@ag.viz.transparent  # pictured as part of its caller: multihead_attention or attention_over
+def multihead(p, q, k, v, mask=None, rate=0.0, rng=None):
+    """Concat(head_1..head_H) W_O, head_i = Attention(q_i, k_i, v_i): the heads of queries,
+    keys and values already projected, q (B, H, T_q, d_head), k and v (B, H, T_k, d_head).
+    -> (B, T_q, D)"""
+    heads, _ = scaled_dot_product_attention(q, k, v, mask, rate, rng)  # (B, H, T_q, d_head)
+    return dense(p.wo, merge_heads(heads))  # (B, T_q, D)
+
+
 @ag.fusable
 def multihead_attention(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
     """MultiHead(Q, K, V) = Concat(head_1..head_H) W_O, head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i).
@@ -80,8 +91,7 @@ def multihead_attention(p, x_q, x_kv, mask=None, rate=0.0, rng=None):
     q = split_heads(dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
     k = split_heads(dense(p.wk, x_kv), p.n_heads)  # (B, H, T_k, d_head)
     v = split_heads(dense(p.wv, x_kv), p.n_heads)  # (B, H, T_k, d_head)
-    heads, _ = scaled_dot_product_attention(q, k, v, mask, rate, rng)  # (B, H, T_q, d_head)
-    return dense(p.wo, merge_heads(heads))  # (B, T_q, D)
+    return multihead(p, q, k, v, mask, rate, rng)  # (B, T_q, D)
 
 
 @ag.viz.alias
@@ -124,8 +134,7 @@ def attention_over(p, x_q, kv, mask=None):
     """multihead_attention of x_q (B, T_q, D) over keys and values already computed:
     kv = (keys, values), each (B, H, T_k, d_head). -> (B, T_q, D)"""
     q = split_heads(dense(p.wq, x_q), p.n_heads)  # (B, H, T_q, d_head)
-    heads, _ = scaled_dot_product_attention(q, kv[0], kv[1], mask)  # (B, H, T_q, d_head)
-    return dense(p.wo, merge_heads(heads))  # (B, T_q, D)
+    return multihead(p, q, *kv, mask)  # (B, T_q, D)
 
 
 def cached_self_attention(p, x, cache):

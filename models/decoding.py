@@ -174,7 +174,7 @@ def take_rows(state, rows):
 
 
 def beam_search(step, reorder, state, prefix, max_len, beam_size=4, length_penalty=0.6,
-                eos=None, no_repeat_ngram=None):
+                eos=None, no_repeat_ngram=None, *, caller="beam_search"):
     """Beam search maximizing log P(Y | prefix) / lp(Y) (Wu et al. 2016), the way fairseq and
     Hugging Face run it: finished hypotheses leave the beam. `state` has one row per prefix
     row (B of them); the search makes it beam_size rows per prefix with reorder.
@@ -200,12 +200,15 @@ def beam_search(step, reorder, state, prefix, max_len, beam_size=4, length_penal
     (repeated_ngram_bans) is no candidate. All of the above then holds among the sequences
     without a repeat. The most probable continuation of a character model is often a loop
     (a phrase again and again, or spaces): this is the usual cure.
-    prefix (B, T_0) -> (ids (B, L), scores (B,) float64: each result's log P / lp)
+    prefix (B, T_0) -> (ids (B, L), scores (B,) float64: each result's log P / lp);
+    `caller` (a model's search: "lm.beam_search") names the function in an error.
     """
     alpha, k = length_penalty, beam_size
+    if beam_size < 1:
+        raise ValueError(f"{caller}: beam_size must be >= 1, got {beam_size}")
     if no_repeat_ngram is not None and not (isinstance(no_repeat_ngram, (int, np.integer))
                                             and no_repeat_ngram >= 1):
-        raise ValueError(f"beam_search: no_repeat_ngram must be None or an int >= 1, got "
+        raise ValueError(f"{caller}: no_repeat_ngram must be None or an int >= 1, got "
                          f"{no_repeat_ngram!r}")
     if k == 1:
         ids, log_p, lengths = extend(step, state, prefix, max_len, most_probable, eos,

@@ -133,11 +133,16 @@ def feed_forward(p, x, rate=0.0, rng=None, activation=ag.relu):
     return dense(p.linear2, ag.dropout(h, rate, rng))  # (B, T, D)
 
 
+def as_tokens(ids):
+    """ids as an array: an array (numpy's or a device's) as it is, a nested list by np.asarray."""
+    return ids if hasattr(ids, "dtype") else np.asarray(ids)
+
+
 def check_tokens(caller, ids, vocab, max_len, name="ids", start=0):
     """Token ids for a model: an integer array (B, T) of ids in 0 .. vocab - 1, at positions
     start .. start + T - 1 that the position table of max_len rows holds. -> ids as an array.
     `caller` ("lm.apply") and `name` ("src") name the call and the argument in the error."""
-    array = ids if hasattr(ids, "dtype") else np.asarray(ids)  # a nested list, say
+    array = as_tokens(ids)
     if array.ndim != 2 or array.dtype.kind not in "iu":
         raise ValueError(f"{caller}: {name} must be integer tokens (B, T), got {array.dtype} "
                          f"{array.shape}")

@@ -13,9 +13,10 @@ past it is an error, not a sliding window.
     ids = lm.beam_search(p, prompt, n_new=20, beam_size=4, eos=eos)
     ids = lm.ensemble_generate((p, q), prompt, n_new=20, rng=rng)  # mean of p's and q's P
 
-An ensemble is a tuple of models of one vocabulary and max_len: ensemble_apply,
-ensemble_generate and ensemble_beam_search use the mean of their next-token probabilities
-(mixture_logits), each model keeping its own cache.
+An ensemble is a tuple of models of one vocabulary and max_len: ensemble_generate and
+ensemble_beam_search use the mean of their next-token probabilities (mixture_logits), each
+model keeping its own cache. One model is an ensemble of one: generate and beam_search run
+the same searches over (p,).
 
     x_0 = E[ids] · √d_model + PE[:T]                                (as the encoder-decoder, layers.py)
     x_l = x_{l-1} + MHA(LN(x_{l-1}), causal);  x_l += FFN(LN(x_l))    (blocks.DecoderOnlyBlock)
@@ -116,7 +117,44 @@ def reorder(cache, rows):
     return decoding.take_rows(cache, rows)
 
 
-# --- generation: decoding.py's searches over step ------------------------------------------
+# --- generation: decoding.py's searches over an ensemble; one model is an ensemble of one --
+
+def mixture_logits(logits):
+    """Logits whose softmax is the mean of the softmaxes of `logits`, a sequence of M arrays
+    (..., V) of one shape and dtype:
+
+        log (1/M · Σ_m softmax(l_m)) = logsumexp_m(log_softmax(l_m)) - log M
+
+    A single array is returned as it is: softmax, argmax and log_softmax ignore the constant
+    that would make its logits log-probabilities."""
+    if len(logits) == 1:
+        return logits[0]
+    xp = ag.array_module(logits[0])
+    log_p = xp.stack([ag.log_softmax(l) for l in logits])  # (M, ..., V)
+    top = log_p.max(axis=0)
+    return top + xp.log(xp.exp(log_p - top).mean(axis=0))
+
+
+def ensemble_step(members, caches, tokens):
+    """`step` for an ensemble: the members' last-token logits mixed (mixture_logits), and
+    each member's new cache. caches: one Cache per member -> (logits (B, V), caches)"""
+    stepped = [step(p, cache, tokens) for p, cache in zip(members, caches)]
+    return mixture_logits([logits for logits, _ in stepped]), tuple(c for _, c in stepped)
+
+
+def check_members(caller, members):
+    """A non-empty sequence of LMs (of LM's fields: ag.load makes its own NamedTuple type
+    without like=) of one vocabulary and one max_len -> them as a tuple."""
+    members = tuple(members)
+    if not members or not all(getattr(p, "_fields", None) == LM._fields for p in members):
+        raise ValueError(f"{caller}: members must be one or more lm.LM parameters, got "
+                         f"{[type(p).__name__ for p in members]}")
+    shapes = {(p.embed.table.shape[0], p.max_len) for p in members}
+    if len(shapes) > 1:
+        raise ValueError(f"{caller}: the members must share the vocabulary and max_len, got "
+                         f"(vocab, max_len) = {sorted(shapes)}")
+    return members
+
 
 def check_prompt(caller, p, prompt, n_new):
     """A prompt (B, T_p) of at least one token, n_new >= 0, T_p + n_new <= max_len."""
@@ -141,10 +179,7 @@ def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None, eos=None):
     cached blocks. T_p + n_new must not exceed max_len. The sampling settings are checked
     first, even when n_new is 0: sampling (temperature > 0, top_k != 1) needs an rng.
     """
-    decoding.check_sampling("lm.generate", temperature, top_k, p.head.w.shape[-1], rng)
-    prompt = check_prompt("lm.generate", p, prompt, n_new)
-    return decoding.sample(functools.partial(step, p), empty_cache(p, prompt.shape[0]), prompt,
-                           prompt.shape[1] + n_new, temperature, top_k, rng, eos)
+    return generated("lm.generate", (p,), prompt, n_new, temperature, top_k, rng, eos)
 
 
 def beam_search(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
@@ -162,79 +197,40 @@ def beam_search(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
 def beam_search_with_scores(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
                             no_repeat_ngram=None):
     """beam_search, and each result's score log P / lp: -> (ids (B, L), scores (B,) float64)."""
-    prompt = check_prompt("lm.beam_search", p, prompt, n_new)
-    if beam_size < 1:
-        raise ValueError(f"lm.beam_search: beam_size must be >= 1, got {beam_size}")
-    return decoding.beam_search(functools.partial(step, p), reorder,
-                                empty_cache(p, prompt.shape[0]), prompt,
-                                prompt.shape[1] + n_new, beam_size, length_penalty, eos,
-                                no_repeat_ngram)
-
-
-# --- an ensemble: several models whose next-token probabilities are averaged ---------------
-
-def mixture_logits(logits):
-    """Logits whose softmax is the mean of the softmaxes of `logits`, a sequence of M arrays
-    (..., V) of one shape and dtype:
-
-        log (1/M · Σ_m softmax(l_m)) = logsumexp_m(log_softmax(l_m)) - log M
-
-    A single array is returned as it is: softmax, argmax and log_softmax ignore the constant
-    that would make its logits log-probabilities."""
-    if len(logits) == 1:
-        return logits[0]
-    xp = ag.array_module(logits[0])
-    log_p = xp.stack([ag.log_softmax(l) for l in logits])  # (M, ..., V)
-    top = log_p.max(axis=0)
-    return top + xp.log(xp.exp(log_p - top).mean(axis=0))
-
-
-def check_members(caller, members):
-    """A non-empty sequence of LMs (of LM's fields: ag.load makes its own NamedTuple type
-    without like=) of one vocabulary and one max_len -> them as a tuple."""
-    members = tuple(members)
-    if not members or not all(getattr(p, "_fields", None) == LM._fields for p in members):
-        raise ValueError(f"{caller}: members must be one or more lm.LM parameters, got "
-                         f"{[type(p).__name__ for p in members]}")
-    shapes = {(p.embed.table.shape[0], p.max_len) for p in members}
-    if len(shapes) > 1:
-        raise ValueError(f"{caller}: the members must share the vocabulary and max_len, got "
-                         f"(vocab, max_len) = {sorted(shapes)}")
-    return members
-
-
-def ensemble_apply(members, ids):
-    """mixture_logits of each member's apply(p, ids): ids (B, T) -> (B, T, V)."""
-    members = check_members("lm.ensemble_apply", members)
-    return mixture_logits([apply(p, ids) for p in members])
-
-
-def ensemble_step(members, caches, tokens):
-    """`step` for an ensemble: the members' last-token logits mixed (mixture_logits), and
-    each member's new cache. caches: one Cache per member -> (logits (B, V), caches)"""
-    stepped = [step(p, cache, tokens) for p, cache in zip(members, caches)]
-    return mixture_logits([logits for logits, _ in stepped]), tuple(c for _, c in stepped)
+    return searched("lm.beam_search", (p,), prompt, n_new, beam_size, length_penalty, eos,
+                    no_repeat_ngram)
 
 
 def ensemble_generate(members, prompt, n_new, temperature=1.0, top_k=None, rng=None, eos=None):
     """generate, sampling each token from the mean of the members' probabilities."""
     members = check_members("lm.ensemble_generate", members)
-    decoding.check_sampling("lm.ensemble_generate", temperature, top_k,
-                            members[0].head.w.shape[-1], rng)
-    prompt = check_prompt("lm.ensemble_generate", members[0], prompt, n_new)
-    caches = tuple(empty_cache(p, prompt.shape[0]) for p in members)
-    return decoding.sample(functools.partial(ensemble_step, members), caches, prompt,
-                           prompt.shape[1] + n_new, temperature, top_k, rng, eos)
+    return generated("lm.ensemble_generate", members, prompt, n_new, temperature, top_k, rng,
+                     eos)
 
 
 def ensemble_beam_search(members, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
                          no_repeat_ngram=None):
     """beam_search, scoring continuations by the mean of the members' probabilities."""
     members = check_members("lm.ensemble_beam_search", members)
-    prompt = check_prompt("lm.ensemble_beam_search", members[0], prompt, n_new)
-    if beam_size < 1:
-        raise ValueError(f"lm.ensemble_beam_search: beam_size must be >= 1, got {beam_size}")
+    return searched("lm.ensemble_beam_search", members, prompt, n_new, beam_size,
+                    length_penalty, eos, no_repeat_ngram)[0]
+
+
+def generated(caller, members, prompt, n_new, temperature, top_k, rng, eos):
+    """The body of generate and ensemble_generate: their checks, under `caller`'s name, then
+    decoding.sample over ensemble_step, each member with its own cache."""
+    decoding.check_sampling(caller, temperature, top_k, members[0].head.w.shape[-1], rng)
+    prompt = check_prompt(caller, members[0], prompt, n_new)
+    caches = tuple(empty_cache(p, prompt.shape[0]) for p in members)
+    return decoding.sample(functools.partial(ensemble_step, members), caches, prompt,
+                           prompt.shape[1] + n_new, temperature, top_k, rng, eos)
+
+
+def searched(caller, members, prompt, n_new, beam_size, length_penalty, eos, no_repeat_ngram):
+    """The body of beam_search_with_scores and ensemble_beam_search: their checks, under
+    `caller`'s name, then decoding.beam_search over ensemble_step. -> (ids, scores)"""
+    prompt = check_prompt(caller, members[0], prompt, n_new)
     caches = tuple(empty_cache(p, prompt.shape[0]) for p in members)
     return decoding.beam_search(functools.partial(ensemble_step, members), reorder, caches,
                                 prompt, prompt.shape[1] + n_new, beam_size, length_penalty,
-                                eos, no_repeat_ngram)[0]
+                                eos, no_repeat_ngram, caller=caller)

@@ -27,8 +27,8 @@ from . import decoding
 from .attention import causal_mask, keys_and_values, padding_mask
 from .blocks import (check_norm_order, decoder_block, decoder_block_init, decoder_block_step,
                      encoder_block, encoder_block_init)
-from .layers import (Dense, Embedding, LayerNorm, check_dropout_rate, check_tokens, dense,
-                     dense_init, dropout_setting, embed_with_positions, embedding_init,
+from .layers import (Dense, Embedding, LayerNorm, as_tokens, check_dropout_rate, check_tokens,
+                     dense, dense_init, dropout_setting, embed_with_positions, embedding_init,
                      layer_norm, layer_norm_init)
 from .sizes import check_sizes
 
@@ -124,15 +124,15 @@ def project(p, x):
     return dense(p.out, x)  # (B, T, V)
 
 
-def memory_mask(src, src_pad, memory):
+def memory_mask(caller, src, src_pad, memory):
     """The source padding mask (B, 1, 1, S) for attention over `memory` (B, S, D), or None."""
     if src_pad is None:
         return None
     if src is None:
-        raise ValueError(f"transformer.decode: src_pad={src_pad!r} needs src= (the source ids "
+        raise ValueError(f"{caller}: src_pad={src_pad!r} needs src= (the source ids "
                          f"(B, S)) to mask the padded positions of memory {memory.shape}")
     if src.shape != memory.shape[:2]:
-        raise ValueError(f"transformer.decode: src {src.shape} does not match memory "
+        raise ValueError(f"{caller}: src {src.shape} does not match memory "
                          f"{memory.shape}; expected src of shape {memory.shape[:2]}")
     return padding_mask(src, src_pad)
 
@@ -147,13 +147,14 @@ def check_target(caller, p, tgt, name="tgt", start=0):
     return check_tokens(caller, tgt, p.tgt_embed.table.shape[0], p.max_len, name, start)
 
 
-def encode(p, src, src_pad=None, training=False, rng=None):
+def encode(p, src, src_pad=None, training=False, rng=None, *, caller="transformer.encode"):
     """The encoder stack.  src: (B, S) ints -> memory (B, S, D)
 
     Source positions holding `src_pad` are masked as keys in every self-attention.
+    `caller` names the function in an error (apply gives its own name).
     """
-    src = check_source("transformer.encode", p, src)
-    rate, rng = dropout_setting("transformer.encode", p.dropout, training, rng)
+    src = check_source(caller, p, src)
+    rate, rng = dropout_setting(caller, p.dropout, training, rng)
     mask = padding_mask(src, src_pad)  # (B, 1, 1, S) or None
     embedding = source_embedding(p)  # tgt_embed when all three are shared
     x = ag.dropout(embed_with_positions(embedding, src, p.max_len), rate, rng)  # (B, S, D)
@@ -162,19 +163,21 @@ def encode(p, src, src_pad=None, training=False, rng=None):
     return layer_norm(p.encoder_norm, x)  # (B, S, D)
 
 
-def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None):
+def decode(p, memory, tgt, src_pad=None, src=None, training=False, rng=None, *,
+           caller="transformer.decode"):
     """The decoder stack and the output projection.  memory: (B, S, D), tgt: (B, T) -> (B, T, V)
 
     Each target position attends to itself and earlier positions only (the causal
     mask is built here). With src_pad given, src= (the source ids (B, S) that made
     `memory`) must be given too: memory positions where src == src_pad are masked.
+    `caller` names the function in an error (apply gives its own name).
     """
-    tgt = check_target("transformer.decode", p, tgt)
+    tgt = check_target(caller, p, tgt)
     if memory.ndim != 3 or memory.shape[0] != tgt.shape[0] or memory.shape[2] != p.d_model:
-        raise ValueError(f"transformer.decode: memory {memory.shape} must be (B, S, {p.d_model}) "
+        raise ValueError(f"{caller}: memory {memory.shape} must be (B, S, {p.d_model}) "
                          f"with the batch size of tgt {tgt.shape}")
-    rate, rng = dropout_setting("transformer.decode", p.dropout, training, rng)
-    mem_mask = memory_mask(src, src_pad, memory)  # (B, 1, 1, S) or None
+    rate, rng = dropout_setting(caller, p.dropout, training, rng)
+    mem_mask = memory_mask(caller, src, src_pad, memory)  # (B, 1, 1, S) or None
     self_mask = causal_mask(tgt.shape[1], like=tgt)  # (1, 1, T, T)
     x = ag.dropout(embed_with_positions(p.tgt_embed, tgt, p.max_len), rate, rng)  # (B, T, D)
     for block in p.decoder:
@@ -187,15 +190,15 @@ def apply(p, src, tgt, src_pad=None, training=False, rng=None):
 
     Teacher forcing: tgt is the shifted-right target (starting with BOS); logits[:, t]
     predicts the token after tgt[:, t]. One rng draws the encoder's dropout, then the decoder's.
+    encode checks src and decode tgt, in apply's name.
     """
-    src = check_source("transformer.apply", p, src)
-    tgt = check_target("transformer.apply", p, tgt)
-    if src.shape[0] != tgt.shape[0]:
+    src, tgt = as_tokens(src), as_tokens(tgt)
+    if src.ndim == tgt.ndim == 2 and src.shape[0] != tgt.shape[0]:  # other shapes: encode, decode
         raise ValueError(f"transformer.apply: src {src.shape} and tgt {tgt.shape} have "
                          f"different batch sizes")
-    dropout_setting("transformer.apply", p.dropout, training, rng)  # raises for training without an rng
-    memory = encode(p, src, src_pad, training, rng)  # (B, S, D)
-    return decode(p, memory, tgt, src_pad, src, training, rng)  # (B, T, V)
+    memory = encode(p, src, src_pad, training, rng, caller="transformer.apply")  # (B, S, D)
+    return decode(p, memory, tgt, src_pad, src, training, rng,
+                  caller="transformer.apply")  # (B, T, V)
 
 
 # --- incremental decoding: one step per new token, with cached keys and values ---------------
@@ -246,7 +249,7 @@ def reorder(state, rows):
 
 # --- searches over step (decoding.py) ---------------------------------------------------------
 
-def check_decode_args(fn, p, src, max_len, beam_size=1):
+def check_decode_args(fn, p, src, max_len):
     """The arguments every search shares. -> src as an array, on p's device (the searches
     run on the host: decoding.py)"""
     src = ag.to_device(src, ag.device_name(p.tgt_embed.table))
@@ -254,8 +257,6 @@ def check_decode_args(fn, p, src, max_len, beam_size=1):
     if not 1 <= max_len <= p.max_len:
         raise ValueError(f"transformer.{fn}: max_len={max_len} must lie in [1, {p.max_len}] "
                          f"(the model's max_len={p.max_len} positions)")
-    if beam_size < 1:
-        raise ValueError(f"transformer.{fn}: beam_size must be >= 1, got {beam_size}")
     return src
 
 
@@ -285,9 +286,10 @@ def beam_search_with_scores(p, src, bos, eos, max_len, beam_size=4, length_penal
                             src_pad=None):
     """beam_search, and each result's score log P / lp: -> (ids (B, L), scores (B,) float64),
     |Y| counting the tokens after bos, eos included."""
-    src = check_decode_args("beam_search", p, src, max_len, beam_size)
+    src = check_decode_args("beam_search", p, src, max_len)
     return decoding.beam_search(functools.partial(step, p), reorder, start(p, src, src_pad),
-                                bos_column(src, bos), max_len, beam_size, length_penalty, eos)
+                                bos_column(src, bos), max_len, beam_size, length_penalty, eos,
+                                caller="transformer.beam_search")
 
 
 def sample(p, src, bos, eos, max_len, temperature=1.0, top_k=None, rng=None, src_pad=None):

@@ -160,7 +160,7 @@ def test_read_jsonl_binary_needs_star_ratings(tmp_path):
         data.read_jsonl(path, binary=True)
 
 
-# --- read_tsv, read_text, read_lines -------------------------------------------------------------
+# --- read_tsv, read_text, lines -----------------------------------------------------------------
 
 UCI_LIKE = ('A very slow-moving, aimless movie.  \t0\n'
             'The script is\u0085was there a script?  \t0\n'
@@ -262,18 +262,20 @@ def test_a_label_beyond_int64_and_labels_differing_in_case_name_the_line(tmp_pat
         data.read_tsv(path)
 
 
-def test_read_text_and_read_lines_keep_the_file_as_it_is(tmp_path):
+def lines(text):
+    return [line for _, line in data.numbered_lines(text)]
+
+
+def test_read_text_keeps_the_file_as_it_is_and_the_readers_lines_end_as_csvs(tmp_path):
     content = "First Citizen:\r\nSpeak\u0085speak.\n\n  last line  "
     path = write(tmp_path, "corpus.txt", content)
     assert data.read_text(path) == content
     # lines end as Python's csv (and text mode) ends them: "\r\n", "\r" or "\n", not U+0085
-    assert data.read_lines(path) == ["First Citizen:", "Speak\u0085speak.", "", "  last line  "]
-    assert data.read_lines(write(tmp_path, "two.txt", "a\nb\n")) == ["a", "b"]
-    assert data.read_lines(write(tmp_path, "cr.txt", "a\rb\r\rc\r")) == ["a", "b", "", "c"]
+    assert lines(content) == ["First Citizen:", "Speak\u0085speak.", "", "  last line  "]
+    assert lines("a\nb\n") == ["a", "b"]
+    assert lines("a\rb\r\rc\r") == ["a", "b", "", "c"]
     with pytest.raises(ValueError, match=r"read_text: .*nothing.txt is empty"):
         data.read_text(write(tmp_path, "nothing.txt", ""))
-    with pytest.raises(ValueError, match=r"read_lines: .*nothing.txt is empty"):
-        data.read_lines(tmp_path / "nothing.txt")
 
 
 # --- split ---------------------------------------------------------------------------------------
@@ -371,32 +373,6 @@ def test_batches_errors(call, error, message):
         call(*row_tagged(10))
 
 
-def test_seq2seq_batches_add_bos_eos_and_pad():
-    pad, bos, eos = 0, 1, 2
-    sources, targets = [[5, 6], [7], [8, 8, 8]], [[10, 11, 12], [13], [14, 15]]
-    first, second = data.seq2seq_batches(sources, targets, 2, pad, bos, eos)
-    assert first.src.tolist() == [[5, 6], [7, 0]]
-    assert first.tgt_in.tolist() == [[1, 10, 11, 12], [1, 13, 0, 0]]
-    assert first.tgt_out.tolist() == [[10, 11, 12, 2], [13, 2, 0, 0]]
-    assert second.src.tolist() == [[8, 8, 8]]
-    assert second.tgt_in.tolist() == [[1, 14, 15]] and second.tgt_out.tolist() == [[14, 15, 2]]
-    shuffled = data.seq2seq_batches(sources, targets, 3, pad, bos, eos,
-                                    rng=np.random.default_rng(0))
-    (batch,) = shuffled
-    order = np.random.default_rng(0).permutation(3)
-    assert batch.tgt_out[:, 0].tolist() == [targets[i][0] for i in order]
-
-
-@pytest.mark.parametrize("sources, targets, message", [
-    ([[5]], [[6], [7]], r"seq2seq_batches: 1 sources but 2 targets"),
-    ([[5]], [[6, 2]], r"seq2seq_batches: target 0 holds the special id 2 \(pad 0, bos 1, eos 2\)"),
-    ([[5], [0, 5]], [[6], [7]], r"seq2seq_batches: source 1 holds the special id 0"),
-])
-def test_seq2seq_batches_errors(sources, targets, message):
-    with pytest.raises(ValueError, match=message):
-        data.seq2seq_batches(sources, targets, 2, pad=0, bos=1, eos=2)
-
-
 def test_lm_batches_are_windows_and_their_shift():
     corpus = np.arange(100, 200)  # id = 100 + its position: a window shows where it starts
     epoch = data.lm_batches(corpus, 8, 4, 5, rng=np.random.default_rng(0))
@@ -444,8 +420,8 @@ def test_uci_sentiment_files_read_1000_rows(name):
 @pytest.mark.parametrize("polarity", ["positive", "negative"])
 def test_amazon_hatn_files_hold_3000_reviews(domain, polarity):
     path = DATA / "amazon_hatn" / domain / f"review_{polarity}"
-    lines = data.read_lines(path)
-    assert len(lines) == 3000 and all(line.strip() for line in lines)
+    reviews = lines(data.read_text(path))
+    assert len(reviews) == 3000 and all(review.strip() for review in reviews)
     assert data.read_text(path).count("\n") == 3000
 
 

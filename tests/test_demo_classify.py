@@ -359,13 +359,6 @@ def test_probabilities_in_batches_equal_each_review_alone(rng, pool):
     assert ids.shape == ((2, 12) if pool == "flatten" else (2, 3))
 
 
-def test_warmup_then_cosine_decay():
-    lr = classify.warmup_cosine(1e-3, total_steps=100, warmup_fraction=0.1)
-    assert [lr(s) for s in (1, 5, 10)] == pytest.approx([1e-4, 5e-4, 1e-3])
-    assert lr(55) == pytest.approx(5e-4) and lr(100) == pytest.approx(0, abs=1e-12)
-    assert lr(32.5) == pytest.approx(1e-3 * (1 + np.cos(np.pi / 4)) / 2)
-
-
 def test_a_vocabulary_that_is_not_the_models_is_refused(quick_run, tmp_path):
     """vocabulary.txt cut to 10 lines against the model's embedding predicted, confidently."""
     import shutil

@@ -130,13 +130,6 @@ def test_training_draws_zero_a_group_at_the_stated_rate():
     assert abs(thousands_zero - expected) < 0.015  # ~4 standard deviations
 
 
-def test_learning_rate_warms_up_then_decays_to_a_twentieth():
-    lr = translate.learning_rate(1e-3, warmup=100, steps=1100)
-    assert lr(50) == pytest.approx(5e-4) and lr(100) == pytest.approx(1e-3)
-    assert lr(600) == pytest.approx(1e-3 * (0.05 + 0.95 * 0.5))  # halfway: cos(π/2) = 0
-    assert lr(1100) == pytest.approx(5e-5)
-
-
 def test_an_epoch_draws_the_same_batches_again_and_none_held_out():
     held_out = nw.held_out_values(500)
     first, again, next_epoch = (list(translate.EpochBatches(3, epoch, 5, 16, held_out))

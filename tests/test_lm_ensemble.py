@@ -34,13 +34,6 @@ def test_mixture_logits_softmax_to_the_mean_of_the_softmaxes_in_their_dtype():
     assert lm.mixture_logits(logits[:1]) is logits[0]  # one model: its own logits
 
 
-def test_ensemble_apply_is_the_log_of_the_mean_probability():
-    members = (model(0), model(1))
-    ids = np.random.default_rng(2).integers(0, VOCAB, (3, 6))
-    np.testing.assert_allclose(np.exp(lm.ensemble_apply(members, ids)),
-                               mean_probabilities(members, ids), rtol=1e-5, atol=1e-7)
-
-
 def test_greedy_ensemble_generation_picks_the_most_probable_token_of_the_mean():
     members = (model(0), model(1), model(3))
     prompt = np.array([[1, 2], [4, 4]])
@@ -87,4 +80,4 @@ def test_the_members_must_be_language_models_of_one_vocabulary_and_length():
                                          r"= \[\(7, 10\), \(8, 10\)\]"):
         lm.ensemble_beam_search((model(0), other), prompt, 2)
     with pytest.raises(ValueError, match=r"\(7, 10\), \(7, 12\)"):
-        lm.ensemble_apply((model(0), model(1, max_len=12)), prompt)
+        lm.ensemble_generate((model(0), model(1, max_len=12)), prompt, 2, temperature=0.0)

@@ -167,6 +167,24 @@ def test_warmup_schedule_values():
     assert ag.optim.warmup_schedule(64, 10, factor=2.0)(5) == pytest.approx(2 * paper_rate(5, 64, 10))
 
 
+def test_warmup_schedule_with_a_peak_warms_up_then_decays_as_a_cosine():
+    lr = ag.optim.warmup_schedule(peak=1e-3, warmup=10, steps=100)
+    assert [lr(s) for s in (1, 5, 10)] == pytest.approx([1e-4, 5e-4, 1e-3])
+    assert lr(55) == pytest.approx(5e-4) and lr(100) == pytest.approx(0, abs=1e-12)
+    assert lr(32.5) == pytest.approx(1e-3 * (1 + np.cos(np.pi / 4)) / 2)
+    lr = ag.optim.warmup_schedule(peak=1e-3, warmup=100, steps=1100, final=0.05)
+    assert lr(50) == pytest.approx(5e-4) and lr(100) == pytest.approx(1e-3)
+    assert lr(600) == pytest.approx(1e-3 * (0.05 + 0.95 * 0.5))  # halfway: cos(π/2) = 0
+    assert lr(1100) == pytest.approx(5e-5) and lr(5000) == pytest.approx(5e-5)
+
+
+@pytest.mark.parametrize("settings", [dict(), dict(d_model=64, peak=1e-3, steps=10),
+                                      dict(peak=1e-3)])
+def test_warmup_schedule_takes_d_model_or_a_peak_and_steps(settings):
+    with pytest.raises(ValueError, match="warmup_schedule: give d_model .* or peak= and steps="):
+        ag.optim.warmup_schedule(warmup=10, **settings)
+
+
 SCHEDULED = {  # (ours given the schedule, torch's optimizer with lr=1.0 that LambdaLR scales)
     "adam": (lambda lr: ag.optim.adam(lr=lr, betas=(0.9, 0.98), eps=1e-9),
              lambda torch: lambda ps: torch.optim.Adam(ps, lr=1.0, betas=(0.9, 0.98), eps=1e-9)),

@@ -1,5 +1,5 @@
 """plots: every picture is a PNG of figsize × dpi pixels that matplotlib reads back, not blank;
-the numbers drawn are checked against hand counts, numpy means, the paper's formula and torch."""
+the numbers drawn are checked against hand counts, numpy means and torch."""
 import warnings
 
 import numpy as np
@@ -8,10 +8,9 @@ import pytest
 pytest.importorskip("matplotlib")
 import matplotlib.image  # noqa: E402
 
+import autograd_lite as ag  # noqa: E402
 from models import classifier, plots  # noqa: E402
-from helpers.references import paper_position_encoding  # noqa: E402
 from helpers.tiny_models import tiny_classifier, tiny_transformer  # noqa: E402
-from helpers.torch_models import torch_attention  # noqa: E402
 
 HISTORY = {"epochs": [{"epoch": 0, "steps": 3, "train_loss": 1.0, "val_loss": 1.2,
                        "accuracy": 0.5},
@@ -30,14 +29,12 @@ def draw(name, path, **size):
     if name == "probabilities_by_class":
         return plots.probabilities_by_class(rng.dirichlet(np.ones(3), 40), rng.integers(0, 3, 40),
                                             path, **size)
-    if name == "attention":
-        weights = plots.classifier_attention(tiny_classifier(), np.array([[3, 4, 5, 6, 0, 0]]))
-        return plots.attention(weights[0, 1], path, ["a", "b", "c", "d", "pad", "pad"], **size)
-    return plots.position_encoding(path, max_len=20, d_model=8, **size)
+    weights = ag.viz.capture(classifier.apply, tiny_classifier(),
+                             np.array([[3, 4, 5, 6, 0, 0]]), op="softmax")[0]  # (1, H, T, T)
+    return plots.attention(weights[0, 1], path, ["a", "b", "c", "d", "pad", "pad"], **size)
 
 
-NAMES = ["training_curves", "confusion_matrix", "probabilities_by_class", "attention",
-         "position_encoding"]
+NAMES = ["training_curves", "confusion_matrix", "probabilities_by_class", "attention"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -155,28 +152,6 @@ def test_probabilities_by_class_draws_the_mean_probability_per_true_class(tmp_pa
     assert fig.get_suptitle() == "what the model predicts for the samples of each true class"
 
 
-def test_position_encoding_draws_the_papers_sinusoids(tmp_path):
-    fig = plots.position_encoding(tmp_path / "pe.png", max_len=12, d_model=6)
-    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), paper_position_encoding(12, 6),
-                               rtol=0, atol=1e-12)
-
-
-@pytest.mark.parametrize("layer", [0, 1])
-def test_classifier_attention_equals_torchs_weights_with_padding(torch, layer):
-    """Layer 0 attends over E[ids] + PE; layer 1 over the first block's output."""
-    p = tiny_classifier()
-    ids = np.array([[3, 4, 5, 6, 7, 8], [9, 10, 11, 0, 0, 0]])
-    weights = plots.classifier_attention(p, ids, layer)  # (B, H, T, T)
-    x = classifier.encode(p._replace(encoder=p.encoder[:layer]), ids)  # the layer's input
-    module = torch_attention(torch, p.encoder[layer].self_attn)
-    tx = torch.from_numpy(x)
-    _, want = module(tx, tx, tx, key_padding_mask=torch.from_numpy(ids == 0), need_weights=True,
-                     average_attn_weights=False)
-    assert weights.shape == (2, 2, 6, 6)
-    np.testing.assert_allclose(weights, want.detach().numpy(), rtol=1e-12, atol=1e-15)
-    np.testing.assert_array_equal(weights[1, :, :, 3:], 0.0)  # padding gets no attention
-
-
 def test_bad_inputs_are_named(tmp_path):
     path = tmp_path / "x.png"
     with pytest.raises(ValueError, match=r"confusion_matrix: predicted_labels must be integer "
@@ -193,9 +168,6 @@ def test_bad_inputs_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"attention: weights \(2, 3\) for 2 query and 2 key "
                                          r"tokens"):
         plots.attention(np.zeros((2, 3)), path, ["a", "b"])
-    with pytest.raises(ValueError, match=r"classifier_attention: layer 2 of a classifier with 2 "
-                                         r"blocks"):
-        plots.classifier_attention(tiny_classifier(), np.ones((1, 6), dtype=int), layer=2)
     with pytest.raises(ValueError, match=r"transformer_cross_attention: layer -3 of a "
                                          r"transformer with 2 decoder blocks"):
         plots.transformer_cross_attention(tiny_transformer(), np.ones((1, 3), dtype=int),

@@ -47,7 +47,8 @@ def test_a_slice_of_amazon_hatn_learns(tmp_path):
     rows = {"train": [], "test": []}
     for domain in HATN:
         for polarity in ("positive", "negative"):
-            lines = data.read_lines(DATA / "amazon_hatn" / domain / f"review_{polarity}")
+            text = data.read_text(DATA / "amazon_hatn" / domain / f"review_{polarity}")
+            lines = [line for _, line in data.numbered_lines(text)]
             chosen = rng.choice(len(lines), size=333, replace=False)
             picked = [(lines[i], polarity) for i in chosen]
             rows["train"] += picked[:266]

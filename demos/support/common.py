@@ -1,7 +1,7 @@
 """What every demo shares: the options --quick, --out, --seed and --threads (use_threads;
 and `flag`, a setting's option), the checks of every option before anything is read or
 written (check_options, check_memory, check_output_folder, check_picture_path,
-refuse_unused), the learning-rate schedule of the training demos (learning_rate), the output
+refuse_unused), how far the training demos' learning rate decays (FINAL_LR), the output
 directory, bad input as a one-line error, and the final line, which holds the measured
 result.
 
@@ -216,14 +216,9 @@ def is_disk_full(error):
     return isinstance(error, OSError) and error.errno in DISK_FULL
 
 
-def learning_rate(peak, warmup, steps):
-    """Linear warm-up to `peak` over `warmup` steps, then a cosine decay to peak / 20 at `steps`."""
-    def lr(step):
-        if step < warmup:
-            return peak * step / warmup
-        progress = min(1.0, (step - warmup) / max(1, steps - warmup))
-        return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
-    return lr
+# The translate and generate demos' rate: ag.optim.warmup_schedule's linear warm-up to the
+# peak --lr, then a cosine decay to a twentieth of it at the last step.
+FINAL_LR = 0.05
 
 
 def transformer_bytes(batch, length, d_model, d_ff, heads, layers, vocab, max_len, logits):

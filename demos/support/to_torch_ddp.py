@@ -26,21 +26,24 @@ import tempfile
 import time
 from typing import Any, NamedTuple
 
+import autograd_lite as ag
 from models.training import torch_distributed
 
 from .. import translate
+from . import common
 from .torch_steps import (adam_state_to_torch, batch_loss, shard_loss,  # noqa: F401
                           train_in_torch)
 
 
 class Schedule(NamedTuple):
-    """translate.learning_rate's arguments: a schedule a spawned process can be sent."""
+    """translate.adam's schedule as its arguments: a schedule a spawned process can be sent."""
     peak: float
     warmup: int
     steps: int
 
     def __call__(self, step):
-        return translate.learning_rate(self.peak, self.warmup, self.steps)(step)
+        return ag.optim.warmup_schedule(peak=self.peak, warmup=self.warmup, steps=self.steps,
+                                        final=common.FINAL_LR)(step)
 
 
 class Job(NamedTuple):

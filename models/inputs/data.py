@@ -1,6 +1,6 @@
 """From files to batches: readers for labelled texts (CSV, JSON lines, TSV) and for a
 language model's corpus, a deterministic train / validation split, and the batches of one
-epoch for the classifier, the encoder-decoder and the language model.
+epoch for the classifier and the language model.
 
     texts, labels = data.read_tsv("yelp_labelled.txt")          # a Dataset; unpacks in two
     documents = [text.words(t) for t in texts]
@@ -33,7 +33,6 @@ import re
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
@@ -299,11 +298,6 @@ def read_text(path):
     return read_file("read_text", path)
 
 
-def read_lines(path):
-    """The file's lines (ended as csv ends them, so U+0085 stays inside its line), unstripped."""
-    return [content for _, content in numbered_lines(read_file("read_lines", path))]
-
-
 # --- splits and batches -------------------------------------------------------------------------
 
 def split(n, validation_fraction, seed):
@@ -366,35 +360,6 @@ def batches(ids, labels, batch_size, rng=None, pad=None, drop_last=False):
         raise ValueError("batches: ids given as a list of sequences need pad=<the pad id>")
     return Batches(groups, lambda rows: (pad_sequences([ids[i] for i in rows], pad),
                                          labels[rows]))
-
-
-class Seq2SeqBatch(NamedTuple):
-    src: np.ndarray  # (B, S) source ids, PAD after each source
-    tgt_in: np.ndarray  # (B, T + 1) BOS, target, PAD: the decoder's input (teacher forcing)
-    tgt_out: np.ndarray  # (B, T + 1) target, EOS, PAD: what each position must predict
-
-
-def seq2seq_batches(sources, targets, batch_size, pad, bos, eos, rng=None, drop_last=False):
-    """Seq2SeqBatch(src, tgt_in, tgt_out) for every batch of an epoch: tgt_in[:, t + 1] is
-    tgt_out[:, t], so position t predicts the token after the ones it sees. T is the batch's
-    longest target; the loss is cross_entropy(logits, tgt_out, ignore_index=pad).
-    sources, targets: lists of id sequences without BOS, EOS or PAD."""
-    if len(sources) != len(targets):
-        raise ValueError(f"seq2seq_batches: {len(sources)} sources but {len(targets)} targets")
-    for name, sequences in (("source", sources), ("target", targets)):
-        for i, sequence in enumerate(sequences):
-            special = np.isin(sequence, [pad, bos, eos])
-            if special.any():
-                raise ValueError(f"seq2seq_batches: {name} {i} holds the special id "
-                                 f"{np.asarray(sequence)[special][0]} (pad {pad}, bos {bos}, "
-                                 f"eos {eos}); they are added here")
-
-    def build(rows):
-        return Seq2SeqBatch(pad_sequences([sources[i] for i in rows], pad),  # (B, S)
-                            pad_sequences([[bos, *targets[i]] for i in rows], pad),  # (B, T + 1)
-                            pad_sequences([[*targets[i], eos] for i in rows], pad))  # (B, T + 1)
-    return Batches(epoch_groups("seq2seq_batches", len(sources), batch_size, rng, drop_last),
-                   build)
 
 
 def lm_batches(ids, seq_len, batch_size, n_batches, rng):

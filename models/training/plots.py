@@ -4,11 +4,8 @@
     plots.training_health(history, "health.png")                   # fit(..., health_every=N)
     plots.confusion_matrix(labels, predicted, "confusion.png", class_names=stars)
     plots.probabilities_by_class(probabilities, labels, "probabilities.png")
-    w = plots.classifier_attention(p, ids[:1], layer=0)[0, head]   # (T, T)
-    plots.attention(w, "attention.png", tokens)
     w = plots.transformer_cross_attention(p, src, tgt, src_pad=0)[0].mean(axis=0)  # (T, S)
     plots.attention(w, "cross.png", tgt_tokens, src_tokens, xlabel="source", ylabel="target")
-    plots.position_encoding("pe.png", max_len=50, d_model=32)
 
 Each function draws on its own matplotlib Figure (no pyplot: nothing global changes and
 no window opens), writes `path` at figsize × dpi pixels, and returns the Figure.
@@ -29,7 +26,7 @@ except ImportError as error:  # matplotlib is in the `demos` extra, not a depend
 import autograd_lite as ag
 from autograd_lite.io.atomic import write_atomically
 
-from .. import classifier, layers, transformer
+from .. import transformer
 
 
 def _save(fig, path):
@@ -349,16 +346,6 @@ def probabilities_by_class(probabilities, true_labels, path, class_names=None, f
     return _save(fig, path)
 
 
-def classifier_attention(p, ids, layer=0):
-    """The self-attention weights softmax(q kᵀ / √d_k) of encoder block `layer` of a
-    classifier, read from classifier.apply (ag.viz.capture), without dropout.
-    ids (B, T) -> (B, H, T, T), rows summing to 1 over the keys that are not padding."""
-    if not 0 <= layer < len(p.encoder):
-        raise ValueError(f"classifier_attention: layer {layer} of a classifier with "
-                         f"{len(p.encoder)} blocks")
-    return ag.viz.capture(classifier.apply, p, ids, op="softmax", scope="encoder_block")[layer]
-
-
 def transformer_cross_attention(p, src, tgt, src_pad=None, layer=-1):
     """The attention weights over the source of decoder block `layer` (negative counts from
     the last) of an encoder-decoder, read from transformer.apply (ag.viz.capture), without
@@ -390,15 +377,4 @@ def attention(weights, path, query_tokens, key_tokens=None, figsize=(6, 6), dpi=
     ax.set_yticklabels(queries)
     _set_font(ax.get_xticklabels() + ax.get_yticklabels(), families)
     fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight (each row sums to 1)")
-    return _save(fig, path)
-
-
-def position_encoding(path, max_len=50, d_model=32, figsize=(8, 4), dpi=100):
-    """A heatmap of the sinusoidal position encoding PE (max_len, d_model) of §3.5."""
-    table = layers.position_encoding(max_len, d_model, np.float64)
-    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    ax = fig.subplots()
-    image = ax.imshow(table, cmap="RdBu", vmin=-1, vmax=1, aspect="auto")
-    ax.set(xlabel="dimension i", ylabel="position", title="position encoding")
-    fig.colorbar(image, ax=ax, label="PE(position, i)")
     return _save(fig, path)
