@@ -66,6 +66,37 @@ def test_a_worker_that_raises_is_named_with_its_error(torch, capfd):
     assert "Traceback" in capfd.readouterr().err  # the worker's own, for the details
 
 
+class EndsWhileLookedAt:
+    """A process that is running at the first look at its exit status and has failed with
+    status 1 at every later one; its sentinel is a pipe that is always ready."""
+
+    def __init__(self):
+        self.looks = 0
+        self.sentinel, writer = os.pipe()
+        os.write(writer, b"x")
+        os.close(writer)
+
+    def join(self, timeout=None):
+        pass
+
+    @property
+    def exitcode(self):
+        self.looks += 1
+        return None if self.looks == 1 else 1
+
+
+def test_a_worker_that_ends_between_two_looks_is_reported(tmp_path):
+    """The watch judges and waits on one look at each status: a worker that fails just after
+    it was seen running is reported in the next round, never taken for one that finished."""
+    process = EndsWhileLookedAt()
+    try:
+        with pytest.raises(torch_distributed.WorkerFailed,
+                           match=r"^worker 0 of 1 exited with status 1 after "):
+            torch_distributed._watch([process], tmp_path, time.perf_counter())
+    finally:
+        os.close(process.sentinel)
+
+
 def test_a_worker_that_failed_before_the_watch_began_is_still_reported(tmp_path):
     """A worker can fail before launch starts watching (a fast error on a loaded machine):
     the watch looks at the exit statuses before it first waits, instead of returning."""

@@ -141,7 +141,10 @@ def _watch(processes, folder, start):
     while True:
         for process in processes:
             process.join(0)
-        failed = [rank for rank, p in enumerate(processes) if p.exitcode not in (None, 0)]
+        # One look at each exit status per round: a worker that ends between two looks would
+        # otherwise be neither failed (first look) nor waited on (second), and pass as done.
+        codes = [process.exitcode for process in processes]
+        failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
         if failed:  # checked before the first wait too: a worker may have failed already
             failed.sort(key=lambda rank: (folder / f"error-{rank}").exists())
             what = "; ".join(f"worker {rank} of {len(processes)} "
@@ -149,7 +152,7 @@ def _watch(processes, folder, start):
                              for rank in failed)
             raise WorkerFailed(f"{what} after {time.perf_counter() - start:.1f} s; the others "
                                f"were stopped")
-        running = [p.sentinel for p in processes if p.exitcode is None]
+        running = [p.sentinel for p, code in zip(processes, codes) if code is None]
         if not running:
             return
         multiprocessing.connection.wait(running)
