@@ -273,6 +273,20 @@ def primitive(body=None, *, name=None):
     return op
 
 
+class RowPullback(functools.partial):
+    """A table row's cotangent function with the values it reads bound (a functools.partial:
+    no Python call of its own), named as the op's pullback (`named_pullback`)."""
+    __slots__ = ()
+    __name__ = property(lambda self: self.func.__name__)
+
+
+def named_pullback(vjp, name):
+    """A row's cotangent function `vjp` named `<name>_pullback`, its code too (tracebacks)."""
+    vjp.__name__ = f"{name}_pullback"
+    vjp.__code__ = vjp.__code__.replace(co_name=vjp.__name__, co_qualname=vjp.__name__)
+    return vjp
+
+
 def named_body(body, name):
     """`body` (a body built from a table's row, defining one nested `pullback`) named as a
     written-out op's is: its code `name`, the pullback's `<name>_pullback`, so that

@@ -17,7 +17,7 @@ import numpy as np
 from .. import kernels
 from ..core.devices import on_host
 from ..core.rules import fast_rule, fusable
-from ..core.tracer import named_body, primal, primitive
+from ..core.tracer import RowPullback, named_body, named_pullback, primal, primitive
 from ..core.tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
 from .checks import as_array, as_operands
@@ -151,20 +151,17 @@ ROW_OPS = {}  # numpy's function -> the op built from its row: ops/operators.py 
 
 
 def unary_op(name, forward, vjp, equation):
-    """The op `name` of one array from its row: y = forward(x), numpy's function; the
-    cotangent vjp(g, x) or vjp(g, y) (from the input or the output, which the pullback keeps;
-    vjp(g) keeps neither), written with numpy's vocabulary or the library's ops so that a
-    trace records it (higher order). `equation` is the op's docstring."""
-    keeps = tuple(inspect.signature(vjp).parameters)[1:]  # ("x",), ("y",) or ()
+    """The op `name` of one array from its row: y = forward(x), numpy's function; its pullback
+    vjp(x, g) or vjp(y, g) (from the input or the output, which it keeps; vjp(g) keeps
+    neither) returns the cotangent as a 1-tuple, written with numpy's vocabulary or the
+    library's ops so that a trace records it (higher order). `equation` is its docstring."""
+    keeps = tuple(inspect.signature(vjp).parameters)[:-1]  # ("x",), ("y",) or ()
+    named_pullback(vjp, name)
 
     def body(x):
         x = as_array(name, x)
         y = forward(x)
-        saved = (x,) if keeps == ("x",) else (y,) if keeps else ()
-
-        def pullback(g):
-            return (vjp(g, *saved),)
-        return y, pullback
+        return y, RowPullback(vjp, *((x,) if keeps == ("x",) else (y,) if keeps else ()))
     body.__doc__ = equation
     ROW_OPS[forward] = op = primitive(named_body(body, name))
     return op
@@ -172,15 +169,15 @@ def unary_op(name, forward, vjp, equation):
 
 def binary_op(name, forward, vjp_a, vjp_b, equation):
     """The op `name` of two operands that broadcast together, from its row: out = forward(a, b),
-    numpy's ufunc (a weak float is settled, ops/weak.py); the cotangents vjp_a(g, a, b, out)
-    and vjp_b(...) of out's shape, summed down to each operand's (`unbroadcast`)."""
+    numpy's ufunc (a weak float is settled, ops/weak.py); vjp_a(g, a, b, out) and vjp_b(...)
+    give each operand's cotangent, summed down to its shape (`unbroadcast`), each computed
+    only for a traced operand (bound by a functools.partial: no Python call of its own)."""
     def body(a, b):
         a, b = as_operands(name, a, b)
         out = broadcast_binary(name, forward, a, b)
 
         def pullback(g):
-            return (lambda: unbroadcast(vjp_a(g, a, b, out), shape_of(a)),
-                    lambda: unbroadcast(vjp_b(g, a, b, out), shape_of(b)))
+            return functools.partial(vjp_a, g, a, b, out), functools.partial(vjp_b, g, a, b, out)
         return out, pullback
     body.__doc__ = equation
     ROW_OPS[forward] = op = primitive(settles_weak_floats(named_body(body, name)))
@@ -209,32 +206,37 @@ def _tie_weights(a, b, out_dtype):
     return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
 
 
-neg = unary_op("neg", np.negative, lambda g: -g, "-x")
-exp = unary_op("exp", np.exp, lambda g, y: g * y, "e^x; d/dx = e^x, taken from the output.")
-expm1 = unary_op("expm1", np.expm1, lambda g, y: g * (y + 1),
+neg = unary_op("neg", np.negative, lambda g: (-g,), "-x")
+exp = unary_op("exp", np.exp, lambda y, g: (g * y,), "e^x; d/dx = e^x, taken from the output.")
+expm1 = unary_op("expm1", np.expm1, lambda y, g: (g * (y + 1),),
                  "eˣ - 1, exact for tiny x; d/dx = eˣ, taken from the output as y + 1.")
-log = unary_op("log", np.log, lambda g, x: g / x, "Natural logarithm; d/dx = 1/x.")
-log1p = unary_op("log1p", np.log1p, lambda g, x: g / (1 + x),
+log = unary_op("log", np.log, lambda x, g: (g / x,), "Natural logarithm; d/dx = 1/x.")
+log1p = unary_op("log1p", np.log1p, lambda x, g: (g / (1 + x),),
                  "log(1 + x), exact for tiny x; d/dx = 1 / (1 + x).")
-sqrt = unary_op("sqrt", np.sqrt, lambda g, y: g / (2 * y), "√x; d/dx = 1 / (2√x).")
-sin = unary_op("sin", np.sin, lambda g, x: g * np.cos(x), "sin x; d/dx = cos x.")
-cos = unary_op("cos", np.cos, lambda g, x: -g * np.sin(x), "cos x; d/dx = -sin x.")
-tanh = unary_op("tanh", np.tanh, lambda g, y: g * (1 - y * y), "tanh x; d/dx = 1 - tanh²x.")
-abs = unary_op("abs", np.absolute, lambda g, x: g * np.sign(primal(x)),
+sqrt = unary_op("sqrt", np.sqrt, lambda y, g: (g / (2 * y),), "√x; d/dx = 1 / (2√x).")
+sin = unary_op("sin", np.sin, lambda x, g: (g * np.cos(x),), "sin x; d/dx = cos x.")
+cos = unary_op("cos", np.cos, lambda x, g: (-g * np.sin(x),), "cos x; d/dx = -sin x.")
+tanh = unary_op("tanh", np.tanh, lambda y, g: (g * (1 - y * y),), "tanh x; d/dx = 1 - tanh²x.")
+abs = unary_op("abs", np.absolute, lambda x, g: (g * np.sign(primal(x)),),
                "|x|; the derivative at 0 is 0.")
-sigmoid = unary_op("sigmoid", _stable_sigmoid, lambda g, y: g * y * (1 - y),
+sigmoid = unary_op("sigmoid", _stable_sigmoid, lambda y, g: (g * y * (1 - y),),
                    "σ(x) = 1 / (1 + e^-x), stable on both sides (`_stable_sigmoid`); "
                    "σ' = σ(1 - σ), from the output.")
-softplus = unary_op("softplus", _softplus, lambda g, x: g * sigmoid(x),
+softplus = unary_op("softplus", _softplus, lambda x, g: (g * sigmoid(x),),
                     "log(1 + eˣ), without overflow (`_softplus`); d/dx = σ(x).")
-maximum = binary_op("maximum", np.maximum,
-                    lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),
-                    lambda g, a, b, out: g * (1 - _tie_weights(a, b, out.dtype)),
+# the cotangents of max(a, b) and min(a, b): to the operand taken, halved at a tie
+_TO_LARGER = (
+    lambda g, a, b, out: unbroadcast(g * _tie_weights(a, b, out.dtype), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * (1 - _tie_weights(a, b, out.dtype)), shape_of(b)))
+_TO_SMALLER = (
+    lambda g, a, b, out: unbroadcast(g * (1 - _tie_weights(a, b, out.dtype)), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * _tie_weights(a, b, out.dtype), shape_of(b)))
+maximum = binary_op("maximum", np.maximum, *_TO_LARGER,
                     "Elementwise max(a, b); a tie sends half the cotangent to each side.")
-minimum = binary_op("minimum", np.minimum,
-                    lambda g, a, b, out: g * (1 - _tie_weights(a, b, out.dtype)),
-                    lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),
+minimum = binary_op("minimum", np.minimum, *_TO_SMALLER,
                     "Elementwise min(a, b); a tie sends half the cotangent to each side.")
+
+
 @fusable(op=True)
 def relu(x):
     """max(x, 0); the derivative at 0 is 0 (as in PyTorch). Not x times its mask: -inf · 0
