@@ -32,10 +32,8 @@ def constant_ufunc(ufunc, *inputs):
     return Batched(out, level, 0)
 
 
-ELEMENTWISE = [ew.add, ew.sub, ew._multiply, ew.div, ew._power, ew.neg, ew.float_cast, ew.exp,
-               ew.log, ew.sqrt, ew.tanh, ew.sigmoid, ew.relu, ew.gelu, ew.abs, ew.sin, ew.cos,
-               ew.log1p, ew.expm1, ew.softplus, sel.maximum, sel.minimum, sel.where, sel.clip,
-               dtypes.weak_cotangent]
+ELEMENTWISE = [ew.add, ew.sub, ew._multiply, ew.div, ew._power, ew.float_cast, ew.relu, ew.gelu,
+               sel.where, sel.clip, dtypes.weak_cotangent, *ew.ROW_OPS.values()]
 
 for _op in ELEMENTWISE:
     BATCHING_RULES[_op] = elementwise_rule(_op)

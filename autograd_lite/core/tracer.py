@@ -11,6 +11,7 @@ returns: a box that escaped the call and reaches an op later is an error that sa
 """
 import functools
 import inspect
+import types
 
 import numpy as np
 
@@ -270,6 +271,32 @@ def primitive(body=None, *, name=None):
     op.op_name = op_name
     op.parameters = parameters
     return op
+
+
+class RowPullback(functools.partial):
+    """A table row's cotangent function with the values it reads bound (a functools.partial:
+    no Python call of its own), named as the op's pullback (`named_pullback`)."""
+    __slots__ = ()
+    __name__ = property(lambda self: self.func.__name__)
+
+
+def named_pullback(vjp, name):
+    """A row's cotangent function `vjp` named `<name>_pullback`, its code too (tracebacks)."""
+    vjp.__name__ = f"{name}_pullback"
+    vjp.__code__ = vjp.__code__.replace(co_name=vjp.__name__, co_qualname=vjp.__name__)
+    return vjp
+
+
+def named_body(body, name):
+    """`body` (a body built from a table's row, defining one nested `pullback`) named as a
+    written-out op's is: its code `name`, the pullback's `<name>_pullback`, so that
+    tracebacks and pictures say which op ran. Renames the code objects once, at build time."""
+    pullback_name = f"{name}_pullback"
+    consts = tuple(c.replace(co_name=pullback_name, co_qualname=pullback_name)
+                   if isinstance(c, types.CodeType) else c for c in body.__code__.co_consts)
+    body.__code__ = body.__code__.replace(co_name=name, co_qualname=name, co_consts=consts)
+    body.__name__ = body.__qualname__ = name
+    return body
 
 
 def raise_if_mixed_devices(op_name, args):

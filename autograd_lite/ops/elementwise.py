@@ -1,11 +1,15 @@
-"""Elementwise primitives: arithmetic with numpy broadcasting, casts, and the unary functions.
+"""Elementwise primitives: arithmetic with numpy broadcasting, casts, and the functions of
+one or two arrays.
 
-Each body computes its output and defines its pullback right below it. A binary
-pullback gives each operand's cotangent as a function of no arguments, which the
-engine calls only for an operand that is traced (never for a Python number or a
-constant array), and hands it to `unbroadcast`.
+The arithmetic (add, sub, mul, div, pow) is written out: each body computes its output and
+defines its pullback right below it. The other functions are rows of a table: the op's name,
+numpy's function, its cotangent written with numpy's vocabulary, and its equation
+(`unary_op`, `binary_op`). A binary pullback gives each operand's cotangent as a function of
+no arguments, which the engine calls only for an operand that is traced (never for a Python
+number or a constant array), and hands it to `unbroadcast`.
 """
 import functools
+import inspect
 import math
 
 import numpy as np
@@ -14,7 +18,7 @@ from .. import kernels
 from ..core.devices import on_host
 from ..core.dtypes import settles_weak_floats
 from ..core.rules import fast_rule, fusable, is_recorded
-from ..core.tracer import primal, primitive
+from ..core.tracer import RowPullback, named_body, named_pullback, primal, primitive
 from ..core.tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
 from .checks import as_array, as_operands
@@ -117,17 +121,6 @@ def pow(a, b):
     return _power(a, b) if squared is None else squared
 
 
-@primitive
-def neg(x):
-    """-x"""
-    x = as_array("neg", x)
-    out = -x
-
-    def neg_pullback(g):
-        return (-g,)
-    return out, neg_pullback
-
-
 @primitive(name="astype")
 def float_cast(x, dtype):
     """x converted to the float dtype `dtype`; the cotangent is converted back to x's dtype."""
@@ -151,65 +144,97 @@ def astype(x, dtype):
     return primal(x).astype(dtype)
 
 
-@primitive
-def exp(x):
-    """e^x; d/dx = e^x, taken from the output."""
-    x = as_array("exp", x)
-    y = np.exp(x)
+# ---- the table: an element-wise op is a row --------------------------------------------------
 
-    def exp_pullback(g):
-        return (g * y,)
-    return y, exp_pullback
+ROW_OPS = {}  # numpy's function -> the op built from its row: ops/operators.py sends numpy's
+# ufuncs on traced values there, and vmap gives every row the element-wise batching rule.
 
 
-@primitive
-def log(x):
-    """Natural logarithm; d/dx = 1/x."""
-    x = as_array("log", x)
-    out = np.log(x)
+def unary_op(name, forward, vjp, equation):
+    """The op `name` of one array from its row: y = forward(x), numpy's function; its pullback
+    vjp(x, g) or vjp(y, g) (from the input or the output, which it keeps; vjp(g) keeps
+    neither) returns the cotangent as a 1-tuple, written with numpy's vocabulary or the
+    library's ops so that a trace records it (higher order). `equation` is its docstring."""
+    keeps = tuple(inspect.signature(vjp).parameters)[:-1]  # ("x",), ("y",) or ()
+    named_pullback(vjp, name)
 
-    def log_pullback(g):
-        return (g / x,)
-    return out, log_pullback
-
-
-@primitive
-def sqrt(x):
-    """√x; d/dx = 1 / (2√x)."""
-    x = as_array("sqrt", x)
-    y = np.sqrt(x)
-
-    def sqrt_pullback(g):
-        return (g / (2 * y),)
-    return y, sqrt_pullback
+    def body(x):
+        x = as_array(name, x)
+        y = forward(x)
+        return y, RowPullback(vjp, *((x,) if keeps == ("x",) else (y,) if keeps else ()))
+    body.__doc__ = equation
+    ROW_OPS[forward] = op = primitive(named_body(body, name))
+    return op
 
 
-@primitive
-def tanh(x):
-    """tanh x; d/dx = 1 - tanh²x."""
-    x = as_array("tanh", x)
-    y = np.tanh(x)
+def binary_op(name, forward, vjp_a, vjp_b, equation):
+    """The op `name` of two operands that broadcast together, from its row: out = forward(a, b),
+    numpy's ufunc (a weak float is settled, ops/weak.py); vjp_a(g, a, b, out) and vjp_b(...)
+    give each operand's cotangent, summed down to its shape (`unbroadcast`), each computed
+    only for a traced operand (bound by a functools.partial: no Python call of its own)."""
+    def body(a, b):
+        a, b = as_operands(name, a, b)
+        out = broadcast_binary(name, forward, a, b)
 
-    def tanh_pullback(g):
-        return (g * (1 - y * y),)
-    return y, tanh_pullback
+        def pullback(g):
+            return functools.partial(vjp_a, g, a, b, out), functools.partial(vjp_b, g, a, b, out)
+        return out, pullback
+    body.__doc__ = equation
+    ROW_OPS[forward] = op = primitive(settles_weak_floats(named_body(body, name)))
+    return op
 
 
-@primitive
-def sigmoid(x):
-    """σ(x) = 1 / (1 + e^-x); σ' = σ(1 - σ), from the output.
-
-    With e = e^-|x| in (0, 1]: σ = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, neither
-    of which overflows or cancels, so σ keeps its relative precision on both sides (σ(-20)
-    is 2.06e-9 in float32, where (1 + tanh(x/2)) / 2 gives 0)."""
-    x = as_array("sigmoid", x)
+def _stable_sigmoid(x):
+    """σ(x) = 1 / (1 + e^-x) with e = e^-|x| in (0, 1]: 1 / (1 + e) for x >= 0 and
+    e / (1 + e) for x < 0, neither of which overflows or cancels, so σ keeps its relative
+    precision on both sides (σ(-20) is 2.06e-9 in float32, where (1 + tanh(x/2)) / 2 gives 0)."""
     e = np.exp(-np.abs(x))
     r = 1 / (1 + e)
-    y = np.where(primal(x) >= 0, r, e * r)
+    return np.where(primal(x) >= 0, r, e * r)
 
-    def sigmoid_pullback(g):
-        return (g * y * (1 - y),)
-    return y, sigmoid_pullback
+
+def _softplus(x):
+    """log(1 + eˣ) as max(x, 0) + log1p(e^-|x|): no overflow for large x, no rounding to 0
+    for very negative x."""
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def _tie_weights(a, b, out_dtype):
+    """1 where a wins, 1/2 where a and b tie (the mean of the one-sided derivatives), 0 where
+    b wins."""
+    pa, pb = primal(a), primal(b)
+    return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
+
+
+neg = unary_op("neg", np.negative, lambda g: (-g,), "-x")
+exp = unary_op("exp", np.exp, lambda y, g: (g * y,), "e^x; d/dx = e^x, taken from the output.")
+expm1 = unary_op("expm1", np.expm1, lambda y, g: (g * (y + 1),),
+                 "eˣ - 1, exact for tiny x; d/dx = eˣ, taken from the output as y + 1.")
+log = unary_op("log", np.log, lambda x, g: (g / x,), "Natural logarithm; d/dx = 1/x.")
+log1p = unary_op("log1p", np.log1p, lambda x, g: (g / (1 + x),),
+                 "log(1 + x), exact for tiny x; d/dx = 1 / (1 + x).")
+sqrt = unary_op("sqrt", np.sqrt, lambda y, g: (g / (2 * y),), "√x; d/dx = 1 / (2√x).")
+sin = unary_op("sin", np.sin, lambda x, g: (g * np.cos(x),), "sin x; d/dx = cos x.")
+cos = unary_op("cos", np.cos, lambda x, g: (-g * np.sin(x),), "cos x; d/dx = -sin x.")
+tanh = unary_op("tanh", np.tanh, lambda y, g: (g * (1 - y * y),), "tanh x; d/dx = 1 - tanh²x.")
+abs = unary_op("abs", np.absolute, lambda x, g: (g * np.sign(primal(x)),),
+               "|x|; the derivative at 0 is 0.")
+sigmoid = unary_op("sigmoid", _stable_sigmoid, lambda y, g: (g * y * (1 - y),),
+                   "σ(x) = 1 / (1 + e^-x), stable on both sides (`_stable_sigmoid`); "
+                   "σ' = σ(1 - σ), from the output.")
+softplus = unary_op("softplus", _softplus, lambda x, g: (g * sigmoid(x),),
+                    "log(1 + eˣ), without overflow (`_softplus`); d/dx = σ(x).")
+# the cotangents of max(a, b) and min(a, b): to the operand taken, halved at a tie
+_TO_LARGER = (
+    lambda g, a, b, out: unbroadcast(g * _tie_weights(a, b, out.dtype), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * (1 - _tie_weights(a, b, out.dtype)), shape_of(b)))
+_TO_SMALLER = (
+    lambda g, a, b, out: unbroadcast(g * (1 - _tie_weights(a, b, out.dtype)), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * _tie_weights(a, b, out.dtype), shape_of(b)))
+maximum = binary_op("maximum", np.maximum, *_TO_LARGER,
+                    "Elementwise max(a, b); a tie sends half the cotangent to each side.")
+minimum = binary_op("minimum", np.minimum, *_TO_SMALLER,
+                    "Elementwise min(a, b); a tie sends half the cotangent to each side.")
 
 
 @fusable(drawn_as_op=True)
@@ -258,74 +283,6 @@ def gelu_rule(x):
             return (g * kernels.gelu_backward(np.ones(shape, dtype), saved),)
         return (kernels.gelu_backward(g, saved),)
     return out, gelu_pullback
-
-
-@primitive
-def abs(x):
-    """|x|; the derivative at 0 is 0."""
-    x = as_array("abs", x)
-    out = np.abs(x)
-    sign = np.sign(primal(x))
-
-    def abs_pullback(g):
-        return (g * sign,)
-    return out, abs_pullback
-
-
-@primitive
-def sin(x):
-    """sin x; d/dx = cos x."""
-    x = as_array("sin", x)
-    out = np.sin(x)
-
-    def sin_pullback(g):
-        return (g * np.cos(x),)
-    return out, sin_pullback
-
-
-@primitive
-def cos(x):
-    """cos x; d/dx = -sin x."""
-    x = as_array("cos", x)
-    out = np.cos(x)
-
-    def cos_pullback(g):
-        return (-g * np.sin(x),)
-    return out, cos_pullback
-
-
-@primitive
-def log1p(x):
-    """log(1 + x), exact for tiny x; d/dx = 1 / (1 + x)."""
-    x = as_array("log1p", x)
-    out = np.log1p(x)
-
-    def log1p_pullback(g):
-        return (g / (1 + x),)
-    return out, log1p_pullback
-
-
-@primitive
-def expm1(x):
-    """eˣ - 1, exact for tiny x; d/dx = eˣ, taken from the output as y + 1."""
-    x = as_array("expm1", x)
-    y = np.expm1(x)
-
-    def expm1_pullback(g):
-        return (g * (y + 1),)
-    return y, expm1_pullback
-
-
-@primitive
-def softplus(x):
-    """log(1 + eˣ), computed as max(x, 0) + log1p(e^-|x|): no overflow for large x and no
-    rounding to 0 for very negative x; d/dx = σ(x)."""
-    x = as_array("softplus", x)
-    out = np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
-
-    def softplus_pullback(g):
-        return (g * sigmoid(x),)
-    return out, softplus_pullback
 
 
 def silu(x):

@@ -4,12 +4,13 @@ var; the running sum cumsum; and the fast sums over one axis that the fused rule
 A reduction's pullback reshapes the cotangent to the keepdims shape and lets it
 broadcast back over the reduced axes.
 """
+import inspect
 import math
 
 import numpy as np
 
 from ..core.placement import array_module
-from ..core.tracer import plain, primal, primitive
+from ..core.tracer import named_body, plain, primal, primitive
 from .broadcasting import broadcast_to
 from .checks import as_array, normalize_axes
 from ..core.dtypes import wide_sum
@@ -20,40 +21,44 @@ def keepdims_shape(shape, axes):
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
-@primitive
-def sum(x, axis=None, keepdims=False):
-    """Σ over `axis`; the cotangent is copied back to every summed element."""
-    x = as_array("sum", x)
-    axes = normalize_axes("sum", axis, x.ndim)
-    out = wide_sum(x, axes, keepdims)
-    x_shape = x.shape
+def reduction(name, forward, share, equation):
+    """The reduction `name` over `axis` (None, an int or a tuple), with keepdims, from its row:
+    out = forward(x, axes, keepdims); ∂out/∂x, which the cotangent (reshaped to the keepdims
+    shape) multiplies and broadcasts over, is 1 for share None (a sum's), share(shape, axes)
+    (a number from the shapes alone: the pullback keeps neither x nor out) or
+    share(x, out, axes) (a number or an array of x's shape). `equation` is its docstring."""
+    from_shapes = share is not None and list(inspect.signature(share).parameters) == [
+        "shape", "axes"]
 
-    def sum_pullback(g):
-        return (broadcast_to(g.reshape(keepdims_shape(x_shape, axes)), x_shape), None, None)
-    return out, sum_pullback
+    def body(x, axis=None, keepdims=False):
+        x = as_array(name, x)
+        axes = normalize_axes(name, axis, x.ndim)
+        out = forward(x, axes, keepdims)
+        x_shape = x.shape
+        factor = share(x_shape, axes) if from_shapes else None
+        values = (x, out) if share is not None and not from_shapes else None
+
+        def pullback(g):
+            g = g.reshape(keepdims_shape(x_shape, axes))
+            if share is not None:
+                g = g * (factor if from_shapes else share(*values, axes))
+            return (g if g.shape == x_shape else broadcast_to(g, x_shape)), None, None
+        return out, pullback
+    body.__doc__ = equation
+    return primitive(named_body(body, name))
 
 
-@primitive
-def mean(x, axis=None, keepdims=False):
-    """Σ over `axis` divided by the number of elements summed."""
-    x = as_array("mean", x)
-    axes = normalize_axes("mean", axis, x.ndim)
-    count = math.prod(x.shape[a] for a in axes)
-    out = x.mean(axis=axes, keepdims=keepdims)
-    x_shape = x.shape
-
-    def mean_pullback(g):  # an empty reduction has an empty cotangent: any scale will do
-        g = g.reshape(keepdims_shape(x_shape, axes)) * (1.0 / count if count else 0.0)
-        return broadcast_to(g, x_shape), None, None
-    return out, mean_pullback
+def _count_share(shape, axes):
+    """1/n for a mean of n elements (any scale for an empty one, whose cotangent is empty)."""
+    count = math.prod(shape[a] for a in axes)
+    return 1.0 / count if count else 0.0
 
 
-def _nonempty_axes(op, x, axis):
-    """The axes of a reduction that has no value over an empty axis (max, min)."""
-    axes = normalize_axes(op, axis, x.ndim)
+def _nonempty(op, x, axes):
+    """x, refused where a reduction over `axes` has no value (max, min of an empty axis)."""
     if any(x.shape[a] == 0 for a in axes):
         raise ValueError(f"{op}: cannot reduce an empty axis of {x.shape}")
-    return axes
+    return x
 
 
 def _extreme_shares(x, out, axes):
@@ -61,30 +66,6 @@ def _extreme_shares(x, out, axes):
     `out`, 0 elsewhere: tied maxima (or minima) share the cotangent equally, as in torch."""
     is_extreme = primal(x) == primal(out).reshape(keepdims_shape(x.shape, axes))
     return (is_extreme / is_extreme.sum(axis=axes, keepdims=True)).astype(x.dtype)
-
-
-@primitive
-def max(x, axis=None, keepdims=False):
-    """Largest element over `axis`; tied maxima share the cotangent equally (like torch.amax)."""
-    x = as_array("max", x)
-    axes = _nonempty_axes("max", x, axis)
-    out = x.max(axis=axes, keepdims=keepdims)
-
-    def max_pullback(g):
-        return g.reshape(keepdims_shape(x.shape, axes)) * _extreme_shares(x, out, axes), None, None
-    return out, max_pullback
-
-
-@primitive
-def min(x, axis=None, keepdims=False):
-    """Smallest element over `axis`; tied minima share the cotangent equally (like torch.amin)."""
-    x = as_array("min", x)
-    axes = _nonempty_axes("min", x, axis)
-    out = x.min(axis=axes, keepdims=keepdims)
-
-    def min_pullback(g):
-        return g.reshape(keepdims_shape(x.shape, axes)) * _extreme_shares(x, out, axes), None, None
-    return out, min_pullback
 
 
 def _axes_last(x, axes):
@@ -130,17 +111,21 @@ def product_of_others(x, axes, kept):
     return undo(_exclusive_products_traced(moved))
 
 
-@primitive
-def prod(x, axis=None, keepdims=False):
-    """Π over `axis`; d/dx_i = Π_{j ≠ i} x_j (`product_of_others`), exact where x has zeros."""
-    x = as_array("prod", x)
-    axes = normalize_axes("prod", axis, x.ndim)
-    out = x.prod(axis=axes, keepdims=keepdims)
-    kept = out.reshape(keepdims_shape(x.shape, axes))
-
-    def prod_pullback(g):
-        return g.reshape(kept.shape) * product_of_others(x, axes, kept), None, None
-    return out, prod_pullback
+sum = reduction("sum", wide_sum, None,
+                "Σ over `axis`; the cotangent is copied back to every summed element.")
+mean = reduction("mean", lambda x, axes, keep: x.mean(axis=axes, keepdims=keep), _count_share,
+                 "Σ over `axis` divided by the number n of elements summed; d/dx = 1/n.")
+max = reduction("max", lambda x, axes, keep: _nonempty("max", x, axes).max(axes, keepdims=keep),
+                _extreme_shares, "Largest element over `axis`; tied maxima share the cotangent "
+                "equally (like torch.amax).")
+min = reduction("min", lambda x, axes, keep: _nonempty("min", x, axes).min(axes, keepdims=keep),
+                _extreme_shares, "Smallest element over `axis`; tied minima share the cotangent "
+                "equally (like torch.amin).")
+prod = reduction("prod", lambda x, axes, keep: x.prod(axis=axes, keepdims=keep),
+                 lambda x, out, axes: product_of_others(
+                     x, axes, out.reshape(keepdims_shape(x.shape, axes))),
+                 "Π over `axis`; d/dx_i = Π_{j ≠ i} x_j (`product_of_others`), exact where x "
+                 "has zeros.")
 
 
 def var(x, axis=None, keepdims=False, ddof=0):

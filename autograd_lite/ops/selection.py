@@ -1,49 +1,16 @@
-"""Elementwise selections: maximum, minimum, where and clip. Each output element is one of
-the operands' elements, and its cotangent goes to the operand it was taken from. At a tie,
-where the derivative is one-sided, the convention is the library's own, stated with each op
-(and tested as stated, not against a release of another library): maximum and minimum split
-the cotangent evenly; clip gives it to x at a tie with a bound (the derivative with the
-bounds moved apart by an infinitesimal).
+"""Elementwise selections: where and clip (maximum and minimum are rows of elementwise.py's
+table). Each output element is one of the operands' elements, and its cotangent goes to the
+operand it was taken from. At a tie, where the derivative is one-sided, the convention is
+the library's own, stated with each op (and tested as stated, not against a release of
+another library): maximum and minimum split the cotangent evenly; clip gives it to x at a
+tie with a bound (the derivative with the bounds moved apart by an infinitesimal).
 """
 import numpy as np
 
 from ..core.tracer import primal, primitive
-from .broadcasting import broadcast_binary, shape_of, unbroadcast
+from .broadcasting import shape_of, unbroadcast
 from ..core.dtypes import check_same_float_dtype, settles_weak_floats
 from .checks import as_array, as_operand, as_operands
-
-
-def _tie_weights(a, b, out_dtype):
-    """1 where a wins, 1/2 where a and b tie (the mean of the one-sided derivatives), 0 where
-    b wins."""
-    pa, pb = primal(a), primal(b)
-    return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
-
-
-@primitive
-@settles_weak_floats
-def maximum(a, b):
-    """Elementwise max(a, b); a tie sends half the cotangent to each side."""
-    a, b = as_operands("maximum", a, b)
-    out = broadcast_binary("maximum", np.maximum, a, b)
-
-    def maximum_pullback(g):
-        wa = _tie_weights(a, b, out.dtype)
-        return lambda: unbroadcast(g * wa, a.shape), lambda: unbroadcast(g * (1 - wa), b.shape)
-    return out, maximum_pullback
-
-
-@primitive
-@settles_weak_floats
-def minimum(a, b):
-    """Elementwise min(a, b); a tie sends half the cotangent to each side."""
-    a, b = as_operands("minimum", a, b)
-    out = broadcast_binary("minimum", np.minimum, a, b)
-
-    def minimum_pullback(g):
-        wb = _tie_weights(a, b, out.dtype)
-        return lambda: unbroadcast(g * (1 - wb), a.shape), lambda: unbroadcast(g * wb, b.shape)
-    return out, minimum_pullback
 
 
 @primitive
