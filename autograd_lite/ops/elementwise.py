@@ -169,7 +169,7 @@ def unary_op(name, forward, vjp, equation):
 
 def binary_op(name, forward, vjp_a, vjp_b, equation):
     """The op `name` of two operands that broadcast together, from its row: out = forward(a, b),
-    numpy's ufunc (a weak float is settled, ops/weak.py); vjp_a(g, a, b, out) and vjp_b(...)
+    numpy's ufunc (a weak float is settled, core/dtypes.py); vjp_a(g, a, b, out) and vjp_b(...)
     give each operand's cotangent, summed down to its shape (`unbroadcast`), each computed
     only for a traced operand (bound by a functools.partial: no Python call of its own)."""
     def body(a, b):
