@@ -123,8 +123,9 @@ class Box:
     def __array__(self, dtype=None, copy=None):
         raise TypeError(
             f"a traced value ({self.shape}, {self.dtype}) cannot become a plain numpy array "
-            "inside a differentiated function: use autograd_lite ops, or ag.stop_gradient(x) "
-            "to treat it as a constant")
+            "inside a differentiated function: np.array([...]) and np.asarray of traced values "
+            "are ag.array([...]) (or ag.stack); other numpy functions, autograd_lite's ops; "
+            "ag.stop_gradient(x) treats x as a constant")
 
     def __float__(self):
         raise TypeError(

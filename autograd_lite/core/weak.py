@@ -23,7 +23,12 @@ class WeakFloat(np.ndarray):
             return NotImplemented  # a traced value among the inputs: its rule runs
         dtype = strong_float_dtype(inputs)
         plain = [settled(x, dtype) for x in inputs]
+        outs = kwargs.get("out")
+        if outs is not None:  # written into (numpy's mean divides its weak sum in place)
+            kwargs["out"] = tuple(settled(x, x.dtype) for x in outs)
         out = getattr(ufunc, method)(*plain, **kwargs)
+        if outs is not None:
+            return outs[0] if len(outs) == 1 else outs
         if dtype is None and "out" not in kwargs and getattr(out, "dtype", None) == _F64:
             return weak_float(out)  # over weak values and Python numbers only: weak
         return out

@@ -209,17 +209,42 @@ def _tie_weights(a, b, out_dtype):
     return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
 
 
+_LN2, _LN10, _DEGREE = math.log(2), math.log(10), math.pi / 180
+
 neg = unary_op("neg", np.negative, lambda g: -g, "-x")
 exp = unary_op("exp", np.exp, lambda g, y: g * y, "e^x; d/dx = e^x, taken from the output.")
+exp2 = unary_op("exp2", np.exp2, lambda g, y: g * y * _LN2, "2^x; d/dx = 2^x ln 2.")
 expm1 = unary_op("expm1", np.expm1, lambda g, y: g * (y + 1),
                  "eˣ - 1, exact for tiny x; d/dx = eˣ, taken from the output as y + 1.")
 log = unary_op("log", np.log, lambda g, x: g / x, "Natural logarithm; d/dx = 1/x.")
+log2 = unary_op("log2", np.log2, lambda g, x: g / (x * _LN2), "log₂ x; d/dx = 1 / (x ln 2).")
+log10 = unary_op("log10", np.log10, lambda g, x: g / (x * _LN10),
+                 "log₁₀ x; d/dx = 1 / (x ln 10).")
 log1p = unary_op("log1p", np.log1p, lambda g, x: g / (1 + x),
                  "log(1 + x), exact for tiny x; d/dx = 1 / (1 + x).")
 sqrt = unary_op("sqrt", np.sqrt, lambda g, y: g / (2 * y), "√x; d/dx = 1 / (2√x).")
 sin = unary_op("sin", np.sin, lambda g, x: g * np.cos(x), "sin x; d/dx = cos x.")
 cos = unary_op("cos", np.cos, lambda g, x: -g * np.sin(x), "cos x; d/dx = -sin x.")
+tan = unary_op("tan", np.tan, lambda g, y: g * (1 + y * y), "tan x; d/dx = 1 + tan²x.")
+arcsin = unary_op("arcsin", np.arcsin, lambda g, x: g / np.sqrt(1 - x * x),
+                  "arcsin x; d/dx = 1 / √(1 - x²).")
+arccos = unary_op("arccos", np.arccos, lambda g, x: -g / np.sqrt(1 - x * x),
+                  "arccos x; d/dx = -1 / √(1 - x²).")
+arctan = unary_op("arctan", np.arctan, lambda g, x: g / (1 + x * x),
+                  "arctan x; d/dx = 1 / (1 + x²).")
+sinh = unary_op("sinh", np.sinh, lambda g, x: g * np.cosh(x), "sinh x; d/dx = cosh x.")
+cosh = unary_op("cosh", np.cosh, lambda g, x: g * np.sinh(x), "cosh x; d/dx = sinh x.")
 tanh = unary_op("tanh", np.tanh, lambda g, y: g * (1 - y * y), "tanh x; d/dx = 1 - tanh²x.")
+arcsinh = unary_op("arcsinh", np.arcsinh, lambda g, x: g / np.sqrt(x * x + 1),
+                   "arsinh x; d/dx = 1 / √(x² + 1).")
+arccosh = unary_op("arccosh", np.arccosh, lambda g, x: g / np.sqrt(x * x - 1),
+                   "arcosh x (x ≥ 1); d/dx = 1 / √(x² - 1).")
+arctanh = unary_op("arctanh", np.arctanh, lambda g, x: g / (1 - x * x),
+                   "artanh x (|x| < 1); d/dx = 1 / (1 - x²).")
+deg2rad = unary_op("deg2rad", np.deg2rad, lambda g: g * _DEGREE, "x · π/180; d/dx = π/180.")
+rad2deg = unary_op("rad2deg", np.rad2deg, lambda g: g / _DEGREE, "x · 180/π; d/dx = 180/π.")
+reciprocal = unary_op("reciprocal", np.reciprocal, lambda g, y: -g * y * y,
+                      "1/x; d/dx = -1/x², from the output.")
 abs = unary_op("abs", np.absolute, lambda g, x: g * np.sign(primal(x)),
                "|x|; the derivative at 0 is 0.")
 sigmoid = unary_op("sigmoid", _stable_sigmoid, lambda g, y: g * y * (1 - y),
@@ -235,6 +260,23 @@ minimum = binary_op("minimum", np.minimum,
                     lambda g, a, b, out: g * (1 - _tie_weights(a, b, out.dtype)),
                     lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),
                     "Elementwise min(a, b); a tie sends half the cotangent to each side.")
+logaddexp = binary_op("logaddexp", np.logaddexp, lambda g, a, b, out: g * np.exp(a - out),
+                      lambda g, a, b, out: g * np.exp(b - out),
+                      "log(eᵃ + eᵇ) without overflow; d/da = e^(a - out), d/db = e^(b - out).")
+
+logaddexp2 = binary_op("logaddexp2", np.logaddexp2, lambda g, a, b, out: g * np.exp2(a - out),
+                       lambda g, a, b, out: g * np.exp2(b - out),
+                       "log₂(2ᵃ + 2ᵇ); d/da = 2^(a - out), d/db = 2^(b - out).")
+mod = binary_op("mod", np.mod, lambda g, a, b, out: g,
+                lambda g, a, b, out: -g * np.floor(primal(a) / primal(b)),
+                "a mod b = a - ⌊a/b⌋ b, the sign of b (np.mod); d/da = 1, d/db = -⌊a/b⌋.")
+arctan2 = binary_op("arctan2", np.arctan2, lambda g, a, b, out: g * b / (a * a + b * b),
+                    lambda g, a, b, out: -g * a / (a * a + b * b),
+                    "The angle of the point (b, a); d/da = b / (a² + b²), d/db = -a / (a² + b²).")
+hypot = binary_op("hypot", np.hypot, lambda g, a, b, out: g * a / out,
+                  lambda g, a, b, out: g * b / out, "√(a² + b²); d/da = a / out, d/db = b / out.")
+
+
 @fusable(op=True)
 def relu(x):
     """max(x, 0); the derivative at 0 is 0 (as in PyTorch). Not x times its mask: -inf · 0
