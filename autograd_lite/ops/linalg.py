@@ -176,7 +176,8 @@ def log_abs_det(a):
 
 def slogdet(a):
     """(sign, log |det A|), as np.linalg.slogdet: the sign a constant, the log differentiable."""
-    return np.sign(det(stop_gradient(a))), log_abs_det(a)
+    log_abs = log_abs_det(a)  # (checks a)
+    return np.sign(det(stop_gradient(a))), log_abs
 
 
 @primitive
