@@ -3,7 +3,7 @@
 stacks whose first axis holds the examples, einsum with one more letter for them."""
 from ..core.batching import BATCHING_RULES, Batched
 from ..ops import expand_dims, linalg, squeeze
-from ..ops.einsum import LETTERS, einsum, explicit_subscripts
+from ..ops.einsum import LETTERS, einsum_of_subscripts, explicit_subscripts
 from ..ops.matmul import linear, matmul
 from .axes import ndim_of, padded, to_front
 from .shared import fits_shared_matmul, linear_each, shared_matmul
@@ -64,7 +64,8 @@ def einsum_rule(values, bdims, optimize=False):
     letter = next(c for c in LETTERS if c not in used)
     terms = [letter + s if b is not None else s for s, b in zip(inputs, bdims[1:])]
     operands = [x if b is None else to_front(x, b) for x, b in zip(operands, bdims[1:])]
-    return einsum(f"{','.join(terms)}->{letter}{output}", *operands, optimize=optimize), 0
+    return einsum_of_subscripts(f"{','.join(terms)}->{letter}{output}", *operands,
+                                optimize=optimize), 0
 
 
 def solve_rule(values, bdims):
@@ -93,6 +94,6 @@ def matrix_rule(op):
 
 for _op in (linalg.inv, linalg.det, linalg.log_abs_det, linalg.cholesky):
     BATCHING_RULES[_op] = matrix_rule(_op)
-BATCHING_RULES.update({matmul: matmul_rule, linear: linear_rule, einsum: einsum_rule,
-                       linalg.solve: solve_rule,
+BATCHING_RULES.update({matmul: matmul_rule, linear: linear_rule,
+                       einsum_of_subscripts: einsum_rule, linalg.solve: solve_rule,
                        shared_matmul: matmul_rule})  # (its value is a @ b's)

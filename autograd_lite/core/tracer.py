@@ -241,8 +241,14 @@ def primitive(body=None, *, name=None):
             if t is Box:
                 if top is None or a.trace.level > top.level:
                     top = a.trace
-            elif t is Batched or t is tuple and holds_batched(a):  # under vmap: the op's
-                return batched_call(op, args, kwargs)  # batching rule (core/batching.py)
+            elif t is Batched:  # under vmap: the op's batching rule (core/batching.py)
+                return batched_call(op, args, kwargs)
+            elif t is tuple or t is list:
+                inside = traced_entry(a)
+                if inside is Batched and t is tuple:  # an index with mapped entries
+                    return batched_call(op, args, kwargs)
+                if inside is not None:  # [x, x + 2]: one array, as numpy makes one
+                    return op(*lists_as_arrays(args), **kwargs)
         if kwargs:
             check_keyword_only(op_name, kwargs, top)
         if top is None:
@@ -284,6 +290,36 @@ def named_body(body, name):
     body.__code__ = body.__code__.replace(co_name=name, co_qualname=name, co_consts=consts)
     body.__name__ = body.__qualname__ = name
     return body
+
+
+# ops/shape.array (set by autograd_lite.ops: core imports no op): np.array of a list or a
+# tuple that holds traced or mapped values, stacked.
+array_of_list = None
+
+
+def traced_entry(entries):
+    """Batched where a list or tuple argument holds a mapped value, else Box where it holds a
+    traced one, else None (one level down)."""
+    found = None
+    for entry in entries:
+        t = type(entry)
+        if t is Batched:
+            return Batched
+        if t is Box:
+            found = Box
+    return found
+
+
+def holds_traced(entries):
+    """Whether a list or tuple holds a traced or mapped value (one level down)."""
+    return traced_entry(entries) is not None
+
+
+def lists_as_arrays(args):
+    """The arguments with each list or tuple that holds traced values made one array, as
+    numpy makes an array of a list of numbers (np.mean([x, x + 2]))."""
+    return [array_of_list(a) if type(a) in (list, tuple) and holds_traced(a) else a
+            for a in args]
 
 
 def raise_if_mixed_devices(op_name, args):

@@ -7,7 +7,8 @@ import numpy as np
 
 from ..core.array_types import module_of_type
 from ..core.batching import Batched
-from ..core.tracer import Box
+from ..core import tracer
+from ..core.tracer import Box, is_array
 from ..core.tree import is_python_number
 from ..core.weak import is_weak as is_weak_float
 
@@ -15,19 +16,23 @@ from ..core.weak import is_weak as is_weak_float
 def as_array(op, x, name="x"):
     """`x` as numpy's function would take it: an array, a traced or a batched value as it is;
     a list, a tuple, a number or anything with `__array__` through np.asarray; a device's
-    array (CuPy's) as it is too. Anything else, or a list of traced values, is refused naming
-    the op, the argument and its type."""
+    array (CuPy's) as it is too; a list or a tuple holding traced, batched or a device's
+    arrays stacked (ops/shape.array). Anything else, or such a list nested deeper, is refused
+    naming the op, the argument and its type."""
     if type(x) is np.ndarray or type(x) is Box or type(x) is Batched or \
             isinstance(x, np.ndarray) or module_of_type(type(x)) is not None:  # CuPy's, say
         return x
     if not isinstance(x, (list, tuple, numbers.Number, np.generic)) and not hasattr(x, "__array__"):
         raise TypeError(f"{op}: {name} must be an array, a list or a number, got "
                         f"{type(x).__name__}")
+    if isinstance(x, (list, tuple)) and any(is_array(v) and type(v) is not np.ndarray
+                                            for v in x):  # traced, mapped or a device's
+        return tracer.array_of_list(x)  # stacked, as numpy stacks a list of its arrays
     try:
         array = np.asarray(x)
-    except TypeError:  # a traced value inside refuses to become a plain array
+    except TypeError:  # a traced value nested deeper refuses to become a plain array
         raise TypeError(f"{op}: {name} is a {type(x).__name__} holding traced values; make them "
-                        "one array first (ag.stack)") from None
+                        "one array first (ag.array)") from None
     except ValueError as error:  # a ragged list
         raise ValueError(f"{op}: {name} ({type(x).__name__}) does not make an array: "
                          f"{error}") from None

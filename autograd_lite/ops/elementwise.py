@@ -209,6 +209,13 @@ def _tie_weights(a, b, out_dtype):
     return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
 
 
+def _sinc_slope(x):
+    """d sinc/dx = (cos(πx) - sinc x) / x, taken as 0 at x = 0 (where it is)."""
+    zero = primal(x) == 0
+    safe = np.where(zero, 1.0, x)
+    return np.where(zero, 0.0, (np.cos(np.pi * safe) - np.sinc(safe)) / safe)
+
+
 _LN2, _LN10, _DEGREE = math.log(2), math.log(10), math.pi / 180
 
 neg = unary_op("neg", np.negative, lambda g: -g, "-x")
@@ -245,6 +252,10 @@ deg2rad = unary_op("deg2rad", np.deg2rad, lambda g: g * _DEGREE, "x · π/180; d
 rad2deg = unary_op("rad2deg", np.rad2deg, lambda g: g / _DEGREE, "x · 180/π; d/dx = 180/π.")
 reciprocal = unary_op("reciprocal", np.reciprocal, lambda g, y: -g * y * y,
                       "1/x; d/dx = -1/x², from the output.")
+fabs = unary_op("fabs", np.fabs, lambda g, x: g * np.sign(primal(x)),
+                "|x| (np.fabs); the derivative at 0 is 0.")
+sinc = unary_op("sinc", np.sinc, lambda g, x: g * _sinc_slope(x),
+                "sin(πx) / (πx), 1 at 0; d/dx = (cos(πx) - sinc x) / x, 0 at 0.")
 abs = unary_op("abs", np.absolute, lambda g, x: g * np.sign(primal(x)),
                "|x|; the derivative at 0 is 0.")
 sigmoid = unary_op("sigmoid", _stable_sigmoid, lambda g, y: g * y * (1 - y),
@@ -260,6 +271,12 @@ minimum = binary_op("minimum", np.minimum,
                     lambda g, a, b, out: g * (1 - _tie_weights(a, b, out.dtype)),
                     lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),
                     "Elementwise min(a, b); a tie sends half the cotangent to each side.")
+fmax = binary_op("fmax", np.fmax, lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),
+                 lambda g, a, b, out: g * (1 - _tie_weights(a, b, out.dtype)),
+                 "Elementwise max(a, b) ignoring NaN (np.fmax); a tie splits the cotangent.")
+fmin = binary_op("fmin", np.fmin, lambda g, a, b, out: g * (1 - _tie_weights(a, b, out.dtype)),
+                 lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),
+                 "Elementwise min(a, b) ignoring NaN (np.fmin); a tie splits the cotangent.")
 logaddexp = binary_op("logaddexp", np.logaddexp, lambda g, a, b, out: g * np.exp(a - out),
                       lambda g, a, b, out: g * np.exp(b - out),
                       "log(eᵃ + eᵇ) without overflow; d/da = e^(a - out), d/db = e^(b - out).")

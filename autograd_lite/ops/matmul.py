@@ -215,3 +215,11 @@ def tensordot(a, b, axes=2):
     out = [a_letters[i] for i in range(a.ndim) if i not in a_axes]
     out += [b_letters[j] for j in range(b.ndim) if j not in b_axes]
     return einsum(f"{a_letters},{''.join(b_letters)}->{''.join(out)}", a, b)
+
+
+def inner(a, b):
+    """np.inner: Σ over the last axis of both (a product with a number)."""
+    a, b = as_operands("inner", a, b)
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return mul(a, b)
+    return tensordot(a, b, ([-1], [-1]))

@@ -172,7 +172,11 @@ _FUNCTIONS = {
     np.tril: sh.tril, np.triu: sh.triu, np.diag: sh.diag, np.diagonal: sh.diagonal,
     np.trace: sh.trace, np.tensordot: mm.tensordot, np.linalg.solve: linalg.solve,
     np.linalg.inv: linalg.inv, np.linalg.det: linalg.det, np.linalg.slogdet: linalg.slogdet,
-    np.linalg.cholesky: linalg.cholesky,
+    np.linalg.cholesky: linalg.cholesky, np.atleast_1d: sh.atleast_1d,
+    np.atleast_2d: sh.atleast_2d, np.atleast_3d: sh.atleast_3d, np.moveaxis: sh.moveaxis,
+    np.rollaxis: sh.rollaxis, np.rot90: sh.rot90, np.diff: sh.diff, np.select: sh.select,
+    np.nan_to_num: sh.nan_to_num, np.hsplit: sh.hsplit, np.vsplit: sh.vsplit,
+    np.dsplit: sh.dsplit, np.inner: mm.inner, np.partition: sorting.partition, np.sinc: ew.sinc,
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a: a.size,
     np.zeros_like: _like(np.zeros), np.ones_like: _like(np.ones),
 }

@@ -181,6 +181,97 @@ def _at_least(x, ndim, op):
     return x if x.ndim >= ndim else reshape(x, (1,) * (ndim - x.ndim) + x.shape)
 
 
+def atleast_1d(x):
+    """np.atleast_1d: a number as a vector of one."""
+    return _at_least(x, 1, "atleast_1d")
+
+
+def atleast_2d(x):
+    """np.atleast_2d: a vector as one row."""
+    return _at_least(x, 2, "atleast_2d")
+
+
+def atleast_3d(x):
+    """np.atleast_3d: a vector (n,) as (1, n, 1), a matrix (m, n) as (m, n, 1)."""
+    x = _at_least(x, 2, "atleast_3d")
+    return reshape(x, x.shape + (1,)) if x.ndim == 2 else x
+
+
+def moveaxis(x, source, destination):
+    """np.moveaxis: the axes `source` (an int or a sequence) moved to `destination`, the
+    others in their order."""
+    x = as_array("moveaxis", x)
+    source, destination = (normalize_positions("moveaxis", a, x.ndim)
+                           for a in (source, destination))
+    if len(source) != len(destination):
+        raise ValueError(f"moveaxis: source {source} and destination {destination} must "
+                         "name as many axes")
+    order = [a for a in range(x.ndim) if a not in source]
+    for d, a in sorted(zip(destination, source)):
+        order.insert(d, a)
+    return transpose(x, order)
+
+
+def normalize_positions(op, axes, ndim):
+    """An int or a sequence of axes as a list of non-negative axes, in the order given."""
+    axes = [axes] if isinstance(axes, numbers.Integral) else list(axes)
+    return [normalize_axes(op, a, ndim)[0] for a in axes]
+
+
+def rollaxis(x, axis, start=0):
+    """np.rollaxis: axis `axis` moved to lie before the axis now at `start`."""
+    x = as_array("rollaxis", x)
+    (axis,) = normalize_axes("rollaxis", axis, x.ndim)
+    if not -x.ndim <= start <= x.ndim:
+        raise ValueError(f"rollaxis: start {start} is out of range for {x.shape}")
+    start = start + x.ndim if start < 0 else start
+    return moveaxis(x, axis, start - 1 if start > axis else start)
+
+
+def rot90(x, k=1, axes=(0, 1)):
+    """np.rot90: x turned k quarter turns from axes[0] towards axes[1] (flips and a swap)."""
+    x = as_array("rot90", x)
+    a, b = normalize_positions("rot90", axes, x.ndim)
+    k %= 4
+    if k == 2:
+        return flip(flip(x, a), b)
+    if k == 1:
+        return swapaxes(flip(x, b), a, b)
+    return flip(swapaxes(x, a, b), b) if k == 3 else x
+
+
+def diff(x, n=1, axis=-1):
+    """np.diff: differences of neighbours along `axis`, n times."""
+    x = as_array("diff", x)
+    (a,) = normalize_axes("diff", axis, x.ndim)
+    lead = (slice(None),) * a
+    for _ in range(n):
+        x = x[lead + (slice(1, None),)] - x[lead + (slice(None, -1),)]
+    return x
+
+
+def select(conditions, choices, default=0.0):
+    """np.select: each entry from the first choice whose condition holds, else `default`."""
+    if len(conditions) != len(choices):
+        raise ValueError(f"select: {len(conditions)} conditions for {len(choices)} choices")
+    out = default
+    for condition, choice in reversed(list(zip(conditions, choices))):
+        out = where(condition, choice, out)
+    return out
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """np.nan_to_num: x where finite (its gradient passes); NaN, +inf and -inf replaced by
+    constants (by default 0 and the dtype's largest and smallest floats)."""
+    x = as_array("nan_to_num", x)
+    largest = float(np.finfo(x.dtype).max)  # a Python float: weak, in x's dtype
+    out = where(np.isnan(x), nan, x)
+    out = where(np.logical_and(np.isinf(x), np.greater(x, 0)),
+                largest if posinf is None else posinf, out)
+    return where(np.logical_and(np.isinf(x), np.less(x, 0)),
+                 -largest if neginf is None else neginf, out)
+
+
 def ravel(x):
     """x flattened to one axis (np.ravel, x.ravel(), x.flatten())."""
     return reshape(as_array("ravel", x), -1)
@@ -195,6 +286,22 @@ def hstack(xs):
     """np.hstack: vectors joined end to end; arrays of 2 or more axes along axis 1."""
     xs = [_at_least(x, 1, "hstack") for x in xs]
     return concatenate(xs, axis=0 if xs and xs[0].ndim == 1 else 1)
+
+
+def hsplit(x, sections):
+    """np.hsplit: split along axis 1 (a vector's axis 0)."""
+    x = as_array("hsplit", x)
+    return split(x, sections, 1 if x.ndim > 1 else 0)
+
+
+def vsplit(x, sections):
+    """np.vsplit: split along axis 0."""
+    return split(x, sections, 0)
+
+
+def dsplit(x, sections):
+    """np.dsplit: split along axis 2."""
+    return split(x, sections, 2)
 
 
 def column_stack(xs):
@@ -355,6 +462,30 @@ def diag(v, k=0):
 def trace(x, offset=0, axis1=0, axis2=1):
     """np.trace: the sum of the diagonal (`diagonal`)."""
     return reductions.sum(diagonal(x, offset, axis1, axis2), -1)
+
+
+class _Joiner:
+    """np.r_ and np.c_ of traced values: r_[a, b, 1:4] joins along the first axis (numbers as
+    vectors of one, a slice as np.arange); c_[a, b] along the last, vectors as columns."""
+
+    def __init__(self, columns):
+        self.columns = columns
+
+    def __getitem__(self, items):
+        items = items if isinstance(items, tuple) else (items,)
+        parts = [np.arange(i.start or 0, i.stop, i.step or 1) if isinstance(i, slice) else i
+                 for i in items]
+        floats = _float_dtypes(parts)  # numbers and ranges join the arrays' float dtype
+        if floats:
+            dtype = np.result_type(*floats)
+            parts = [np.asarray(p, dtype) if isinstance(p, (numbers.Number, np.ndarray))
+                     and not _float_dtypes(p) else p for p in parts]
+        if self.columns:
+            return column_stack(parts)
+        return concatenate([atleast_1d(p) for p in parts])
+
+
+r_, c_ = _Joiner(columns=False), _Joiner(columns=True)
 
 
 def array(values, dtype=None):

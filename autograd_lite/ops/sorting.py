@@ -86,6 +86,12 @@ def sort(x, axis=-1):
     return out, sort_pullback
 
 
+def partition(x, kth, axis=-1):
+    """np.partition: x sorted along `axis`, which is a partition at every kth (within each
+    side numpy's own order may differ)."""
+    return sort(x, axis)
+
+
 # ---- no derivative: integers, rounding, comparisons of plain, traced or mapped values --------
 # Each is numpy's function, which reaches ops/operators.py's rule for traced and mapped values:
 # computed on their plain values, a plain (or, under vmap, a mapped) array, as JAX and HIPS
