@@ -17,6 +17,7 @@ from ..core.devices import array_module
 from ..core.tracer import Box, primal, primitive, stop_gradient
 from .broadcasting import unbroadcast
 from .checks import as_array, check_same_float_dtype, normalize_axes
+from .precision import computed_in_float32
 from .reductions import keepdims_shape, root_of_squares
 
 _SUPPORTED = ("autograd_lite computes the 2-norm of vectors (ord=None or 2) and the Frobenius "
@@ -103,7 +104,8 @@ def _same_norm(one, other):
             and (one[2], one[3]) == (other[2], other[3]))
 
 
-# ---- square matrices (stacks of them too, as numpy's linalg takes them) -----------------------
+# ---- square matrices (stacks of them too, as numpy's linalg takes them; float16 computed in
+# float32, which numpy's linalg needs) ---------------------------------------------------------
 
 def _square(op, a):
     """a as a square matrix or a stack of them (..., n, n), of floats; else an error naming op."""
@@ -122,6 +124,7 @@ def _t(a):
 
 
 @primitive
+@computed_in_float32
 def solve(a, b):
     """x = A⁻¹ b (np.linalg.solve: b a vector (n,), or matrices (..., n, k); the stacks
     broadcast); b̄ = A⁻ᵀ g, Ā = -b̄ xᵀ."""
@@ -142,6 +145,7 @@ def solve(a, b):
 
 
 @primitive
+@computed_in_float32
 def inv(a):
     """A⁻¹ (np.linalg.inv); Ā = -A⁻ᵀ g A⁻ᵀ."""
     a = _square("inv", a)
@@ -153,6 +157,7 @@ def inv(a):
 
 
 @primitive
+@computed_in_float32
 def det(a):
     """det A (np.linalg.det); Ā = g det A · A⁻ᵀ."""
     a = _square("det", a)
@@ -164,6 +169,7 @@ def det(a):
 
 
 @primitive(name="slogdet")
+@computed_in_float32
 def log_abs_det(a):
     """log |det A|; Ā = g A⁻ᵀ."""
     a = _square("slogdet", a)
@@ -181,6 +187,7 @@ def slogdet(a):
 
 
 @primitive
+@computed_in_float32
 def cholesky(a):
     """L, lower triangular with L Lᵀ = A (np.linalg.cholesky; A symmetric positive definite,
     its lower triangle read). The cotangent is the symmetric one (Murray 2016):
