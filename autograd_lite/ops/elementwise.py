@@ -150,21 +150,26 @@ ROW_OPS = {}  # numpy's function -> the op built from its row: ops/operators.py 
 # ufuncs on traced values there, and vmap gives every row the element-wise batching rule.
 
 
+class RowPullback(functools.partial):
+    """A row's cotangent function with the values it reads bound (a functools.partial: no
+    Python call of its own), named as the op's pullback (`unary_op` names its code too)."""
+    __slots__ = ()
+    __name__ = property(lambda self: self.func.__name__)
+
+
 def unary_op(name, forward, vjp, equation):
-    """The op `name` of one array from its row: y = forward(x), numpy's function; the
-    cotangent vjp(g, x) or vjp(g, y) (from the input or the output, which the pullback keeps;
-    vjp(g) keeps neither), written with numpy's vocabulary or the library's ops so that a
-    trace records it (higher order). `equation` is the op's docstring."""
-    keeps = tuple(inspect.signature(vjp).parameters)[1:]  # ("x",), ("y",) or ()
+    """The op `name` of one array from its row: y = forward(x), numpy's function; its pullback
+    vjp(x, g) or vjp(y, g) (from the input or the output, which it keeps; vjp(g) keeps
+    neither) returns the cotangent as a 1-tuple, written with numpy's vocabulary or the
+    library's ops so that a trace records it (higher order). `equation` is its docstring."""
+    keeps = tuple(inspect.signature(vjp).parameters)[:-1]  # ("x",), ("y",) or ()
+    vjp.__name__ = f"{name}_pullback"
+    vjp.__code__ = vjp.__code__.replace(co_name=vjp.__name__, co_qualname=vjp.__name__)
 
     def body(x):
         x = as_array(name, x)
         y = forward(x)
-        saved = (x,) if keeps == ("x",) else (y,) if keeps else ()
-
-        def pullback(g):
-            return (vjp(g, *saved),)
-        return y, pullback
+        return y, RowPullback(vjp, *((x,) if keeps == ("x",) else (y,) if keeps else ()))
     body.__doc__ = equation
     ROW_OPS[forward] = op = primitive(named_body(body, name))
     return op
@@ -218,50 +223,50 @@ def _sinc_slope(x):
 
 _LN2, _LN10, _DEGREE = math.log(2), math.log(10), math.pi / 180
 
-neg = unary_op("neg", np.negative, lambda g: -g, "-x")
-exp = unary_op("exp", np.exp, lambda g, y: g * y, "e^x; d/dx = e^x, taken from the output.")
-exp2 = unary_op("exp2", np.exp2, lambda g, y: g * y * _LN2, "2^x; d/dx = 2^x ln 2.")
-expm1 = unary_op("expm1", np.expm1, lambda g, y: g * (y + 1),
+neg = unary_op("neg", np.negative, lambda g: (-g,), "-x")
+exp = unary_op("exp", np.exp, lambda y, g: (g * y,), "e^x; d/dx = e^x, taken from the output.")
+exp2 = unary_op("exp2", np.exp2, lambda y, g: (g * y * _LN2,), "2^x; d/dx = 2^x ln 2.")
+expm1 = unary_op("expm1", np.expm1, lambda y, g: (g * (y + 1),),
                  "eˣ - 1, exact for tiny x; d/dx = eˣ, taken from the output as y + 1.")
-log = unary_op("log", np.log, lambda g, x: g / x, "Natural logarithm; d/dx = 1/x.")
-log2 = unary_op("log2", np.log2, lambda g, x: g / (x * _LN2), "log₂ x; d/dx = 1 / (x ln 2).")
-log10 = unary_op("log10", np.log10, lambda g, x: g / (x * _LN10),
+log = unary_op("log", np.log, lambda x, g: (g / x,), "Natural logarithm; d/dx = 1/x.")
+log2 = unary_op("log2", np.log2, lambda x, g: (g / (x * _LN2),), "log₂ x; d/dx = 1 / (x ln 2).")
+log10 = unary_op("log10", np.log10, lambda x, g: (g / (x * _LN10),),
                  "log₁₀ x; d/dx = 1 / (x ln 10).")
-log1p = unary_op("log1p", np.log1p, lambda g, x: g / (1 + x),
+log1p = unary_op("log1p", np.log1p, lambda x, g: (g / (1 + x),),
                  "log(1 + x), exact for tiny x; d/dx = 1 / (1 + x).")
-sqrt = unary_op("sqrt", np.sqrt, lambda g, y: g / (2 * y), "√x; d/dx = 1 / (2√x).")
-sin = unary_op("sin", np.sin, lambda g, x: g * np.cos(x), "sin x; d/dx = cos x.")
-cos = unary_op("cos", np.cos, lambda g, x: -g * np.sin(x), "cos x; d/dx = -sin x.")
-tan = unary_op("tan", np.tan, lambda g, y: g * (1 + y * y), "tan x; d/dx = 1 + tan²x.")
-arcsin = unary_op("arcsin", np.arcsin, lambda g, x: g / np.sqrt(1 - x * x),
+sqrt = unary_op("sqrt", np.sqrt, lambda y, g: (g / (2 * y),), "√x; d/dx = 1 / (2√x).")
+sin = unary_op("sin", np.sin, lambda x, g: (g * np.cos(x),), "sin x; d/dx = cos x.")
+cos = unary_op("cos", np.cos, lambda x, g: (-g * np.sin(x),), "cos x; d/dx = -sin x.")
+tan = unary_op("tan", np.tan, lambda y, g: (g * (1 + y * y),), "tan x; d/dx = 1 + tan²x.")
+arcsin = unary_op("arcsin", np.arcsin, lambda x, g: (g / np.sqrt(1 - x * x),),
                   "arcsin x; d/dx = 1 / √(1 - x²).")
-arccos = unary_op("arccos", np.arccos, lambda g, x: -g / np.sqrt(1 - x * x),
+arccos = unary_op("arccos", np.arccos, lambda x, g: (-g / np.sqrt(1 - x * x),),
                   "arccos x; d/dx = -1 / √(1 - x²).")
-arctan = unary_op("arctan", np.arctan, lambda g, x: g / (1 + x * x),
+arctan = unary_op("arctan", np.arctan, lambda x, g: (g / (1 + x * x),),
                   "arctan x; d/dx = 1 / (1 + x²).")
-sinh = unary_op("sinh", np.sinh, lambda g, x: g * np.cosh(x), "sinh x; d/dx = cosh x.")
-cosh = unary_op("cosh", np.cosh, lambda g, x: g * np.sinh(x), "cosh x; d/dx = sinh x.")
-tanh = unary_op("tanh", np.tanh, lambda g, y: g * (1 - y * y), "tanh x; d/dx = 1 - tanh²x.")
-arcsinh = unary_op("arcsinh", np.arcsinh, lambda g, x: g / np.sqrt(x * x + 1),
+sinh = unary_op("sinh", np.sinh, lambda x, g: (g * np.cosh(x),), "sinh x; d/dx = cosh x.")
+cosh = unary_op("cosh", np.cosh, lambda x, g: (g * np.sinh(x),), "cosh x; d/dx = sinh x.")
+tanh = unary_op("tanh", np.tanh, lambda y, g: (g * (1 - y * y),), "tanh x; d/dx = 1 - tanh²x.")
+arcsinh = unary_op("arcsinh", np.arcsinh, lambda x, g: (g / np.sqrt(x * x + 1),),
                    "arsinh x; d/dx = 1 / √(x² + 1).")
-arccosh = unary_op("arccosh", np.arccosh, lambda g, x: g / np.sqrt(x * x - 1),
+arccosh = unary_op("arccosh", np.arccosh, lambda x, g: (g / np.sqrt(x * x - 1),),
                    "arcosh x (x ≥ 1); d/dx = 1 / √(x² - 1).")
-arctanh = unary_op("arctanh", np.arctanh, lambda g, x: g / (1 - x * x),
+arctanh = unary_op("arctanh", np.arctanh, lambda x, g: (g / (1 - x * x),),
                    "artanh x (|x| < 1); d/dx = 1 / (1 - x²).")
-deg2rad = unary_op("deg2rad", np.deg2rad, lambda g: g * _DEGREE, "x · π/180; d/dx = π/180.")
-rad2deg = unary_op("rad2deg", np.rad2deg, lambda g: g / _DEGREE, "x · 180/π; d/dx = 180/π.")
-reciprocal = unary_op("reciprocal", np.reciprocal, lambda g, y: -g * y * y,
+deg2rad = unary_op("deg2rad", np.deg2rad, lambda g: (g * _DEGREE,), "x · π/180; d/dx = π/180.")
+rad2deg = unary_op("rad2deg", np.rad2deg, lambda g: (g / _DEGREE,), "x · 180/π; d/dx = 180/π.")
+reciprocal = unary_op("reciprocal", np.reciprocal, lambda y, g: (-g * y * y,),
                       "1/x; d/dx = -1/x², from the output.")
-fabs = unary_op("fabs", np.fabs, lambda g, x: g * np.sign(primal(x)),
+fabs = unary_op("fabs", np.fabs, lambda x, g: (g * np.sign(primal(x)),),
                 "|x| (np.fabs); the derivative at 0 is 0.")
-sinc = unary_op("sinc", np.sinc, lambda g, x: g * _sinc_slope(x),
+sinc = unary_op("sinc", np.sinc, lambda x, g: (g * _sinc_slope(x),),
                 "sin(πx) / (πx), 1 at 0; d/dx = (cos(πx) - sinc x) / x, 0 at 0.")
-abs = unary_op("abs", np.absolute, lambda g, x: g * np.sign(primal(x)),
+abs = unary_op("abs", np.absolute, lambda x, g: (g * np.sign(primal(x)),),
                "|x|; the derivative at 0 is 0.")
-sigmoid = unary_op("sigmoid", _stable_sigmoid, lambda g, y: g * y * (1 - y),
+sigmoid = unary_op("sigmoid", _stable_sigmoid, lambda y, g: (g * y * (1 - y),),
                    "σ(x) = 1 / (1 + e^-x), stable on both sides (`_stable_sigmoid`); "
                    "σ' = σ(1 - σ), from the output.")
-softplus = unary_op("softplus", _softplus, lambda g, x: g * sigmoid(x),
+softplus = unary_op("softplus", _softplus, lambda x, g: (g * sigmoid(x),),
                     "log(1 + eˣ), without overflow (`_softplus`); d/dx = σ(x).")
 maximum = binary_op("maximum", np.maximum,
                     lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),

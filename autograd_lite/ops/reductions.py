@@ -4,6 +4,7 @@ var; the running sum cumsum; and the fast sums over one axis that the fused rule
 A reduction's pullback reshapes the cotangent to the keepdims shape and lets it
 broadcast back over the reduced axes.
 """
+import inspect
 import math
 
 import numpy as np
@@ -22,28 +23,34 @@ def keepdims_shape(shape, axes):
 
 def reduction(name, forward, share, equation):
     """The reduction `name` over `axis` (None, an int or a tuple), with keepdims, from its row:
-    out = forward(x, axes, keepdims); share(x, out, axes) is ∂out/∂x, a number or an array
-    of x's shape (None: 1, a sum's), which the cotangent, reshaped to the keepdims shape,
-    multiplies and broadcasts over. `equation` is the op's docstring."""
+    out = forward(x, axes, keepdims); ∂out/∂x, which the cotangent (reshaped to the keepdims
+    shape) multiplies and broadcasts over, is 1 for share None (a sum's), share(shape, axes)
+    (a number from the shapes alone: the pullback keeps neither x nor out) or
+    share(x, out, axes) (a number or an array of x's shape). `equation` is its docstring."""
+    from_shapes = share is not None and list(inspect.signature(share).parameters) == [
+        "shape", "axes"]
+
     def body(x, axis=None, keepdims=False):
         x = as_array(name, x)
         axes = normalize_axes(name, axis, x.ndim)
         out = forward(x, axes, keepdims)
         x_shape = x.shape
+        factor = share(x_shape, axes) if from_shapes else None
+        values = (x, out) if share is not None and not from_shapes else None
 
         def pullback(g):
             g = g.reshape(keepdims_shape(x_shape, axes))
             if share is not None:
-                g = g * share(x, out, axes)
+                g = g * (factor if from_shapes else share(*values, axes))
             return (g if g.shape == x_shape else broadcast_to(g, x_shape)), None, None
         return out, pullback
     body.__doc__ = equation
     return primitive(named_body(body, name))
 
 
-def _count_share(x, out, axes):
+def _count_share(shape, axes):
     """1/n for a mean of n elements (any scale for an empty one, whose cotangent is empty)."""
-    count = math.prod(x.shape[a] for a in axes)
+    count = math.prod(shape[a] for a in axes)
     return 1.0 / count if count else 0.0
 
 
