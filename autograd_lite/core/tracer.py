@@ -247,8 +247,8 @@ def primitive(body=None, *, name=None):
                 inside = traced_entry(a)
                 if inside is Batched and t is tuple:  # an index with mapped entries
                     return batched_call(op, args, kwargs)
-                if inside is not None:  # [x, x + 2]: one array, as numpy makes one
-                    return op(*lists_as_arrays(args), **kwargs)
+                if inside is not None and one_shape(a):  # [x, x + 2]: one array, as
+                    return op(*lists_as_arrays(args), **kwargs)  # numpy makes one
         if kwargs:
             check_keyword_only(op_name, kwargs, top)
         if top is None:
@@ -315,11 +315,18 @@ def holds_traced(entries):
     return traced_entry(entries) is not None
 
 
+def one_shape(entries):
+    """Whether the entries of a list or tuple have one shape (numbers: ()), as the rows of an
+    array have: an index such as (0, x) is left to its op."""
+    shapes = {getattr(entry, "shape", ()) for entry in entries}
+    return len(shapes) == 1
+
+
 def lists_as_arrays(args):
     """The arguments with each list or tuple that holds traced values made one array, as
     numpy makes an array of a list of numbers (np.mean([x, x + 2]))."""
-    return [array_of_list(a) if type(a) in (list, tuple) and holds_traced(a) else a
-            for a in args]
+    return [array_of_list(a) if type(a) in (list, tuple) and holds_traced(a) and one_shape(a)
+            else a for a in args]
 
 
 def raise_if_mixed_devices(op_name, args):
