@@ -14,14 +14,14 @@ from .ops import (abs, add, add_at, allclose, append, arccos, arccosh, arcsin, a
                   column_stack, concatenate, cos, cosh, cross_entropy, cumsum, deg2rad, det, diag,
                   diagonal, diff, div, dot, dropout, dsplit, einsum, exp, exp2, expand_dims, expm1,
                   fabs, flip, fmax, fmin, gather, gelu, getitem, hsplit, hstack, hypot, inner, inv,
-                  kron, layer_norm, linear, log, log10, log1p, log2, log_softmax, logaddexp,
-                  logaddexp2, logsumexp, matmul, max, maximum, mean, min, minimum, mod, moveaxis,
-                  mul, nan_to_num, neg, norm, outer, pad, partition, pow, prod, r_, rad2deg, ravel,
-                  reciprocal, relu, repeat, reshape, roll, rollaxis, rot90, round, row_stack,
-                  scatter_add, select, sigmoid, silu, sin, sinc, sinh, slogdet, softmax, softplus,
-                  solve, sort, split, sqrt, square, squeeze, stack, std, sub, sum, swapaxes,
-                  take_along_axis, tan, tanh, tensordot, tile, trace, transpose, tril, triu,
-                  unbroadcast, var, vsplit, vstack, where)
+                  kron, layer_norm, linear, linspace, log, log10, log1p, log2, log_softmax,
+                  logaddexp, logaddexp2, logsumexp, matmul, max, maximum, mean, min, minimum, mod,
+                  moveaxis, mul, nan_to_num, neg, norm, outer, pad, partition, pow, prod, r_,
+                  rad2deg, ravel, reciprocal, relu, repeat, reshape, roll, rollaxis, rot90, round,
+                  row_stack, scatter_add, select, sigmoid, silu, sin, sinc, sinh, slogdet, softmax,
+                  softplus, solve, sort, split, sqrt, square, squeeze, stack, std, sub, sum,
+                  swapaxes, take_along_axis, tan, tanh, tensordot, tile, trace, transpose, tril,
+                  triu, unbroadcast, var, vsplit, vstack, where)
 from .ops import deg2rad as radians, rad2deg as degrees  # numpy's other names
 from .core.devices import array_module, device_name, to_device
 from .core.rules import fast_rules, fusable

@@ -299,10 +299,12 @@ array_of_list = None
 
 def traced_entry(entries):
     """Batched where a list or tuple argument holds a mapped value, else Box where it holds a
-    traced one, else None (one level down)."""
+    traced one (nested lists too), else None."""
     found = None
     for entry in entries:
         t = type(entry)
+        if t is list or t is tuple:  # a nested list: [[x, 1.0], [2.0, y]]
+            t = traced_entry(entry)
         if t is Batched:
             return Batched
         if t is Box:
@@ -311,7 +313,7 @@ def traced_entry(entries):
 
 
 def holds_traced(entries):
-    """Whether a list or tuple holds a traced or mapped value (one level down)."""
+    """Whether a list or tuple holds (nested too) a traced or mapped value."""
     return traced_entry(entries) is not None
 
 

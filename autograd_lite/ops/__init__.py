@@ -16,9 +16,9 @@ from .reductions import cumsum, max, mean, min, prod, std, sum, var
 from .selection import clip, where
 from .shape import (append, array, array_split, asarray, atleast_1d, atleast_2d, atleast_3d,
                     c_, column_stack, concatenate, diag, diagonal, diff, dsplit, expand_dims, flip,
-                    hsplit, hstack, kron, moveaxis, nan_to_num, pad, ravel, repeat, reshape, roll,
-                    r_, rollaxis, rot90, row_stack, select, split, squeeze, stack, swapaxes, tile,
-                    trace, transpose, tril, triu, vsplit, vstack)
+                    hsplit, hstack, kron, linspace, moveaxis, nan_to_num, pad, r_, ravel, repeat,
+                    reshape, roll, rollaxis, rot90, row_stack, select, split, squeeze, stack,
+                    swapaxes, tile, trace, transpose, tril, triu, vsplit, vstack)
 from .softmax import log_softmax, logsumexp, softmax, softmax_backward
 from .sorting import (allclose, argmax, argmin, argsort, partition, round, sort,
                       take_along_axis)

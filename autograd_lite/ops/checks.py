@@ -17,17 +17,16 @@ def as_array(op, x, name="x"):
     """`x` as numpy's function would take it: an array, a traced or a batched value as it is;
     a list, a tuple, a number or anything with `__array__` through np.asarray; a device's
     array (CuPy's) as it is too; a list or a tuple holding traced, batched or a device's
-    arrays stacked (ops/shape.array). Anything else, or such a list nested deeper, is refused
-    naming the op, the argument and its type."""
+    arrays (nested lists too) stacked (ops/shape.array). Anything else is refused naming the
+    op, the argument and its type."""
     if type(x) is np.ndarray or type(x) is Box or type(x) is Batched or \
             isinstance(x, np.ndarray) or module_of_type(type(x)) is not None:  # CuPy's, say
         return x
     if not isinstance(x, (list, tuple, numbers.Number, np.generic)) and not hasattr(x, "__array__"):
         raise TypeError(f"{op}: {name} must be an array, a list or a number, got "
                         f"{type(x).__name__}")
-    if isinstance(x, (list, tuple)) and any(is_array(v) and type(v) is not np.ndarray
-                                            for v in x):  # traced, mapped or a device's
-        return tracer.array_of_list(x)  # stacked, as numpy stacks a list of its arrays
+    if isinstance(x, (list, tuple)) and _holds_arrays_numpy_refuses(x):  # traced, mapped or
+        return tracer.array_of_list(x)  # a device's: stacked, as numpy stacks a list of its own
     try:
         array = np.asarray(x)
     except TypeError:  # a traced value nested deeper refuses to become a plain array
@@ -40,6 +39,12 @@ def as_array(op, x, name="x"):
         raise TypeError(f"{op}: {name} must hold numbers, got a {type(x).__name__} of "
                         f"{array.dtype}")
     return array
+
+
+def _holds_arrays_numpy_refuses(values):
+    """Whether a list or tuple holds (nested too) a traced, mapped or device's array."""
+    return any(_holds_arrays_numpy_refuses(v) if isinstance(v, (list, tuple))
+               else is_array(v) and type(v) is not np.ndarray for v in values)
 
 
 def as_operand(op, x, name):

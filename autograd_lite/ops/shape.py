@@ -272,6 +272,33 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
                  -largest if neginf is None else neginf, out)
 
 
+def central_differences(x, axis=None):
+    """np.gradient of traced values (ag.gradient differentiates), unit spacing: along each
+    axis the central differences (x[i+1] - x[i-1]) / 2 inside and one-sided differences at
+    the two ends; one array for one axis, else a list of one per axis."""
+    x = as_array("np.gradient", x)
+    axes = normalize_positions("np.gradient", range(x.ndim) if axis is None else axis, x.ndim)
+    slopes = []
+    for a in axes:
+        if x.shape[a] < 2:
+            raise ValueError(f"np.gradient: axis {a} of {x.shape} needs at least 2 entries")
+        lead = (slice(None),) * a
+        ends = [x[lead + (slice(1, 2),)] - x[lead + (slice(0, 1),)],
+                x[lead + (slice(-1, None),)] - x[lead + (slice(-2, -1),)]]
+        inside = (x[lead + (slice(2, None),)] - x[lead + (slice(None, -2),)]) / 2
+        slopes.append(concatenate([ends[0], inside, ends[1]], axis=a))
+    return slopes[0] if len(slopes) == 1 else slopes
+
+
+def linspace(start, stop, num=50, endpoint=True):
+    """np.linspace with traced ends: start + (stop - start) t, t numpy's num points in [0, 1]."""
+    t = array_module(start, stop).linspace(0.0, 1.0, num, endpoint=endpoint)
+    dtype = _float_dtypes([start, stop])
+    if dtype:
+        t = t.astype(np.result_type(*dtype))
+    return start + (stop - start) * t
+
+
 def ravel(x):
     """x flattened to one axis (np.ravel, x.ravel(), x.flatten())."""
     return reshape(as_array("ravel", x), -1)

@@ -95,4 +95,7 @@ NUMPY_SHAPES = {
     "np.diag": lambda x: np.diag(x[0]), "np.diagonal": lambda x: np.diagonal(x, 0, 1, 2),
     "x.diagonal": lambda x: x.diagonal(), "np.trace": lambda x: np.trace(x[0]),
     "np.tensordot": lambda x: np.tensordot(x, x[0], axes=([1, 2], [0, 1])),
+    "np.gradient": lambda x: np.stack(np.gradient(x)),
+    "np.gradient(axis)": lambda x: np.gradient(x, axis=1),
+    "np.linspace": lambda x: np.linspace(x[0, 0, 0], x[1, 2, 3], 5),
 }

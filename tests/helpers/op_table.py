@@ -379,6 +379,13 @@ CASES = [
          lambda a, b: torch.einsum("abc,bc->ca", a, b), (normal(2, 3, 4), normal(3, 4))),
     Case("a list as an op's operand", lambda x: ag.mean([x[0], 2 * x[1]], axis=0),
          lambda t: torch.stack([t[0], 2 * t[1]]).mean(0), (normal(2, 3),)),
+    Case("a nested list as an op's operand",
+         lambda x: ag.concatenate([[[x[0, 0], x[1, 0]], [x[1, 1], x[0, 1]]], x]),
+         lambda t: torch.cat([torch.stack([torch.stack([t[0, 0], t[1, 0]]),
+                                           torch.stack([t[1, 1], t[0, 1]])]), t]),
+         (normal(2, 2),)),
+    Case("linspace", lambda a, b: ag.linspace(a, b, 4), lambda a, b: a + (b - a) * torch.linspace(
+        0, 1, 4, dtype=a.dtype), (normal(), normal())),
     Case("a tuple as a function's operand", lambda x: ag.std((x[0], x[1] ** 2), axis=0),
          lambda t: torch.stack([t[0], t[1] ** 2]).std(0, correction=0), (normal(2, 3),)),
     Case("array", lambda x: ag.array([x[0], 2.0 * x[1], x[2] ** 2]),
