@@ -292,6 +292,20 @@ def named_body(body, name):
     return body
 
 
+class RowPullback(functools.partial):
+    """A table row's cotangent function with the values it reads bound (a functools.partial:
+    no Python call of its own), named as the op's pullback (`named_pullback`)."""
+    __slots__ = ()
+    __name__ = property(lambda self: self.func.__name__)
+
+
+def named_pullback(vjp, name):
+    """A row's cotangent function `vjp` named `<name>_pullback`, its code too (tracebacks)."""
+    vjp.__name__ = f"{name}_pullback"
+    vjp.__code__ = vjp.__code__.replace(co_name=vjp.__name__, co_qualname=vjp.__name__)
+    return vjp
+
+
 # ops/shape.array (set by autograd_lite.ops: core imports no op): np.array of a list or a
 # tuple that holds traced or mapped values, stacked.
 array_of_list = None

@@ -17,7 +17,7 @@ import numpy as np
 from .. import kernels
 from ..core.devices import on_host
 from ..core.rules import fast_rule, fusable
-from ..core.tracer import named_body, primal, primitive
+from ..core.tracer import RowPullback, named_body, named_pullback, primal, primitive
 from ..core.tree import is_python_number
 from .broadcasting import broadcast_binary, shape_of, unbroadcast
 from .checks import as_array, as_operands
@@ -150,21 +150,13 @@ ROW_OPS = {}  # numpy's function -> the op built from its row: ops/operators.py 
 # ufuncs on traced values there, and vmap gives every row the element-wise batching rule.
 
 
-class RowPullback(functools.partial):
-    """A row's cotangent function with the values it reads bound (a functools.partial: no
-    Python call of its own), named as the op's pullback (`unary_op` names its code too)."""
-    __slots__ = ()
-    __name__ = property(lambda self: self.func.__name__)
-
-
 def unary_op(name, forward, vjp, equation):
     """The op `name` of one array from its row: y = forward(x), numpy's function; its pullback
     vjp(x, g) or vjp(y, g) (from the input or the output, which it keeps; vjp(g) keeps
     neither) returns the cotangent as a 1-tuple, written with numpy's vocabulary or the
     library's ops so that a trace records it (higher order). `equation` is its docstring."""
     keeps = tuple(inspect.signature(vjp).parameters)[:-1]  # ("x",), ("y",) or ()
-    vjp.__name__ = f"{name}_pullback"
-    vjp.__code__ = vjp.__code__.replace(co_name=vjp.__name__, co_qualname=vjp.__name__)
+    named_pullback(vjp, name)
 
     def body(x):
         x = as_array(name, x)
@@ -177,15 +169,15 @@ def unary_op(name, forward, vjp, equation):
 
 def binary_op(name, forward, vjp_a, vjp_b, equation):
     """The op `name` of two operands that broadcast together, from its row: out = forward(a, b),
-    numpy's ufunc (a weak float is settled, ops/weak.py); the cotangents vjp_a(g, a, b, out)
-    and vjp_b(...) of out's shape, summed down to each operand's (`unbroadcast`)."""
+    numpy's ufunc (a weak float is settled, ops/weak.py); vjp_a(g, a, b, out) and vjp_b(...)
+    give each operand's cotangent, summed down to its shape (`unbroadcast`), each computed
+    only for a traced operand (bound by a functools.partial: no Python call of its own)."""
     def body(a, b):
         a, b = as_operands(name, a, b)
         out = broadcast_binary(name, forward, a, b)
 
         def pullback(g):
-            return (lambda: unbroadcast(vjp_a(g, a, b, out), shape_of(a)),
-                    lambda: unbroadcast(vjp_b(g, a, b, out), shape_of(b)))
+            return functools.partial(vjp_a, g, a, b, out), functools.partial(vjp_b, g, a, b, out)
         return out, pullback
     body.__doc__ = equation
     ROW_OPS[forward] = op = primitive(settles_weak_floats(named_body(body, name)))
@@ -268,35 +260,44 @@ sigmoid = unary_op("sigmoid", _stable_sigmoid, lambda y, g: (g * y * (1 - y),),
                    "σ' = σ(1 - σ), from the output.")
 softplus = unary_op("softplus", _softplus, lambda x, g: (g * sigmoid(x),),
                     "log(1 + eˣ), without overflow (`_softplus`); d/dx = σ(x).")
-maximum = binary_op("maximum", np.maximum,
-                    lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),
-                    lambda g, a, b, out: g * (1 - _tie_weights(a, b, out.dtype)),
+# the cotangents of max(a, b) and min(a, b): to the operand taken, halved at a tie
+_TO_LARGER = (
+    lambda g, a, b, out: unbroadcast(g * _tie_weights(a, b, out.dtype), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * (1 - _tie_weights(a, b, out.dtype)), shape_of(b)))
+_TO_SMALLER = (
+    lambda g, a, b, out: unbroadcast(g * (1 - _tie_weights(a, b, out.dtype)), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * _tie_weights(a, b, out.dtype), shape_of(b)))
+maximum = binary_op("maximum", np.maximum, *_TO_LARGER,
                     "Elementwise max(a, b); a tie sends half the cotangent to each side.")
-minimum = binary_op("minimum", np.minimum,
-                    lambda g, a, b, out: g * (1 - _tie_weights(a, b, out.dtype)),
-                    lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),
+minimum = binary_op("minimum", np.minimum, *_TO_SMALLER,
                     "Elementwise min(a, b); a tie sends half the cotangent to each side.")
-fmax = binary_op("fmax", np.fmax, lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),
-                 lambda g, a, b, out: g * (1 - _tie_weights(a, b, out.dtype)),
+fmax = binary_op("fmax", np.fmax, *_TO_LARGER,
                  "Elementwise max(a, b) ignoring NaN (np.fmax); a tie splits the cotangent.")
-fmin = binary_op("fmin", np.fmin, lambda g, a, b, out: g * (1 - _tie_weights(a, b, out.dtype)),
-                 lambda g, a, b, out: g * _tie_weights(a, b, out.dtype),
+fmin = binary_op("fmin", np.fmin, *_TO_SMALLER,
                  "Elementwise min(a, b) ignoring NaN (np.fmin); a tie splits the cotangent.")
-logaddexp = binary_op("logaddexp", np.logaddexp, lambda g, a, b, out: g * np.exp(a - out),
-                      lambda g, a, b, out: g * np.exp(b - out),
-                      "log(eᵃ + eᵇ) without overflow; d/da = e^(a - out), d/db = e^(b - out).")
-
-logaddexp2 = binary_op("logaddexp2", np.logaddexp2, lambda g, a, b, out: g * np.exp2(a - out),
-                       lambda g, a, b, out: g * np.exp2(b - out),
-                       "log₂(2ᵃ + 2ᵇ); d/da = 2^(a - out), d/db = 2^(b - out).")
-mod = binary_op("mod", np.mod, lambda g, a, b, out: g,
-                lambda g, a, b, out: -g * np.floor(primal(a) / primal(b)),
-                "a mod b = a - ⌊a/b⌋ b, the sign of b (np.mod); d/da = 1, d/db = -⌊a/b⌋.")
-arctan2 = binary_op("arctan2", np.arctan2, lambda g, a, b, out: g * b / (a * a + b * b),
-                    lambda g, a, b, out: -g * a / (a * a + b * b),
-                    "The angle of the point (b, a); d/da = b / (a² + b²), d/db = -a / (a² + b²).")
-hypot = binary_op("hypot", np.hypot, lambda g, a, b, out: g * a / out,
-                  lambda g, a, b, out: g * b / out, "√(a² + b²); d/da = a / out, d/db = b / out.")
+logaddexp = binary_op(
+    "logaddexp", np.logaddexp,
+    lambda g, a, b, out: unbroadcast(g * np.exp(a - out), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * np.exp(b - out), shape_of(b)),
+    "log(eᵃ + eᵇ) without overflow; d/da = e^(a - out), d/db = e^(b - out).")
+logaddexp2 = binary_op(
+    "logaddexp2", np.logaddexp2,
+    lambda g, a, b, out: unbroadcast(g * np.exp2(a - out), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * np.exp2(b - out), shape_of(b)),
+    "log₂(2ᵃ + 2ᵇ); d/da = 2^(a - out), d/db = 2^(b - out).")
+mod = binary_op(
+    "mod", np.mod, lambda g, a, b, out: unbroadcast(g, shape_of(a)),
+    lambda g, a, b, out: unbroadcast(-g * np.floor(primal(a) / primal(b)), shape_of(b)),
+    "a mod b = a - ⌊a/b⌋ b, the sign of b (np.mod); d/da = 1, d/db = -⌊a/b⌋.")
+arctan2 = binary_op(
+    "arctan2", np.arctan2,
+    lambda g, a, b, out: unbroadcast(g * b / (a * a + b * b), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(-g * a / (a * a + b * b), shape_of(b)),
+    "The angle of the point (b, a); d/da = b / (a² + b²), d/db = -a / (a² + b²).")
+hypot = binary_op(
+    "hypot", np.hypot, lambda g, a, b, out: unbroadcast(g * a / out, shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * b / out, shape_of(b)),
+    "√(a² + b²); d/da = a / out, d/db = b / out.")
 
 
 @fusable(op=True)

@@ -14,7 +14,8 @@ import numbers
 import numpy as np
 
 from ..core.devices import array_module
-from ..core.tracer import Box, primal, primitive, stop_gradient
+from ..core.tracer import (Box, RowPullback, named_body, named_pullback, primal, primitive,
+                           stop_gradient)
 from .broadcasting import unbroadcast
 from .checks import as_array, check_same_float_dtype, normalize_axes
 from .precision import computed_in_float32
@@ -144,68 +145,56 @@ def solve(a, b):
     return out, solve_pullback
 
 
-@primitive
-@computed_in_float32
-def inv(a):
-    """A⁻¹ (np.linalg.inv); Ā = -A⁻ᵀ g A⁻ᵀ."""
-    a = _square("inv", a)
-    out = np.linalg.inv(a)
+def matrix_op(name, forward, vjp, equation):
+    """The op `name` of a square matrix (a stack of them) from its row: out = forward(a);
+    its pullback vjp(a, out, g) returns the cotangent as a 1-tuple, with the library's ops
+    (higher order). `equation` is its docstring."""
+    named_pullback(vjp, name)
 
-    def inv_pullback(g):
-        return (-(_t(out) @ g @ _t(out)),)
-    return out, inv_pullback
-
-
-@primitive
-@computed_in_float32
-def det(a):
-    """det A (np.linalg.det); Ā = g det A · A⁻ᵀ."""
-    a = _square("det", a)
-    out = np.linalg.det(a)
-
-    def det_pullback(g):
-        return ((g * out)[..., None, None] * _t(inv(a)),)
-    return out, det_pullback
+    def body(a):
+        a = _square(name, a)
+        out = forward(a)
+        return out, RowPullback(vjp, a, out)
+    body.__doc__ = equation
+    return primitive(computed_in_float32(named_body(body, name)))
 
 
-@primitive(name="slogdet")
-@computed_in_float32
-def log_abs_det(a):
-    """log |det A|; Ā = g A⁻ᵀ."""
-    a = _square("slogdet", a)
-    out = np.linalg.slogdet(a)[1]
+def _cholesky(a):
+    """np.linalg.cholesky, its error naming the op."""
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"cholesky: a {a.shape} is not positive definite") from None
 
-    def slogdet_pullback(g):
-        return (g[..., None, None] * _t(inv(a)),)
-    return out, slogdet_pullback
+
+def _cholesky_vjp(a, out, g):
+    """Murray 2016's cotangent (`cholesky`): P = Φ(Lᵀ L̄), S = L⁻ᵀ P L⁻¹, Ā = (S + Sᵀ) / 2."""
+    n = out.shape[-1]
+    xp = array_module(out)
+    halved_lower = xp.tri(n, dtype=out.dtype) - 0.5 * xp.eye(n, dtype=out.dtype)  # Φ's weights
+    p = (_t(out) @ g) * halved_lower
+    s = solve(_t(out), _t(solve(_t(out), _t(p))))
+    return ((s + _t(s)) / 2,)
+
+
+inv = matrix_op("inv", np.linalg.inv, lambda a, out, g: (-(_t(out) @ g @ _t(out)),),
+                "A⁻¹ (np.linalg.inv); Ā = -A⁻ᵀ g A⁻ᵀ.")
+det = matrix_op("det", np.linalg.det,
+                lambda a, out, g: ((g * out)[..., None, None] * _t(inv(a)),),
+                "det A (np.linalg.det); Ā = g det A · A⁻ᵀ.")
+log_abs_det = matrix_op("slogdet", lambda a: np.linalg.slogdet(a)[1],
+                        lambda a, out, g: (g[..., None, None] * _t(inv(a)),),
+                        "log |det A| (np.linalg.slogdet's second value); Ā = g A⁻ᵀ.")
+cholesky = matrix_op("cholesky", _cholesky, _cholesky_vjp,
+                     """L, lower triangular with L Lᵀ = A (np.linalg.cholesky; A symmetric positive
+    definite, its lower triangle read). The cotangent is the symmetric one (Murray 2016):
+
+        P = Φ(Lᵀ L̄),  S = L⁻ᵀ P L⁻¹,  Ā = (S + Sᵀ) / 2,
+
+    Φ keeping the lower triangle with its diagonal halved.""")
 
 
 def slogdet(a):
     """(sign, log |det A|), as np.linalg.slogdet: the sign a constant, the log differentiable."""
     log_abs = log_abs_det(a)  # (checks a)
     return np.sign(det(stop_gradient(a))), log_abs
-
-
-@primitive
-@computed_in_float32
-def cholesky(a):
-    """L, lower triangular with L Lᵀ = A (np.linalg.cholesky; A symmetric positive definite,
-    its lower triangle read). The cotangent is the symmetric one (Murray 2016):
-
-        P = Φ(Lᵀ L̄),  S = L⁻ᵀ P L⁻¹,  Ā = (S + Sᵀ) / 2,
-
-    Φ keeping the lower triangle with its diagonal halved."""
-    a = _square("cholesky", a)
-    try:
-        out = np.linalg.cholesky(a)
-    except np.linalg.LinAlgError:
-        raise ValueError(f"cholesky: a {a.shape} is not positive definite") from None
-    n = a.shape[-1]
-    xp = array_module(a)
-    halved_lower = xp.tri(n, dtype=a.dtype) - 0.5 * xp.eye(n, dtype=a.dtype)
-
-    def cholesky_pullback(g):
-        p = (_t(out) @ g) * halved_lower
-        s = solve(_t(out), _t(solve(_t(out), _t(p))))
-        return ((s + _t(s)) / 2,)
-    return out, cholesky_pullback
