@@ -8,13 +8,21 @@ import importlib.metadata as _metadata
 from . import kernels, memory, optim
 from .core.differentiate import grad, gradient, value_and_gradient, vjp
 from .core.remat import checkpoint
-from .ops import (abs, add, add_at, astype, broadcast_to, clip, concatenate, cos, cross_entropy,
-                  cumsum, div, dot, dropout, einsum, exp, expand_dims, expm1, gather, gelu,
-                  getitem, layer_norm, linear, log, log1p, log_softmax, logsumexp, matmul, max,
-                  maximum, mean, min, minimum, mul, neg, norm, outer, pow, prod, relu, reshape,
-                  scatter_add, sigmoid, silu, sin, softmax, softplus, sort, split, sqrt, square,
-                  squeeze, stack, sub, sum, swapaxes, take_along_axis, tanh, transpose,
-                  unbroadcast, var, where)
+from .ops import (abs, add, add_at, allclose, append, arccos, arccosh, arcsin, arcsinh, arctan,
+                  arctan2, arctanh, argmax, argmin, argsort, array, array_split, asarray, astype,
+                  atleast_1d, atleast_2d, atleast_3d, broadcast_to, c_, cholesky, clip,
+                  column_stack, concatenate, cos, cosh, cross_entropy, cumsum, deg2rad, det, diag,
+                  diagonal, diff, div, dot, dropout, dsplit, einsum, exp, exp2, expand_dims, expm1,
+                  fabs, flip, fmax, fmin, gather, gelu, getitem, hsplit, hstack, hypot, inner, inv,
+                  kron, layer_norm, linear, linspace, log, log10, log1p, log2, log_softmax,
+                  logaddexp, logaddexp2, logsumexp, matmul, max, maximum, mean, min, minimum, mod,
+                  moveaxis, mul, nan_to_num, neg, norm, outer, pad, partition, pow, prod, r_,
+                  rad2deg, ravel, reciprocal, relu, repeat, reshape, roll, rollaxis, rot90, round,
+                  row_stack, scatter_add, select, sigmoid, silu, sin, sinc, sinh, slogdet, softmax,
+                  softplus, solve, sort, split, sqrt, square, squeeze, stack, std, sub, sum,
+                  swapaxes, take_along_axis, tan, tanh, tensordot, tile, trace, transpose, tril,
+                  triu, unbroadcast, var, vsplit, vstack, where)
+from .ops import deg2rad as radians, rad2deg as degrees  # numpy's other names
 from .core.placement import array_module, device_name, to_device
 from .core.rules import fast_rules, fusable, is_recorded
 from .core.tracer import stop_gradient

@@ -20,7 +20,7 @@ from helpers.op_table import CASES
 HOST_CONSTANT_ROWS = {
     "plain * x", "plain - x", "plain / x", "plain ** x", "x ** plain", "plain @ x",
     "x @ plain", "cross_entropy label_smoothing traced ignore_index=2", "np.concatenate(plain)",
-    "np.where(plain)", "np.take", "np.take_along_axis",
+    "np.where(plain)", "np.take", "np.take_along_axis", "r_",
     *(f"take_along_axis {name}" for name in ("axis 1", "axis 0", "broadcast indices",
                                               "negative indices", "3-d", "axis None")),
 }

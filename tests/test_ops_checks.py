@@ -177,11 +177,23 @@ REFUSALS = [
     (lambda: ag.matmul(2.0, [1.0, 2.0]), ValueError, "matmul: () @ (2,): operands need at least"),
     (lambda: ag.concatenate([np.ones(2), "ab"]), TypeError,
      "concatenate: xs[1] must be an array, a list or a number, got str"),
-    (lambda: ag.gradient(lambda x: ag.sum([x[0], x[1]]), np.ones(2)), TypeError,
-     "sum: x is a list holding traced values; make them one array first (ag.stack)"),
 ]
 
 
 @each_error(REFUSALS)
 def test_what_numpy_would_not_take_is_refused_naming_the_argument(make, error, message):
     assert_raises(make, error, message)
+
+
+def test_a_list_of_traced_values_is_one_array_as_numpy_makes_one(rng):
+    """ag.mean([x, x + 2]) and ag.norm((x, y)) as of ag.array([...]), nested lists too, for an
+    op (a primitive) and for a function of ops, traced or under vmap."""
+    x = rng.standard_normal(3)
+    for f, g in [(lambda x: ag.sum([x[0], 2 * x[1]]), [1, 2, 0]),
+                 (lambda x: ag.sum([[x[0]], [3 * x[1]]]), [1, 3, 0]),
+                 (lambda x: ag.std((x[0], x[0] + 2)), [0, 0, 0]),
+                 (lambda x: ag.norm([x[2], x[2]]) * np.sign(x[2]), [0, 0, np.sqrt(2)])]:
+        np.testing.assert_allclose(ag.grad(f)(x), g, atol=1e-12)
+    batch = rng.standard_normal((4, 3))
+    np.testing.assert_allclose(ag.vmap(lambda x: ag.mean([x[0], x[1] * 2]))(batch),
+                               (batch[:, 0] + 2 * batch[:, 1]) / 2)

@@ -58,8 +58,9 @@ def test_random_expressions_match_torch(torch, expression, dtype, seed):
 
 
 ERRORS = [
-    (lambda: ag.einsum(np.ones(3), [0], np.ones(3), [0]), TypeError,
-     "einsum: subscripts must be a string such as 'ij,jk->ik', got ndarray"),
+    (lambda: ag.einsum(np.ones(3), ["i"], np.ones(3), [0]), TypeError,
+     "einsum: subscripts must be a string such as 'ij,jk->ik', or each operand followed by a "
+     "list of integer labels, got (['i'], [0])"),
     (lambda: ag.einsum("ij,jk->ik", np.ones((2, 3)), np.ones((4, 5))), ValueError,
      "einsum: 'ij,jk->ik' does not fit operands of shapes (2, 3), (4, 5): "),
     (lambda: ag.einsum("ij->ik", np.ones((2, 3))), ValueError,

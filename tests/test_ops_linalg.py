@@ -5,7 +5,8 @@ import pytest
 
 import autograd_lite as ag
 from helpers.op_cases import assert_raises, each_error
-from helpers.references import DTYPES, central_jacobian, compare_with_torch
+from helpers.references import (DTYPES, central_jacobian, check_first_order,
+                                check_second_order, compare_with_torch)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -45,6 +46,17 @@ ERRORS = [
     (lambda: ag.norm(np.ones((2, 2)), None, 2), ValueError,
      "norm: axis 2 is out of range for an array of 2 dimensions"),
     (lambda: ag.norm(np.ones(2, complex)), TypeError, "norm: x must be real, got complex128"),
+    (lambda: ag.inv(np.ones((2, 3))), ValueError,
+     "inv: a must be a square matrix or a stack of them (..., n, n), got (2, 3)"),
+    (lambda: ag.det(np.ones(3)), ValueError,
+     "det: a must be a square matrix or a stack of them (..., n, n), got (3,)"),
+    (lambda: ag.slogdet(np.eye(2, dtype=int)), TypeError,
+     "slogdet: a must hold real floats, got int64"),
+    (lambda: ag.solve(np.eye(3), np.ones((2, 3))), ValueError,
+     "solve: b must be a vector (3,) or matrices (..., 3, k) for a (3, 3), got (2, 3)"),
+    (lambda: ag.solve(np.eye(3), np.ones(3, np.float32)), TypeError,
+     "solve: operands float64 (3, 3) and float32 (3,) have different dtypes"),
+    (lambda: ag.cholesky(-np.eye(2)), ValueError, "cholesky: a (2, 2) is not positive definite"),
 ]
 
 
@@ -121,3 +133,31 @@ def test_a_squared_norm_keeps_the_values_and_dtype_of_n_times_n(dtype, rng):
     assert value.dtype == g.dtype == dtype
     np.testing.assert_array_equal(value, np.sum(n * n))
     np.testing.assert_array_equal(g, 2 * x)
+
+
+def test_the_square_matrix_ops_against_their_definitions(rng):
+    """inv, solve, det and slogdet of one matrix against numpy's; their gradients against
+    the closed forms: d tr(W A⁻¹) = -A⁻ᵀ Wᵀ A⁻ᵀ, d log|det A| = A⁻ᵀ, d det A = det A · A⁻ᵀ."""
+    a = np.eye(3) + 0.3 * rng.standard_normal((3, 3))
+    w = rng.standard_normal((3, 3))
+    a_inv_t = np.linalg.inv(a).T
+    np.testing.assert_allclose(ag.grad(lambda a: ag.sum(ag.inv(a) * w.T))(a),
+                               -a_inv_t @ w.T @ a_inv_t, rtol=1e-10)
+    np.testing.assert_allclose(ag.grad(lambda a: ag.slogdet(a)[1])(a), a_inv_t, rtol=1e-10)
+    np.testing.assert_allclose(ag.grad(ag.det)(a), np.linalg.det(a) * a_inv_t, rtol=1e-10)
+    sign, logdet = ag.slogdet(-a)
+    np.testing.assert_allclose((sign, logdet), np.linalg.slogdet(-a))
+    b = rng.standard_normal(3)
+    np.testing.assert_allclose(ag.solve(a, b), np.linalg.solve(a, b))
+    np.testing.assert_allclose(ag.grad(lambda b: ag.sum(ag.solve(a, b) * b))(b),
+                               (np.linalg.inv(a) + a_inv_t) @ b, rtol=1e-10)
+
+
+def test_cholesky_second_order_against_central_differences(rng):
+    """cholesky of the symmetric (A + Aᵀ)/2 + 3I, whose derivative in A is the symmetric
+    cotangent's: first and second order against central differences."""
+    def f(a):
+        return ag.cholesky((a + ag.transpose(a)) / 2 + 3 * np.eye(3))
+    a = rng.standard_normal((3, 3))
+    check_first_order(f, a)
+    check_second_order(lambda a: ag.sum(ag.tanh(f(a)) ** 2), a)

@@ -127,3 +127,13 @@ def test_linear_of_zero_size_operands_matches_numpy_and_torch(x_shape, d_out, rn
     for got, want in zip(grads, (tx, tw, tb)):
         assert got.shape == tuple(want.shape)
         np.testing.assert_allclose(got, want.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("axes, message", [
+    (3, "tensordot: axes=3 for (2, 3) and (3, 4): at most 2 axes can be paired"),
+    (([1], [1]), "tensordot: axes ([1], [1]) must pair axes of equal lengths of (2, 3) and (3, 4)"),
+    (([0, 1], [0]), "tensordot: axes ([0, 1], [0]) must pair axes of equal lengths"),
+])
+def test_tensordot_errors_name_the_axes_and_shapes(axes, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ag.tensordot(np.ones((2, 3)), np.ones((3, 4)), axes)

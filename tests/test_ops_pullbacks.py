@@ -36,6 +36,14 @@ CALLS = {
     "reshape": (x, (3, 2)), "transpose": (x,), "swapaxes": (x, 0, 1), "expand_dims": (x, 0),
     "squeeze": (x[None],), "concatenate": (0, x, y), "stack": (0, x, y),
     "weak": (np.ones((), np.float32),),
+    **{name: (x / 4,) for name in ("exp2", "log2", "log10", "tan", "arcsin", "arccos", "arctan",
+                                   "sinh", "cosh", "arcsinh", "arctanh", "deg2rad", "rad2deg",
+                                   "reciprocal", "fabs", "sinc")},
+    "arccosh": (y,),
+    **{name: (x, y) for name in ("logaddexp", "logaddexp2", "mod", "arctan2", "hypot", "fmax",
+                                 "fmin")},
+    "solve": (np.eye(2), x), "inv": (np.eye(2),), "det": (np.eye(2),),
+    "slogdet": (np.eye(2),), "cholesky": (np.eye(2),),
 }
 
 

@@ -63,3 +63,42 @@ ERRORS = [
 @each_error(ERRORS)
 def test_errors_name_the_op_and_shapes(make, error, message):
     assert_raises(make, error, message)
+
+
+CONSTANTS = {  # name: (ours, numpy's) of a (3, 4) array
+    "argsort": (lambda x: ag.argsort(x, 0), lambda x: np.argsort(x, 0)),
+    "np.argsort": (lambda x: np.argsort(x, axis=None), lambda x: np.argsort(x, axis=None)),
+    "x.argsort": (lambda x: x.argsort(), lambda x: x.argsort()),
+    "argmax": (lambda x: ag.argmax(x, 1), lambda x: np.argmax(x, 1)),
+    "argmin": (lambda x: ag.argmin(x), lambda x: np.argmin(x)),
+    "round": (lambda x: ag.round(x * 10), lambda x: np.round(x * 10)),
+    "np.round": (lambda x: np.round(x, 2), lambda x: np.round(x, 2)),
+    "x.round": (lambda x: x.round(1), lambda x: x.round(1)),
+}
+
+
+@pytest.mark.parametrize("name", CONSTANTS)
+def test_integers_and_rounding_of_traced_values_are_plain_arrays(name, rng):
+    """As numpy's of the plain values, a plain array (no derivative: the gradient through
+    them is 0), traced or under vmap (each example's)."""
+    ours, numpys = CONSTANTS[name]
+    x = rng.standard_normal((3, 4))
+
+    def f(x):
+        got = ours(x)
+        assert isinstance(got, (np.ndarray, np.generic))  # numpy's scalar where numpy gives one
+        np.testing.assert_array_equal(got, numpys(ag.stop_gradient(x)))
+        return ag.sum(x * 0) + ag.sum(np.asarray(got, float) * 0 + 1)
+    assert not ag.grad(f)(x).any()
+    batch = rng.standard_normal((2, 3, 4))
+    np.testing.assert_array_equal(ag.vmap(ours)(batch), np.stack([numpys(b) for b in batch]))
+
+
+def test_allclose_of_traced_values():
+    x = np.array([1.0, 2.0])
+
+    def f(x):
+        assert ag.allclose(x, x + 1e-9) and not ag.allclose(x, 2 * x)
+        assert np.allclose(x, [1.0, 2.0])
+        return ag.sum(x)
+    np.testing.assert_array_equal(ag.grad(f)(x), [1.0, 1.0])

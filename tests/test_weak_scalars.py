@@ -176,3 +176,25 @@ def test_a_python_float_differentiated_under_vmap_stays_weak(rules_on, rng):
     assert dx.dtype == np.float32 and type(d_eps) is np.ndarray and d_eps.dtype == np.float64
     np.testing.assert_allclose(dx, np.stack([g for g, _ in loop]), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(d_eps, [e for _, e in loop], rtol=1e-5)
+
+
+REDUCTIONS_OF_ONE = {  # name: (the reduction, its derivative at a single element t = 3.5)
+    "ag.sum": (ag.sum, 1.0), "ag.mean": (ag.mean, 1.0), "ag.var": (ag.var, 0.0),
+    "ag.std": (ag.std, 0.0), "ag.max": (ag.max, 1.0), "ag.min": (ag.min, 1.0),
+    "ag.prod": (ag.prod, 1.0), "ag.logsumexp": (lambda t: ag.logsumexp(t, None), 1.0),
+    "ag.norm": (ag.norm, 1.0), "ag.cumsum": (lambda t: ag.cumsum(t)[0], 1.0),
+    "np.sum": (np.sum, 1.0), "np.mean": (np.mean, 1.0), "np.var": (np.var, 0.0),
+    "np.std": (np.std, 0.0), "np.max": (np.max, 1.0), "np.prod": (np.prod, 1.0),
+    "np.linalg.norm": (np.linalg.norm, 1.0),
+}
+
+
+@pytest.mark.parametrize("name", REDUCTIONS_OF_ONE)
+def test_a_reduction_of_a_traced_python_float(name):
+    """numpy's mean and var divide their sum in place (out=), which a weak float takes too.
+    The value as numpy's of 3.5; the derivative analytic and against central differences."""
+    reduction, derivative = REDUCTIONS_OF_ONE[name]
+    np.testing.assert_allclose(reduction(3.5), np.asarray(reduction(np.float64(3.5))))
+    assert ag.grad(reduction)(3.5) == pytest.approx(derivative)
+    assert ag.grad(reduction)(3.5) == pytest.approx(
+        central_jacobian(lambda t: np.asarray(reduction(float(t))), 3.5), abs=1e-6)

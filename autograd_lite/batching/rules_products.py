@@ -1,8 +1,9 @@
-"""Batching rules of the products: matmul, linear and einsum. Each makes one call: matmul
-over stacks whose first axis holds the examples, einsum with one more letter for them."""
+"""Batching rules of the products: matmul, linear and einsum; and of the square-matrix ops
+(solve, inv, det, slogdet, cholesky). Each makes one call: matmul and the matrix ops over
+stacks whose first axis holds the examples, einsum with one more letter for them."""
 from ..core.batched import BATCHING_RULES, Batched
-from ..ops import expand_dims, squeeze
-from ..ops.einsum import LETTERS, einsum, explicit_subscripts
+from ..ops import expand_dims, linalg, squeeze
+from ..ops.einsum import LETTERS, einsum_of_subscripts, explicit_subscripts
 from ..ops.matmul import linear, matmul
 from .axes import ndim_of, padded, to_front
 from .shared_parameters import fits_shared_matmul, linear_each, shared_matmul
@@ -63,8 +64,36 @@ def einsum_rule(values, bdims, optimize=False):
     letter = next(c for c in LETTERS if c not in used)
     terms = [letter + s if b is not None else s for s, b in zip(inputs, bdims[1:])]
     operands = [x if b is None else to_front(x, b) for x, b in zip(operands, bdims[1:])]
-    return einsum(f"{','.join(terms)}->{letter}{output}", *operands, optimize=optimize), 0
+    return einsum_of_subscripts(f"{','.join(terms)}->{letter}{output}", *operands,
+                                optimize=optimize), 0
 
 
-BATCHING_RULES.update({matmul: matmul_rule, linear: linear_rule, einsum: einsum_rule,
+def solve_rule(values, bdims):
+    """solve per example: a vector b becomes a column and loses it again (as in matmul_rule),
+    and the batched operands are padded to one rank, so that their examples line up."""
+    (a, b), (ba, bb) = values, bdims
+    b_vector = ndim_of(b) - (bb is not None) == 1
+    a = a if ba is None else to_front(a, ba)
+    b = b if bb is None else to_front(b, bb)
+    if b_vector:
+        b = expand_dims(b, -1)
+    rank = max(ndim_of(a) - (ba is not None), ndim_of(b) - (bb is not None))
+    a = a if ba is None else padded(a, 0, rank)
+    b = b if bb is None else padded(b, 0, rank)
+    out = linalg.solve(a, b)
+    return (squeeze(out, -1) if b_vector else out), 0
+
+
+def matrix_rule(op):
+    """op of a square matrix (a stack of them): one call on the stack of the examples."""
+    def rule(values, bdims):
+        return op(to_front(values[0], bdims[0])), 0
+    rule.__name__ = f"{op.op_name}_batching_rule"
+    return rule
+
+
+for _op in (linalg.inv, linalg.det, linalg.log_abs_det, linalg.cholesky):
+    BATCHING_RULES[_op] = matrix_rule(_op)
+BATCHING_RULES.update({matmul: matmul_rule, linear: linear_rule,
+                       einsum_of_subscripts: einsum_rule, linalg.solve: solve_rule,
                        shared_matmul: matmul_rule})  # (its value is a @ b's)

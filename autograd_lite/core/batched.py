@@ -193,15 +193,6 @@ class Ops:
     every_value = None
 
 
-def holds_batched(entries):
-    """Whether a tuple argument of an op (an index) has a Batched entry: the op is then
-    batched by those entries as by a Batched argument (`batched_call`)."""
-    for entry in entries:
-        if type(entry) is Batched:
-            return True
-    return False
-
-
 def _level_of(a):
     """The vmap level of an argument: a Batched value's; a tuple's, its entries' highest;
     -1 for anything else."""

@@ -79,8 +79,13 @@ class WeakFloat(np.ndarray):
         dtype = strong_float_dtype(inputs)
         settled = [np.asarray(x, dtype=dtype or _F64) if type(x) is WeakFloat else x
                    for x in inputs]
+        outs = kwargs.get("out")
+        if outs is not None:  # written into (numpy's mean divides its weak sum in place):
+            kwargs["out"] = tuple(np.asarray(x) for x in outs)  # through plain views
         out = getattr(ufunc, method)(*settled, **kwargs)
-        if dtype is None and "out" not in kwargs and getattr(out, "dtype", None) == _F64:
+        if outs is not None:
+            return outs[0] if len(outs) == 1 else outs
+        if dtype is None and getattr(out, "dtype", None) == _F64:
             return weak_float(out)  # over weak values and Python numbers only: weak
         return out
 

@@ -15,7 +15,7 @@ import types
 
 import numpy as np
 
-from .batched import Batched, batched_call, holds_batched, peel, wrap
+from .batched import Batched, batched_call, peel, wrap
 from .levels import next_level
 from .devices import as_op_output, is_device_array, mixed_devices_error
 
@@ -123,8 +123,9 @@ class Box:
     def __array__(self, dtype=None, copy=None):
         raise TypeError(
             f"a traced value ({self.shape}, {self.dtype}) cannot become a plain numpy array "
-            "inside a differentiated function: use autograd_lite ops, or ag.stop_gradient(x) "
-            "to treat it as a constant")
+            "inside a differentiated function: np.array([...]) and np.asarray of traced values "
+            "are ag.array([...]) (or ag.stack); other numpy functions, autograd_lite's ops; "
+            "ag.stop_gradient(x) treats x as a constant")
 
     def __float__(self):
         raise TypeError(
@@ -240,8 +241,14 @@ def primitive(body=None, *, name=None):
             if t is Box:
                 if top is None or a.trace.level > top.level:
                     top = a.trace
-            elif t is Batched or t is tuple and holds_batched(a):  # under vmap: the op's
-                return batched_call(op, args, kwargs)  # batching rule (core/batched.py)
+            elif t is Batched:  # under vmap: the op's batching rule (core/batched.py)
+                return batched_call(op, args, kwargs)
+            elif t is tuple or t is list:
+                inside = traced_entry(a)
+                if inside is Batched and t is tuple:  # an index with mapped entries
+                    return batched_call(op, args, kwargs)
+                if inside is not None and one_shape(a):  # [x, x + 2]: one array, as
+                    return op(*lists_as_arrays(args), **kwargs)  # numpy makes one
         if kwargs:
             check_keyword_only(op_name, kwargs, top)
         if top is None:
@@ -273,6 +280,18 @@ def primitive(body=None, *, name=None):
     return op
 
 
+def named_body(body, name):
+    """`body` (a body built from a table's row, defining one nested `pullback`) named as a
+    written-out op's is: its code `name`, the pullback's `<name>_pullback`, so that
+    tracebacks and pictures say which op ran. Renames the code objects once, at build time."""
+    pullback_name = f"{name}_pullback"
+    consts = tuple(c.replace(co_name=pullback_name, co_qualname=pullback_name)
+                   if isinstance(c, types.CodeType) else c for c in body.__code__.co_consts)
+    body.__code__ = body.__code__.replace(co_name=name, co_qualname=name, co_consts=consts)
+    body.__name__ = body.__qualname__ = name
+    return body
+
+
 class RowPullback(functools.partial):
     """A table row's cotangent function with the values it reads bound (a functools.partial:
     no Python call of its own), named as the op's pullback (`named_pullback`)."""
@@ -287,16 +306,43 @@ def named_pullback(vjp, name):
     return vjp
 
 
-def named_body(body, name):
-    """`body` (a body built from a table's row, defining one nested `pullback`) named as a
-    written-out op's is: its code `name`, the pullback's `<name>_pullback`, so that
-    tracebacks and pictures say which op ran. Renames the code objects once, at build time."""
-    pullback_name = f"{name}_pullback"
-    consts = tuple(c.replace(co_name=pullback_name, co_qualname=pullback_name)
-                   if isinstance(c, types.CodeType) else c for c in body.__code__.co_consts)
-    body.__code__ = body.__code__.replace(co_name=name, co_qualname=name, co_consts=consts)
-    body.__name__ = body.__qualname__ = name
-    return body
+# ops/shape.array (set by autograd_lite.ops: core imports no op): np.array of a list or a
+# tuple that holds traced or mapped values, stacked.
+array_of_list = None
+
+
+def traced_entry(entries):
+    """Batched where a list or tuple argument holds a mapped value, else Box where it holds a
+    traced one (nested lists too), else None."""
+    found = None
+    for entry in entries:
+        t = type(entry)
+        if t is list or t is tuple:  # a nested list: [[x, 1.0], [2.0, y]]
+            t = traced_entry(entry)
+        if t is Batched:
+            return Batched
+        if t is Box:
+            found = Box
+    return found
+
+
+def holds_traced(entries):
+    """Whether a list or tuple holds (nested too) a traced or mapped value."""
+    return traced_entry(entries) is not None
+
+
+def one_shape(entries):
+    """Whether the entries of a list or tuple have one shape (numbers: ()), as the rows of an
+    array have: an index such as (0, x) is left to its op."""
+    shapes = {getattr(entry, "shape", ()) for entry in entries}
+    return len(shapes) == 1
+
+
+def lists_as_arrays(args):
+    """The arguments with each list or tuple that holds traced values made one array, as
+    numpy makes an array of a list of numbers (np.mean([x, x + 2]))."""
+    return [array_of_list(a) if type(a) in (list, tuple) and holds_traced(a) and one_shape(a)
+            else a for a in args]
 
 
 def raise_if_mixed_devices(op_name, args):

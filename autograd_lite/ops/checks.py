@@ -7,26 +7,30 @@ import numpy as np
 
 from ..core.devices import device_of_type
 from ..core.batched import Batched
-from ..core.tracer import Box
+from ..core import tracer
+from ..core.tracer import Box, is_array
 from ..core.tree import is_python_number
 
 
 def as_array(op, x, name="x"):
     """`x` as numpy's function would take it: an array, a traced or a batched value as it is;
     a list, a tuple, a number or anything with `__array__` through np.asarray; a device's
-    array (CuPy's) as it is too. Anything else, or a list of traced values, is refused naming
-    the op, the argument and its type."""
+    array (CuPy's) as it is too; a list or a tuple holding traced, batched or a device's
+    arrays (nested lists too) stacked (ops/shape.array). Anything else is refused naming the
+    op, the argument and its type."""
     if type(x) is np.ndarray or type(x) is Box or type(x) is Batched or \
             isinstance(x, np.ndarray) or device_of_type(type(x)) is not None:  # CuPy's, say
         return x
     if not isinstance(x, (list, tuple, numbers.Number, np.generic)) and not hasattr(x, "__array__"):
         raise TypeError(f"{op}: {name} must be an array, a list or a number, got "
                         f"{type(x).__name__}")
+    if isinstance(x, (list, tuple)) and _holds_arrays_numpy_refuses(x):  # traced, mapped or
+        return tracer.array_of_list(x)  # a device's: stacked, as numpy stacks a list of its own
     try:
         array = np.asarray(x)
-    except TypeError:  # a traced value inside refuses to become a plain array
+    except TypeError:  # a traced value nested deeper refuses to become a plain array
         raise TypeError(f"{op}: {name} is a {type(x).__name__} holding traced values; make them "
-                        "one array first (ag.stack)") from None
+                        "one array first (ag.array)") from None
     except ValueError as error:  # a ragged list
         raise ValueError(f"{op}: {name} ({type(x).__name__}) does not make an array: "
                          f"{error}") from None
@@ -34,6 +38,12 @@ def as_array(op, x, name="x"):
         raise TypeError(f"{op}: {name} must hold numbers, got a {type(x).__name__} of "
                         f"{array.dtype}")
     return array
+
+
+def _holds_arrays_numpy_refuses(values):
+    """Whether a list or tuple holds (nested too) a traced, mapped or device's array."""
+    return any(_holds_arrays_numpy_refuses(v) if isinstance(v, (list, tuple))
+               else is_array(v) and type(v) is not np.ndarray for v in values)
 
 
 def as_operand(op, x, name):

@@ -85,9 +85,9 @@ def operand_gradient(g, inputs, output, operands, k, optimize):
     return _fit(grad, operands[k].shape)
 
 
-@primitive
+@primitive(name="einsum")
 @settles_weak_floats
-def einsum(subscripts, *operands, optimize=False):
+def einsum_of_subscripts(subscripts, *operands, optimize=False):
     """np.einsum(subscripts, *operands): sums of products over the letters of `subscripts`
     ("ij,jk->ik" a matrix product, "ii->" a trace, "bij,bjk->bik" a batched product,
     "...ij->...ji"); `optimize` as numpy's."""
@@ -110,3 +110,24 @@ def einsum(subscripts, *operands, optimize=False):
             return lambda: operand_gradient(g, inputs, output, operands, k, optimize)
         return (None, *(gradient_of(k) for k in range(len(operands))))
     return out, einsum_pullback
+
+
+def einsum(*arguments, optimize=False):
+    """np.einsum(subscripts, *operands), or in numpy's other form, each operand followed by
+    the list of its axes' integer labels and the output's list last:
+    einsum(a, [0, 1], b, [1, 2], [0, 2]) is einsum("ab,bc->ac", a, b)."""
+    if not arguments or isinstance(arguments[0], str):
+        return einsum_of_subscripts(*arguments, optimize=optimize)
+    output = arguments[-1] if len(arguments) % 2 else None
+    pairs = arguments[:len(arguments) - len(arguments) % 2]
+    operands, labels = pairs[0::2], pairs[1::2]
+    try:
+        def letters(axes):
+            return "".join("..." if a is Ellipsis else LETTERS[a] for a in axes)
+        subscripts = ",".join(letters(axes) for axes in labels)
+        if output is not None:
+            subscripts += "->" + letters(output)
+    except (TypeError, IndexError):
+        raise TypeError(f"einsum: subscripts must be a string such as 'ij,jk->ik', or each "
+                        f"operand followed by a list of integer labels, got {labels}") from None
+    return einsum_of_subscripts(subscripts, *operands, optimize=optimize)

@@ -206,17 +206,53 @@ def _tie_weights(a, b, out_dtype):
     return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
 
 
+def _sinc_slope(x):
+    """d sinc/dx = (cos(πx) - sinc x) / x, taken as 0 at x = 0 (where it is)."""
+    zero = primal(x) == 0
+    safe = np.where(zero, 1.0, x)
+    return np.where(zero, 0.0, (np.cos(np.pi * safe) - np.sinc(safe)) / safe)
+
+
+_LN2, _LN10, _DEGREE = math.log(2), math.log(10), math.pi / 180
+
 neg = unary_op("neg", np.negative, lambda g: (-g,), "-x")
 exp = unary_op("exp", np.exp, lambda y, g: (g * y,), "e^x; d/dx = e^x, taken from the output.")
+exp2 = unary_op("exp2", np.exp2, lambda y, g: (g * y * _LN2,), "2^x; d/dx = 2^x ln 2.")
 expm1 = unary_op("expm1", np.expm1, lambda y, g: (g * (y + 1),),
                  "eˣ - 1, exact for tiny x; d/dx = eˣ, taken from the output as y + 1.")
 log = unary_op("log", np.log, lambda x, g: (g / x,), "Natural logarithm; d/dx = 1/x.")
+log2 = unary_op("log2", np.log2, lambda x, g: (g / (x * _LN2),), "log₂ x; d/dx = 1 / (x ln 2).")
+log10 = unary_op("log10", np.log10, lambda x, g: (g / (x * _LN10),),
+                 "log₁₀ x; d/dx = 1 / (x ln 10).")
 log1p = unary_op("log1p", np.log1p, lambda x, g: (g / (1 + x),),
                  "log(1 + x), exact for tiny x; d/dx = 1 / (1 + x).")
 sqrt = unary_op("sqrt", np.sqrt, lambda y, g: (g / (2 * y),), "√x; d/dx = 1 / (2√x).")
 sin = unary_op("sin", np.sin, lambda x, g: (g * np.cos(x),), "sin x; d/dx = cos x.")
 cos = unary_op("cos", np.cos, lambda x, g: (-g * np.sin(x),), "cos x; d/dx = -sin x.")
+tan = unary_op("tan", np.tan, lambda y, g: (g * (1 + y * y),), "tan x; d/dx = 1 + tan²x.")
+arcsin = unary_op("arcsin", np.arcsin, lambda x, g: (g / np.sqrt(1 - x * x),),
+                  "arcsin x; d/dx = 1 / √(1 - x²).")
+arccos = unary_op("arccos", np.arccos, lambda x, g: (-g / np.sqrt(1 - x * x),),
+                  "arccos x; d/dx = -1 / √(1 - x²).")
+arctan = unary_op("arctan", np.arctan, lambda x, g: (g / (1 + x * x),),
+                  "arctan x; d/dx = 1 / (1 + x²).")
+sinh = unary_op("sinh", np.sinh, lambda x, g: (g * np.cosh(x),), "sinh x; d/dx = cosh x.")
+cosh = unary_op("cosh", np.cosh, lambda x, g: (g * np.sinh(x),), "cosh x; d/dx = sinh x.")
 tanh = unary_op("tanh", np.tanh, lambda y, g: (g * (1 - y * y),), "tanh x; d/dx = 1 - tanh²x.")
+arcsinh = unary_op("arcsinh", np.arcsinh, lambda x, g: (g / np.sqrt(x * x + 1),),
+                   "arsinh x; d/dx = 1 / √(x² + 1).")
+arccosh = unary_op("arccosh", np.arccosh, lambda x, g: (g / np.sqrt(x * x - 1),),
+                   "arcosh x (x ≥ 1); d/dx = 1 / √(x² - 1).")
+arctanh = unary_op("arctanh", np.arctanh, lambda x, g: (g / (1 - x * x),),
+                   "artanh x (|x| < 1); d/dx = 1 / (1 - x²).")
+deg2rad = unary_op("deg2rad", np.deg2rad, lambda g: (g * _DEGREE,), "x · π/180; d/dx = π/180.")
+rad2deg = unary_op("rad2deg", np.rad2deg, lambda g: (g / _DEGREE,), "x · 180/π; d/dx = 180/π.")
+reciprocal = unary_op("reciprocal", np.reciprocal, lambda y, g: (-g * y * y,),
+                      "1/x; d/dx = -1/x², from the output.")
+fabs = unary_op("fabs", np.fabs, lambda x, g: (g * np.sign(primal(x)),),
+                "|x| (np.fabs); the derivative at 0 is 0.")
+sinc = unary_op("sinc", np.sinc, lambda x, g: (g * _sinc_slope(x),),
+                "sin(πx) / (πx), 1 at 0; d/dx = (cos(πx) - sinc x) / x, 0 at 0.")
 abs = unary_op("abs", np.absolute, lambda x, g: (g * np.sign(primal(x)),),
                "|x|; the derivative at 0 is 0.")
 sigmoid = unary_op("sigmoid", _stable_sigmoid, lambda y, g: (g * y * (1 - y),),
@@ -235,6 +271,33 @@ maximum = binary_op("maximum", np.maximum, *_TO_LARGER,
                     "Elementwise max(a, b); a tie sends half the cotangent to each side.")
 minimum = binary_op("minimum", np.minimum, *_TO_SMALLER,
                     "Elementwise min(a, b); a tie sends half the cotangent to each side.")
+fmax = binary_op("fmax", np.fmax, *_TO_LARGER,
+                 "Elementwise max(a, b) ignoring NaN (np.fmax); a tie splits the cotangent.")
+fmin = binary_op("fmin", np.fmin, *_TO_SMALLER,
+                 "Elementwise min(a, b) ignoring NaN (np.fmin); a tie splits the cotangent.")
+logaddexp = binary_op(
+    "logaddexp", np.logaddexp,
+    lambda g, a, b, out: unbroadcast(g * np.exp(a - out), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * np.exp(b - out), shape_of(b)),
+    "log(eᵃ + eᵇ) without overflow; d/da = e^(a - out), d/db = e^(b - out).")
+logaddexp2 = binary_op(
+    "logaddexp2", np.logaddexp2,
+    lambda g, a, b, out: unbroadcast(g * np.exp2(a - out), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * np.exp2(b - out), shape_of(b)),
+    "log₂(2ᵃ + 2ᵇ); d/da = 2^(a - out), d/db = 2^(b - out).")
+mod = binary_op(
+    "mod", np.mod, lambda g, a, b, out: unbroadcast(g, shape_of(a)),
+    lambda g, a, b, out: unbroadcast(-g * np.floor(primal(a) / primal(b)), shape_of(b)),
+    "a mod b = a - ⌊a/b⌋ b, the sign of b (np.mod); d/da = 1, d/db = -⌊a/b⌋.")
+arctan2 = binary_op(
+    "arctan2", np.arctan2,
+    lambda g, a, b, out: unbroadcast(g * b / (a * a + b * b), shape_of(a)),
+    lambda g, a, b, out: unbroadcast(-g * a / (a * a + b * b), shape_of(b)),
+    "The angle of the point (b, a); d/da = b / (a² + b²), d/db = -a / (a² + b²).")
+hypot = binary_op(
+    "hypot", np.hypot, lambda g, a, b, out: unbroadcast(g * a / out, shape_of(a)),
+    lambda g, a, b, out: unbroadcast(g * b / out, shape_of(b)),
+    "√(a² + b²); d/da = a / out, d/db = b / out.")
 
 
 @fusable(drawn_as_op=True)

@@ -13,9 +13,13 @@ import numbers
 
 import numpy as np
 
-from ..core.tracer import Box, primal, primitive
+from ..core.placement import array_module
+from ..core.tracer import (Box, RowPullback, named_body, named_pullback, primal, primitive,
+                           stop_gradient)
+from .broadcasting import unbroadcast
+from ..core.dtypes import check_same_float_dtype, computed_in_float32
 from .checks import as_array, normalize_axes
-from .reductions import keepdims_shape
+from .reductions import keepdims_shape, root_of_squares
 
 _SUPPORTED = ("autograd_lite computes the 2-norm of vectors (ord=None or 2) and the Frobenius "
               "norm of matrices (ord=None or 'fro')")
@@ -43,14 +47,6 @@ def _norm_axes(x, ord, axis):
     raise ValueError(f"norm: ord={ord!r} of {kind} is not supported: {_SUPPORTED}")
 
 
-def _root_of_squares(s):
-    """√s for a sum of squares s >= 0, its square root taken of 1 where s = 0 and replaced by
-    0: the same values, but under an enclosing trace (second order) the sqrt pullback never
-    divides 0 by 0 at a zero norm, which gave NaN for every element of a zero row."""
-    positive = primal(s) > 0
-    return np.where(positive, np.sqrt(np.where(positive, s, 1)), 0)
-
-
 @primitive
 def norm(x, ord=None, axis=None, keepdims=False):
     """np.linalg.norm(x, ord, axis, keepdims) for the norms that are √(Σ x²) over some axes
@@ -61,7 +57,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
     axes = _norm_axes(x, ord, axis)
-    out = _root_of_squares((x * x).sum(axis=axes, keepdims=keepdims))
+    out = root_of_squares((x * x).sum(axis=axes, keepdims=keepdims))
     kept = out.reshape(keepdims_shape(x.shape, axes))
 
     def norm_pullback(g):
@@ -107,3 +103,98 @@ def _same_norm(one, other):
     """Two _traced_norm results: the same x (its node) and the same axes and keepdims."""
     return (other is not None and one[0] is other[0]
             and (one[2], one[3]) == (other[2], other[3]))
+
+
+# ---- square matrices (stacks of them too, as numpy's linalg takes them; float16 computed in
+# float32, which numpy's linalg needs) ---------------------------------------------------------
+
+def _square(op, a):
+    """a as a square matrix or a stack of them (..., n, n), of floats; else an error naming op."""
+    a = as_array(op, a, "a")
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{op}: a must be a square matrix or a stack of them (..., n, n), "
+                         f"got {a.shape}")
+    if a.dtype.kind != "f":
+        raise TypeError(f"{op}: a must hold real floats, got {a.dtype}")
+    return a
+
+
+def _t(a):
+    """The matrices of a stack transposed: aᵀ over the last two axes."""
+    return np.swapaxes(a, -1, -2)
+
+
+@primitive
+@computed_in_float32
+def solve(a, b):
+    """x = A⁻¹ b (np.linalg.solve: b a vector (n,), or matrices (..., n, k); the stacks
+    broadcast); b̄ = A⁻ᵀ g, Ā = -b̄ xᵀ."""
+    a, b = _square("solve", a), as_array("solve", b, "b")
+    vector = b.ndim == 1
+    if b.ndim == 0 or b.shape[0 if vector else -2] != a.shape[-1]:
+        raise ValueError(f"solve: b must be a vector ({a.shape[-1]},) or matrices "
+                         f"(..., {a.shape[-1]}, k) for a {a.shape}, got {b.shape}")
+    check_same_float_dtype("solve", a, b)
+    out = np.linalg.solve(a, b)
+    a_shape, b_shape = a.shape, b.shape
+
+    def solve_pullback(g):
+        gb = np.linalg.solve(_t(a), g)
+        ga = -(gb[..., :, None] * out[..., None, :] if vector else gb @ _t(out))
+        return lambda: unbroadcast(ga, a_shape), lambda: unbroadcast(gb, b_shape)
+    return out, solve_pullback
+
+
+def matrix_op(name, forward, vjp, equation):
+    """The op `name` of a square matrix (a stack of them) from its row: out = forward(a);
+    its pullback vjp(a, out, g) returns the cotangent as a 1-tuple, with the library's ops
+    (higher order). `equation` is its docstring."""
+    named_pullback(vjp, name)
+
+    def body(a):
+        a = _square(name, a)
+        out = forward(a)
+        return out, RowPullback(vjp, a, out)
+    body.__doc__ = equation
+    return primitive(computed_in_float32(named_body(body, name)))
+
+
+def _cholesky(a):
+    """np.linalg.cholesky, its error naming the op."""
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"cholesky: a {a.shape} is not positive definite") from None
+
+
+def _cholesky_vjp(a, out, g):
+    """Murray 2016's cotangent (`cholesky`): P = Φ(Lᵀ L̄), S = L⁻ᵀ P L⁻¹, Ā = (S + Sᵀ) / 2."""
+    n = out.shape[-1]
+    xp = array_module(out)
+    halved_lower = xp.tri(n, dtype=out.dtype) - 0.5 * xp.eye(n, dtype=out.dtype)  # Φ's weights
+    p = (_t(out) @ g) * halved_lower
+    s = solve(_t(out), _t(solve(_t(out), _t(p))))
+    return ((s + _t(s)) / 2,)
+
+
+inv = matrix_op("inv", np.linalg.inv, lambda a, out, g: (-(_t(out) @ g @ _t(out)),),
+                "A⁻¹ (np.linalg.inv); Ā = -A⁻ᵀ g A⁻ᵀ.")
+det = matrix_op("det", np.linalg.det,
+                lambda a, out, g: ((g * out)[..., None, None] * _t(inv(a)),),
+                "det A (np.linalg.det); Ā = g det A · A⁻ᵀ.")
+log_abs_det = matrix_op("slogdet", lambda a: np.linalg.slogdet(a)[1],
+                        lambda a, out, g: (g[..., None, None] * _t(inv(a)),),
+                        "log |det A| (np.linalg.slogdet's second value); Ā = g A⁻ᵀ.")
+cholesky = matrix_op("cholesky", _cholesky, _cholesky_vjp,
+                     """L, lower triangular with L Lᵀ = A (np.linalg.cholesky; A symmetric positive
+    definite, its lower triangle read). The cotangent is the symmetric one (Murray 2016):
+
+        P = Φ(Lᵀ L̄),  S = L⁻ᵀ P L⁻¹,  Ā = (S + Sᵀ) / 2,
+
+    Φ keeping the lower triangle with its diagonal halved.""")
+
+
+def slogdet(a):
+    """(sign, log |det A|), as np.linalg.slogdet: the sign a constant, the log differentiable."""
+    log_abs = log_abs_det(a)  # (checks a)
+    return np.sign(det(stop_gradient(a))), log_abs

@@ -6,6 +6,7 @@ linear, x W + b fused (a network's dense layer: one op where matmul and add woul
     da = g @ bᵀ,  db = aᵀ @ g   (each summed over the batch axes its operand was broadcast along)
 """
 import math
+import numbers
 import string
 
 import numpy as np
@@ -183,3 +184,43 @@ def outer(a, b):
     """np.outer(a, b): out[i, j] = a_i b_j over the flattened a and b."""
     a, b = as_array("outer", a, "a"), as_array("outer", b, "b")
     return mul(reshape(a, (-1, 1)), reshape(b, (1, -1)))
+
+
+def _tensordot_axes(a, b, axes):
+    """The paired axes of np.tensordot: an int N, a's last N with b's first N; or two
+    sequences (or ints) of axes; checked against the shapes."""
+    if isinstance(axes, numbers.Integral):
+        if not 0 <= axes <= min(a.ndim, b.ndim):
+            raise ValueError(f"tensordot: axes={axes} for {a.shape} and {b.shape}: at most "
+                             f"{min(a.ndim, b.ndim)} axes can be paired")
+        return list(range(a.ndim - axes, a.ndim)), list(range(axes))
+    a_axes, b_axes = ([x] if isinstance(x, numbers.Integral) else list(x) for x in axes)
+    a_axes = [i % a.ndim if -a.ndim <= i < a.ndim else None for i in a_axes]
+    b_axes = [j % b.ndim if -b.ndim <= j < b.ndim else None for j in b_axes]
+    if len(a_axes) != len(b_axes) or None in a_axes + b_axes or any(
+            a.shape[i] != b.shape[j] for i, j in zip(a_axes, b_axes)):
+        raise ValueError(f"tensordot: axes {axes} must pair axes of equal lengths of "
+                         f"{a.shape} and {b.shape}")
+    return a_axes, b_axes
+
+
+def tensordot(a, b, axes=2):
+    """np.tensordot: Σ over the paired axes of a and b (`_tensordot_axes`), a's other axes
+    then b's, by einsum."""
+    a, b = as_array("tensordot", a, "a"), as_array("tensordot", b, "b")
+    a_axes, b_axes = _tensordot_axes(a, b, axes)
+    a_letters = string.ascii_letters[:a.ndim]
+    b_letters = list(string.ascii_letters[a.ndim:a.ndim + b.ndim])
+    for i, j in zip(a_axes, b_axes):
+        b_letters[j] = a_letters[i]
+    out = [a_letters[i] for i in range(a.ndim) if i not in a_axes]
+    out += [b_letters[j] for j in range(b.ndim) if j not in b_axes]
+    return einsum(f"{a_letters},{''.join(b_letters)}->{''.join(out)}", a, b)
+
+
+def inner(a, b):
+    """np.inner: Σ over the last axis of both (a product with a number)."""
+    a, b = as_operands("inner", a, b)
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return mul(a, b)
+    return tensordot(a, b, ([-1], [-1]))

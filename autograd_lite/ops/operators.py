@@ -4,9 +4,11 @@
 library's ops, which is also how a primitive's numpy-written body and pullback
 are recorded when an enclosing trace differentiates them.
 """
+import functools
+
 import numpy as np
 
-from ..core.tracer import Box, primal
+from ..core.tracer import Box, every_value, primal
 from . import einsum as es, elementwise as ew
 from . import indexing, linalg, matmul as mm, reductions as red, selection as sel, shape as sh
 from . import sorting
@@ -31,6 +33,29 @@ def _index_of_extreme(function):
             raise TypeError(f"{function.__name__}: out= cannot hold a traced or mapped result")
         return type(x).constant_along(function, x, axis, keepdims)
     return index_of_extreme
+
+
+def _argsort_of(values, axis=-1, keepdims=False):
+    """np.argsort in constant_along's form (keepdims is never set)."""
+    return np.argsort(values, axis=axis)
+
+
+def _argsort(x, axis=-1, kind=None, order=None, *, stable=None):
+    """np.argsort(x, axis) and x.argsort(axis): integers, no derivative; under vmap each
+    example's."""
+    return type(x).constant_along(_argsort_of, x, axis, False)
+
+
+def _round(x, decimals=0, out=None):
+    """np.round(x, decimals) and x.round(decimals): a constant (derivative 0)."""
+    if out is not None:
+        raise TypeError("round: out= cannot hold a traced or mapped result")
+    return type(x).constant_ufunc(functools.partial(np.round, decimals=decimals), x)
+
+
+def _allclose(a, b, *args, **kwargs):
+    """np.allclose of the values under every trace and vmap (all examples at once)."""
+    return np.allclose(every_value(a), every_value(b), *args, **kwargs)
 
 
 def _comparison(ufunc):
@@ -95,13 +120,17 @@ _BOX_METHODS = {
     "sum": red.sum, "mean": red.mean, "max": red.max, "min": red.min, "prod": red.prod,
     "var": red.var, "cumsum": red.cumsum, "clip": _clip, "dot": mm.dot, "sort": _sort_method,
     "astype": _astype_method, "argmax": _index_of_extreme(np.argmax),
-    "argmin": _index_of_extreme(np.argmin),
+    "argmin": _index_of_extreme(np.argmin), "argsort": _argsort, "round": _round,
+    "std": red.std, "ravel": sh.ravel, "flatten": sh.ravel, "repeat": sh.repeat,
+    "diagonal": sh.diagonal,  # (no x.trace(): a traced value's `trace` is its Trace)
+    "__mod__": ew.mod, "__rmod__": lambda s, o: ew.mod(o, s),
     "T": property(lambda s: sh.transpose(s)),
 }
 
 _UFUNCS = {  # and every row of elementwise.py's table (ew.ROW_OPS)
     np.add: ew.add, np.subtract: ew.sub, np.multiply: ew.mul, np.true_divide: ew.div,
     np.power: ew.pow, np.positive: lambda x: x, np.matmul: mm.matmul, np.square: ew.square,
+    np.radians: ew.deg2rad, np.degrees: ew.rad2deg,
     **ew.ROW_OPS,
 }
 
@@ -135,6 +164,20 @@ _FUNCTIONS = {
     np.stack: sh.stack, np.split: sh.split, np.where: sel.where, np.broadcast_to: red.broadcast_to,
     np.take: _take, np.argmax: _index_of_extreme(np.argmax),
     np.argmin: _index_of_extreme(np.argmin),
+    np.argsort: _argsort, np.round: _round, np.around: _round, np.allclose: _allclose,
+    np.std: red.std, np.ravel: sh.ravel, np.vstack: sh.vstack, np.hstack: sh.hstack,
+    np.column_stack: sh.column_stack, np.append: sh.append, np.array_split: sh.array_split,
+    np.flip: sh.flip, np.fliplr: lambda x: sh.flip(x, 1), np.flipud: lambda x: sh.flip(x, 0),
+    np.roll: sh.roll, np.repeat: sh.repeat, np.tile: sh.tile, np.kron: sh.kron, np.pad: sh.pad,
+    np.tril: sh.tril, np.triu: sh.triu, np.diag: sh.diag, np.diagonal: sh.diagonal,
+    np.trace: sh.trace, np.tensordot: mm.tensordot, np.linalg.solve: linalg.solve,
+    np.linalg.inv: linalg.inv, np.linalg.det: linalg.det, np.linalg.slogdet: linalg.slogdet,
+    np.linalg.cholesky: linalg.cholesky, np.atleast_1d: sh.atleast_1d,
+    np.atleast_2d: sh.atleast_2d, np.atleast_3d: sh.atleast_3d, np.moveaxis: sh.moveaxis,
+    np.rollaxis: sh.rollaxis, np.rot90: sh.rot90, np.diff: sh.diff, np.select: sh.select,
+    np.nan_to_num: sh.nan_to_num, np.hsplit: sh.hsplit, np.vsplit: sh.vsplit,
+    np.dsplit: sh.dsplit, np.inner: mm.inner, np.partition: sorting.partition, np.sinc: ew.sinc,
+    np.gradient: sh.central_differences, np.linspace: sh.linspace,
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a: a.size,
     np.zeros_like: _like(np.zeros), np.ones_like: _like(np.ones),
 }

@@ -142,6 +142,19 @@ def var(x, axis=None, keepdims=False, ddof=0):
     return mean(squares, axes, keepdims)
 
 
+def root_of_squares(s):
+    """√s for a sum of squares s >= 0, its square root taken of 1 where s = 0 and replaced by
+    0: the same values, but under an enclosing trace (second order) the sqrt pullback never
+    divides 0 by 0 at a zero norm, which gave NaN for every element of a zero row."""
+    positive = primal(s) > 0
+    return np.where(positive, np.sqrt(np.where(positive, s, 1)), 0)
+
+
+def std(x, axis=None, keepdims=False, ddof=0):
+    """Standard deviation over `axis`: √var (`root_of_squares`: derivative 0 where var = 0)."""
+    return root_of_squares(var(x, axis, keepdims, ddof))
+
+
 @primitive
 def cumsum(x, axis=None):
     """Running sums along `axis` (of the flattened x when None, as np.cumsum). Each x_i is

@@ -84,3 +84,40 @@ def sort(x, axis=-1):
         back = np.argsort(order, axis=axis)  # where each entry of x went
         return take_along_axis(g, back, axis).reshape(x_shape), None
     return out, sort_pullback
+
+
+def partition(x, kth, axis=-1):
+    """np.partition: x sorted along `axis`, which is a partition at every kth (within each
+    side numpy's own order may differ)."""
+    return sort(x, axis)
+
+
+# ---- no derivative: integers, rounding, comparisons of plain, traced or mapped values --------
+# Each is numpy's function, which reaches ops/operators.py's rule for traced and mapped values:
+# computed on their plain values, a plain (or, under vmap, a mapped) array, as JAX and HIPS
+# autograd give.
+
+def argsort(x, axis=-1):
+    """np.argsort: the integers of the permutation that sorts x along `axis`."""
+    return np.argsort(as_array("argsort", x), axis=axis)
+
+
+def argmax(x, axis=None, keepdims=False):
+    """np.argmax: the integer position of the largest entry along `axis`."""
+    return np.argmax(as_array("argmax", x), axis=axis, keepdims=keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    """np.argmin: the integer position of the smallest entry along `axis`."""
+    return np.argmin(as_array("argmin", x), axis=axis, keepdims=keepdims)
+
+
+def round(x, decimals=0):
+    """np.round: x rounded to `decimals` places, half to even (derivative 0: a constant)."""
+    return np.round(as_array("round", x), decimals)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """np.allclose of the values: True where |a - b| <= atol + rtol |b| everywhere."""
+    return bool(np.allclose(as_array("allclose", a, "a"), as_array("allclose", b, "b"),
+                            rtol, atol, equal_nan))

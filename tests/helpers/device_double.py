@@ -51,13 +51,15 @@ def _foreign(x):
 
 def _wrap(x):
     """numpy results as doubles: arrays and numpy scalars (a reduction's) become DeviceArrays,
-    tuples and lists of them too; anything else as it is."""
+    tuples (named ones too) and lists of them too; anything else as it is."""
     if isinstance(x, np.ndarray):
         return DeviceArray(x)
     if isinstance(x, np.generic):
         return DeviceArray(np.asarray(x))
     if type(x) in (list, tuple):
         return type(x)(_wrap(v) for v in x)
+    if isinstance(x, tuple) and hasattr(x, "_fields"):  # np.linalg.slogdet's named result
+        return type(x)(*(_wrap(v) for v in x))
     return x
 
 

@@ -32,6 +32,7 @@ NUMPY_REDUCTIONS = {
     "x.cumsum()": lambda x: x.cumsum(), "np.cumsum": lambda x: np.cumsum(x, axis=1),
     "np.linalg.norm": np.linalg.norm, "np.linalg.norm(axis)": lambda x: np.linalg.norm(x, axis=-1),
     "np.linalg.norm(fro)": lambda x: np.linalg.norm(x[0], "fro"),
+    "np.std": lambda x: np.std(x, axis=1), "x.std(ddof=1)": lambda x: x.std(ddof=1),
 }
 NUMPY_SELECTIONS = {
     "x.clip(-0.5, 0.8)": lambda x: x.clip(-0.5, 0.8), "x.clip(min=0.2)": lambda x: x.clip(min=0.2),
@@ -39,6 +40,11 @@ NUMPY_SELECTIONS = {
     "np.sort(axis=None)": lambda x: np.sort(x, axis=None),
     "np.take_along_axis": lambda x: np.take_along_axis(x, np.array([[[3, 3, 0]]]), 2),
 }
+def _gram(x):
+    """A symmetric positive definite (3, 3) matrix of x (2, 3, 4): x₀x₀ᵀ + x₁x₁ᵀ."""
+    return x[0] @ x[0].T + x[1] @ x[1].T
+
+
 NUMPY_PRODUCTS = {
     "x @ v": lambda x: x @ x[0, 0], "v @ x": lambda x: x[0, 0, :3] @ x[1],
     "v @ v": lambda x: x[0, 0] @ x[1, 1], "x.dot(v)": lambda x: x.dot(x[0, 0]),
@@ -46,6 +52,11 @@ NUMPY_PRODUCTS = {
     "np.outer": lambda x: np.outer(x[0, 0], x[1]),
     "np.einsum": lambda x: np.einsum("ijk,ijk->k", x, x),
     "np.einsum(optimize)": lambda x: np.einsum("ijk,lk,jk->il", x, x[0], x[1], optimize=True),
+    "np.linalg.solve": lambda x: np.linalg.solve(_gram(x), x[1]),
+    "np.linalg.inv": lambda x: np.linalg.inv(_gram(x)),
+    "np.linalg.det": lambda x: np.linalg.det(_gram(x)),
+    "np.linalg.slogdet": lambda x: np.linalg.slogdet(_gram(x))[1],
+    "np.linalg.cholesky": lambda x: np.linalg.cholesky(_gram(x)),
 }
 NUMPY_SHAPES = {
     "x.T": lambda x: x.T, "x.transpose()": lambda x: x.transpose(),
@@ -69,4 +80,22 @@ NUMPY_SHAPES = {
     "x[[0, 0, 1]]": lambda x: x[[0, 0, 1]],
     "iteration": lambda x: np.stack([row * (i + 1) for i, row in enumerate(x)]),
     "unpacking": lambda x: (lambda a, b: a * b)(*x),
+    "x.ravel()": lambda x: x.ravel(), "x.flatten()": lambda x: x.flatten(),
+    "np.ravel": np.ravel, "np.vstack": lambda x: np.vstack([x[0], x[1] * 2]),
+    "np.hstack": lambda x: np.hstack([x[0], x[1] * 2]),
+    "np.column_stack": lambda x: np.column_stack([x[0, :, 0], x[1]]),
+    "np.append": lambda x: np.append(x[0], x[1], axis=1),
+    "np.array_split": lambda x: np.concatenate(np.array_split(x, 3, axis=2)[::-1], axis=2),
+    "np.flip": lambda x: np.flip(x, 2), "np.fliplr": lambda x: np.fliplr(x[0]),
+    "np.flipud": lambda x: np.flipud(x[1]), "np.roll": lambda x: np.roll(x, 1, axis=1),
+    "np.repeat": lambda x: np.repeat(x, 2, axis=0), "x.repeat": lambda x: x.repeat(2),
+    "np.tile": lambda x: np.tile(x[0], (2, 1)), "np.kron": lambda x: np.kron(x[0], x[1, :2]),
+    "np.pad": lambda x: np.pad(x, ((0, 1), (1, 1), (0, 0))),
+    "np.tril": lambda x: np.tril(x), "np.triu": lambda x: np.triu(x, 1),
+    "np.diag": lambda x: np.diag(x[0]), "np.diagonal": lambda x: np.diagonal(x, 0, 1, 2),
+    "x.diagonal": lambda x: x.diagonal(), "np.trace": lambda x: np.trace(x[0]),
+    "np.tensordot": lambda x: np.tensordot(x, x[0], axes=([1, 2], [0, 1])),
+    "np.gradient": lambda x: np.stack(np.gradient(x)),
+    "np.gradient(axis)": lambda x: np.gradient(x, axis=1),
+    "np.linspace": lambda x: np.linspace(x[0, 0, 0], x[1, 2, 3], 5),
 }

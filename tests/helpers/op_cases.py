@@ -61,6 +61,11 @@ def given(values):
     return Float(values.shape, lambda rng, s: values)
 
 
+def well_conditioned(*shape):
+    """Square matrices (..., n, n) near the identity: invertible, far from singular."""
+    return Float(shape, lambda rng, s: np.eye(s[-1]) + rng.uniform(-0.3, 0.3, s))
+
+
 def off_kinks(*shape):
     """Normal numbers at least 0.1 from 0, where relu and abs have their kink."""
     def draw(rng, s):

@@ -24,7 +24,7 @@ from helpers.numpy_forms import (CONSTANTS, NUMBERS, NUMPY_PRODUCTS, NUMPY_REDUC
 from helpers.op_cases import (Case, class_labels, dims, distinct, given, keep_mask, normal,
                               off_kinks, pieces, positive, torch, torch_clamp_broadcast,
                               torch_cross_entropy, torch_dot, torch_flat, torch_index, torch_prod,
-                              torch_scatter_add, uniform)
+                              torch_scatter_add, uniform, well_conditioned)
 
 ANY = (normal(2, 3, 4),)
 SEVERAL = (distinct(2, 3, 4),)
@@ -108,6 +108,12 @@ def torch_gelu(t):
     return torch.nn.functional.gelu(t, approximate="tanh")
 
 
+def torch_pad(t, width):
+    """np.pad's (before, after) per axis (or one for all) as torch's pad, last axis first."""
+    widths = np.broadcast_to(np.asarray(width), (t.ndim, 2))
+    return torch.nn.functional.pad(t, [int(n) for pair in widths[::-1] for n in pair])
+
+
 def torch_where(c, x, y):
     return torch.where(c, x, y)
 
@@ -145,6 +151,28 @@ CASES = [
     Case("softplus", ag.softplus, lambda t: torch.nn.functional.softplus(t),
          (uniform(-15, 15, 2, 3, 4),)),
     Case("silu", ag.silu, lambda t: torch.nn.functional.silu(t), ANY),
+    *[Case(name, getattr(ag, name), lambda t, name=theirs: getattr(t, name)(), (domain,))
+      for name, theirs, domain in [
+          ("exp2", "exp2", normal(3, 4)), ("log2", "log2", positive(3, 4)),
+          ("log10", "log10", positive(3, 4)), ("tan", "tan", uniform(-1.2, 1.2, 3, 4)),
+          ("arcsin", "arcsin", uniform(-0.9, 0.9, 3, 4)),
+          ("arccos", "arccos", uniform(-0.9, 0.9, 3, 4)), ("arctan", "arctan", normal(3, 4)),
+          ("sinh", "sinh", normal(3, 4)), ("cosh", "cosh", normal(3, 4)),
+          ("arcsinh", "arcsinh", normal(3, 4)), ("arccosh", "arccosh", uniform(1.2, 3.0, 3, 4)),
+          ("arctanh", "arctanh", uniform(-0.9, 0.9, 3, 4)), ("deg2rad", "deg2rad", normal(3, 4)),
+          ("rad2deg", "rad2deg", normal(3, 4)), ("reciprocal", "reciprocal", positive(3, 4))]],
+    *[Case(name, getattr(ag, name), theirs, (normal(2, 1, 4), normal(3, 1)))
+      for name, theirs in [("logaddexp", lambda a, b: a.logaddexp(b)),
+                           ("logaddexp2", lambda a, b: a.logaddexp2(b)),
+                           ("arctan2", lambda a, b: a.atan2(b)),
+                           ("hypot", lambda a, b: a.hypot(b))]],
+    Case("fabs", ag.fabs, lambda t: t.abs(), (off_kinks(3, 4),)),
+    Case("sinc", ag.sinc, lambda t: t.sinc(), (normal(3, 4),)),
+    Case("fmax", ag.fmax, lambda a, b: a.fmax(b), (normal(2, 1, 4), normal(3, 1))),
+    Case("fmin", ag.fmin, lambda a, b: a.fmin(b), (normal(2, 1, 4), normal(3, 1))),
+    Case("mod", ag.mod, lambda a, b: a.remainder(b),
+         (uniform(-0.9, -0.1, 2, 1, 4), uniform(1.0, 1.5, 3, 1))),
+
     Case("square", ag.square, lambda t: t.square(), ANY),
     *[Case(f"clip {name}", ours, theirs, args) for name, (ours, theirs, args) in CLIPS.items()],
     *[Case(name, f, f, (positive(2, 3),)) for name, f in NUMBERS.items()],
@@ -169,6 +197,9 @@ CASES = [
     *[Case(f"var ddof={d} axis={a}", lambda x, a=a, d=d: ag.var(x, a, ddof=d),
            lambda t, a=a, d=d: t.var(dims(a, 2), correction=d), (normal(4, 5),))
       for d in (1, 2) for a in [None, 1, (0, 1)]],
+    *[Case(f"std axis={a} keepdims={k} ddof={d}", lambda x, a=a, k=k, d=d: ag.std(x, a, k, d),
+           lambda t, a=a, k=k, d=d: t.std(dims(a, 3), correction=d, keepdim=k), SEVERAL)
+      for a, k, d in [(None, False, 0), (1, True, 0), ((0, 2), False, 1)]],
     Case("sum (5,)", ag.sum, lambda t: t.sum(), (normal(5),)),
     *[Case(f"sum_last {s}", sum_last, lambda t: t.sum(-1, keepdim=True), (normal(*s),))
       for s in [(5,), (2, 3, 7), (2, 1, 1)]],
@@ -279,6 +310,90 @@ CASES = [
          lambda t: t.sum((0, 2), keepdim=True)[0], (normal(4, 2, 5, 3),)),
     Case("unbroadcast (1, 3)", lambda g: unbroadcast(g, (1, 3)),
          lambda t: t.sum(0, keepdim=True), (normal(2, 3),)),
+    Case("ravel", ag.ravel, lambda t: t.ravel(), ANY),
+    Case("vstack", lambda x: ag.vstack([x[0], x, 2 * x[1:]]),
+         lambda t: torch.vstack([t[0], t, 2 * t[1:]]), (normal(3, 4),)),
+    Case("hstack", lambda x: ag.hstack([x, x[:, :2] ** 2]),
+         lambda t: torch.hstack([t, t[:, :2] ** 2]), (normal(3, 4),)),
+    Case("hstack vectors", lambda x: ag.hstack([x, -x]), lambda t: torch.hstack([t, -t]),
+         (normal(4),)),
+    Case("column_stack", lambda x, v: ag.column_stack([v, x, v * v]),
+         lambda x, v: torch.cat([v[:, None], x, (v * v)[:, None]], 1),  # (vmap has no
+         (normal(3, 4), normal(3))),  # column_stack)
+    Case("append", lambda x: ag.append(x, x[0] * 2), lambda t: torch.cat([t.ravel(), t[0] * 2]),
+         (normal(3, 4),)),
+    Case("append axis", lambda x: ag.append(x, x[:1] * 2, axis=0),
+         lambda t: torch.cat([t, t[:1] * 2], 0), (normal(3, 4),)),
+    Case("array_split", lambda x: ag.concatenate(pieces(ag.array_split(x, 3, axis=1))),
+         lambda t: torch.cat(pieces(t.tensor_split(3, 1))), (normal(2, 7),)),
+    *[Case(f"flip axis={a}", lambda x, a=a: ag.flip(x, a),
+           lambda t, a=a: t.flip(dims(a, 3)), ANY) for a in (None, 1, (0, 2))],
+    *[Case(f"roll {s} axis={a}", lambda x, s=s, a=a: ag.roll(x, s, a),
+           lambda t, s=s, a=a: t.roll(s, a), ANY)
+      for s, a in [(2, None), (-1, 1), ((1, 3), (0, 2))]],
+    *[Case(f"repeat {r} axis={a}", lambda x, r=r, a=a: ag.repeat(x, r, a),
+           lambda t, r=r, a=a: t.repeat_interleave(torch.as_tensor(r), a), (normal(3, 4),))
+      for r, a in [(2, None), (3, 1), (np.array([1, 0, 2]), 0)]],
+    *[Case(f"tile {r}", lambda x, r=r: ag.tile(x, r), lambda t, r=r: t.tile(r), (normal(3, 4),))
+      for r in [2, (2, 1), (2, 1, 3)]],
+    Case("kron", ag.kron, lambda a, b: torch.kron(a, b), (normal(2, 3), normal(3, 2))),
+    Case("kron vector", ag.kron, lambda a, b: torch.kron(a, b), (normal(3), normal(2, 2))),
+    *[Case(f"pad {w}", lambda x, w=w: ag.pad(x, w), lambda t, w=w: torch_pad(t, w),
+           (normal(3, 4),)) for w in [1, ((1, 0), (2, 3))]],
+    *[Case(f"{name} k={k}", lambda x, f=getattr(ag, name), k=k: f(x, k),
+           lambda t, name=name, k=k: getattr(t, name)(k), (normal(*s),))
+      for name in ("tril", "triu") for k, s in [(0, (4, 4)), (1, (3, 5)), (-1, (2, 3, 4))]],
+    *[Case(f"diag {s} k={k}", lambda x, k=k: ag.diag(x, k), lambda t, k=k: t.diag(k),
+           (normal(*s),)) for s, k in [((4,), 0), ((3,), 2), ((3,), -1), ((4, 4), 0),
+                                       ((3, 5), 1), ((4, 3), -2)]],
+    Case("diagonal", lambda x: ag.diagonal(x, 1, 2, 0), lambda t: t.diagonal(1, 2, 0), ANY),
+    Case("trace", ag.trace, lambda t: t.trace(), (normal(4, 4),)),
+    Case("trace offset", lambda x: ag.trace(x, -1), lambda t: t.diagonal(-1).sum(),
+         (normal(3, 5),)),
+    *[Case(f"tensordot {a}", lambda x, y, a=a: ag.tensordot(x, y, a),
+           lambda x, y, a=a: torch.tensordot(x, y, a), (normal(2, 3, 4), normal(*s)))
+      for a, s in [(1, (4, 2)), (2, (3, 4, 5)), (([0, 2], [1, 0]), (4, 2)), (0, (2,))]],
+    *[Case(f"atleast_{n}d {s}", getattr(ag, f"atleast_{n}d"), lambda t, f=f: f(t),
+           (normal(*s),)) for n, s, f in [(1, (), torch.atleast_1d), (2, (3,), torch.atleast_2d),
+                                          (3, (3,), torch.atleast_3d),
+                                          (3, (2, 3), torch.atleast_3d)]],
+    Case("moveaxis", lambda x: ag.moveaxis(x, [0, 1], [2, 0]),
+         lambda t: t.movedim((0, 1), (2, 0)), ANY),
+    Case("rollaxis", lambda x: ag.rollaxis(x, 2, 1), lambda t: t.movedim(2, 1), ANY),
+    *[Case(f"rot90 k={k}", lambda x, k=k: ag.rot90(x, k, (0, 2)),
+           lambda t, k=k: t.rot90(k, (0, 2)), ANY) for k in (1, 2, 3)],
+    *[Case(f"diff n={n}", lambda x, n=n: ag.diff(x, n, 1), lambda t, n=n: t.diff(n, 1), ANY)
+      for n in (1, 2)],
+    Case("inner", ag.inner, lambda a, b: torch.inner(a, b), (normal(2, 4), normal(3, 4))),
+    Case("select", lambda x: ag.select([x > 0.5, x < -0.5], [x * x, 2 * x], 0.25),
+         lambda t: torch.where(t > 0.5, t * t, torch.where(t < -0.5, 2 * t, 0.25)),
+         (distinct(3, 4),)),
+    Case("nan_to_num", ag.nan_to_num, lambda t: t.nan_to_num(), ANY),
+    *[Case(name, lambda x, f=getattr(ag, name), a=a: ag.concatenate(pieces(f(x, 2)), 0),
+           lambda t, a=a: torch.cat(pieces(t.tensor_split(2, a))), (normal(2, 4, 2),))
+      for name, a in [("hsplit", 1), ("vsplit", 0), ("dsplit", 2)]],
+    Case("partition", lambda x: ag.partition(x, 1), lambda t: t.sort(-1).values, SEVERAL),
+    Case("r_", lambda x: ag.r_[x, 2 * x[:1], 1:3, 0.5], None, (normal(4),)),
+    Case("c_", lambda x, v: ag.c_[x, v, v * v], None, (normal(3, 2), normal(3))),
+    Case("einsum of sublists", lambda a, b: ag.einsum(a, [0, 1, 2], b, [1, 2], [2, 0]),
+         lambda a, b: torch.einsum("abc,bc->ca", a, b), (normal(2, 3, 4), normal(3, 4))),
+    Case("a list as an op's operand", lambda x: ag.mean([x[0], 2 * x[1]], axis=0),
+         lambda t: torch.stack([t[0], 2 * t[1]]).mean(0), (normal(2, 3),)),
+    Case("a nested list as an op's operand",
+         lambda x: ag.concatenate([[[x[0, 0], x[1, 0]], [x[1, 1], x[0, 1]]], x]),
+         lambda t: torch.cat([torch.stack([torch.stack([t[0, 0], t[1, 0]]),
+                                           torch.stack([t[1, 1], t[0, 1]])]), t]),
+         (normal(2, 2),)),
+    Case("linspace", lambda a, b: ag.linspace(a, b, 4), lambda a, b: a + (b - a) * torch.linspace(
+        0, 1, 4, dtype=a.dtype), (normal(), normal())),
+    Case("a tuple as a function's operand", lambda x: ag.std((x[0], x[1] ** 2), axis=0),
+         lambda t: torch.stack([t[0], t[1] ** 2]).std(0, correction=0), (normal(2, 3),)),
+    Case("array", lambda x: ag.array([x[0], 2.0 * x[1], x[2] ** 2]),
+         lambda t: torch.stack([t[0], 2.0 * t[1], t[2] ** 2]), (normal(3, 4),)),
+    Case("array of numbers", lambda x: ag.array([[x[0, 0], 1.0], [2.0, x[1, 1] * x[0, 1]]]),
+         lambda t: torch.stack([torch.stack([t[0, 0], t.new_tensor(1.0)]),
+                                torch.stack([t.new_tensor(2.0), t[1, 1] * t[0, 1]])]),
+         (normal(2, 2),)),
     *[Case(name, f, None, SEVERAL) for name, f in NUMPY_SHAPES.items()],
     # ---- matmul (ops/matmul.py) ----
     *[Case(f"matmul {a} @ {b}", ag.matmul, lambda a, b: a @ b, (normal(*a), normal(*b)))
@@ -304,6 +419,21 @@ CASES = [
     *[Case(f"norm {s} ord={o} axis={a} keepdims={k}", lambda x, o=o, a=a, k=k: ag.norm(x, o, a, k),
            lambda t, o=o, a=a, k=k: torch.linalg.norm(t, o, a, k), (normal(*s),))
       for s, o, a, k in NORMS],
+    # ---- square matrices (ops/linalg.py) ----
+    *[Case(f"solve {a} {b}", ag.solve, lambda a, b: torch.linalg.solve(a, b),
+           (well_conditioned(*a), normal(*b)))
+      for a, b in [((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (2, 3, 1)), ((2, 3, 3), (3, 2))]],
+    *[Case(f"{name} {s}", getattr(ag, name), theirs, (well_conditioned(*s),))
+      for name, theirs in [("inv", lambda t: torch.linalg.inv(t)),
+                           ("det", lambda t: torch.linalg.det(t))]
+      for s in [(3, 3), (2, 3, 3)]],
+    *[Case(f"slogdet {s}", lambda a: ag.slogdet(a)[1], lambda t: torch.linalg.slogdet(t)[1],
+           (well_conditioned(*s),)) for s in [(3, 3), (2, 3, 3)]],
+    Case("slogdet negative", lambda a: ag.slogdet(-a)[1], lambda t: torch.linalg.slogdet(-t)[1],
+         (well_conditioned(3, 3),)),
+    *[Case(f"cholesky {s}", lambda a: ag.cholesky(a @ ag.swapaxes(a, -1, -2)),
+           lambda t: torch.linalg.cholesky(t @ t.transpose(-1, -2)), (well_conditioned(*s),))
+      for s in [(3, 3), (2, 3, 3)]],
     # ---- reordering (ops/sorting.py) ----
     *[Case(f"sort axis={a}", lambda x, a=a: ag.sort(x, a),
            lambda t, a=a: torch_flat(lambda t, d: t.sort(d).values)(t, a), SEVERAL)
