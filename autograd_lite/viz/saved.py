@@ -1,9 +1,11 @@
 """What the backward pass keeps: the forward arrays held by each pullback closure.
 
-A pullback is a closure; its cells hold the forward values it will need (arrays,
-possibly in tuples, or in closures of closures). Each array is counted once, by
+A pullback is a closure, or a table row's cotangent function with its values bound
+(a functools.partial); its cells or bound arguments hold the forward values it will need
+(arrays, possibly in tuples, or in closures of closures). Each array is counted once, by
 the array that owns its memory (a view keeps its base alive).
 """
+import functools
 import types
 
 import numpy as np
@@ -18,7 +20,8 @@ def owner(a):
 
 
 def kept_arrays(pullback):
-    """The numpy arrays a pullback closure holds (through nested closures, tuples, lists, dicts)."""
+    """The numpy arrays a pullback holds (through nested closures, bound arguments of a
+    functools.partial, tuples, lists, dicts)."""
     out, seen, stack = [], set(), [pullback]
     while stack:
         obj = stack.pop()
@@ -31,6 +34,8 @@ def kept_arrays(pullback):
             stack.extend(obj)
         elif isinstance(obj, dict):
             stack.extend(obj.values())
+        elif isinstance(obj, functools.partial):
+            stack.extend((obj.func, obj.args, obj.keywords))
         elif isinstance(obj, types.FunctionType) and obj.__closure__:
             for cell in obj.__closure__:
                 try:
