@@ -2,24 +2,17 @@
 without CuPy, and its comparisons (the op table on a device against numpy, the update
 kernels on a device against numpy's) run on the CuPy double and find nothing wrong; a
 kernel that computes something else is found."""
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
 from autograd_lite import kernels
 from autograd_lite.core import devices
-
-CHECK = pathlib.Path(__file__).resolve().parent / "gpu" / "check.py"
+from helpers.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def check():
-    spec = importlib.util.spec_from_file_location("gpu_check", CHECK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gpu/check.py", "gpu_check")
 
 
 def test_the_op_table_comparison_passes_on_the_double(check, device_double):

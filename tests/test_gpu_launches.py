@@ -3,24 +3,20 @@ the count over a profiler's events (kernels by name; copies and fills apart; hos
 and GPU-side annotations left out), the profiling of a step on a fake torch, the reasons it
 gives where nothing can be counted, and its one line where CuPy is missing."""
 import contextlib
-import importlib.util
-import pathlib
 import sys
 import types
 from collections import Counter
 
 import pytest
 
-LAUNCHES = pathlib.Path(__file__).resolve().parent / "gpu" / "launches.py"
+from helpers.scripts import load_script
+
 CPU, CUDA = "DeviceType.CPU", "DeviceType.CUDA"  # stand-ins for torch.autograd.DeviceType
 
 
 @pytest.fixture(scope="module")
 def launches():
-    spec = importlib.util.spec_from_file_location("gpu_launches", LAUNCHES)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gpu/launches.py", "gpu_launches")
 
 
 class Event:
