@@ -353,10 +353,9 @@ CASES = [
     *[Case(f"tensordot {a}", lambda x, y, a=a: ag.tensordot(x, y, a),
            lambda x, y, a=a: torch.tensordot(x, y, a), (normal(2, 3, 4), normal(*s)))
       for a, s in [(1, (4, 2)), (2, (3, 4, 5)), (([0, 2], [1, 0]), (4, 2)), (0, (2,))]],
-    *[Case(f"atleast_{n}d {s}", getattr(ag, f"atleast_{n}d"), lambda t, f=f: f(t),
-           (normal(*s),)) for n, s, f in [(1, (), torch.atleast_1d), (2, (3,), torch.atleast_2d),
-                                          (3, (3,), torch.atleast_3d),
-                                          (3, (2, 3), torch.atleast_3d)]],
+    *[Case(f"atleast_{n}d {s}", getattr(ag, f"atleast_{n}d"),
+           lambda t, n=n: getattr(torch, f"atleast_{n}d")(t), (normal(*s),))
+      for n, s in [(1, ()), (2, (3,)), (3, (3,)), (3, (2, 3))]],
     Case("moveaxis", lambda x: ag.moveaxis(x, [0, 1], [2, 0]),
          lambda t: t.movedim((0, 1), (2, 0)), ANY),
     Case("rollaxis", lambda x: ag.rollaxis(x, 2, 1), lambda t: t.movedim(2, 1), ANY),
