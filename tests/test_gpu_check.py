@@ -43,3 +43,18 @@ def test_without_cupy_the_check_ends_in_one_line_saying_what_to_install(check, m
     assert stop.value.code.startswith("check.py: CuPy does not import (")
     assert stop.value.code.endswith("install the `gpu` extra there (pip install -e \".[gpu]\"; "
                                     "for CUDA 13, cupy-cuda13x)") and "\n" not in stop.value.code
+
+
+def test_the_lm_step_comparison_agrees_with_the_twin_on_the_double(check, device_double, torch,
+                                                                   monkeypatch):
+    """The lm step's figures, with ours on the double and the twin on the CPU: the losses
+    and gradients agree, and each side's times are measured."""
+    import types
+    synchronize = types.SimpleNamespace(synchronize=lambda: None)
+    fake_cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=lambda: synchronize))
+    monkeypatch.setitem(__import__("sys").modules, "cupy", fake_cupy)
+    figures = check.lm_step_figures(torch, repeats=1, twin_device="cpu")
+    assert abs(figures["loss"] - figures["their_loss"]) < 1e-5 * figures["their_loss"]
+    assert figures["worst_gradient"][1] < 1e-3
+    assert all(seconds > 0 for pair in (figures["step"], figures["inference"])
+               for seconds in pair)

@@ -6,7 +6,7 @@
 # order of value, each under its own `timeout`, so that a hang costs that part alone:
 #
 #   gpu-check-optable    tests/gpu/check.py: every op-table row on CuPy, the update kernels
-#   gpu-check-step       tests/gpu/check.py: the w3 step against PyTorch on the same GPU
+#   gpu-check-step       tests/gpu/check.py: the w3 and lm steps against PyTorch on one GPU
 #   gpu-check-translate  tests/gpu/check.py: python -m demos.translate --device cuda
 #   gpu-launches         tests/gpu/launches.py: the CUDA kernels of one w2 step, its time
 #   cpu-scaling          tests/benchmarks/scaling.py --threads 2,8,16 --rounds 3
@@ -177,7 +177,7 @@ CHECK=("$PYTHON" tests/gpu/check.py --out "$OUT/gpu-check")
 missing=$(gpu_missing_reason)
 if [ -z "$missing" ]; then
     run_part gpu-check-optable 210 '^(optable|kernels): ' "${CHECK[@]}" --skip translate,step
-    run_part gpu-check-step 150 '^(step: |  loss |  w3 )' \
+    run_part gpu-check-step 180 '^(step: |  (w3|lm) )' \
         "${CHECK[@]}" --skip optable,kernels,translate
     run_part gpu-check-translate 150 '^(translate: |  .*exact match)' \
         "${CHECK[@]}" --skip optable,kernels,step
