@@ -21,8 +21,7 @@ from .levels import next_level
 
 
 class Batched:
-    """Many examples of a value along axis `bdim` of `value`, for the vmap call of `level`.
-    shape, dtype, ndim and size describe one example."""
+    """The examples of one vmap call (`level`) along axis `bdim` of `value`; shape: one's."""
 
     __slots__ = ("value", "level", "bdim")
     __array_priority__ = 1000.0
@@ -86,8 +85,7 @@ class Batched:
 # ---------------------------------------------------------------- vmap calls in progress
 
 class MappedCall:
-    """A running vmap call: its level, its number of examples, its `randomness` and the
-    `draws` of "different" (randomness.py)."""
+    """A running vmap call: its level, examples, `randomness` and draws (randomness.py)."""
 
     __slots__ = ("level", "length", "randomness", "draws")
 
@@ -168,8 +166,7 @@ class Ops:
 
 
 def _level_of(a):
-    """The vmap level of an argument: a Batched value's; a tuple's, its entries' highest;
-    -1 for anything else."""
+    """An argument's vmap level: a Batched value's, a tuple's entries' highest, else -1."""
     if type(a) is Batched:
         return a.level
     if type(a) is tuple:
@@ -239,8 +236,7 @@ def _describe(a):
 # ---------------------------------------------------------------- layers and axes
 
 def peel(x):
-    """(core, layers): the value under every Batched layer, and the layers outermost first
-    as (level, bdim)."""
+    """(core, layers): the value under every Batched layer, and the (level, bdim) layers."""
     layers = []
     while type(x) is Batched:
         layers.append((x.level, x.bdim))

@@ -123,8 +123,7 @@ def _operands(values):
 
 
 def mixed_devices_error(op, values, unbox):
-    """A TypeError naming `op` when its array operands (seen through `unbox`) lie on more
-    than one device, else None."""
+    """A TypeError naming `op` when its (unboxed) array operands lie on several devices."""
     found = {}
     for v in _operands(values):
         value = unbox(v)

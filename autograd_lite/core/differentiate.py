@@ -23,8 +23,7 @@ from .dtypes import weak_float
 
 
 def box_input(leaf, trace):
-    """A float leaf as an input of `trace` (a Box whose node has no parents); a Python float
-    as a weak float (dtypes.py)."""
+    """A float leaf (a Python float as a weak float) as an input Box of `trace`."""
     if type(leaf) is float:
         value = weak_float(leaf)
     else:
@@ -140,8 +139,7 @@ def output_of(caller, out, trace):
 # ---------------------------------------------------------------- gradient trees
 
 def trees_of_inputs(args, positions, input_nodes, of_leaf):
-    """One tree per argument at `positions`: of_leaf(leaf, input node) at each float leaf,
-    None at every static leaf."""
+    """One tree per argument at `positions`: of_leaf(leaf, input node) at each float leaf."""
     nodes = iter(input_nodes)
     return tuple(tree_map(lambda leaf: of_leaf(leaf, next(nodes))
                           if is_differentiable(leaf) else None, args[i]) for i in positions)
@@ -229,8 +227,7 @@ def _untraced(tree, trace):
 
 
 def differentiate(caller, f, args, argnums=None, has_aux=False):
-    """(value, gradients), or ((value, aux), gradients) with has_aux: behind gradient,
-    value_and_gradient and grad."""
+    """(value, gradients), or ((value, aux), gradients): gradient and its relatives."""
     positions, single = argnum_positions(caller, argnums, len(args))
     try:
         out, input_nodes, trace = trace_call(caller, f, args, positions,

@@ -37,8 +37,7 @@ def dtype_of(op, x):
 
 
 def is_weak(x):
-    """A Python number, or a weak float (a Python float being differentiated): weak in
-    numpy's promotion (NEP 50), it takes the other operand's dtype."""
+    """A Python number or a weak float: it takes the other operand's dtype (NEP 50)."""
     return is_python_number(x) or is_weak_float(x)
 
 
@@ -103,8 +102,7 @@ def is_weak_float(x):
 
 
 def strong_float_dtype(operands):
-    """The common dtype of the operands that are float arrays and not weak (numpy float
-    scalars count; Python numbers do not), or None if there are none."""
+    """The common dtype of the operands that are float arrays and not weak, or None."""
     dtypes = []
     for x in operands:
         kind = type(x)
@@ -133,8 +131,7 @@ def settled_weak_floats(values):
 
 
 def weak_cotangents(cotangents, positions):
-    """The cotangents with those at `positions` (the operands settled_weak_floats cast) as
-    weak float64s, the adjoint of the cast."""
+    """The cotangents, those at `positions` (settled_weak_floats's) weak: the cast's adjoint."""
     cotangents = list(cotangents)
     for i in positions:
         cotangents[i] = _as_weak_cotangent(cotangents[i])

@@ -28,8 +28,7 @@ def device_name(x):
 
 
 def array_module(*values):
-    """The module whose functions compute on the values' arrays: numpy, or a device's (cupy)
-    where any value is that device's array."""
+    """The module that computes on the values' arrays: numpy, or a device's (cupy)."""
     for x in values:
         if type(x) is np.ndarray:
             continue

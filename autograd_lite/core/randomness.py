@@ -100,8 +100,7 @@ class Draws:
         self.replays = {}  # id(generator or checkpoint's copy) -> Replay (replaying only)
 
     def source(self, op, rng, calls, size):
-        """What the random op `op` draws from: the generator while recording, its Replay
-        while replaying."""
+        """What `op` draws from: the generator while recording, its Replay while replaying."""
         key = id(rng)
         if self.replaying and key in self.replays:
             return self.replays[key]

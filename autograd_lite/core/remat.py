@@ -21,8 +21,7 @@ from .tree import tree_leaves, tree_unflatten
 
 
 class CheckpointedCall:
-    """f, its arguments without their traced leaves (the node holds no box), and its
-    generators' states at call time."""
+    """f, its arguments without their traced leaves, and its generators as at the call."""
 
     def __init__(self, f, args, leaves, traced):
         self.f = f

@@ -39,6 +39,7 @@ argument. Two different arguments arrive as two different objects even where the
 array (tracer.keep_distinct_arguments_distinct), so `a is b` in a rule means "one traced
 value".
 """
+import collections
 import contextlib
 import copy
 import functools
@@ -54,7 +55,7 @@ from .randomness import copied_generator
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
                      move_keywords_to_positions, opened, positional_parameters,
                      raise_if_mixed_devices)
-from .tree import PrefixMismatch, broadcast_prefix, flatten_into, leaf_count, unflatten
+from .tree import PrefixMismatch, broadcast_prefix, flatten_into, unflatten
 
 _SETTING = "AUTOGRAD_LITE_FAST_RULES"
 
@@ -73,8 +74,7 @@ class _Switch:
 
 @contextlib.contextmanager
 def fast_rules(enabled):
-    """`with fast_rules(False): ...` runs every fusable function as its plain definition;
-    the process's setting is restored on leaving the block."""
+    """`with fast_rules(False): ...` runs every fusable function as its plain definition."""
     previous, _Switch.on = _Switch.on, bool(enabled)
     try:
         yield
@@ -82,12 +82,8 @@ def fast_rules(enabled):
         _Switch.on = previous
 
 
-class Rule:
-    """A fast rule's body, its `applies` (None: every call) and `takes_traced`."""
-    __slots__ = ("body", "applies", "takes_traced")
-
-    def __init__(self, body, applies, takes_traced):
-        self.body, self.applies, self.takes_traced = body, applies, takes_traced
+# A fast rule's body, its `applies` (None: every call) and `takes_traced`.
+Rule = collections.namedtuple("Rule", "body applies takes_traced")
 
 
 PLAIN_DEFINITIONS = set()  # code objects of the fusables' plain functions (viz/scopes.py)
@@ -292,12 +288,9 @@ class RuleCall:
                for i, p in node.parents):
             return
         names = [name for name, _ in self.function.parameters]
-        position, first = 0, 0
-        for position, kid in enumerate(self.structure[2]):
-            count = leaf_count(kid)
-            if leaf < first + count:
-                break
-            first += count
+        positions = broadcast_prefix(tuple(range(len(self.structure[2]))), self.structure)
+        position = positions[leaf]  # the argument the leaf is in, and its first leaf
+        first = positions.index(position)
         name = f"'{names[position]}'" if position < len(names) else f"args[{position}]"
         where = name if self.structure[2][position] is None else \
             f"{name} (its leaf {leaf - first} in tree order)"

@@ -290,8 +290,7 @@ array_of_list = None
 
 
 def traced_entry(entries):
-    """Batched where a list or tuple argument holds a mapped value, else Box where it holds a
-    traced one (nested lists too), else None."""
+    """Batched, else Box, else None: what traced values a (nested) list or tuple holds."""
     found = None
     for entry in entries:
         t = type(entry)
@@ -327,8 +326,7 @@ def raise_if_mixed_devices(op_name, args):
 
 
 def opened(args, top):
-    """(values, parents): the arguments with the boxes of trace `top` opened (two arguments
-    kept two objects), and (argument index, node) of each opened box."""
+    """(values, parents): the arguments with `top`'s boxes opened, and (index, node) of each."""
     values = []
     parents = []
     for i, a in enumerate(args):

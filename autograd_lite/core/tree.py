@@ -86,8 +86,7 @@ def children(tree):
 
 
 class DictKeys(tuple):
-    """A dict's keys in a structure; a defaultdict's carry its default factory (which two
-    structures' equality ignores)."""
+    """A dict's keys in a structure; a defaultdict's carry its factory (equality ignores it)."""
 
 
 def tree_flatten(tree):
