@@ -14,10 +14,9 @@ was opened in count as not running (`opened_levels`): its pullbacks compute on t
 under their layers, which a gradient taken there must not batch again.
 """
 import contextlib
+import itertools
 
 import numpy as np
-
-from .levels import next_level
 
 
 class Batched:
@@ -97,9 +96,12 @@ _CALLS = []  # every vmap call in progress, outermost first
 _OPENED = set()  # the levels of those whose Batched values are opened meanwhile (below)
 
 
+_LEVELS = itertools.count(1)  # one counter for the traces (tracer.py) and the vmap calls
+
+
 def new_level():
-    """A level above every trace and vmap call opened so far (one counter for both)."""
-    return next_level()
+    """A level above every trace and vmap call opened so far: an op serves the highest."""
+    return next(_LEVELS)
 
 
 def calls_in_progress():

@@ -39,17 +39,10 @@ def argument_names(f, n):
         params = list(inspect.signature(f).parameters.values())
     except (TypeError, ValueError):
         params = []
-    names = []
-    for i in range(n):
-        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
-                                                  params[i].POSITIONAL_OR_KEYWORD):
-            names.append(params[i].name)
-        elif params and params[min(i, len(params) - 1)].kind is inspect.Parameter.VAR_POSITIONAL:
-            var = params[min(i, len(params) - 1)]
-            names.append(f"{var.name}[{i - params.index(var)}]")
-        else:
-            names.append(f"arg{i}")
-    return names
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var = [p.name for p in params if p.kind is p.VAR_POSITIONAL]
+    extra = [f"{var[0]}[{i}]" if var else f"arg{len(names) + i}" for i in range(n - len(names))]
+    return (names + extra)[:n]
 
 
 # ---------------------------------------------------------------- tracing a call

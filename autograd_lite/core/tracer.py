@@ -12,8 +12,7 @@ import types
 
 import numpy as np
 
-from .batched import Batched, batched_call, peel, wrap
-from .levels import next_level
+from .batched import Batched, batched_call, new_level, peel, wrap
 from .devices import as_op_output, is_device_array, mixed_devices_error
 
 
@@ -36,7 +35,7 @@ class Trace:
                  "batch_levels")
 
     def __init__(self, on_op=None, caller="gradient", picturing=False):
-        self.level = next_level()
+        self.level = new_level()
         self.on_op = on_op
         self.caller = caller
         self.active = True
