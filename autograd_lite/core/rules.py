@@ -39,7 +39,6 @@ argument. Two different arguments arrive as two different objects even where the
 array (tracer.keep_distinct_arguments_distinct), so `a is b` in a rule means "one traced
 value".
 """
-import collections
 import contextlib
 import copy
 import functools
@@ -82,8 +81,12 @@ def fast_rules(enabled):
         _Switch.on = previous
 
 
-# A fast rule's body, its `applies` (None: every call) and `takes_traced`.
-Rule = collections.namedtuple("Rule", "body applies takes_traced")
+class Rule:
+    """A fast rule's body, its `applies` (None: every call) and `takes_traced`."""
+    __slots__ = ("body", "applies", "takes_traced")
+
+    def __init__(self, body, applies, takes_traced):
+        self.body, self.applies, self.takes_traced = body, applies, takes_traced
 
 
 PLAIN_DEFINITIONS = set()  # code objects of the fusables' plain functions (viz/scopes.py)
