@@ -1,10 +1,8 @@
 """Which arguments a transformation differentiates: `argnums`, as jax.grad reads it.
 
-None: every argument, a tuple of gradient trees (static arguments get None). An int: that
-argument, its own tree. A tuple of ints: a tuple of trees, in that order. Negative
-numbers count from the end. An argument named by argnums must hold a float leaf: there
-is nothing to differentiate in an int or an integer array, and a zero would hide the
-mistake.
+None: every argument, a tuple of gradient trees. An int: that argument, its own tree. A
+tuple of ints: a tuple of trees, in that order. Negative numbers count from the end. An
+argument named by argnums must hold a float leaf (a zero would hide the mistake).
 """
 import numbers
 
@@ -26,8 +24,7 @@ def _as_tuple(caller, argnums):
 
 
 def check_argnums(caller, argnums):
-    """Refuse, naming the call, an argnums that is not None, an int or a tuple of ints
-    (when a transformation is made, before the number of arguments is known)."""
+    """Refuse, naming the call, an argnums that is not None, an int or a tuple of ints."""
     if argnums is not None:
         _as_tuple(caller, argnums)
 

@@ -1,16 +1,9 @@
 """The backward pass: cotangents from an output node back to the input leaves, in reverse
 topological order found by counting consumers (no recursion: a transformer's graph has
-thousands of nodes). A node runs its pullback once every node that consumed it has
-delivered its cotangent. A pullback returns one entry per argument: a cotangent, None, or a
-function of no arguments that computes it, which the engine calls only for an argument that
-is traced, so a rule does no work for constants (a dropout mask, the data of a first layer).
-A primitive's None for a traced argument counts as zero; a fast rule's is an error that names
-the rule and the argument (a rule must say zero with zeros), unless the same traced value is
-another argument that got one (self-attention's x_q is x_kv, given one cotangent).
-Each cotangent must have its argument's shape and dtype, and is dropped as soon as it is
-used; with `release=True` each pullback, and the forward values it holds, is dropped too.
-A fast rule's node (core/rules.py) takes a traced cotangent (jvp's double vjp, vmap's
-batched cotangents) by the vjp of the rule's plain function, unless its pullback takes one.
+thousands of nodes). A pullback returns one entry per argument: a cotangent, None (a zero;
+a fast rule's None is an error, core/rules.py), or a function of no arguments computing it,
+called only for a traced argument. Each cotangent must have its argument's shape and dtype,
+and is dropped once used; with `release=True` each pullback, and what it holds, is too.
 """
 from .batched import Batched
 from .tracer import Box

@@ -1,43 +1,26 @@
-"""The batched value under vmap, and how an op meets one (vmap's tracing, in the spirit of
-JAX's batching rules; vmap itself and the ops' rules are autograd_lite/batching/). A
-`Batched` value holds many examples of one logical value stacked along one axis of its
-`value` (`bdim`), for one vmap call (its `level`). Its `shape` is one example's; ops see it
-as one example.
+"""The batched value under vmap, and how an op meets one (JAX's batching rules; vmap and the
+ops' rules are autograd_lite/batching/). A `Batched` value holds the examples of one vmap
+call (its `level`) stacked along axis `bdim` of its `value`; ops see it as one example.
 
-An op called with a `Batched` argument (or a tuple argument holding one, as an index) does
-not run its body: the batching rule registered for the op (`BATCHING_RULES`, filled by
-autograd_lite/batching/ above the ops) gets the values of the innermost-open vmap level (the
-highest level among the arguments), each with its batch axis (None: not mapped), and
-computes every example at once, most often by moving the batch axis to the front and
-calling the op once. An op without a rule is an error that names it; nothing falls back to
-a Python loop over the examples.
+An op called with a `Batched` argument (or a tuple holding one, as an index) runs its
+batching rule (`BATCHING_RULES`) on the values of the highest level among the arguments,
+each with its batch axis (None: not mapped); an op without one is an error that names it.
 
-Nesting: `Batched` layers always sit outside the boxes of the differentiating traces, the
-higher vmap level outermost. `gradient` (differentiate.py) boxes the plain array inside a
-batched argument and wraps the box again, and batches every argument it differentiates over
-every vmap call in progress (`active_levels`), so that `vmap(grad(f))` records one batched
-call whose backward pass gives each example its own gradient. Boxes, bodies and pullbacks
-recorded by a trace therefore see plain arrays; a batched cotangent (vmap of a pullback)
-runs the pullbacks on `Batched` values, which their ops batch. While a trace's backward pass
-runs, the vmap calls it was opened in count as not running (`opened_levels`): its pullbacks
-compute on the arrays under their layers, where every example is already a row of its own,
-and a gradient taken there (a fast rule's pullback differentiating what it saved) must not
-batch them again.
-
-Axis helpers (`strip_level`, `insert_level`) move a level's axis between the `Batched`
-wrapper and the logical shape; they need moveaxis and broadcasting ops, which the batching
-package installs (`Ops`), since the core imports no op.
+Nesting: `Batched` layers sit outside the boxes of the traces, the higher level outermost.
+`gradient` boxes the plain array inside a batched argument and batches every argument it
+differentiates over every vmap call in progress (`active_levels`), so that `vmap(grad(f))`
+gives each example its own gradient. While a trace's backward pass runs, the vmap calls it
+was opened in count as not running (`opened_levels`): its pullbacks compute on the arrays
+under their layers, which a gradient taken there must not batch again.
 """
 import contextlib
+import itertools
 
 import numpy as np
 
-from .levels import next_level
-
 
 class Batched:
-    """Many examples of a value: `value` holds them along axis `bdim`; `level` is the vmap
-    call's. shape, dtype, ndim and size describe one example."""
+    """The examples of one vmap call (`level`) along axis `bdim` of `value`; shape: one's."""
 
     __slots__ = ("value", "level", "bdim")
     __array_priority__ = 1000.0
@@ -101,9 +84,7 @@ class Batched:
 # ---------------------------------------------------------------- vmap calls in progress
 
 class MappedCall:
-    """A vmap call whose function is running: its level, its number of examples, and what
-    its random ops draw (vmap's `randomness`: "error", "different" or "same"; `draws` keeps
-    the draws of "different", randomness.py)."""
+    """A running vmap call: its level, examples, `randomness` and draws (randomness.py)."""
 
     __slots__ = ("level", "length", "randomness", "draws")
 
@@ -115,9 +96,12 @@ _CALLS = []  # every vmap call in progress, outermost first
 _OPENED = set()  # the levels of those whose Batched values are opened meanwhile (below)
 
 
+_LEVELS = itertools.count(1)  # one counter for the traces (tracer.py) and the vmap calls
+
+
 def new_level():
-    """A level above every trace and vmap call opened so far (one counter for both)."""
-    return next_level()
+    """A level above every trace and vmap call opened so far: an op serves the highest."""
+    return next(_LEVELS)
 
 
 def calls_in_progress():
@@ -126,37 +110,29 @@ def calls_in_progress():
 
 
 def active_calls():
-    """The vmap calls in progress whose function sees its values batched: all of them but
-    those whose layers are opened (`opened_levels`), outermost first."""
+    """The vmap calls in progress whose layers are not opened, outermost first."""
     return tuple(c for c in _CALLS if c.level not in _OPENED)
 
 
 def active_levels():
-    """(level, examples) of each active vmap call, outermost first (what a gradient taken
-    now batches its inputs over, so that each example gets its own)."""
+    """(level, examples) of each active vmap call (what a gradient taken now batches over)."""
     return tuple((c.level, c.length) for c in _CALLS if c.level not in _OPENED)
 
 
-class running:
-    """`with running(call):` marks a vmap call's function as running (gradients taken inside
-    it are per example)."""
-
-    def __init__(self, call):
-        self.call = call
-
-    def __enter__(self):
-        _CALLS.append(self.call)
-
-    def __exit__(self, *exc):
-        _CALLS.remove(self.call)
+@contextlib.contextmanager
+def running(call):
+    """`with running(call):` marks a vmap call's function as running."""
+    _CALLS.append(call)
+    try:
+        yield
+    finally:
+        _CALLS.remove(call)
 
 
 @contextlib.contextmanager
 def opened_levels(levels):
-    """The vmap calls of `levels` count as not running meanwhile: the code inside computes on
-    the arrays under their Batched layers, where each example is already a row of its own (a
-    trace's backward pass: a pullback that differentiates what it saved must not batch those
-    arrays over the examples a second time)."""
+    """The vmap calls of `levels` count as not running meanwhile (a trace's backward pass,
+    computing on the arrays under their Batched layers)."""
     added = set(levels) - _OPENED
     _OPENED.update(added)
     try:
@@ -167,8 +143,7 @@ def opened_levels(levels):
 
 @contextlib.contextmanager
 def closed_levels(levels):
-    """The inverse of opened_levels inside it: code that puts the layers of `levels` back
-    around the arrays and runs the mapped function on them (checkpoint's recomputation)."""
+    """The inverse of opened_levels inside it (checkpoint's recomputation)."""
     removed = set(levels) & _OPENED
     _OPENED.difference_update(removed)
     try:
@@ -186,16 +161,14 @@ BATCHING_RULES = {}
 
 class Ops:
     """The ops the axis helpers need, installed by autograd_lite/batching (core imports no op):
-    moveaxis(x, source, destination) and broadcast_axis(x, axis, length); and
-    every_value(x), the plain values of all of a batched value's examples."""
+    moveaxis(x, source, destination), broadcast_axis(x, axis, length), every_value(x)."""
     moveaxis = None
     broadcast_axis = None
     every_value = None
 
 
 def _level_of(a):
-    """The vmap level of an argument: a Batched value's; a tuple's, its entries' highest;
-    -1 for anything else."""
+    """An argument's vmap level: a Batched value's, a tuple's entries' highest, else -1."""
     if type(a) is Batched:
         return a.level
     if type(a) is tuple:
@@ -205,11 +178,9 @@ def _level_of(a):
 
 def batched_call(op, args, kwargs, plain=None):
     """Call `op` on arguments among which some are Batched (or tuples holding Batched
-    entries, as an index): its rule, at the highest level. The rule gets each argument's
-    value at that level and its batch axis (None where it is not batched there); a tuple
-    argument with entries at that level, the tuple of the entries' values and the tuple of
-    their axes. A fusable's rule may return NotImplemented; then its plain function `plain`
-    runs, op by op."""
+    entries): its rule gets each argument's value at the highest level and its batch axis
+    (None where it is not batched there; a tuple's, a tuple of both). A fusable's rule may
+    return NotImplemented: its plain function `plain` runs."""
     name = getattr(op, "op_name", getattr(op, "__name__", "op"))
     for key, value in kwargs.items():
         if type(value) is Batched:
@@ -250,8 +221,7 @@ def batched_call(op, args, kwargs, plain=None):
 
 
 def _named_under_vmap(error, name):
-    """An IndexError or ValueError from computing every example at once, saying so by the
-    op's name (numpy's own words name no op); an error of the library's vmap as it is."""
+    """numpy's IndexError or ValueError, computing every example at once, named by the op."""
     message = str(error)
     if type(error) not in (IndexError, ValueError) or message.startswith("vmap"):
         return error
@@ -268,8 +238,7 @@ def _describe(a):
 # ---------------------------------------------------------------- layers and axes
 
 def peel(x):
-    """(core, layers): the value under every Batched layer, and the layers outermost first
-    as (level, bdim)."""
+    """(core, layers): the value under every Batched layer, and the (level, bdim) layers."""
     layers = []
     while type(x) is Batched:
         layers.append((x.level, x.bdim))
@@ -278,8 +247,7 @@ def peel(x):
 
 
 def wrap(core, layers):
-    """The inverse of peel for a core of the peeled value's shape; a core that is itself
-    Batched (at other levels) gets the layers inserted at their places."""
+    """The inverse of peel; a Batched core (other levels) gets the layers at their places."""
     for level, bdim in reversed(layers):
         core = insert_level(core, level, bdim)
     return core
@@ -311,9 +279,8 @@ def strip_level(x, level):
 
 
 def aligned(x, layers, lengths):
-    """The value under `layers` (outermost first, as peel gives them) of a value batched like
-    x: x's examples of each layer's level moved to that layer's axis, broadcast where x is not
-    batched at it (`lengths[level]` examples). What stays Batched is at other levels."""
+    """x as the value under `layers` (as peel gives them): x's examples of each layer's level
+    moved to its axis, broadcast to `lengths[level]` where x is not batched at it."""
     for level, bdim in layers:
         y, axis = strip_level(x, level)
         if axis is None:
@@ -324,9 +291,8 @@ def aligned(x, layers, lengths):
 
 
 def batched_over(x, levels):
-    """x batched at every (level, length) of `levels` (ascending levels) where it is not
-    already: its value broadcast along a new front axis (what vmap gives an unmapped
-    argument that a gradient inside it differentiates, one copy per example)."""
+    """x batched at every (level, length) of `levels` (ascending) where it is not already,
+    broadcast along a new front axis."""
     for level, length in levels:
         _, axis = strip_level(x, level)
         if axis is None:

@@ -7,10 +7,8 @@
             return (3 * g * x * x,)   # one cotangent per argument
         return x ** 3, cube_pullback
 
-`primitive` is the engine's (core/tracer.py) over a body that sees a weak float among float
-arrays cast to their dtype (core/dtypes.py's `settles_weak_floats`), as every fast rule
-does: a user's op, as the library's binary ops, keeps float32 float32 where a
-differentiated Python float meets it.
+A user's op sees a differentiated Python float among float arrays cast to their dtype, as a
+fast rule does, so that float32 stays float32 (core/dtypes.py's `settles_weak_floats`).
 """
 import functools
 
@@ -22,8 +20,7 @@ __all__ = ["fast_rule", "primitive"]
 
 
 def primitive(body=None, *, name=None):
-    """`ag.primitive`: core.tracer.primitive (same options) for a body that may meet a weak
-    float among float arrays, which it sees cast as `settles_weak_floats` casts it."""
+    """`ag.primitive`: core.tracer.primitive (same options), weak floats settled."""
     if body is None:
         return functools.partial(primitive, name=name)
     return tracer.primitive(settles_weak_floats(body), name=name)

@@ -1,12 +1,9 @@
 """Whole-program reverse mode: gradient, value_and_gradient, grad, vjp. Each call opens a
-new trace, boxes every float leaf of the arguments it differentiates (a Python float as a
-weak float, dtypes.py), runs the function once, and sends the output's cotangent back through
-the recorded nodes. Gradients come back in the structure of the arguments, each leaf's of its
-kind (a Python float's a float); static leaves (tree.is_differentiable: integer arrays, None,
-ints, strings, functions, Hyper settings) get None. `argnums` follows jax.grad (argnums.py):
-an int gives that argument's tree, a tuple of ints a tuple of trees; `gradient` and
-`value_and_gradient` default to every argument. The trace ends when the function returns:
-nothing is kept between calls, and a traced value that escaped is refused.
+trace, boxes every float leaf of the arguments it differentiates (a Python float as a weak
+float, dtypes.py), runs the function once and sends the output's cotangent back through the
+recorded nodes. Gradients come back in the arguments' structure, each leaf of its own kind;
+static leaves (tree.is_differentiable) get None. `argnums` follows jax.grad (argnums.py);
+`gradient` and `value_and_gradient` default to every argument.
 """
 import functools
 import inspect
@@ -26,8 +23,7 @@ from .dtypes import weak_float
 
 
 def box_input(leaf, trace):
-    """A float leaf as an input of `trace` (a Box whose node has no parents); a Python float
-    as a weak float (dtypes.py), which keeps numpy's promotion of Python floats."""
+    """A float leaf (a Python float as a weak float) as an input Box of `trace`."""
     if type(leaf) is float:
         value = weak_float(leaf)
     else:
@@ -43,26 +39,18 @@ def argument_names(f, n):
         params = list(inspect.signature(f).parameters.values())
     except (TypeError, ValueError):
         params = []
-    names = []
-    for i in range(n):
-        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
-                                                  params[i].POSITIONAL_OR_KEYWORD):
-            names.append(params[i].name)
-        elif params and params[min(i, len(params) - 1)].kind is inspect.Parameter.VAR_POSITIONAL:
-            var = params[min(i, len(params) - 1)]
-            names.append(f"{var.name}[{i - params.index(var)}]")
-        else:
-            names.append(f"arg{i}")
-    return names
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var = [p.name for p in params if p.kind is p.VAR_POSITIONAL]
+    extra = [f"{var[0]}[{i}]" if var else f"arg{len(names) + i}" for i in range(n - len(names))]
+    return (names + extra)[:n]
 
 
 # ---------------------------------------------------------------- tracing a call
 
 def _box_leaves(tree, trace):
-    """`tree` with each float leaf boxed as an input of `trace`; and the input nodes, in leaf
-    order. Under vmap (trace.batch_levels) a leaf is first batched over every vmap call in
-    progress (a Python float as a weak float of many examples), and the plain array inside
-    its Batched layers is what is boxed (core/batched.py)."""
+    """(`tree` with each float leaf boxed as an input of `trace`, the input nodes). Under
+    vmap a leaf is first batched over every vmap call in progress, and the plain array
+    inside its Batched layers is boxed (core/batched.py)."""
     nodes = []
 
     def box(leaf):
@@ -106,18 +94,16 @@ def trace_call(caller, f, args, positions, named=False):
 
 
 def backward_of(trace, node, seed, release):
-    """backward from `node` of `trace` (backward.py). Its nodes computed on the arrays under
-    the Batched layers of the vmap calls the trace was opened in, so those calls count as
-    not running meanwhile: a pullback that differentiates what it saved (a fast rule's, for
-    a traced cotangent) works on those arrays as they are (core/batched.opened_levels)."""
+    """backward from `node` of `trace` (backward.py), with the vmap calls the trace was
+    opened in counted as not running: its nodes computed on the arrays under their Batched
+    layers (core/batched.opened_levels)."""
     with opened_levels(level for level, _ in trace.batch_levels):
         return backward(node, seed, release)
 
 
 def batched_output(out, trace):
-    """(core, layers, lengths) of an output: under vmap, the output batched over the vmap
-    calls its trace's inputs were batched over, the value under its Batched layers, the
-    layers (outermost first) and {level: examples}."""
+    """(core, layers, lengths) of an output batched over the vmap calls its trace's inputs
+    were: the value under its Batched layers, the layers and {level: examples}."""
     if trace.batch_levels and is_differentiable(out):
         out = batched_over(out, trace.batch_levels)
     lengths = {}
@@ -146,16 +132,14 @@ def output_of(caller, out, trace):
 # ---------------------------------------------------------------- gradient trees
 
 def trees_of_inputs(args, positions, input_nodes, of_leaf):
-    """One tree per argument at `positions`: of_leaf(leaf, input node) at each float leaf
-    (the nodes in the order trace_call boxed them), None at every static leaf."""
+    """One tree per argument at `positions`: of_leaf(leaf, input node) at each float leaf."""
     nodes = iter(input_nodes)
     return tuple(tree_map(lambda leaf: of_leaf(leaf, next(nodes))
                           if is_differentiable(leaf) else None, args[i]) for i in positions)
 
 
 def _batched_gradient_leaf(node, g, seen, layers):
-    """The cotangent of an input boxed inside Batched layers: the plain array's (of the
-    node's shape: every example's), wrapped in the input's layers."""
+    """The cotangent of an input boxed inside Batched layers, wrapped in them."""
     if g is None:
         g = np.zeros(node.shape, dtype=node.dtype)
     elif type(g) is np.ndarray and (not g.flags.writeable or id(_memory_owner(g)) in seen):
@@ -236,8 +220,7 @@ def _untraced(tree, trace):
 
 
 def differentiate(caller, f, args, argnums=None, has_aux=False):
-    """(value, gradients), or ((value, aux), gradients) with has_aux: the one implementation
-    behind gradient, value_and_gradient and grad. argnums as jax.grad (module docstring)."""
+    """(value, gradients), or ((value, aux), gradients): gradient and its relatives."""
     positions, single = argnum_positions(caller, argnums, len(args))
     try:
         out, input_nodes, trace = trace_call(caller, f, args, positions,
@@ -270,8 +253,7 @@ def differentiate(caller, f, args, argnums=None, has_aux=False):
 
 
 def _check_call(caller, f, args):
-    """gradient(f, *args) computes now: f must be a function and args its arguments (the
-    curried form, JAX's jax.grad(f)(x), is ag.grad(f)(x))."""
+    """gradient(f, *args) computes now: f must be a function and args its arguments."""
     if not callable(f):
         raise TypeError(f"{caller}: the first argument must be the function to differentiate, "
                         f"got {type(f).__name__}")
@@ -296,9 +278,8 @@ def _list_argument_hint(caller, f, args):
 def value_and_gradient(f, *args, argnums=None, has_aux=False):
     """(f(*args), gradients) for scalar f: one gradient tree per positional argument, or
     for those argnums chooses (an int: that argument's tree; a tuple: a tuple of trees).
-
-    With has_aux=True, f returns (scalar, aux) and the result is ((value, aux), gradients):
-    aux (metrics, say) is any tree, returned with its traced values as plain values."""
+    With has_aux=True, f returns (scalar, aux), any tree, and the result is
+    ((value, aux), gradients), aux's traced values as plain values."""
     _check_call("value_and_gradient", f, args)
     return differentiate("value_and_gradient", f, args, argnums, has_aux)
 

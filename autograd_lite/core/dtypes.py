@@ -4,20 +4,14 @@
   it, meeting in one op are refused (`check_same_float_dtype`); Python numbers are weak in
   numpy's promotion (NEP 50) and take the other operand's dtype.
 - Weak floats: a differentiated Python float is traced as a `WeakFloat`, a float64 array
-  that numpy's ufuncs promote as they promote a Python float (`x * t` is float32 for a
-  float32 x). A ufunc over weak values and Python numbers only gives a weak value; an
-  explicit cast (`t.astype(np.float32)`) an ordinary array. An op with several operands
-  (`settles_weak_floats`, and every fast rule: core/rules.py) sees a weak operand cast to the
-  dtype of its float array operands, and gives its cotangent back as a weak float64, the
-  adjoint of that cast.
-- float16 computed in float32: float16 holds integers exactly only up to 2048 and nothing
-  above 65504, so a running sum in float16 stalls (2048 + 1 = 2048) or overflows. As torch's
-  CPU kernels, the ops that sum accumulate float16 in float32 and round the result once:
-  `wide_sum` for the plain sums (numpy adds float16 in float16 along every axis but the
-  last), `computed_in_float32` for the fused rules (softmax, layer norm, cross entropy) and
-  `defined_in_float32` for their plain definitions.
-
-Core imports no op: a traced cast here goes through the value's own `.astype` method.
+  that numpy's ufuncs promote as a Python float (`x * t` is float32 for a float32 x). An op
+  with several operands (`settles_weak_floats`, every fast rule) sees a weak operand cast to
+  the dtype of its float array operands, and gives its cotangent back as a weak float64,
+  the adjoint of that cast.
+- float16 computed in float32: a running sum in float16 stalls (2048 + 1 = 2048) or
+  overflows (65504), so, as torch's CPU kernels, the ops that sum accumulate float16 in
+  float32 and round once: `wide_sum` for the plain sums, `computed_in_float32` for the fused
+  rules and `defined_in_float32` for their plain definitions.
 """
 import functools
 
@@ -43,15 +37,13 @@ def dtype_of(op, x):
 
 
 def is_weak(x):
-    """A Python number, or a weak float (a Python float being differentiated): weak in
-    numpy's promotion (NEP 50), it takes the other operand's dtype."""
+    """A Python number or a weak float: it takes the other operand's dtype (NEP 50)."""
     return is_python_number(x) or is_weak_float(x)
 
 
 def check_same_float_dtype(op, a, b):
     """Refuse operands that numpy would silently promote: two float dtypes, or a float with
-    an integer array that changes it (float32 with int64). Python numbers are weak in
-    numpy's promotion (NEP 50) and never change a dtype."""
+    an integer array that changes it (float32 with int64)."""
     ta, tb = type(a), type(b)
     if (ta is np.ndarray and tb is float) or (ta is float and tb is np.ndarray):
         return  # the common case (x * 0.5), answered first
@@ -100,8 +92,7 @@ def weak_float(x):
 
 
 def strong(x):
-    """x, a weak float (of many examples: vmap's output) as an ordinary float64 array, as
-    numpy stacks Python floats; anything else as it is."""
+    """x, a weak float (vmap's output), as an ordinary float64 array; anything else as is."""
     return np.asarray(x) if type(x) is WeakFloat else x
 
 
@@ -111,8 +102,7 @@ def is_weak_float(x):
 
 
 def strong_float_dtype(operands):
-    """The common dtype of the operands that are float arrays and not weak (numpy float
-    scalars count; Python numbers do not), or None if there are none."""
+    """The common dtype of the operands that are float arrays and not weak, or None."""
     dtypes = []
     for x in operands:
         kind = type(x)
@@ -129,8 +119,7 @@ def strong_float_dtype(operands):
 
 def settled_weak_floats(values):
     """(values, positions): the plain values with each WeakFloat cast to the dtype of the
-    float arrays among them, and the positions cast; the values as they are, and no
-    positions, where there is no float array."""
+    float arrays among them (if any), and the positions cast."""
     dtype = strong_float_dtype(values)
     if dtype is None:
         return values, ()
@@ -142,8 +131,7 @@ def settled_weak_floats(values):
 
 
 def weak_cotangents(cotangents, positions):
-    """The cotangents with those at `positions` (the operands settled_weak_floats cast) as
-    weak float64s, the adjoint of the cast."""
+    """The cotangents, those at `positions` (settled_weak_floats's) weak: the cast's adjoint."""
     cotangents = list(cotangents)
     for i in positions:
         cotangents[i] = _as_weak_cotangent(cotangents[i])
@@ -151,10 +139,9 @@ def weak_cotangents(cotangents, positions):
 
 
 def settles_weak_floats(body):
-    """`body(*operands) -> (out, pullback)` with each weak operand (a WeakFloat, traced or
-    not) cast to the dtype of its float array operands (if it has any) and its cotangent
-    returned as a weak float64. A traced weak operand is cast by a recorded `astype`, so
-    higher order sees both casts."""
+    """`body(*operands) -> (out, pullback)` with each weak operand (traced or not) cast to
+    the dtype of its float array operands and its cotangent returned as a weak float64; a
+    traced one by a recorded `astype`, so that higher order sees both casts."""
     @functools.wraps(body)
     def settled_body(*args, **kwargs):
         weak = [i for i, a in enumerate(args) if type(a) is not np.ndarray and is_weak_float(a)]
@@ -174,8 +161,7 @@ def settles_weak_floats(body):
 
 
 def _as_weak_cotangent(g):
-    """A weak operand's cotangent (None, an array, or a function computing it) as a weak
-    float64."""
+    """A weak operand's cotangent (None, an array, or a function computing it), weak."""
     if g is None:
         return None
     if callable(g):
@@ -196,8 +182,8 @@ def weak_cotangent(g):
 # ---------------------------------------------------------------- float16 in float32
 
 def wide_sum(x, axis, keepdims):
-    """x.sum(axis, keepdims=keepdims), a float16 x summed in float32 and rounded back. A
-    traced float16 x (`plain` is False) sums through the recorded op, in float16."""
+    """x.sum(axis, keepdims=keepdims), a plain float16 x summed in float32 and rounded back
+    (numpy adds float16 in float16 along every axis but the last)."""
     if plain(x) and x.dtype == HALF:
         return x.sum(axis=axis, keepdims=keepdims, dtype=np.float32).astype(HALF)
     return x.sum(axis=axis, keepdims=keepdims)
@@ -215,8 +201,7 @@ def _all_half(args):
 
 
 def _to_half(cotangent):
-    """A cotangent of the float32 computation (None, an array or a function that computes
-    one: see tracer.primitive) rounded to float16."""
+    """A cotangent (None, an array or a function computing one) rounded to float16."""
     if cotangent is None:
         return None
     if callable(cotangent):
@@ -226,9 +211,7 @@ def _to_half(cotangent):
 
 def defined_in_float32(function):
     """A plain definition `function(x, ...)` that computes in float32 when its float array
-    operands are all float16, with the values' own casts (recorded, so differentiable): the
-    operands cast up, the output cast back, as computed_in_float32 does for a rule's body.
-    Any other dtype calls `function` as it is."""
+    operands are all float16, by the values' own (recorded) casts up and back."""
     @functools.wraps(function)
     def float32_definition(*args, **kwargs):
         if not _all_half(args):
@@ -240,10 +223,8 @@ def defined_in_float32(function):
 
 def computed_in_float32(body):
     """A primitive's or a rule's body `body(x, ...) -> (out, pullback)` that runs in float32
-    when its float operands are all float16: they are converted, and the output and every
-    cotangent are rounded back to float16 (as torch's CPU softmax, layer norm and cross
-    entropy do). The first argument is the op's main operand; any other dtype calls `body`
-    as it is, mixed float dtypes included (the body's own check names them)."""
+    when x and its other float operands are all float16, the output and every cotangent
+    rounded back to float16 (as torch's CPU softmax, layer norm and cross entropy)."""
     @functools.wraps(body)
     def in_float32(*args):
         if not _all_half(args):

@@ -1,13 +1,8 @@
-"""Placement: which device a value lies on, the module that computes on it, and trees moved
-between devices. The engine dispatches on the operands' module (Chainer's
-`get_array_module`): numpy for host arrays, the device's module (CuPy, whose arrays follow
-numpy's API) for a device's, so the same plain functions run on both.
+"""Placement: which device a value (traced and batched ones looked through) lies on, the
+module that computes on it (Chainer's `get_array_module`), and trees moved between devices.
 
     xp = ag.array_module(x)                 # numpy, or cupy for a CuPy array
     params = ag.to_device(params, "cuda")   # the `gpu` extra; "cpu" brings a tree back
-
-Traced and batched values are looked through: where a traced value lies is where its plain
-array lies. Which device an array type belongs to is devices.py's registry.
 """
 import numpy as np
 
@@ -17,8 +12,7 @@ from .tree import tree_map
 
 
 def device_of(x):
-    """The Device whose array `x` is (traced and batched values looked through), or None for
-    a numpy array or anything that is no device array."""
+    """The Device whose array `x` is, or None for a numpy array or anything else."""
     t = type(every_value(x))
     if t is np.ndarray:
         return None
@@ -27,16 +21,14 @@ def device_of(x):
 
 
 def device_name(x):
-    """Where the array `x` lies: "cpu" (numpy's arrays, and anything that is no array) or its
-    device's name ("cuda"): what to_device takes to put another tree beside it."""
+    """Where the array `x` lies, as to_device takes it: "cpu" (numpy's arrays, and anything
+    that is no array) or its device's name ("cuda")."""
     d = device_of(x)
     return HOST.name if d is None else d.name
 
 
 def array_module(*values):
-    """The module whose functions compute on the values' arrays: numpy, or a device's (cupy)
-    where any value is that device's array. Traced and batched values are looked through;
-    numbers, None and the like count as numpy's."""
+    """The module that computes on the values' arrays: numpy, or a device's (cupy)."""
     for x in values:
         if type(x) is np.ndarray:
             continue
@@ -47,8 +39,7 @@ def array_module(*values):
 
 
 def check_one_device(op, values):
-    """Raise a TypeError naming `op` where its array operands (traced and batched values
-    looked through) lie on more than one device (numpy's and CuPy's)."""
+    """Raise a TypeError naming `op` where its array operands lie on several devices."""
     error = mixed_devices_error(op, values, every_value)
     if error is not None:
         raise error
@@ -65,10 +56,9 @@ def to_host(tree):
 
 
 def to_device(tree, name):
-    """`tree` (parameters, an optimizer state, a batch) with its arrays on device `name`:
-    "cuda" (CuPy's arrays; the `gpu` extra) or "cpu" (numpy's). numpy scalars (an optimizer
-    step count), numbers, strings, None and functions are left as they are; an array already
-    there is not copied."""
+    """`tree` with its arrays on device `name`: "cuda" (CuPy's; the `gpu` extra) or "cpu".
+    Anything but an array (a numpy scalar too) is left as it is; an array already there is
+    not copied."""
     if not isinstance(name, str):
         raise ValueError(f"to_device: the device must be 'cuda' or 'cpu', got {name!r}")
     target = device(name)

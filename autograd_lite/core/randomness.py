@@ -7,16 +7,12 @@
                  generator, in order: the same bits, and the generator left where the loop
                  leaves it.
 
-The loop draws example by example: example e's draws start where example e - 1's ended, and
-vmap meets a random op for all the examples at once. Where a generator is drawn from at one
-place only, one draw of B times its size is the loop's. Where it is drawn from at several
-(dropout in every layer), each example's count D is known only once the function has run:
-the outermost "different" call (the owner) then rewinds the generators and runs the
-function again, and the first draw from each generator takes every example's D draws at
-once, each random op its slice of each example's row. Calls with "different" nested in
-the owner are examples of the loop nested in its loop: their examples are rows too.
-checkpoint's recomputation draws from a copy of the generator (`copied_generator`), which
-replays the slices its original gave.
+In the loop, example e's draws start where example e - 1's ended. Where a generator is drawn
+from at one place, one draw of B times its size is the loop's. Where at several (dropout in
+every layer), each example's count D is known only once the function has run: the outermost
+"different" call (the owner) then rewinds the generators and runs the function again, the
+first draw from each generator taking every example's row of D draws at once, and each
+random op its slice of every row. Nested "different" calls' examples are rows too.
 """
 import copy
 import math
@@ -27,10 +23,9 @@ from .batched import active_calls, calls_in_progress, wrap
 
 
 def draw_under_vmap(op, draw, shape, rng):
-    """The draws of the random op `op` of one example's `shape` from generator `rng`, as the
-    vmap calls running want them: draw(shape, source) draws an array of `shape` with
-    source.random(shape, dtype=np.float32) (the generator, or one replaying a loop's draws).
-    Under "different" calls, a Batched array with their examples."""
+    """The draws of the random op `op` of one example's `shape` from `rng`, as the running
+    vmap calls want them (a Batched array under "different" ones): draw(shape, source) draws
+    with source.random(shape, dtype=np.float32)."""
     calls = active_calls()
     if not calls:
         return draw(shape, rng)
@@ -53,9 +48,8 @@ def draw_under_vmap(op, draw, shape, rng):
 
 
 def copied_generator(rng):
-    """A copy of the generator `rng` (checkpoint's, to draw again what it drew): under a
-    "different" call that replays the loop's draws, one that gives the slices `rng` would
-    give next."""
+    """A copy of `rng` (checkpoint's, to draw again what it drew); under a replaying
+    "different" call, one that gives the slices `rng` would give next."""
     duplicate = copy.deepcopy(rng)
     for call in calls_in_progress():
         if call.draws is not None:
@@ -64,9 +58,8 @@ def copied_generator(rng):
 
 
 class Stream:
-    """What one generator gave under an owner: its state before its first draw, each random
-    op's count per example, the vmap calls they ran under; replaying, every example's row of
-    draws and how far the random ops have read it."""
+    """One generator under an owner: its state before its first draw, each random op's count
+    per example, the vmap calls they ran under; replaying, every example's row of draws."""
 
     def __init__(self, generator, calls):
         self.generator = generator
@@ -78,8 +71,7 @@ class Stream:
 
 
 class Replay:
-    """A source of a stream's draws in the loop's order, from `read` on (a copy made by
-    checkpoint reads from where its original was)."""
+    """A source of a stream's draws in the loop's order, from `read` on."""
 
     def __init__(self, stream, read):
         self.stream, self.read = stream, read
@@ -108,9 +100,7 @@ class Draws:
         self.replays = {}  # id(generator or checkpoint's copy) -> Replay (replaying only)
 
     def source(self, op, rng, calls, size):
-        """What the random op `op` draws from: the generator itself while recording (one
-        draw of every example's, in the loop's order where it is drawn from once), its
-        Replay while replaying."""
+        """What `op` draws from: the generator while recording, its Replay while replaying."""
         key = id(rng)
         if self.replaying and key in self.replays:
             return self.replays[key]
@@ -131,8 +121,7 @@ class Draws:
         return not self.replaying and any(len(s.counts) > 1 for s in self.streams.values())
 
     def rewind(self):
-        """Back to the generators' states before the first run, to replay the loop's draws in
-        a second run (which meets the same random ops in the same order)."""
+        """Back to the generators' states before the first run, to replay the loop's draws."""
         self.replaying = True
         for stream in self.streams.values():
             stream.generator.bit_generator.state = stream.state

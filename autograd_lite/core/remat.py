@@ -1,24 +1,12 @@
-"""Rematerialisation (jax.checkpoint, torch.utils.checkpoint): `checkpoint(f)` computes
-what f computes, but under a trace it keeps none of f's forward values for the backward
-pass: it computes them again there.
+"""Rematerialisation (jax.checkpoint): `checkpoint(f)` computes what f computes, but under a
+trace keeps none of f's forward values: the backward pass computes them again.
 
-A checkpointed call is one primitive whose operands are the traced leaves of f's
-arguments. Its forward runs f on their plain values, so nothing inside f is recorded at
-that trace's level and f's intermediate arrays are freed as f goes; the node keeps only
-f's inputs. Its pullback runs f again, on those inputs, under a trace of its own, and
-sends the cotangent back through that recording, which is dropped when it is done. An
-enclosing trace records both runs of f like any other code, so grad(grad(...)) through a
-checkpoint is exact.
-
-Randomness: the recomputation must draw what the forward drew (dropout's masks). The
-state of every np.random.Generator among f's arguments is copied when the call is made;
-the forward draws from the caller's generator (which advances exactly as it would
-without checkpoint), each recomputation from a fresh copy of the saved state. Randomness
-that does not come through an argument (np.random.* or a generator in a closure) is not
-saved: pass the generator as an argument.
-
-Under vmap the checkpoint is of the function of the arrays inside the Batched values, so
-the recomputation is batched too (`_under_vmap`).
+A checkpointed call is one primitive over the traced leaves of f's arguments: its forward
+runs f on their plain values (nothing recorded, f's arrays freed as it goes), its pullback
+runs f again under a trace of its own and sends the cotangent back through it. An enclosing
+trace records both runs, so grad(grad(...)) through a checkpoint is exact. The
+recomputation draws what the forward drew: each np.random.Generator among f's arguments is
+copied at the call (a generator in a closure is not: pass it as an argument).
 """
 import functools
 
@@ -33,8 +21,7 @@ from .tree import tree_leaves, tree_unflatten
 
 
 class CheckpointedCall:
-    """One checkpointed call: f, its arguments without their traced leaves (a skeleton,
-    so that the node does not hold the boxes), and its generators' states at call time."""
+    """f, its arguments without their traced leaves, and its generators as at the call."""
 
     def __init__(self, f, args, leaves, traced):
         self.f = f
@@ -57,8 +44,7 @@ class CheckpointedCall:
 
 
 def _recomputed_cotangents(call, traced_values, g):
-    """The cotangents of f's traced leaves for the cotangent g of its output, by running f
-    again under a trace of its own."""
+    """The cotangents of f's traced leaves for g, by running f again under its own trace."""
     trace = Trace(caller="checkpoint")
     boxed = [box_input(v, trace) for v in traced_values]
     try:
@@ -84,10 +70,8 @@ def checkpointed_call(call, *traced_values):
 
 
 def _under_vmap(checkpointed, f, args, leaves):
-    """checkpoint(f) on arguments of which some are batched (vmap, core/batched.py): the
-    checkpoint of the function of the values under their Batched layers, which puts the
-    layers back around them, runs f and returns its output's value under its layers; the
-    output gets those layers again. The recomputation batches as the first run did."""
+    """checkpoint(f) on batched arguments: the checkpoint of the function of the values
+    under their Batched layers, so that the recomputation batches as the first run did."""
     unbatched, layers = zip(*(peel(leaf) for leaf in leaves))
     levels = {level for lay in layers for level, _ in lay}
     out_layers = []
@@ -102,9 +86,8 @@ def _under_vmap(checkpointed, f, args, leaves):
 
 
 def checkpoint(f):
-    """f, recomputed in the backward pass instead of keeping its forward values (module
-    docstring). f returns one array. With nothing traced, it is f. Anything but a function is
-    refused here, not at its first call."""
+    """f, which returns one array, recomputed in the backward pass instead of keeping its
+    forward values (module docstring). With nothing traced, it is f."""
     if not callable(f):
         raise TypeError(f"checkpoint: expected the function to recompute, got "
                         f"{type(f).__name__} {f!r:.60}")

@@ -14,40 +14,30 @@ ChainRules' `rrule`, NNlib's softmax that a CUDA extension overrides).
             return LayerNorm(ds, db), dx, dx
         return out, add_and_norm_pullback
 
-A call of a fusable function runs the first registered rule whose `applies(*args, **kwargs)`
-is true, on the plain arrays of the innermost trace's values (the arguments' trees
-flattened, core/tree.py), and records one node for it. `applies` and the rule get every
-positional argument, the call's defaults filled in from the plain function's signature (so
-a rule repeats none). A rule returns `(out, pullback)`. Its pullback gets a plain cotangent
-and returns one cotangent per positional argument, None or a tree of the argument's
-structure (None for a subtree stands for None at each of its leaves; a leaf is an array, or
-a function of no arguments computing it). None means "no derivative" (an int, a static
-value): for a differentiated float it is an error naming the rule and the argument, and a
-rule whose derivative is zero returns zeros. A weak float among float arrays reaches the
-rule cast to their dtype, and its cotangent goes back as a weak float (core/dtypes.py).
+A call runs the first rule whose `applies(*args, **kwargs)` is true on the plain arrays of
+the innermost trace's values, and records one node for it. `applies` and the rule get every
+positional argument, defaults filled in from the plain function's signature. The rule's
+pullback takes a plain cotangent and returns one cotangent per positional argument: None,
+or a tree of the argument's structure (None for a subtree stands for None at its leaves; a
+leaf is an array or a function of no arguments computing it). None means "no derivative":
+for a differentiated float it is an error naming the rule and the argument. A weak float
+among float arrays reaches the rule cast to their dtype (core/dtypes.py).
 The plain function runs instead, op by op, so that the traces record it:
 
-- under higher order: a value belongs to an enclosing trace (grad of grad, hessian);
-- while a picture or a capture records (`Trace.picturing`), unless the fusable is
-  `drawn_as_op` (the library's ops), which pictures draw as one op (with its rules off, one
-  node whose output and pullback are the plain function's);
-- when no rule applies; and when rules are off (`fast_rules(False)`, or
-  AUTOGRAD_LITE_FAST_RULES=0 for a process);
-- under vmap (a Batched argument, core/batched.py), unless the fusable has a batching
-  rule (softmax, layer_norm, cross_entropy, gather, linear...), which then calls it once
-  for every example, so that its fast rule runs on the batch.
+- under higher order (a value of an enclosing trace);
+- while a picture records (`Trace.picturing`), unless the fusable is `drawn_as_op`;
+- when no rule applies, and when rules are off (`fast_rules(False)`, or
+  AUTOGRAD_LITE_FAST_RULES=0);
+- under vmap, unless the fusable has a batching rule, which then runs its fast rule on the
+  whole batch.
 
-A traced cotangent (jvp's double vjp, vmap's batched cotangents of a jacobian, a trace that
-differentiates what the cotangent was made from) goes to the vjp of the plain function at
-the rule's arguments, which the node keeps for that: the definition is what every
-derivative of higher order follows. A rule registered `takes_traced=True` instead meets
-one in its own pullback, written with the library's ops where `is_recorded(g)`, and its
-node keeps no argument (the library's ops: their pullbacks keep what the kernels saved,
-such as x̂ and 1/σ, not x).
-
-Two different arguments (or leaves) arrive as two different objects even where they share
-one array (a view for the later one, tracer.keep_distinct_arguments_distinct), so a rule may
-take `a is b` to mean "one traced value" (self-attention's packed projections).
+A traced cotangent (jvp's double vjp, a jacobian under vmap) goes to the vjp of the plain
+function at the rule's arguments, which the node keeps for that: every derivative of higher
+order follows the definition. A rule registered `takes_traced=True` meets one in its own
+pullback, written with the library's ops where `is_recorded(g)`, and its node keeps no
+argument. Two different arguments arrive as two different objects even where they share one
+array (tracer.keep_distinct_arguments_distinct), so `a is b` in a rule means "one traced
+value".
 """
 import contextlib
 import copy
@@ -56,14 +46,15 @@ import os
 
 import numpy as np
 
-from .devices import as_op_output, mixed_devices_error
+from .devices import as_op_output
 from .batched import BATCHING_RULES, Batched, batched_call
 from .differentiate import vjp
 from .dtypes import WeakFloat, settled_weak_floats, weak_cotangents
 from .randomness import copied_generator
-from .tracer import (Box, Node, check_keyword_only, escaped_value_error, every_value,
-                     move_keywords_to_positions, opened, positional_parameters)
-from .tree import PrefixMismatch, broadcast_prefix, flatten_into, leaf_count, unflatten
+from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
+                     move_keywords_to_positions, opened, positional_parameters,
+                     raise_if_mixed_devices)
+from .tree import PrefixMismatch, broadcast_prefix, flatten_into, unflatten
 
 _SETTING = "AUTOGRAD_LITE_FAST_RULES"
 
@@ -82,9 +73,7 @@ class _Switch:
 
 @contextlib.contextmanager
 def fast_rules(enabled):
-    """`with fast_rules(False): ...` runs every fusable function as its plain definition, op
-    by op (the tests hold the two against each other); `fast_rules(True)` turns them back on
-    inside. The setting is the process's, restored on leaving the block."""
+    """`with fast_rules(False): ...` runs every fusable function as its plain definition."""
     previous, _Switch.on = _Switch.on, bool(enabled)
     try:
         yield
@@ -93,8 +82,7 @@ def fast_rules(enabled):
 
 
 class Rule:
-    """A fast rule's body, its `applies` predicate (None: it applies to every call), and
-    whether its pullbacks take traced cotangents themselves (`fast_rule`)."""
+    """A fast rule's body, its `applies` (None: every call) and `takes_traced`."""
     __slots__ = ("body", "applies", "takes_traced")
 
     def __init__(self, body, applies, takes_traced):
@@ -105,14 +93,11 @@ PLAIN_DEFINITIONS = set()  # code objects of the fusables' plain functions (viz/
 
 
 def fusable(fn=None, *, name=None, drawn_as_op=False):
-    """Make the plain function `fn` one that fast rules (`fast_rule`) may stand in for; with
-    no rule, or rules off, a call is a call of `fn`. `name` (default fn's) names the node a
-    rule records, in errors and pictures. drawn_as_op: pictures and captures draw a call as
-    one op (one of the library's ops: its rule runs there too, as a primitive's body does,
-    and with rules off its plain function computes that one node); otherwise (a model's
-    function) they run `fn`, to show the ops it is made of. Under vmap a fusable with a
-    batching rule (core/batched.py's BATCHING_RULES) runs it, else `fn`.
-    The result exposes `plain` (fn), `rules`, `op_name`, `parameters` and `drawn_as_op`."""
+    """Make the plain function `fn` one that fast rules may stand in for; with no rule, or
+    rules off, a call is a call of `fn`. `name` (default fn's) names the rule's node.
+    drawn_as_op: pictures draw a call as one op (the library's ops), rather than the ops of
+    `fn` (a model's function). Exposes `plain`, `rules`, `op_name`, `parameters` and
+    `drawn_as_op`."""
     if fn is None:
         return functools.partial(fusable, name=name, drawn_as_op=drawn_as_op)
     PLAIN_DEFINITIONS.add(fn.__code__)
@@ -125,9 +110,7 @@ def fusable(fn=None, *, name=None, drawn_as_op=False):
                 return _dispatch(fusable_call, args, kwargs)
             return fn(*args, **kwargs)
         except TypeError:  # numpy's and a device's arrays among the arguments: say so by name
-            error = mixed_devices_error(fusable_call.op_name, args, every_value)
-            if error is not None:
-                raise error from None
+            raise_if_mixed_devices(fusable_call.op_name, args)
             raise
     fusable_call.plain = fn
     fusable_call.rules = []
@@ -139,10 +122,8 @@ def fusable(fn=None, *, name=None, drawn_as_op=False):
 
 def fast_rule(function, applies=None, *, takes_traced=False):
     """Register the decorated `rule(*args) -> (out, pullback)` against the fusable
-    `function`, for the calls where `applies(*args)` (None: every call) is true; both see
-    the plain arrays (the module docstring has the contract). takes_traced: the rule's
-    pullbacks take a traced cotangent too, written with the library's ops where it is one
-    (`is_recorded(g)`), so that its node keeps no argument for the plain function's vjp.
+    `function`, for the calls where `applies(*args)` (None: every call) is true (the module
+    docstring has the contract). takes_traced: its pullbacks take a traced cotangent too.
     Rules registered earlier are tried first. Returns the rule itself."""
     if not hasattr(function, "rules"):
         raise TypeError(f"fast_rule: {getattr(function, '__name__', function)!r} is not a "
@@ -155,9 +136,8 @@ def fast_rule(function, applies=None, *, takes_traced=False):
 
 
 def is_recorded(g):
-    """Whether the ops on `g` are recorded rather than computed on a plain array: a traced
-    or batched cotangent, which a pullback of a rule registered `takes_traced` meets with
-    the library's ops."""
+    """Whether `g` is a traced or batched cotangent, which a pullback of a rule registered
+    `takes_traced` meets with the library's ops."""
     return type(g) is Box or type(g) is Batched
 
 
@@ -172,9 +152,9 @@ def _applicable(function, args, kwargs):
 
 
 def _dispatch(function, args, kwargs):
-    """A call of a fusable with rules on (or one drawn as an op, or with a batching rule): a
-    rule where one applies and no enclosing trace or picture asks for the plain function,
-    the batching rule under vmap, else the plain function."""
+    """A call of a fusable with rules on (or drawn as an op, or with a batching rule): a rule
+    where one applies (module docstring), the batching rule under vmap, else the plain
+    function."""
     if kwargs or len(args) < len(function.parameters):  # rules see every argument, the
         args, kwargs = move_keywords_to_positions(  # defaults the function's own
             function.op_name, function.parameters, args, kwargs)
@@ -249,8 +229,7 @@ def _dispatch(function, args, kwargs):
 
 
 def _plain_pullback(call):
-    """The pullback of an op drawn as one node by its plain function: the plain function's
-    vjp (RuleCall.traced_pullback) for every cotangent, named as the op's pullback."""
+    """An op drawn as one node by its plain function: its vjp, named as the op's pullback."""
     def plain_pullback(g):
         return call.traced_pullback(g)
     plain_pullback.__name__ = plain_pullback.__qualname__ = f"{call.function.op_name}_pullback"
@@ -258,9 +237,8 @@ def _plain_pullback(call):
 
 
 def _per_leaf(pullback, structure, weak):
-    """A rule's pullback (one cotangent tree per argument, None for a subtree without one)
-    as its node's: one cotangent per leaf of the arguments of `structure`, those of the
-    leaves at positions `weak` as weak floats (core/dtypes.py). Named as the rule's."""
+    """A rule's pullback (one cotangent tree per argument) as its node's: one cotangent per
+    leaf of the arguments of `structure`, those at positions `weak` as weak floats."""
     def leaves_pullback(g):
         cotangents = pullback(g)
         try:
@@ -275,9 +253,8 @@ def _per_leaf(pullback, structure, weak):
 
 class RuleCall:
     """What a fast rule's node keeps: the fusable, the rule (None: an op drawn as one by its
-    plain function), the structure of the arguments, and what the vjp of the plain function
-    needs for a traced cotangent (`traced_pullback`; `values` is None where the rule's own
-    pullback takes one)."""
+    plain function), the arguments' structure, and what `traced_pullback` needs (`values`
+    is None where the rule's own pullback takes a traced cotangent)."""
     __slots__ = ("function", "rule", "structure", "values", "parents", "kwargs", "generators")
 
     def __init__(self, function, rule, structure, values, parents, kwargs, generators):
@@ -286,13 +263,10 @@ class RuleCall:
         self.generators = generators
 
     def traced_pullback(self, g):
-        """For a traced cotangent (a trace opened around the backward pass, as jvp's double
-        vjp, or vmap's batched cotangents of a jacobian): the vjp of the plain function in
-        its traced leaves, at the plain arguments the rule was given (`values`, its leaves),
-        every other leaf held, written with the library's ops, so that the enclosing trace
-        records it. Each generator among the leaves ({leaf: a copy as it was before the call
-        drew}) draws again from a copy of that state: the plain function draws the masks the
-        call drew (dropout). One cotangent per leaf."""
+        """For a traced cotangent: the vjp of the plain function in its traced leaves at the
+        rule's plain arguments, recorded by the enclosing trace. Each generator among the
+        leaves draws again from a copy of its state before the call, so that the plain
+        function draws the call's masks (dropout). One cotangent per leaf."""
         traced = [i for i, _ in self.parents]
 
         def of_traced(*traced_values):
@@ -310,20 +284,16 @@ class RuleCall:
         return tuple(cotangents)
 
     def check_missing_cotangent(self, node, leaf, parent, cotangents):
-        """The rule's pullback gave None (`cotangents[leaf]`) for the traced float leaf number
-        `leaf`: an error naming the rule and the argument (None means "no derivative": ints,
-        static values), unless the same traced value is another leaf that got a cotangent
-        (one object passed twice, as self-attention's x_q and x_kv, may get it whole once)."""
+        """The rule's pullback gave None for the traced float leaf number `leaf`: an error
+        naming the rule and the argument, unless the same traced value is another leaf that
+        got a cotangent (self-attention's x_q and x_kv, one object, may get it whole once)."""
         if any(p is parent and i != leaf and cotangents[i] is not None
                for i, p in node.parents):
             return
         names = [name for name, _ in self.function.parameters]
-        position, first = 0, 0
-        for position, kid in enumerate(self.structure[2]):
-            count = leaf_count(kid)
-            if leaf < first + count:
-                break
-            first += count
+        positions = broadcast_prefix(tuple(range(len(self.structure[2]))), self.structure)
+        position = positions[leaf]  # the argument the leaf is in, and its first leaf
+        first = positions.index(position)
         name = f"'{names[position]}'" if position < len(names) else f"args[{position}]"
         where = name if self.structure[2][position] is None else \
             f"{name} (its leaf {leaf - first} in tree order)"
@@ -336,9 +306,9 @@ class RuleCall:
 
 
 def _named_after(pullback, wrapper):
-    """`wrapper` under `pullback`'s name (pictures label a node's pullback by it) and with
-    its attributes, which an op reading the node may look for (as square_of_norm reads
-    norm's); functools.wraps copies more, at a cost a small rule's node feels."""
+    """`wrapper` with `pullback`'s name (pictures label by it) and attributes (an op reading
+    the node may look for them, as square_of_norm reads norm's): less than functools.wraps
+    copies, at less cost."""
     name = getattr(pullback, "__name__", None)
     if name is not None:
         wrapper.__name__ = name
@@ -349,6 +319,5 @@ def _named_after(pullback, wrapper):
     return wrapper
 
 
-# One code object for every fusable's wrapper: how the pictures' scope finder recognises a
-# call that may run a rule (and then its plain function, whose code is in PLAIN_DEFINITIONS).
+# One code object for every fusable's wrapper: how the pictures' scope finder recognises one.
 FUSABLE_CODE = fusable(lambda x: x).__code__

@@ -1,13 +1,10 @@
-"""Tracing: a `Box` wraps a value (a numpy array, or a `Box` of an enclosing trace) with the
-`Node` of the primitive that produced it, on the `Trace` of one `gradient`/`vjp` call (each
-call a fresh, higher level); `primitive` makes a function `body(*arrays) -> (out, pullback)`
-an op. Called, the op finds the innermost trace among its arguments, unboxes only that
-trace's boxes and runs the body; arguments of enclosing traces stay boxed, and the body's
-numpy vocabulary (`np.exp(x)`, `x.sum()`, `a @ b`) hands them to the library's ops, so the
-body and its pullback are recorded by the enclosing trace and `grad(grad(f))` works. With
-nothing traced the body runs on plain arrays at numpy speed and nothing is recorded. A
-trace may carry a recording hook that observes each op (`Trace`), and it ends when its call
-returns: a box that escaped the call and reaches an op later is an error that says so.
+"""Tracing: a `Box` wraps a value (an array, or a `Box` of an enclosing trace) with the `Node`
+of the primitive that produced it, on the `Trace` of one `gradient`/`vjp` call (each a higher
+level). `primitive` makes `body(*arrays) -> (out, pullback)` an op: called, it unboxes only
+the innermost trace's boxes and runs the body, whose numpy vocabulary (`np.exp(x)`, `a @ b`)
+hands the enclosing traces' boxes to the library's ops, so that `grad(grad(f))` works. With
+nothing traced the body runs on plain arrays and nothing is recorded. A trace ends when its
+call returns: a box that escaped it and reaches an op later is an error that says so.
 """
 import functools
 import inspect
@@ -15,8 +12,7 @@ import types
 
 import numpy as np
 
-from .batched import Batched, batched_call, peel, wrap
-from .levels import next_level
+from .batched import Batched, batched_call, new_level, peel, wrap
 from .devices import as_op_output, is_device_array, mixed_devices_error
 
 
@@ -25,28 +21,21 @@ class Trace:
 
     caller: the call that opened it ("gradient", "jvp", ...), named when a value escapes.
     active: until the call returns (`end_trace`).
-    on_op: None, or the recording hook: after an op records its node on this trace it calls
-    `on_op(op, args, kwargs, box)` (`gradient` and its relatives never set one; `viz` does):
-      op: the primitive (the wrapper): `op.op_name` (its label), `op.parameters` ((name,
-        default) of each parameter that may be passed by position, `inspect.Parameter.empty`
-        where there is none; positional arguments past them belong to `*args`), `op.body`;
-      args: the positional arguments as the op received them, boxes included (keywords given
-        for positional parameters moved to their positions, defaults filled in); kwargs: the
-        keyword-only arguments left;
-      box: the `Box` returned, whose `node` is the recorded `Node`.
-    The usual path pays two attribute tests per traced op (has the trace ended; has it a hook).
-    picturing: the trace records a call for a picture or a capture (`viz` sets it), so a
-    model's fusable functions run their plain definitions on it (core/rules.py): the picture
-    shows the model's own ops rather than one fused box.
+    on_op: None, or the recording hook (`viz` sets one): after an op records its node it
+    calls `on_op(op, args, kwargs, box)`: the op's wrapper (`op_name`, `parameters`: (name,
+    default) of each positional parameter; `body`), its positional arguments with keywords
+    moved to their positions and defaults filled in, the keyword-only ones, and the `Box`.
+    picturing: a picture records the call, so a model's fusable functions run their plain
+    definitions (core/rules.py).
     batch_layers, batch_levels: what a trace opened inside vmap keeps to batch its inputs,
-    seeds and gradients (core/batched.py, differentiate.py).
+    seeds and gradients (core/batched.py).
     """
 
     __slots__ = ("level", "on_op", "caller", "active", "picturing", "batch_layers",
                  "batch_levels")
 
     def __init__(self, on_op=None, caller="gradient", picturing=False):
-        self.level = next_level()
+        self.level = new_level()
         self.on_op = on_op
         self.caller = caller
         self.active = True
@@ -75,9 +64,8 @@ class Node:
     parents: tuple of (argument index, Node) for the arguments traced at this level.
     shape, dtype: of the value the node produced; every cotangent must match them.
     n_args: the op's positional arguments (its pullback returns as many); 0 for an input.
-    rule: None, or for a fast rule's node (core/rules.py) what refuses, naming the rule and
-    the argument, a traced argument its pullback gave no cotangent
-    (`check_missing_cotangent`): a rule must give one, where a primitive's None is a zero.
+    rule: None, or a fast rule's `RuleCall` (core/rules.py), which refuses a None cotangent
+    for a traced argument, where a primitive's None is a zero.
     """
 
     __slots__ = ("pullback", "parents", "op", "shape", "dtype", "n_args", "rule")
@@ -134,8 +122,7 @@ class Box:
 
 
 def primal(x):
-    """The plain value under every level of boxing (a constant for all traces); under vmap,
-    a Batched value as it is (every_value looks through it too)."""
+    """The plain value under every Box layer (a Batched value stays as it is)."""
     while type(x) is Box:
         x = x.value
     return x
@@ -147,8 +134,7 @@ def is_array(x):
 
 
 def every_value(x):
-    """The plain array under every Batched and Box layer of x: under vmap, the values of
-    all of its examples at once (what a check of values reads, and where x lies)."""
+    """The plain array under every Batched and Box layer of x: all of its examples."""
     while type(x) is Batched:
         x = x.value
     while type(x) is Box:
@@ -157,8 +143,7 @@ def every_value(x):
 
 
 def stop_gradient(x):
-    """`x` as a constant: no trace, at any level, differentiates through it (under vmap, its
-    examples stay mapped: the Batched layers stay around the plain value)."""
+    """`x` as a constant for every trace (under vmap, its examples stay mapped)."""
     if type(x) is not Batched:
         return primal(x)
     core, layers = peel(x)
@@ -170,10 +155,8 @@ def is_traced(x):
 
 
 def plain(*values):
-    """Whether every value is a plain numpy array (exactly np.ndarray) or a Python int or
-    float: nothing any trace records, so numpy may work on it directly (write into it, sum
-    it with einsum, hand it to BLAS). The one test of the kind outside the seam
-    (`primitive`): the helpers that have a faster numpy path for plain values ask it."""
+    """Whether every value is exactly np.ndarray or a Python int or float: nothing a trace
+    records, so numpy may work on it directly (write into it, hand it to BLAS)."""
     for v in values:
         t = type(v)
         if t is not np.ndarray and t is not float and t is not int:
@@ -212,19 +195,13 @@ def check_keyword_only(op_name, kwargs, top):
 def primitive(body=None, *, name=None):
     """Make `body(*arrays) -> (out, pullback)` an op that gradients flow through.
 
-    `pullback(cotangent)` returns one cotangent per positional argument (None
-    where there is none, e.g. integer indices; or a function of no arguments that
-    computes it, which the engine calls only if that argument is traced). Write the body and the pullback
-    with numpy functions, operators and methods, or with this library's ops: on
-    traced values those are recorded, which is what makes higher order work.
-    `name` (default: the body's name) labels the op in errors and pictures.
-    Use as `@primitive` or `@primitive(name="...")`. The op exposes `op_name`,
-    `parameters` and `body` (see the recording hook in `Trace`). The body gets
-    two arguments as one object only where the caller passed one object (one traced value,
-    or one constant): two traced values or a traced value and a constant that share data
-    arrive as distinct arrays, so `a is b` in a body means "the same value to differentiate".
-    (A function that has a definition of its own and a faster body for plain arrays is a
-    fusable function with a fast rule: core/rules.py.)
+    `pullback(cotangent)` returns one cotangent per positional argument: None where there is
+    none (integer indices), or a function of no arguments computing it, called only if that
+    argument is traced. Written with numpy's functions, operators and methods or the
+    library's ops, body and pullback are recorded on traced values: higher order works.
+    `name` (default: the body's name) labels the op in errors and pictures. The op exposes
+    `op_name`, `parameters` and `body`. `a is b` in a body means "one value to
+    differentiate" (keep_distinct_arguments_distinct).
     """
     if body is None:
         return functools.partial(primitive, name=name)
@@ -281,9 +258,9 @@ def primitive(body=None, *, name=None):
 
 
 def named_body(body, name):
-    """`body` (a body built from a table's row, defining one nested `pullback`) named as a
-    written-out op's is: its code `name`, the pullback's `<name>_pullback`, so that
-    tracebacks and pictures say which op ran. Renames the code objects once, at build time."""
+    """`body` (built from a table's row, defining one nested `pullback`) with its code named
+    `name` and the pullback's `<name>_pullback`, as a written-out op's: tracebacks and
+    pictures say which op ran."""
     pullback_name = f"{name}_pullback"
     consts = tuple(c.replace(co_name=pullback_name, co_qualname=pullback_name)
                    if isinstance(c, types.CodeType) else c for c in body.__code__.co_consts)
@@ -293,8 +270,8 @@ def named_body(body, name):
 
 
 class RowPullback(functools.partial):
-    """A table row's cotangent function with the values it reads bound (a functools.partial:
-    no Python call of its own), named as the op's pullback (`named_pullback`)."""
+    """A table row's cotangent function with its values bound (no Python call of its own),
+    named as the op's pullback (`named_pullback`)."""
     __slots__ = ()
     __name__ = property(lambda self: self.func.__name__)
 
@@ -312,8 +289,7 @@ array_of_list = None
 
 
 def traced_entry(entries):
-    """Batched where a list or tuple argument holds a mapped value, else Box where it holds a
-    traced one (nested lists too), else None."""
+    """Batched, else Box, else None: what traced values a (nested) list or tuple holds."""
     found = None
     for entry in entries:
         t = type(entry)
@@ -326,14 +302,9 @@ def traced_entry(entries):
     return found
 
 
-def holds_traced(entries):
-    """Whether a list or tuple holds (nested too) a traced or mapped value."""
-    return traced_entry(entries) is not None
-
-
 def one_shape(entries):
-    """Whether the entries of a list or tuple have one shape (numbers: ()), as the rows of an
-    array have: an index such as (0, x) is left to its op."""
+    """Whether the entries of a list or tuple have one shape (numbers: ()), as an array's
+    rows: an index such as (0, x) is left to its op."""
     shapes = {getattr(entry, "shape", ()) for entry in entries}
     return len(shapes) == 1
 
@@ -341,23 +312,20 @@ def one_shape(entries):
 def lists_as_arrays(args):
     """The arguments with each list or tuple that holds traced values made one array, as
     numpy makes an array of a list of numbers (np.mean([x, x + 2]))."""
-    return [array_of_list(a) if type(a) in (list, tuple) and holds_traced(a) and one_shape(a)
-            else a for a in args]
+    return [array_of_list(a) if type(a) in (list, tuple) and traced_entry(a) is not None
+            and one_shape(a) else a for a in args]
 
 
 def raise_if_mixed_devices(op_name, args):
-    """After a body failed with a TypeError: where its operands lie on different devices
-    (numpy's and CuPy's), raise the error that says so by the op's name instead. Only a
-    failure pays for the look (a device module refuses a mixed operation itself)."""
+    """After a body failed with a TypeError: where its operands lie on different devices,
+    raise the error that says so by the op's name instead (only a failure pays the look)."""
     error = mixed_devices_error(op_name, args, every_value)
     if error is not None:
-        raise error
+        raise error from None
 
 
 def opened(args, top):
-    """(values, parents): the arguments with the boxes of trace `top` opened, two different
-    arguments kept two objects (keep_distinct_arguments_distinct), and (argument index,
-    node) of each opened box."""
+    """(values, parents): the arguments with `top`'s boxes opened, and (index, node) of each."""
     values = []
     parents = []
     for i, a in enumerate(args):
@@ -372,11 +340,9 @@ def opened(args, top):
 
 
 def keep_distinct_arguments_distinct(args, values):
-    """Once opened, two different arguments may hold one array: two traced values made from
-    the same data (`gradient(f, x, x)`), or a traced value and its constant
-    (`stop_gradient(x)`). Hand the later one a view, so that a body sees two arguments as
-    one object only where its caller passed one object (a fast rule may take `a is b` to
-    mean "the same traced value", as self-attention's does). In place, over `values`."""
+    """Once opened, two different arguments may hold one array (`gradient(f, x, x)`, or x
+    and `stop_gradient(x)`): hand the later one a view, so that a body sees one object only
+    where its caller passed one (self-attention's rule reads `a is b`). In place."""
     for i in range(1, len(values)):
         value = values[i]
         t = type(value)
@@ -389,7 +355,6 @@ def keep_distinct_arguments_distinct(args, values):
                     break
 
 
-# One code object for every wrapper: how tools that follow Python calls (the pictures' scope
-# finder) recognise a primitive application.
+# One code object for every wrapper: how the pictures' scope finder recognises a primitive.
 PRIMITIVE_CODE = primitive(lambda x: (x, None)).__code__
 

@@ -1,17 +1,10 @@
-"""Pytrees: nested NamedTuples, tuples, lists and dicts with arrays (or anything else) as leaves.
+"""Pytrees: nested NamedTuples, tuples, lists and dicts with anything else as leaves.
 
-Parameters, gradients and optimizer states are all pytrees of one shape, so an
-optimizer is a `tree_map` and a gradient comes back in the structure of its
-argument. Containers are rebuilt with their own types (a NamedTuple stays that
-NamedTuple); dicts keep their key order.
-
-The leaf policy lives here too, once for the whole library: `is_differentiable`
-says which leaves are parameters. `gradient` boxes exactly those, optimizers move
-them, `check_gradients` perturbs them and `models.summary` counts them; every other
-leaf (an int `n_heads`, a `Hyper` dropout rate, an integer token array, None, a
-function) is static and passes through. Complex numbers are out of the library's scope
-(its ops and their derivatives are real): an argument to differentiate that holds one is
-refused (`check_no_complex`), rather than given a gradient of None as if it were static.
+Parameters, gradients and optimizer states are pytrees of one shape, rebuilt with their own
+container types. The one leaf policy: `is_differentiable` says which leaves are parameters
+(boxed by `gradient`, moved by optimizers, counted by `models.summary`); every other leaf (an
+int, a `Hyper` rate, an integer array, None, a function) is static. Complex leaves are
+refused rather than taken for static (the ops and their derivatives are real).
 """
 import collections
 import numbers
@@ -24,24 +17,16 @@ from .tracer import Box
 
 
 class Hyper(float):
-    """A float setting kept in a parameter tree (a dropout rate, say): a static leaf.
-
-    It behaves as a float everywhere, but gradients, optimizers, gradient checks and
-    parameter counts pass it by, as they do ints and strings. ag.save/ag.load keep it.
-    """
+    """A float setting kept in a parameter tree (a dropout rate, say): a static leaf, which
+    gradients, optimizers and parameter counts pass by. ag.save/ag.load keep it."""
 
     def __repr__(self):
         return f"Hyper({float(self)!r})"
 
 
 def is_differentiable(leaf):
-    """Whether a leaf is a parameter: it gets a gradient, and optimizers move it.
-
-    Differentiated: floating numpy and device (CuPy) arrays and numpy float scalars, exact
-    Python floats, values already traced (by an enclosing `gradient`), and batched float
-    values (vmap). Static: `Hyper` (a float
-    subclass, hence "exact"), ints, bools, strings, None, functions, integer and bool arrays.
-    """
+    """Whether a leaf is a parameter: a float array (numpy's, a device's, batched) or numpy
+    float scalar, an exact Python float (not a `Hyper`), or a value already traced."""
     t = type(leaf)
     if t is float or t is Box:
         return True
@@ -61,8 +46,7 @@ def is_complex(leaf):
 
 
 def check_no_complex(caller, tree, name):
-    """Refuse (TypeError) a tree to differentiate that holds a complex leaf, naming its path
-    under `name` (the argument's name) and its dtype."""
+    """Refuse a tree to differentiate that holds a complex leaf, naming its path and dtype."""
     for path, leaf in zip(tree_paths(tree), tree_leaves(tree)):
         if is_complex(leaf):
             where = name + ("." + path if path and not path.startswith("[") else path)
@@ -76,8 +60,8 @@ _PYTHON_NUMBERS = (int, float, bool, complex)
 
 
 def is_python_number(x):
-    """A Python scalar (int, float, bool, complex, a Fraction; a `Hyper` too), as an op's
-    operand: a constant, never traced, with no shape or dtype of its own."""
+    """A Python scalar (int, float, bool, complex, a Fraction, a `Hyper`): as an op's
+    operand, a constant without a shape or dtype."""
     t = type(x)
     if t is np.ndarray or t is Box or t is Batched:
         return False
@@ -102,16 +86,13 @@ def children(tree):
 
 
 class DictKeys(tuple):
-    """A dict's keys in a structure; a defaultdict's carry its default factory (two
-    defaultdicts of the same keys have one structure, whatever their factories)."""
+    """A dict's keys in a structure; a defaultdict's carry its factory (equality ignores it)."""
 
 
 def tree_flatten(tree):
-    """(leaves, structure): the leaves in order (depth first, fields in declaration order)
-    and the structure that `unflatten` puts leaves back into: None for a leaf; for a
-    container (a tuple, NamedTuple, list or dict, as `children` opens it), the tuple
-    (its type, its keys (a dict's; else None), its children's structures). Structures
-    compare equal exactly where tree_map may pair their trees' leaves."""
+    """(leaves, structure): the leaves depth first, and the structure `unflatten` puts them
+    back into: None for a leaf, (type, a dict's keys or None, the children's structures) for
+    a container. Structures compare equal exactly where tree_map may pair their leaves."""
     t = type(tree)
     if t is np.ndarray or t is Box or not isinstance(tree, _CONTAINERS):
         return [tree], None
@@ -121,8 +102,7 @@ def tree_flatten(tree):
 
 def flatten_into(container, leaves):
     """Append the leaves under `container` to `leaves` and return its structure: one call
-    per container, none per leaf (a fast rule's dispatch flattens its arguments on every
-    call, where calls cost more than the rule saves on small arrays)."""
+    per container, none per leaf (a fast rule's dispatch flattens on every call)."""
     t = type(container)
     keys = None
     kids = container
@@ -181,8 +161,7 @@ def _child_names(structure):
 
 
 def structure_paths(structure, root=""):
-    """A path string for each leaf of a tree of `structure`, in leaf order: root +
-    'encoder[0].attn.wq'."""
+    """Each leaf's path, in leaf order: root + 'encoder[0].attn.wq'."""
     if structure is None:
         return [root]
     out = []
@@ -195,9 +174,9 @@ def structure_paths(structure, root=""):
 
 
 class PrefixMismatch(ValueError):
-    """A prefix tree that does not match the structure it should be a prefix of: `path`,
-    the (structure, child index) pairs from the top down to where it does not; `prefix`,
-    the prefix's subtree there; `structure`, the structure's there (None: a leaf)."""
+    """A tree that does not match a structure: `path`, the (structure, child index) pairs
+    down to where it does not; `prefix`, the tree's subtree there; `structure`, the
+    structure's there (None: a leaf)."""
 
     def __init__(self, prefix, structure):
         super().__init__("the prefix tree does not match the structure")
@@ -209,11 +188,9 @@ class PrefixMismatch(ValueError):
 
 
 def broadcast_prefix(prefix, structure):
-    """One entry for each leaf of a tree of `structure`: the leaf of `prefix` above it.
-    `prefix` is a tree whose containers are the structure's own (same types, lengths and
-    keys) down to its leaves, each leaf standing for the whole subtree below it (vmap's
-    in_axes: an int or None per subtree; a rule's cotangents: None for a subtree without
-    one). Anything else raises PrefixMismatch."""
+    """One entry for each leaf of a tree of `structure`: the leaf of `prefix` above it, a
+    prefix leaf standing for the whole subtree below it (vmap's in_axes; a rule's None
+    cotangent for a subtree). Containers that differ raise PrefixMismatch."""
     out = []
     _broadcast(prefix, structure, out)
     return out
@@ -245,7 +222,7 @@ def _broadcast(prefix, structure, out):
 
 def leaves_up_to(structure, tree):
     """The subtrees of `tree` at the leaves of `structure`, a prefix of tree's structure,
-    in leaf order; _ContainersDiffer where a container of `structure` is not tree's."""
+    in leaf order; PrefixMismatch (`prefix`: tree's subtree) where a container differs."""
     if structure is None:
         return [tree]
     out = []
@@ -257,38 +234,16 @@ def _up_to(structure, tree, out):
     kind, keys, kids = structure
     if type(tree) is not kind or len(tree) != len(kids) or \
             keys is not None and tuple(tree) != keys:
-        raise _ContainersDiffer
-    for kid, sub in zip(kids, tree.values() if keys is not None else tree):
+        raise PrefixMismatch(tree, structure)
+    for i, (kid, sub) in enumerate(zip(kids, tree.values() if keys is not None else tree)):
         if kid is None:
             out.append(sub)
-        else:
+            continue
+        try:
             _up_to(kid, sub, out)
-
-
-def _same_container(tree, other):
-    return (type(other) is type(tree) and len(other) == len(tree)
-            and (not isinstance(tree, dict) or list(other.keys()) == list(tree.keys())))
-
-
-class _ContainersDiffer(Exception):
-    """Raised by leaves_up_to; tree_map turns it into a ValueError naming the path."""
-
-
-def _first_difference(tree, others, path=""):
-    """(k, path, a, b) for the first container `a` of `tree` that `b`, its counterpart in
-    others[k], does not match; None if every container matches."""
-    kids = children(tree)
-    if kids is None:
-        return None
-    for k, other in enumerate(others):
-        if not _same_container(tree, other):
-            return k, path.lstrip(".") or "(root)", tree, other
-    other_kids = [children(o) for o in others]
-    for i, (name, kid) in enumerate(zip(_child_names(tree_flatten(tree)[1]), kids)):
-        found = _first_difference(kid, [ok[i] for ok in other_kids], path + name)
-        if found:
-            return found
-    return None
+        except PrefixMismatch as error:
+            error.path.insert(0, (structure, i))
+            raise
 
 
 def _describe(x):
@@ -332,24 +287,26 @@ def _likely_cause(a, b):
 
 
 def tree_map(f, tree, *others, caller="tree_map", names=None):
-    """f applied to every leaf of `tree` (with the matching leaves of `others`), same structure.
-
-    Trees that differ raise a ValueError naming the first path where they do, the two
-    containers there (or the keys a dict lacks and has over the other) and a likely cause.
-    caller, names: how the error names the call and each tree (a caller such as an
-    optimizer passes `caller="adam.update", names=("params", "grads")`). A leaf of `tree`
-    meets the whole subtree of each other tree at its place."""
+    """f applied to every leaf of `tree` (with the subtrees of `others` at its leaves), in
+    tree's structure. Trees that differ raise a ValueError naming the path, the two containers
+    there and a likely cause; caller and names (("params", "grads"), say) name the call and
+    the trees in it."""
     leaves, structure = tree_flatten(tree)
     if not others:
         return unflatten(structure, [f(leaf) for leaf in leaves])
-    try:
-        columns = [leaves_up_to(structure, other) for other in others]
-    except _ContainersDiffer:
-        names = names or ("tree",) + tuple(f"others[{k}]" for k in range(len(others)))
-        k, path, a, b = _first_difference(tree, others)
-        raise ValueError(f"{caller}: {names[k + 1]} does not have the structure of {names[0]}: "
-                         f"at '{path}', {_difference(a, b, names[0], names[k + 1])}."
-                         f"{_likely_cause(a, b)}") from None
+    columns = []
+    for k, other in enumerate(others):
+        try:
+            columns.append(leaves_up_to(structure, other))
+        except PrefixMismatch as error:
+            names = names or ("tree",) + tuple(f"others[{i}]" for i in range(len(others)))
+            a, b = tree, error.prefix
+            for at, i in error.path:
+                a = children(a)[i]
+            raise ValueError(f"{caller}: {names[k + 1]} does not have the structure of "
+                             f"{names[0]}: at '{error.where('').lstrip('.') or '(root)'}', "
+                             f"{_difference(a, b, names[0], names[k + 1])}."
+                             f"{_likely_cause(a, b)}") from None
     return unflatten(structure, [f(*row) for row in zip(leaves, *columns)])
 
 
@@ -359,7 +316,7 @@ def tree_leaves(tree):
 
 
 def tree_paths(tree, root=""):
-    """A path string for each leaf, in the order of `tree_leaves`: 'encoder[0].attn.wq'."""
+    """Each leaf's path, in the order of `tree_leaves`: 'encoder[0].attn.wq'."""
     paths = structure_paths(tree_flatten(tree)[1], root)
     return paths if root else [path.lstrip(".") for path in paths]
 
