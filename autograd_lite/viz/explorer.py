@@ -1,21 +1,14 @@
-"""The explorer: one standalone HTML page in which a recorded call can be walked through.
+"""The explorer: one standalone HTML page in which a recorded call can be walked through
+(docs/pictures.md shows what it offers).
 
     ex = ag.viz.explore(loss, params, batch, path="loss.html", backward=True, values=True)
     ex = g.explore(path="loss.html")     # the same from a recorded Graph
     ex                                   # in Jupyter: the page inline (an iframe)
 
-The first view is the traced function's own level; each nested call is a box that opens
-its own view (its ops, its calls as boxes, what flows in and out as stubs), with a
-breadcrumb back up, and previous / next through the calls of the same function at the same
-place (`encoder_block #1..#6`; every block's `multihead_attention`, in call order).
-Search finds ops, parameter paths, calls and shapes; a click shows a node's details (op,
-shape, dtype, scope, the source line that applied it, the parameter path, the pullback and
-what it keeps, inputs and consumers). With `backward=True` a plot shows the memory the
-backward pass holds over the forward's ops and each call's share, and a toggle draws the
-gradient edges; with `values=True` each value's statistics and each parameter's gradient
-norm are in the details and can colour the nodes. Every view is laid out by Graphviz when
-the file is written (`layout.py`); the page's script (`explorer.js`, ours) draws them. The
-page loads nothing from the network (its Content-Security-Policy forbids it).
+Each call has a view (view.py): its ops, its nested calls as boxes, what flows in and out.
+The views are laid out by Graphviz when the file is written (layout.py); our script
+(explorer.js) draws them, and the page loads nothing from the network (its
+Content-Security-Policy forbids it).
 
 The page's script offers a small API, used by the tests and by anyone driving the page:
 
@@ -31,6 +24,7 @@ The page's script offers a small API, used by the tests and by anyone driving th
                                           inputs, consumers, stats, grad_norm}
 """
 import html
+import itertools
 import json
 import math
 import os
@@ -163,22 +157,19 @@ def _item_data(item, index, consumers, home, values):
             "grad_norm": _number(item.grad_norm) if values else None}
 
 
-def _memory(graph, order):
+def _memory(graph):
     """Bytes the backward pass holds after each op of the forward (op.kept and its residuals,
     a constant's at its first use), and the arguments' own arrays the pullbacks keep."""
     const_at = {}
-    for n, op in enumerate(order):
+    for n, op in enumerate(graph.ops):
         for source, _ in op.inputs:
             if graph.items[source].kind == "const":
                 const_at.setdefault(source, n)
-    added = [op.kept + op.residual for op in order]
+    added = [op.kept + op.residual for op in graph.ops]
     for source, n in const_at.items():
         added[n] += graph.items[source].kept
-    total, curve = 0, []
-    for nbytes in added:
-        total += nbytes
-        curve.append(total)
-    return curve, sum(it.kept for it in graph.items if it.kind in ("param", "input", "data"))
+    arguments = sum(it.kept for it in graph.items if it.kind in ("param", "input", "data"))
+    return list(itertools.accumulate(added)), arguments
 
 
 def _laid_out_views(graph, scopes, index):
@@ -191,12 +182,8 @@ def _laid_out_views(graph, scopes, index):
         texts.append(layout_text(sizes, edges))
         views.append([[slot.kind, index[slot.ref] if slot.kind == "call" else slot.ref,
                        slot.lines, w, h] for slot, (w, h) in zip(slots, sizes)])
-    layouts, layout_of = [], {}
-    for text, layout in zip(texts, lay_out(texts)):
-        if text not in layout_of:
-            layout_of[text] = len(layouts)
-            layouts.append(layout)
-    return views, [layout_of[text] for text in texts], layouts
+    layout_of = {text: n for n, text in enumerate(dict.fromkeys(texts))}
+    return views, [layout_of[text] for text in texts], lay_out(list(layout_of))
 
 
 def _scope_data(graph, scopes, index, views, layout_ids):
@@ -231,7 +218,7 @@ def page_data(graph, backward, values):
     items = [_item_data(it, index, consumers, _home(it, consumers, graph.items), values)
              for it in graph.items]
     views, layout_ids, layouts = _laid_out_views(graph, scopes, index)
-    memory, arguments_kept = _memory(graph, graph.ops)
+    memory, arguments_kept = _memory(graph)
     return {"title": graph.title(), "backward": bool(backward), "values": bool(values),
             "items": items, "scopes": _scope_data(graph, scopes, index, views, layout_ids),
             "layouts": layouts, "order": [op.id for op in graph.ops], "memory": memory,

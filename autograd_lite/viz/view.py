@@ -1,23 +1,14 @@
-"""What a picture of a recorded call shows: which items are drawn as nodes, which calls
-are collapsed into boxes, the edges between them, the clusters they sit in and the
-outputs. `dot.py` writes a `View` as Graphviz text; the explorer (explorer.py) draws
-one call's `View` per page view.
+"""What a picture of a recorded call shows (`View`): the items drawn as nodes, the calls
+collapsed into boxes, the edges, the clusters and the outputs. dot.py writes a View as
+Graphviz text; the explorer draws one call's View at a time.
 
-Depth counts function scopes from the traced function itself:
-
-- `depth=None`: every op is drawn, inside one cluster per function call;
-- `depth=0`: the whole call is one box;
-- `depth=k`: ops in scopes nested at most k deep (the traced function is depth 1,
-  the functions it calls depth 2, ...) are drawn; each call at depth k + 1 is one
-  box with its function name, input and output shapes, op count, parameter count.
-
-One call's view (`View(graph, call=scope)`, the explorer's) is the picture at that
-call's depth cut down to the call's ops: its own ops, each nested call as one box, what
-flows in from outside (parameters, data, constants, ops of other calls) as nodes, and
-what flows out (used after the call, or an output of the graph) as its outputs.
-
-A parameter or constant whose every use lies inside one box is drawn inside it
-(counted in its label, not as a node of its own).
+Depth counts function scopes from the traced function (depth 1): `depth=None` draws every
+op; `depth=0` the whole call as one box; `depth=k` the ops of scopes nested at most k deep,
+each call at depth k + 1 as one box (its name, shapes in and out, op and parameter counts).
+One call's view (`View(graph, call=scope)`) is the picture at that call's depth cut down to
+its ops: its own ops, its nested calls as boxes, what flows in from outside (parameters,
+data, constants, ops of other calls) and what flows out (used after the call, or an output).
+A parameter or constant whose every use lies inside one box is drawn inside it.
 """
 import numpy as np
 
