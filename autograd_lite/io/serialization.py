@@ -16,11 +16,9 @@ whose "kind" says what it stands for and which other fields it has.
     "value"       value                       None, a bool, an int, a float or a string
     "function"    name                        a function, by qualified name only
 
-Containers nest at most MAX_DEPTH (100) deep. `load(path, like=params)` gives back the
-functions, and the exact container types, from `like`, and checks every leaf against it
-(see load). A tuple or list subclass that is not a NamedTuple is refused at save
-(it would come back as a plain tuple or list). Writing goes to a temporary file that
-replaces the target only when complete, so a crash never leaves a half-written file.
+Containers nest at most MAX_DEPTH (100) deep; a tuple or list subclass that is not a
+NamedTuple is refused (it would load as a plain one). save writes atomically (atomic.py);
+`load(path, like=params)` gives back the functions and exact types of `like` (see load).
 """
 import collections
 import json

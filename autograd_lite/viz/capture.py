@@ -14,14 +14,6 @@ from ..core.tree import is_differentiable, tree_map
 from .scopes import ScopeTracker
 
 
-def _check_names(op, scope):
-    if not isinstance(op, str) or not op:
-        raise TypeError(f"ag.viz.capture: op must be an op's name such as 'softmax', got {op!r}")
-    if scope is not None and (not isinstance(scope, str) or not scope):
-        raise TypeError(f"ag.viz.capture: scope must be None or a function's name such as "
-                        f"'cross_attention', got {scope!r}")
-
-
 class Catch:
     """The recording hook of one capture: keeps the outputs of the matching ops, and the
     name of every op seen, for the error when nothing matched."""
@@ -61,7 +53,11 @@ def capture(f, *args, op="softmax", scope=None):
     Float leaves of the arguments are traced (as ag.viz.trace does); f's result is dropped.
     Raises ValueError, naming the ops and scopes that did run, when no op matched.
     """
-    _check_names(op, scope)
+    if not isinstance(op, str) or not op:
+        raise TypeError(f"ag.viz.capture: op must be an op's name such as 'softmax', got {op!r}")
+    if scope is not None and (not isinstance(scope, str) or not scope):
+        raise TypeError(f"ag.viz.capture: scope must be None or a function's name such as "
+                        f"'cross_attention', got {scope!r}")
     scopes = ScopeTracker()
     catch = Catch(op, scope, scopes)
     trace = Trace(on_op=scopes.unobserved(catch.on_op), caller="viz.capture", picturing=True)

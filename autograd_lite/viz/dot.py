@@ -110,13 +110,8 @@ def _legend(view, backward):
 
 
 def _title(view, backward):
-    graph = view.graph
-    text = graph.title() + ("" if view.depth is None else f", depth {view.depth}")
-    if backward:
-        made, given = graph.saved_bytes()
-        text += (f"<BR/>backward pass keeps {size_text(made + given)}: {size_text(made)} made "
-                 f"during the call, {size_text(given)} of the arguments")
-    return text
+    text = view.graph.title() + ("" if view.depth is None else f", depth {view.depth}")
+    return text + ("<BR/>" + view.graph.saved_text() if backward else "")
 
 
 def _node_lines(view, backward, box_names):

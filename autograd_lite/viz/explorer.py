@@ -49,11 +49,8 @@ class Slot:
     __slots__ = ("kind", "ref", "lines")
 
     def __init__(self, kind, ref, lines):
-        self.kind, self.ref, self.lines = kind, ref, [_cut(line) for line in lines]
-
-
-def _cut(text):
-    return text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "…"
+        self.kind, self.ref = kind, ref
+        self.lines = [t if len(t) <= MAX_LABEL else t[:MAX_LABEL - 1] + "…" for t in lines]
 
 
 def slots_and_edges(view):
@@ -130,12 +127,10 @@ def _source(source):
         return None
     path, line, text = source
     try:
-        shown = os.path.relpath(path)
-        if shown.startswith(".."):
-            shown = path
+        relative = os.path.relpath(path)
     except ValueError:  # another drive
-        shown = path
-    return [shown, line, text]
+        relative = ".."
+    return [path if relative.startswith("..") else relative, line, text]
 
 
 def _number(v):

@@ -17,10 +17,8 @@ def _finish_scopes(root, items):
         return None
     ops = [it for it in items if it.kind == "op"]
     for op in ops:
-        s = op.scope
-        while s is not None:
+        for s in op.scope.path if op.scope is not None else ():
             s.n_ops += 1
-            s = s.parent
     dissolved = set()  # the scopes under an empty scope are empty too
     for s in root.walk():
         if s.n_ops == 0 or (s.composite and s.n_ops == 1 and not s.children
@@ -71,6 +69,12 @@ class Graph:
         given = sum(it.kept for it in self.items if it.kind not in ("op", "const"))
         return made, given
 
+    def saved_text(self):
+        """'backward pass keeps 1.5 KB: 1.0 KB made during the call, 512 B of the arguments'"""
+        made, given = self.saved_bytes()
+        return (f"backward pass keeps {size_text(made + given)}: {size_text(made)} made "
+                f"during the call, {size_text(given)} of the arguments")
+
     def title(self):
         n_values = sum(int(np.prod(p.shape)) for p in self.params)
         return (f"{self.name}: {len(self.ops)} ops, {len(self.params)} parameters "
@@ -102,9 +106,7 @@ class Graph:
         lines += [f"  {a:<{w1}}  {b:<{w2}}  {c}" for a, b, c in rows]
         lines.append("outputs")
         lines += [f"  {label} = {ref(i)}" for label, i in self.outputs]
-        made, given = self.saved_bytes()
-        lines.append(f"backward pass keeps {size_text(made + given)}: {size_text(made)} made "
-                     f"during the call, {size_text(given)} of the arguments")
+        lines.append(self.saved_text())
         return "\n".join(lines)
 
     def to_dot(self, depth=None, backward=False):

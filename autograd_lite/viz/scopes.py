@@ -70,10 +70,8 @@ def user_source_line():
 
 
 def is_generated(code):
-    """A method the standard library writes from a string (a dataclass's `__init__`,
-    `__eq__`): a dunder name in a file called '<string>'. A function a user runs from a
-    string (`exec` in a notebook or a doc) has an ordinary name. (A NamedTuple's
-    `__new__`, also written from a string, is a lambda, transparent anyway.)"""
+    """A method the standard library writes from a string (a dataclass's `__init__`): a
+    dunder name in a file called '<string>' (a user's `exec` gives ordinary names)."""
     return code.co_filename == "<string>" and code.co_name.startswith("__")
 
 
@@ -91,21 +89,13 @@ def is_user_level(code):
 class Scope:
     """One call of a user-level function (or of a composite op) during the recorded call."""
 
-    __slots__ = ("name", "parent", "children", "composite", "label", "n_ops", "alias")
+    __slots__ = ("name", "parent", "path", "children", "composite", "label", "n_ops", "alias")
 
     def __init__(self, name, parent, composite=False, alias=False):
         self.name, self.parent, self.composite = name, parent, composite
+        self.path = (parent.path if parent is not None else ()) + (self,)  # outermost first
         self.children, self.label, self.n_ops = [], name, 0
         self.alias = alias  # an @alias's call: the next user-level call inside is this one
-
-    @property
-    def path(self):
-        """The scopes from the outermost down to this one."""
-        out, s = [], self
-        while s is not None:
-            out.append(s)
-            s = s.parent
-        return tuple(reversed(out))
 
     def walk(self):
         """This scope and every scope under it, depth first in call order."""

@@ -13,13 +13,6 @@ A parameter or constant whose every use lies inside one box is drawn inside it.
 import numpy as np
 
 
-def _inside(op, call):
-    """Whether the op ran inside `call` (in it or in a call nested in it)."""
-    path = op.scope.path
-    depth = len(call.path)
-    return len(path) >= depth and path[depth - 1] is call
-
-
 class View:
     """What one picture shows. Every item of the view is either drawn as a node or inside
     a box:
@@ -41,7 +34,8 @@ class View:
     def __init__(self, graph, depth=None, call=None):
         self.graph, self.call = graph, call
         self.depth = depth if call is None else len(call.path)
-        self.ops = graph.ops if call is None else [op for op in graph.ops if _inside(op, call)]
+        # the call's ops: those that ran in it or in a call nested in it
+        self.ops = graph.ops if call is None else [op for op in graph.ops if call in op.scope.path]
         self.box_of = {}
         for op in self.ops:
             path = op.scope.path if op.scope is not None else ()
@@ -67,12 +61,9 @@ class View:
         for op in self.ops:
             for source, _ in op.inputs:
                 holders.setdefault(source, set()).add(self.box_of.get(op.id))
-        inside = {}
-        for source, boxes in holders.items():
-            if self.graph.items[source].kind in ("param", "const") and None not in boxes \
-                    and len(boxes) == 1:
-                inside[source] = next(iter(boxes))
-        return inside
+        return {source: next(iter(boxes)) for source, boxes in holders.items()
+                if len(boxes) == 1 and None not in boxes
+                and self.graph.items[source].kind in ("param", "const")}
 
     def _leaving(self):
         """(label, item id) for each value made in the call that is used outside it or is an
