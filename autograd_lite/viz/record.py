@@ -88,7 +88,6 @@ class Recorder:
         if id(base) not in self.by_owner:
             self.keep.append(base)
             self.by_owner[id(base)] = self.new_item("data", label, value).id
-        return self.by_owner[id(base)]
 
     def operand_item(self, name, a):
         """The item of a plain array operand: the argument or op output whose memory it is,
