@@ -109,14 +109,14 @@ def _repeats(scopes):
     return out
 
 
-def _home(item, consumers, items):
+def _home(item, graph):
     """The scope whose view draws `item`: an op's own; an input's, the innermost call holding
     all its uses (None for an unused input: the root's view)."""
     if item.kind == "op":
         return item.scope
     common = None
-    for user in consumers.get(item.id, ()):
-        path = items[user].scope.path
+    for user in graph.consumers.get(item.id, ()):
+        path = graph.items[user].scope.path
         common = path if common is None else common_path(common, path)
     return common[-1] if common else None
 
@@ -139,14 +139,15 @@ def _number(v):
     return v if v is None or math.isfinite(v) else str(v)
 
 
-def _item_data(item, index, consumers, home, values):
+def _item_data(item, graph, index, values):
+    home = _home(item, graph)
     return {"id": item.id, "kind": item.kind, "label": item.label, "extra": item.extra,
             "shape": list(item.shape), "dtype": dtype_text(item.dtype),
             "shape_text": shape_text(item.shape), "nbytes": item.nbytes,
             "scope": index[item.scope] if item.scope is not None else None,
             "home": index[home] if home is not None else 0,
             "inputs": [source for source, _ in item.inputs],
-            "consumers": consumers.get(item.id, []), "kept": item.kept,
+            "consumers": graph.consumers.get(item.id, []), "kept": item.kept,
             "residual": item.residual, "source": _source(item.source),
             "pullback": item.pullback, "stats": item.stats if values else None,
             "grad_norm": _number(item.grad_norm) if values else None}
@@ -184,11 +185,10 @@ def _laid_out_views(graph, scopes, index):
 def _scope_data(graph, scopes, index, views, layout_ids):
     """Per scope: its path, label, parent and children, its ops' range in the forward (for
     the memory plot) and what they keep, its repeated twins, its view."""
-    position = {op.id: n for n, op in enumerate(graph.ops)}
-    ops_in = {scope: [] for scope in scopes}
-    for op in graph.ops:
+    ops_in = {scope: [] for scope in scopes}  # the positions of the ops in the forward
+    for n, op in enumerate(graph.ops):
         for scope in op.scope.path:
-            ops_in[scope].append(position[op.id])
+            ops_in[scope].append(n)
     repeats = _repeats(scopes)
     out = []
     for scope, slots, layout in zip(scopes, views, layout_ids):
@@ -209,9 +209,7 @@ def page_data(graph, backward, values):
     """Everything the page shows, as JSON-ready data."""
     scopes = graph.root.walk()  # depth first in call order, the root first
     index = {scope: n for n, scope in enumerate(scopes)}
-    consumers = graph.consumers
-    items = [_item_data(it, index, consumers, _home(it, consumers, graph.items), values)
-             for it in graph.items]
+    items = [_item_data(it, graph, index, values) for it in graph.items]
     views, layout_ids, layouts = _laid_out_views(graph, scopes, index)
     memory, arguments_kept = _memory(graph)
     return {"title": graph.title(), "backward": bool(backward), "values": bool(values),
