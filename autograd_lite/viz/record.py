@@ -165,12 +165,11 @@ def record(f, args, values=False):
         boxed.append(tree_map(box, arg))
     with scopes:
         out = f(*boxed)
-    outputs = []
-    for leaf, path in zip(tree_leaves(out), tree_paths(out, root="output")):
-        if type(leaf) is Box and leaf.trace is trace and leaf.node in recorder.by_node:
-            outputs.append((path, recorder.by_node[leaf.node]))
+    leaves = zip(tree_leaves(out), tree_paths(out, root="output"))
+    traced = [(path, leaf.node) for leaf, path in leaves  # the outputs on this trace
+              if type(leaf) is Box and leaf.trace is trace]
+    outputs = [(path, recorder.by_node[node]) for path, node in traced if node in recorder.by_node]
     measure_kept(recorder)
     if values:
-        gradient_norms(recorder, [leaf.node for leaf in tree_leaves(out)
-                                  if type(leaf) is Box and leaf.trace is trace])
+        gradient_norms(recorder, [node for _, node in traced])
     return recorder.items, scopes.root, outputs
