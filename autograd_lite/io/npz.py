@@ -1,15 +1,11 @@
-"""Reading the arrays of an .npz archive one member at a time, without pickle and without
-trusting what the file claims.
-
-An .npz file is a zip archive holding one .npy member per array ('a0.npy'). np.load hands
-back the raw bytes of a member that is not an .npy, and allocates whatever an .npy header
-claims (a shape of (10**12,) is a MemoryError). Here a member's size in the zip's
-directory is first checked against the file's own size, then its .npy header is read on
-its own (np.lib.format's header readers) and checked against that size, and only then is
-the data read, into an array of the size checked. A member is read at most once, and a
-dtype of zero bytes (which would make any shape fit in no data) is refused, so what an
-archive allocates is bounded by the data its members hold. Every refusal is a MalformedFile
-naming the entry; `ag.load` adds the file's name.
+"""Reading the arrays of an .npz archive (a zip of one .npy member per array) one member at
+a time, without pickle and without trusting what the file claims: np.load would hand back
+the raw bytes of a member that is not an .npy, and allocate whatever a header claims.
+A member's size in the zip's directory is checked against the file's size, then its .npy
+header against that size, and only then is the data read, into an array of the size
+checked. A member is read at most once and a dtype of zero bytes (any shape would fit in no
+data) is refused, so what an archive allocates is bounded by the data its members hold.
+Every refusal is a MalformedFile naming the entry; `ag.load` adds the file's name.
 """
 import math
 import os

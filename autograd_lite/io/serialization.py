@@ -16,17 +16,14 @@ whose "kind" says what it stands for and which other fields it has.
     "value"       value                       None, a bool, an int, a float or a string
     "function"    name                        a function, by qualified name only
 
-Containers nest at most MAX_DEPTH (100) deep. `load(path, like=params)` gives back the
-functions, and the exact container types, from `like`, and checks every leaf against it
-(see load). A tuple or list subclass that is not a NamedTuple is refused at save
-(it would come back as a plain tuple or list). Writing goes to a temporary file that
-replaces the target only when complete, so a crash never leaves a half-written file.
+Containers nest at most MAX_DEPTH (100) deep; a tuple or list subclass that is not a
+NamedTuple is refused (it would load as a plain one). save writes atomically (atomic.py);
+`load(path, like=params)` gives back the functions and exact types of `like` (see load).
 """
 import collections
 import json
 import numbers
 import os
-from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -102,19 +99,14 @@ def save(path, tree):
     write_atomically(path, lambda fh: np.savez(fh, **arrays))
 
 
-class _Field(NamedTuple):
-    """What one field of a structure entry must hold."""
-    valid: Callable
-    expected: str
-
-
-_STRING = _Field(lambda x: isinstance(x, str), "a string")
-_STRINGS = _Field(lambda x: isinstance(x, list) and all(isinstance(s, str) for s in x),
-                  "a list of strings")
-_ENTRIES = _Field(lambda x: isinstance(x, list), "a list of entries")
-_NUMBER = _Field(lambda x: type(x) in (int, float), "a number")
-_PLAIN = _Field(lambda x: x is None or type(x) in (bool, int, float, str),
-                "None, a bool, a number or a string")
+# what a field of a structure entry must hold: (its test, what the error says is expected)
+_STRING = (lambda x: isinstance(x, str), "a string")
+_STRINGS = (lambda x: isinstance(x, list) and all(isinstance(s, str) for s in x),
+            "a list of strings")
+_ENTRIES = (lambda x: isinstance(x, list), "a list of entries")
+_NUMBER = (lambda x: type(x) in (int, float), "a number")
+_PLAIN = (lambda x: x is None or type(x) in (bool, int, float, str),
+          "None, a bool, a number or a string")
 
 
 def _namedtuple(entry, children):
@@ -167,10 +159,10 @@ def _kind(entry, path):
     if set(entry) != set(fields) | {"kind"}:
         raise _malformed(path, f"an entry of kind {kind!r} has the fields "
                                f"{sorted(set(entry) - {'kind'})}, expected {sorted(fields)}")
-    for name, field in fields.items():
-        if not field.valid(entry[name]):
+    for name, (valid, expected) in fields.items():
+        if not valid(entry[name]):
             raise _malformed(path, f"the {name!r} of an entry of kind {kind!r} is "
-                                   f"{json.dumps(entry[name])[:80]}, expected {field.expected}")
+                                   f"{json.dumps(entry[name])[:80]}, expected {expected}")
     return kind
 
 
@@ -241,12 +233,10 @@ def load(path, like=None):
           (for a leaf whose value `like` cannot know, e.g. a step count as a Python int).
 
     Memory: what load allocates is at most about ten times the file's size, whatever the
-    file claims. Each array entry is read once (a structure that refers to one twice is
-    refused), into an array of exactly the bytes its member holds (a zero-byte dtype is
-    refused); the Python objects of the structure take at most about eight times its text
-    in the file (a list of empty objects, the worst case measured). An entry compressed
-    with deflate (np.savez_compressed; save never compresses) may hold up to 1032 times its
-    compressed bytes, deflate's limit.
+    file claims: each array entry is read once, into exactly the bytes its member holds
+    (npz.py); the structure's Python objects take at most about eight times its text (a
+    list of empty objects, the worst case measured). An entry compressed with deflate
+    (np.savez_compressed; save never compresses) may hold 1032 times its compressed bytes.
     """
     path = os.fspath(path)
     try:

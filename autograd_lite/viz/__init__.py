@@ -1,45 +1,19 @@
-"""Pictures: Graphviz computation graphs of any traced call, clustered by the
-functions the model is written as.
+"""Pictures of a traced call: Graphviz graphs clustered by the functions the model is
+written as, and an explorer page to walk through them (docs/pictures.md shows them).
 
-    g = ag.viz.trace(loss, params, batch)      # records one call
+    g = ag.viz.trace(loss, params, batch)      # records one call: a Graph
     print(g.summary())                          # one line per op, like a jaxpr
     g.render("loss.svg", depth=2)               # .svg .png .pdf .dot
     ag.viz.draw(apply, p, src, tgt, path="apply.png", depth=2, backward=True)
-    ag.viz.explore(loss, params, batch, path="loss.html", values=True)   # a page to walk through
-    w = ag.viz.capture(apply, p, src, tgt, op="softmax", scope="cross_attention")  # capture.py
+    ag.viz.explore(loss, params, batch, path="loss.html", values=True)
+    w = ag.viz.capture(apply, p, src, tgt, op="softmax", scope="cross_attention")
 
-One node per primitive application, labelled with the op and its output shape
-and dtype; inputs labelled by their tree path in the arguments (`p.encoder[0].attn.wq`,
-`x`); clusters follow the Python functions the call went through, found while
-tracing; `depth` collapses calls into boxes; `backward=True` shows what the pullbacks
-keep and the gradient edges. Rendering needs Graphviz's `dot` program.
-
-Every user function is a cluster, except lambdas, comprehensions and generators, and
-the functions model code marks (marks.py; a marker only registers the function):
-
-    @ag.viz.transparent     no cluster: its ops are drawn in its caller's (wiring such as
-                            a residual connection, whose sublayer the picture shows)
-    @ag.viz.alias           another name for the function it calls: the two calls are one
-                            cluster under the alias's name (cross_attention)
-
-How it is made, one module per step, each seam public:
-- `record.py` runs the call once on an engine trace with a recording hook
-  (`tracer.Trace(on_op=...)`, the only thing the engine offers pictures; ordinary
-  tracing never sets it and pays one attribute test per op);
-- `scopes.py` finds the function scopes with a `sys.setprofile` hook around that one
-  call, and holds the rule for which calls open one;
-- `graph.py` holds the result as plain data (`Graph`: `summary()`, `to_dot()`,
-  `render()`); `view.py` decides what a picture shows, at a depth or of one call;
-  `dot.py` writes it as Graphviz text; `labels.py` writes labels, shapes and sizes;
-  `saved.py` measures what the pullbacks keep;
-- the explorer (`explore`, `Graph.explore`): each call's view (view.py) laid out with
-  `dot` by `layout.py`, `explorer.py` writes the page with its data and our script
-  `explorer.js` (its API in explorer.py's docstring); `values.py` measures statistics
-  and gradient norms for it;
-- `capture.py` returns the outputs of chosen ops of one call, on the same hook (the
-  attention plots read the model's own weights through it).
-The markers and capture load with this package; the modules that record, draw and
-write pages load on first use.
+One module per step: record.py runs the call on an engine trace with a recording hook;
+scopes.py finds the function scopes (the rule for which calls are clusters, and the
+markers of marks.py); graph.py holds the result as data; view.py decides what a picture
+shows; dot.py writes it as Graphviz text, labels.py its text; saved.py measures what the
+pullbacks keep, values.py the statistics; layout.py and explorer.py make the page.
+The markers and capture load with this package, the rest on first use.
 """
 import importlib
 

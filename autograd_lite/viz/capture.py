@@ -3,28 +3,15 @@ function scope, in the order they ran, without changing the code that computes t
 
     weights = ag.viz.capture(transformer.apply, p, src, tgt, op="softmax", scope="cross_attention")
 
-It runs the call once as a picture does (record.py): the float leaves of the arguments are
-boxed on a fresh engine trace whose recording hook (`tracer.Trace(on_op=...)`) sees every op,
-and `scopes.ScopeTracker` follows the Python functions the call goes through. An op matches
-when its name is `op` and, if `scope` is given, a function of that name is in its scope path
-(the functions a picture draws as clusters: lambdas and functions marked
-`@ag.viz.transparent` are not scopes, and an `@ag.viz.alias` is one with the call it
-makes). Only ops that depend on a float leaf of the arguments are recorded: parameters
-closed over by `f`, rather than passed to it, are constants and their ops run unseen.
-capture differentiates nothing itself, and its trace ends when the call returns.
+It runs the call once as a picture does (record.py), with `scopes.ScopeTracker` following
+the functions the call goes through: the scopes are a picture's clusters. Only ops that
+depend on a float leaf of the arguments are seen: parameters closed over by `f`, rather than
+passed to it, are constants and their ops run unseen. Its trace ends when the call returns.
 """
 from ..core.differentiate import box_input
 from ..core.tracer import Trace, end_trace
 from ..core.tree import is_differentiable, tree_map
 from .scopes import ScopeTracker
-
-
-def _check_names(op, scope):
-    if not isinstance(op, str) or not op:
-        raise TypeError(f"ag.viz.capture: op must be an op's name such as 'softmax', got {op!r}")
-    if scope is not None and (not isinstance(scope, str) or not scope):
-        raise TypeError(f"ag.viz.capture: scope must be None or a function's name such as "
-                        f"'cross_attention', got {scope!r}")
 
 
 class Catch:
@@ -37,26 +24,21 @@ class Catch:
 
     def in_scope(self):
         """Whether a function named self.scope is in the current scope path."""
-        s = self.scopes.scope
-        while s is not None and s.name != self.scope:
-            s = s.parent
-        return s is not None
+        current = self.scopes.scope
+        return current is not None and any(s.name == self.scope for s in current.path)
 
     def on_op(self, op, args, kwargs, box):
         self.ops_seen.add(op.op_name)
         if op.op_name == self.op and (self.scope is None or self.in_scope()):
             self.outputs.append(box.value)
 
-    def scope_names(self):
-        """The names of every scope the call opened."""
-        root = self.scopes.root
-        return {s.name for s in root.walk()} if root is not None else set()
-
     def nothing_matched(self, f):
-        """The error for a capture that found no op: what ran instead."""
+        """The error for a capture that found no op: the ops and scopes that ran instead."""
         where = "" if self.scope is None else f" in a function named {self.scope!r}"
-        seen = (f"ops seen: {', '.join(sorted(self.ops_seen))}; scopes seen: "
-                f"{', '.join(sorted(self.scope_names()))}" if self.ops_seen else
+        root = self.scopes.root
+        scopes = sorted({s.name for s in root.walk()}) if root is not None else []
+        seen = (f"ops seen: {', '.join(sorted(self.ops_seen))}; scopes seen: {', '.join(scopes)}"
+                if self.ops_seen else
                 "no op was recorded: pass the parameters as an argument, not in a closure")
         return ValueError(f"ag.viz.capture: no {self.op!r} op ran{where} during "
                           f"{getattr(f, '__name__', type(f).__name__)} ({seen})")
@@ -71,7 +53,11 @@ def capture(f, *args, op="softmax", scope=None):
     Float leaves of the arguments are traced (as ag.viz.trace does); f's result is dropped.
     Raises ValueError, naming the ops and scopes that did run, when no op matched.
     """
-    _check_names(op, scope)
+    if not isinstance(op, str) or not op:
+        raise TypeError(f"ag.viz.capture: op must be an op's name such as 'softmax', got {op!r}")
+    if scope is not None and (not isinstance(scope, str) or not scope):
+        raise TypeError(f"ag.viz.capture: scope must be None or a function's name such as "
+                        f"'cross_attention', got {scope!r}")
     scopes = ScopeTracker()
     catch = Catch(op, scope, scopes)
     trace = Trace(on_op=scopes.unobserved(catch.on_op), caller="viz.capture", picturing=True)

@@ -1,10 +1,9 @@
-"""Graphviz text for a `View`, and rendering it with the `dot` program.
-
-We write DOT ourselves and run `dot` in a subprocess: the only thing a picture
-needs installed is Graphviz itself. Nodes get an SVG class (`op`, `param`,
-`data`, `input`, `const`, `call`, `output`, `legend`) so that tools and tests
-can find them in the SVG.
+"""Graphviz text for a `View`, and rendering it with the `dot` program, run in a subprocess
+(the only thing a picture needs installed is Graphviz). Nodes get an SVG class (`op`,
+`param`, `data`, `input`, `const`, `call`, `output`, `legend`) by which tools and tests find
+them in the SVG.
 """
+import itertools
 import os
 import pathlib
 import shutil
@@ -55,28 +54,21 @@ def _node(name, kind, label, extra=""):
             f'color="{border}"{extra}];')
 
 
-def _kept_attrs(nbytes, backward):
-    return f', color="{KEPT}", penwidth=2.5' if backward and nbytes else ""
-
-
-def _item_node(view, item, backward, used):
+def _item_node(item, backward, used):
     if item.kind == "op":
         label = (f"<B>{_esc(item.label)}</B>{_esc(item.extra and ' ' + item.extra)}"
                  f"  {_small(shape_and_dtype(item), DARK)}")
-        notes = []
-        if backward and item.kept:
-            notes.append(f"saved {size_text(item.kept)}")
-        if backward and item.residual:
-            notes.append(f"+{size_text(item.residual)} residuals")
-        if notes:
-            label += "<BR/>" + _small(" · ".join(notes), KEPT)
-        return _node(f"n{item.id}", "op", label, _kept_attrs(item.kept, backward))
-    label = f"{_esc(item.label)}<BR/>{_small(shape_and_dtype(item))}"
-    if backward and item.kept:
-        label += "<BR/>" + _small(f"saved {size_text(item.kept)}", KEPT)
-    if item.id not in used:
+    else:
+        label = f"{_esc(item.label)}<BR/>{_small(shape_and_dtype(item))}"
+    notes = [f"saved {size_text(item.kept)}"] if backward and item.kept else []
+    if backward and item.residual:  # an op's
+        notes.append(f"+{size_text(item.residual)} residuals")
+    if notes:
+        label += "<BR/>" + _small(" · ".join(notes), KEPT)
+    if item.kind != "op" and item.id not in used:
         label += "<BR/>" + _small("unused")
-    return _node(f"n{item.id}", item.kind, label, _kept_attrs(item.kept, backward))
+    kept = f', color="{KEPT}", penwidth=2.5' if backward and item.kept else ""
+    return _node(f"n{item.id}", item.kind, label, kept)
 
 
 def _box_node(name, box, backward, n_inside):
@@ -118,24 +110,48 @@ def _legend(view, backward):
 
 
 def _title(view, backward):
-    graph = view.graph
-    text = graph.title() + ("" if view.depth is None else f", depth {view.depth}")
-    if backward:
-        made, given = graph.saved_bytes()
-        text += (f"<BR/>backward pass keeps {size_text(made + given)}: {size_text(made)} made "
-                 f"during the call, {size_text(given)} of the arguments")
-    return text
+    text = view.graph.title() + ("" if view.depth is None else f", depth {view.depth}")
+    return text + ("<BR/>" + view.graph.saved_text() if backward else "")
 
 
 def _node_lines(view, backward, box_names):
     """(cluster path, DOT line) for each node, then each box."""
     items = view.graph.items
     used = {source for source, _ in view.edges}
-    lines = [(path, _item_node(view, items[i], backward, used))
+    lines = [(path, _item_node(items[i], backward, used))
              for i, path in view.clusters.items()]
     for scope, box in view.boxes.items():
         n_inside = sum(view.box_of.get(i) is scope for i in box.params)
         lines.append((box.cluster, _box_node(box_names[scope], box, backward, n_inside)))
+    return lines
+
+
+def _cluster_lines(node_lines):
+    """The nodes' DOT lines inside nested clusters, one per function call, depth first."""
+    tree = {(): ([], [])}  # scope path -> (child clusters, node lines)
+    for path, line in node_lines:
+        for n in range(1, len(path) + 1):
+            if path[:n] not in tree:
+                tree[path[:n]] = ([], [])
+                tree[path[:n - 1]][0].append(path[:n])
+        tree[path][1].append(line)
+    lines, cluster_ids = [], itertools.count()
+
+    def write(path):  # its nodes, then its clusters
+        children, nodes = tree[path]
+        indent = "  " * len(path)
+        if path:
+            fill = CLUSTER_FILLS[(len(path) - 1) % len(CLUSTER_FILLS)]
+            lines.append(f"{indent}subgraph cluster_{next(cluster_ids)} {{")
+            lines.append(f'{indent}  label=<<B>{_esc(path[-1].label)}</B>>; class="scope"; '
+                         f'style="rounded,filled"; fillcolor="{fill}"; color="#94a3b8"; '
+                         f'fontsize=11; fontcolor="{DARK}";')
+        lines.extend(indent + line for line in nodes)
+        for child in children:
+            write(child)
+        if path:
+            lines.append(indent + "}")
+    write(())
     return lines
 
 
@@ -147,14 +163,6 @@ def to_dot(view, backward=False):
     def name(item_id):  # the DOT node an item is drawn as: its own (n7) or its box's (call2)
         box = view.box_of.get(item_id)
         return f"n{item_id}" if box is None else box_names[box]
-    tree = {}  # scope path -> (child clusters, node lines)
-    for path, line in _node_lines(view, backward, box_names):
-        for n in range(len(path) + 1):
-            tree.setdefault(path[:n], ([], []))
-            if n and path[:n] not in tree[path[:n - 1]][0]:
-                tree[path[:n - 1]][0].append(path[:n])
-        tree[path][1].append(line)
-    tree.setdefault((), ([], []))
     lines = ["digraph autograd_lite {",
              f'  graph [rankdir=TB, newrank=true, fontname="{FONT}", fontsize=12, nodesep=0.25, '
              f'ranksep=0.35, labelloc=t, labeljust=l, label=<{_title(view, backward)}>];',
@@ -162,25 +170,7 @@ def to_dot(view, backward=False):
              f'penwidth=1.2];',
              f'  edge [color="{GREY}", arrowsize=0.6, fontname="{FONT}", fontsize=9, '
              f'fontcolor="{GREY}"];']
-    stack = [((), 0)]
-    order, cluster_ids = [], {}
-    while stack:  # clusters depth first, written with explicit open/close markers
-        path, state = stack.pop()
-        children, nodes = tree[path]
-        if state == 0:
-            if path:
-                scope, indent = path[-1], "  " * len(path)
-                fill = CLUSTER_FILLS[(len(path) - 1) % len(CLUSTER_FILLS)]
-                order.append(f'{indent}subgraph cluster_{cluster_ids.setdefault(scope, len(cluster_ids))} {{')
-                order.append(f'{indent}  label=<<B>{_esc(scope.label)}</B>>; class="scope"; '
-                             f'style="rounded,filled"; fillcolor="{fill}"; color="#94a3b8"; '
-                             f'fontsize=11; fontcolor="{DARK}";')
-            order += ["  " * len(path) + line for line in nodes]
-            stack.append((path, 1))
-            stack.extend((c, 0) for c in reversed(children))
-        elif path:
-            order.append("  " * len(path) + "}")
-    lines += order
+    lines += _cluster_lines(_node_lines(view, backward, box_names))
     for source, target in view.edges:  # before the outputs': dot lays out in the order of edges
         attrs = []
         item = items[source]

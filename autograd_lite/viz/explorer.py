@@ -1,21 +1,14 @@
-"""The explorer: one standalone HTML page in which a recorded call can be walked through.
+"""The explorer: one standalone HTML page in which a recorded call can be walked through
+(docs/pictures.md shows what it offers).
 
     ex = ag.viz.explore(loss, params, batch, path="loss.html", backward=True, values=True)
     ex = g.explore(path="loss.html")     # the same from a recorded Graph
     ex                                   # in Jupyter: the page inline (an iframe)
 
-The first view is the traced function's own level; each nested call is a box that opens
-its own view (its ops, its calls as boxes, what flows in and out as stubs), with a
-breadcrumb back up, and previous / next through the calls of the same function at the same
-place (`encoder_block #1..#6`; every block's `multihead_attention`, in call order).
-Search finds ops, parameter paths, calls and shapes; a click shows a node's details (op,
-shape, dtype, scope, the source line that applied it, the parameter path, the pullback and
-what it keeps, inputs and consumers). With `backward=True` a plot shows the memory the
-backward pass holds over the forward's ops and each call's share, and a toggle draws the
-gradient edges; with `values=True` each value's statistics and each parameter's gradient
-norm are in the details and can colour the nodes. Every view is laid out by Graphviz when
-the file is written (`layout.py`); the page's script (`explorer.js`, ours) draws them. The
-page loads nothing from the network (its Content-Security-Policy forbids it).
+Each call has a view (view.py): its ops, its nested calls as boxes, what flows in and out.
+The views are laid out by Graphviz when the file is written (layout.py); our script
+(explorer.js) draws them, and the page loads nothing from the network (its
+Content-Security-Policy forbids it).
 
 The page's script offers a small API, used by the tests and by anyone driving the page:
 
@@ -31,6 +24,7 @@ The page's script offers a small API, used by the tests and by anyone driving th
                                           inputs, consumers, stats, grad_norm}
 """
 import html
+import itertools
 import json
 import math
 import os
@@ -55,11 +49,8 @@ class Slot:
     __slots__ = ("kind", "ref", "lines")
 
     def __init__(self, kind, ref, lines):
-        self.kind, self.ref, self.lines = kind, ref, [_cut(line) for line in lines]
-
-
-def _cut(text):
-    return text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "…"
+        self.kind, self.ref = kind, ref
+        self.lines = [t if len(t) <= MAX_LABEL else t[:MAX_LABEL - 1] + "…" for t in lines]
 
 
 def slots_and_edges(view):
@@ -118,14 +109,14 @@ def _repeats(scopes):
     return out
 
 
-def _home(item, consumers, items):
+def _home(item, graph):
     """The scope whose view draws `item`: an op's own; an input's, the innermost call holding
     all its uses (None for an unused input: the root's view)."""
     if item.kind == "op":
         return item.scope
     common = None
-    for user in consumers.get(item.id, ()):
-        path = items[user].scope.path
+    for user in graph.consumers.get(item.id, ()):
+        path = graph.items[user].scope.path
         common = path if common is None else common_path(common, path)
     return common[-1] if common else None
 
@@ -136,12 +127,10 @@ def _source(source):
         return None
     path, line, text = source
     try:
-        shown = os.path.relpath(path)
-        if shown.startswith(".."):
-            shown = path
+        relative = os.path.relpath(path)
     except ValueError:  # another drive
-        shown = path
-    return [shown, line, text]
+        relative = ".."
+    return [path if relative.startswith("..") else relative, line, text]
 
 
 def _number(v):
@@ -150,35 +139,33 @@ def _number(v):
     return v if v is None or math.isfinite(v) else str(v)
 
 
-def _item_data(item, index, consumers, home, values):
+def _item_data(item, graph, index, values):
+    home = _home(item, graph)
     return {"id": item.id, "kind": item.kind, "label": item.label, "extra": item.extra,
             "shape": list(item.shape), "dtype": dtype_text(item.dtype),
             "shape_text": shape_text(item.shape), "nbytes": item.nbytes,
             "scope": index[item.scope] if item.scope is not None else None,
             "home": index[home] if home is not None else 0,
             "inputs": [source for source, _ in item.inputs],
-            "consumers": consumers.get(item.id, []), "kept": item.kept,
+            "consumers": graph.consumers.get(item.id, []), "kept": item.kept,
             "residual": item.residual, "source": _source(item.source),
             "pullback": item.pullback, "stats": item.stats if values else None,
             "grad_norm": _number(item.grad_norm) if values else None}
 
 
-def _memory(graph, order):
+def _memory(graph):
     """Bytes the backward pass holds after each op of the forward (op.kept and its residuals,
     a constant's at its first use), and the arguments' own arrays the pullbacks keep."""
     const_at = {}
-    for n, op in enumerate(order):
+    for n, op in enumerate(graph.ops):
         for source, _ in op.inputs:
             if graph.items[source].kind == "const":
                 const_at.setdefault(source, n)
-    added = [op.kept + op.residual for op in order]
+    added = [op.kept + op.residual for op in graph.ops]
     for source, n in const_at.items():
         added[n] += graph.items[source].kept
-    total, curve = 0, []
-    for nbytes in added:
-        total += nbytes
-        curve.append(total)
-    return curve, sum(it.kept for it in graph.items if it.kind in ("param", "input", "data"))
+    arguments = sum(it.kept for it in graph.items if it.kind in ("param", "input", "data"))
+    return list(itertools.accumulate(added)), arguments
 
 
 def _laid_out_views(graph, scopes, index):
@@ -191,22 +178,17 @@ def _laid_out_views(graph, scopes, index):
         texts.append(layout_text(sizes, edges))
         views.append([[slot.kind, index[slot.ref] if slot.kind == "call" else slot.ref,
                        slot.lines, w, h] for slot, (w, h) in zip(slots, sizes)])
-    layouts, layout_of = [], {}
-    for text, layout in zip(texts, lay_out(texts)):
-        if text not in layout_of:
-            layout_of[text] = len(layouts)
-            layouts.append(layout)
-    return views, [layout_of[text] for text in texts], layouts
+    layout_of = {text: n for n, text in enumerate(dict.fromkeys(texts))}
+    return views, [layout_of[text] for text in texts], lay_out(list(layout_of))
 
 
 def _scope_data(graph, scopes, index, views, layout_ids):
     """Per scope: its path, label, parent and children, its ops' range in the forward (for
     the memory plot) and what they keep, its repeated twins, its view."""
-    position = {op.id: n for n, op in enumerate(graph.ops)}
-    ops_in = {scope: [] for scope in scopes}
-    for op in graph.ops:
+    ops_in = {scope: [] for scope in scopes}  # the positions of the ops in the forward
+    for n, op in enumerate(graph.ops):
         for scope in op.scope.path:
-            ops_in[scope].append(position[op.id])
+            ops_in[scope].append(n)
     repeats = _repeats(scopes)
     out = []
     for scope, slots, layout in zip(scopes, views, layout_ids):
@@ -227,11 +209,9 @@ def page_data(graph, backward, values):
     """Everything the page shows, as JSON-ready data."""
     scopes = graph.root.walk()  # depth first in call order, the root first
     index = {scope: n for n, scope in enumerate(scopes)}
-    consumers = graph.consumers
-    items = [_item_data(it, index, consumers, _home(it, consumers, graph.items), values)
-             for it in graph.items]
+    items = [_item_data(it, graph, index, values) for it in graph.items]
     views, layout_ids, layouts = _laid_out_views(graph, scopes, index)
-    memory, arguments_kept = _memory(graph, graph.ops)
+    memory, arguments_kept = _memory(graph)
     return {"title": graph.title(), "backward": bool(backward), "values": bool(values),
             "items": items, "scopes": _scope_data(graph, scopes, index, views, layout_ids),
             "layouts": layouts, "order": [op.id for op in graph.ops], "memory": memory,

@@ -1,11 +1,5 @@
-"""The recorded graph of one call: its listing, and its pictures.
-
-A `Graph` holds plain data: the items (inputs, constants, ops) that `record.py`
-made and the tree of function scopes that `scopes.py` found. `Graph.view(depth)`
-decides what a picture at that depth shows (`view.py`: which items are drawn and
-which calls are collapsed into one box); `dot.py` writes that view as Graphviz text,
-and the explorer draws the same kind of view of each call.
-"""
+"""The recorded graph of one call (`Graph`): the items that record.py made and the tree of
+function scopes that scopes.py found, as plain data; its listing and its pictures."""
 import numpy as np
 
 from .dot import render, run_dot, to_dot
@@ -19,40 +13,28 @@ NOTEBOOK_NODES = 150  # a notebook shows the deepest picture with at most this m
 def _finish_scopes(root, items):
     """Count ops per scope; dissolve empty scopes and composite ops that are a single op of
     their own name (ag.concatenate); number repeated calls: 'encoder_block #3'."""
+    if root is None:
+        return None
     ops = [it for it in items if it.kind == "op"]
     for op in ops:
-        s = op.scope
-        while s is not None:
+        for s in op.scope.path if op.scope is not None else ():
             s.n_ops += 1
-            s = s.parent
-    dissolved = set()
-    stack = [root] if root is not None else []
-    while stack:
-        s = stack.pop()
-        if s.n_ops == 0 or (s.composite and s.n_ops == 1 and s.children == []
+    dissolved = set()  # the scopes under an empty scope are empty too
+    for s in root.walk():
+        if s.n_ops == 0 or (s.composite and s.n_ops == 1 and not s.children
                             and any(op.scope is s and op.label == s.name for op in ops)):
             dissolved.add(s)
-        stack.extend(s.children)
     for op in ops:
         while op.scope in dissolved:
             op.scope = op.scope.parent
-    stack = [root] if root is not None and root not in dissolved else []
-    while stack:
-        s = stack.pop()
-        kept, queue = [], list(s.children)
-        while queue:
-            c = queue.pop(0)
-            if c in dissolved:
-                queue[:0] = c.children
-            else:
-                c.parent = s
-                kept.append(c)
-        s.children = kept
-        for c in kept:
-            same = [d for d in kept if d.name == c.name]
+    if root in dissolved:
+        return None
+    for s in root.walk():
+        s.children = [c for c in s.children if c not in dissolved]
+        for c in s.children:
+            same = [d for d in s.children if d.name == c.name]
             c.label = c.name if len(same) == 1 else f"{c.name} #{same.index(c) + 1}"
-        stack.extend(kept)
-    return root if root is not None and root not in dissolved else None
+    return root
 
 
 class Graph:
@@ -87,6 +69,12 @@ class Graph:
         given = sum(it.kept for it in self.items if it.kind not in ("op", "const"))
         return made, given
 
+    def saved_text(self):
+        """'backward pass keeps 1.5 KB: 1.0 KB made during the call, 512 B of the arguments'"""
+        made, given = self.saved_bytes()
+        return (f"backward pass keeps {size_text(made + given)}: {size_text(made)} made "
+                f"during the call, {size_text(given)} of the arguments")
+
     def title(self):
         n_values = sum(int(np.prod(p.shape)) for p in self.params)
         return (f"{self.name}: {len(self.ops)} ops, {len(self.params)} parameters "
@@ -118,9 +106,7 @@ class Graph:
         lines += [f"  {a:<{w1}}  {b:<{w2}}  {c}" for a, b, c in rows]
         lines.append("outputs")
         lines += [f"  {label} = {ref(i)}" for label, i in self.outputs]
-        made, given = self.saved_bytes()
-        lines.append(f"backward pass keeps {size_text(made + given)}: {size_text(made)} made "
-                     f"during the call, {size_text(given)} of the arguments")
+        lines.append(self.saved_text())
         return "\n".join(lines)
 
     def to_dot(self, depth=None, backward=False):

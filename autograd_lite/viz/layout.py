@@ -1,19 +1,14 @@
 """Graphviz layouts of the explorer's views, made when the page is written.
 
-Each call's view (`view.View`, its nodes as `explorer.slots_and_edges` draws them) becomes
-DOT text that says only what the layout depends on: each node's size (from its lines of
-text, in the page's monospace font) and the edges. The text never names a parameter or a
-call, so the views of repeated calls (`encoder_block #1..#6`, and each `dense` inside them)
-are the same text, laid out once.
-The distinct texts go to `dot -Tplain` as one stream of graphs per process, two processes
-at a time; the page draws the nodes and splines from the positions.
-
-Units: pixels at 72 per inch, y pointing down, as the page's SVG draws them.
+Each view becomes DOT text holding only what its layout depends on: each node's size (from
+its lines of text, in the page's monospace font) and the edges. It names no parameter or
+call, so the views of repeated calls (`encoder_block #1..#6`) are one text, laid out once.
+The texts go to `dot -Tplain` as streams of graphs, two processes at a time. Units: pixels
+at 72 per inch, y pointing down, as the page's SVG draws them.
 """
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
-from .dot import DotNotFoundError, INSTALL, dot_executable
+from .dot import DotNotFoundError, INSTALL, dot_executable, run_dot
 
 CHAR_WIDTH, LINE_HEIGHT, PAD_X, PAD_Y = 6.6, 14, 14, 8  # 11 px monospace, as explorer.css
 PROCESSES = 2
@@ -65,26 +60,20 @@ def parse_plain(text):
 
 
 def _run_dot(texts):
-    exe = dot_executable()
-    done = subprocess.run([exe, "-Tplain"], input="".join(texts).encode("utf-8"),
-                          capture_output=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"dot -Tplain failed: {done.stderr.decode(errors='replace').strip()}")
-    layouts = parse_plain(done.stdout.decode("utf-8"))
+    layouts = parse_plain(run_dot("".join(texts), "plain").decode("utf-8"))
     if len(layouts) != len(texts):
         raise RuntimeError(f"dot -Tplain laid out {len(layouts)} of {len(texts)} graphs")
     return layouts
 
 
 def lay_out(texts):
-    """The layout of each DOT text (equal texts laid out once): a list parallel to `texts`."""
+    """The layout of each of the distinct DOT `texts`, in their order."""
     if dot_executable() is None:
         raise DotNotFoundError(f"Graphviz's `dot` program was not found on PATH: the "
                                f"explorer lays out its views with it. {INSTALL}")
-    distinct = list(dict.fromkeys(texts))
     # split by total size, so that both processes get about the same amount of work
     shares, loads = [[] for _ in range(PROCESSES)], [0] * PROCESSES
-    for text in sorted(distinct, key=len, reverse=True):
+    for text in sorted(texts, key=len, reverse=True):
         k = loads.index(min(loads))
         shares[k].append(text)
         loads[k] += len(text)

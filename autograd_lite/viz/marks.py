@@ -1,17 +1,7 @@
-"""The two markers with which model code tells pictures how to draw a function's calls
-(the rule they take part in is in scopes.py):
-
-    @ag.viz.transparent     its calls are no cluster: its ops are drawn in its caller's
-    def residual(norm_params, x, sublayer, norm, rate=0.0, rng=None): ...
-
-    @ag.viz.alias           another name for the function it calls: one cluster, this name
-    def cross_attention(p, x, memory, memory_mask=None, rate=0.0, rng=None):
-        return multihead_attention(p, x, memory, memory_mask, rate, rng)
-
-Each marker registers the function's code object and returns the function itself: a
-marked function is called exactly as before, at no cost. `ag.viz` loads the modules that
-record, draw and write pages on first use, so a model that marks its functions loads
-little more than the markers.
+"""The two markers with which model code tells pictures how to draw a function's calls (the
+rule they take part in is in scopes.py, examples in docs/pictures.md). Each registers the
+function's code object and returns the function itself: a marked function is called exactly
+as before, at no cost, and a model that marks its functions loads little more than this.
 """
 import inspect
 import types

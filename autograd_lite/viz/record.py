@@ -1,24 +1,15 @@
-"""Recording one call for a picture, without touching the engine's normal path.
+"""Recording one call for a picture: `record(f, args)` boxes the float leaves of the
+arguments on a fresh engine trace (as `gradient` does) whose recording hook is
+`Recorder.on_op` (`tracer.Trace(on_op=...)`), and runs `f` once inside a `ScopeTracker`.
 
-`record(f, args)` boxes the float leaves of the arguments on a fresh engine trace
-(as `gradient` does) whose recording hook is `Recorder.on_op` (`tracer.Trace(on_op=...)`,
-described in core/tracer.py), and runs `f` once inside a `ScopeTracker` (scopes.py, the
-`sys.setprofile` hook that finds the Python function scopes).
-
-Each op the engine records on that trace reaches `on_op(op, args, kwargs, box)` and
-becomes one item: its traced inputs, its static operands (integer token arrays and
-masks become input nodes, small constants are folded into the label, built from the
-op's public `op_name` and `parameters`), the current scope and the returned `Node`.
-So exactly what the engine records is pictured: a primitive's body runs on plain
-arrays, and the primitives it calls are not recorded; only when the call itself
-differentiates (a picture of `ag.grad(f)`) do bodies run on this trace's values, and
-then their ops are the ones the engine records. Keyword-only arguments of an op are
-not shown. Constants made during the call are named by the variable holding them in
-user code, else by the user function that returned them (the scope tracker knows both).
-
-Afterwards the pullback closures are inspected for the forward arrays they keep
-for the backward pass. The result is plain data (`Item`s and `Scope`s); the
-boxes, nodes and pullbacks are released.
+Each op the engine records becomes one item: its traced inputs, its static operands
+(integer arrays and masks become input nodes, small constants are folded into its label,
+from the op's `op_name` and `parameters`), its scope and its `Node`. So exactly what the
+engine records is pictured: a primitive's body runs on plain arrays, unseen, unless the call
+itself differentiates (a picture of `ag.grad(f)`). Keyword-only arguments are not shown.
+Constants made during the call are named by the variable holding them in user code, else
+by the user function that returned them. Afterwards saved.py measures what the pullbacks
+keep; the result is plain data (`Item`s and `Scope`s).
 """
 import inspect
 
@@ -97,7 +88,6 @@ class Recorder:
         if id(base) not in self.by_owner:
             self.keep.append(base)
             self.by_owner[id(base)] = self.new_item("data", label, value).id
-        return self.by_owner[id(base)]
 
     def operand_item(self, name, a):
         """The item of a plain array operand: the argument or op output whose memory it is,
@@ -175,12 +165,11 @@ def record(f, args, values=False):
         boxed.append(tree_map(box, arg))
     with scopes:
         out = f(*boxed)
-    outputs = []
-    for leaf, path in zip(tree_leaves(out), tree_paths(out, root="output")):
-        if type(leaf) is Box and leaf.trace is trace and leaf.node in recorder.by_node:
-            outputs.append((path, recorder.by_node[leaf.node]))
+    leaves = zip(tree_leaves(out), tree_paths(out, root="output"))
+    traced = [(path, leaf.node) for leaf, path in leaves  # the outputs on this trace
+              if type(leaf) is Box and leaf.trace is trace]
+    outputs = [(path, recorder.by_node[node]) for path, node in traced if node in recorder.by_node]
     measure_kept(recorder)
     if values:
-        gradient_norms(recorder, [leaf.node for leaf in tree_leaves(out)
-                                  if type(leaf) is Box and leaf.trace is trace])
+        gradient_norms(recorder, [node for _, node in traced])
     return recorder.items, scopes.root, outputs

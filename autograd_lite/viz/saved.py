@@ -1,9 +1,6 @@
-"""What the backward pass keeps: the forward arrays held by each pullback closure.
-
-A pullback is a closure, or a table row's cotangent function with its values bound
-(a functools.partial); its cells or bound arguments hold the forward values it will need
-(arrays, possibly in tuples, or in closures of closures). Each array is counted once, by
-the array that owns its memory (a view keeps its base alive).
+"""What the backward pass keeps: the forward arrays each pullback holds (in a closure's
+cells or a table row's functools.partial, in tuples, in closures of closures), each counted
+once, by the array that owns its memory (a view keeps its base alive).
 """
 import functools
 import types

@@ -1,31 +1,17 @@
-"""The function scopes of a recorded call: which Python functions a picture shows as
-clusters, found with a `sys.setprofile` hook while the call runs.
+"""The function scopes of a recorded call, found with a `sys.setprofile` hook while it runs:
+which Python calls a picture shows as clusters (the ops come from the tracer's hook).
 
-This is the only use of the profiler in the library, and it sees only Python calls and
-returns; the ops themselves come from the tracer's recording hook (`record.py`).
-
-The rule: a call of a function opens a scope (a cluster, a level of `depth=`), named after
-the function, unless
-
-- the function is transparent: a lambda, a comprehension, a generator or coroutine (none
-  has a name of its own to draw), or a function marked `@ag.viz.transparent` (wiring such
-  as a residual connection, whose sublayer is what the picture should show);
-- it is the call that a function marked `@ag.viz.alias` makes: an alias is another name
-  for the function it calls (cross_attention is multihead_attention over the memory), so
-  the two calls are one scope, named by the alias;
-- it is library code (`is_library`: numpy, the standard library, this package) or code
-  the standard library generates (`is_generated`: a dataclass's `__init__` and the like);
-  the composite ops of this package (`ag.var`, `ag.split`) are the exception and open a
-  scope named after them;
-- it runs inside a primitive or a fast rule (its body, and what the body calls, are the
-  op), unless it is the plain function of a fusable function (core/rules.py), which a
-  picture's trace runs in place of a model's fast rule: it and what it calls open their
-  scopes as they would without the rule.
-
-The ops of a function that opens no scope belong to its caller's scope. The traced
-function itself always opens the outermost scope. Nothing is read from a function's name
-or source: every other user function is a cluster, and the two markers (marks.py) are how
-model code says otherwise.
+The rule: a call opens a scope named after its function, unless the function
+- is transparent: a lambda, comprehension, generator or coroutine (none has a name to
+  draw), or a function marked `@ag.viz.transparent` (marks.py);
+- is the call that an `@ag.viz.alias` makes: the two calls are one scope, the alias's;
+- is library code (`is_library`: numpy, the standard library, this package) or written by
+  the standard library (`is_generated`: a dataclass's `__init__`), except this package's
+  composite ops (`ag.var`, `ag.split`), which open a scope named after them;
+- runs inside a primitive or a fast rule, unless it is the plain function of a fusable
+  (core/rules.py), which a picture's trace runs in place of the rule.
+The ops of a call that opens no scope belong to its caller's scope; the traced function
+always opens the outermost one. Nothing is read from a function's name or source.
 """
 import inspect
 import linecache
@@ -84,10 +70,8 @@ def user_source_line():
 
 
 def is_generated(code):
-    """A method the standard library writes from a string (a dataclass's `__init__`,
-    `__eq__`): a dunder name in a file called '<string>'. A function a user runs from a
-    string (`exec` in a notebook or a doc) has an ordinary name. (A NamedTuple's
-    `__new__`, also written from a string, is a lambda, transparent anyway.)"""
+    """A method the standard library writes from a string (a dataclass's `__init__`): a
+    dunder name in a file called '<string>' (a user's `exec` gives ordinary names)."""
     return code.co_filename == "<string>" and code.co_name.startswith("__")
 
 
@@ -105,21 +89,13 @@ def is_user_level(code):
 class Scope:
     """One call of a user-level function (or of a composite op) during the recorded call."""
 
-    __slots__ = ("name", "parent", "children", "composite", "label", "n_ops", "alias")
+    __slots__ = ("name", "parent", "path", "children", "composite", "label", "n_ops", "alias")
 
-    def __init__(self, name, parent, composite=False):
+    def __init__(self, name, parent, composite=False, alias=False):
         self.name, self.parent, self.composite = name, parent, composite
+        self.path = (parent.path if parent is not None else ()) + (self,)  # outermost first
         self.children, self.label, self.n_ops = [], name, 0
-        self.alias = False  # an @alias's call: the next user-level call inside is this one
-
-    @property
-    def path(self):
-        """The scopes from the outermost down to this one."""
-        out, s = [], self
-        while s is not None:
-            out.append(s)
-            s = s.parent
-        return tuple(reversed(out))
+        self.alias = alias  # an @alias's call: the next user-level call inside is this one
 
     def walk(self):
         """This scope and every scope under it, depth first in call order."""
@@ -137,15 +113,6 @@ class Scope:
 _PRIMITIVE = object()  # a stack entry: a primitive application is running
 
 
-class _Plain:
-    """A stack entry: a fusable's plain function is running inside its wrapper; the primitive
-    depth to return to, and the scope it opened (or None)."""
-    __slots__ = ("depth", "scope")
-
-    def __init__(self, depth, scope):
-        self.depth, self.scope = depth, scope
-
-
 class ScopeTracker:
     """The profile hook's state while the recorded call runs.
 
@@ -156,7 +123,9 @@ class ScopeTracker:
 
     def __init__(self):
         self.root, self.scope = None, None
-        self.stack = []         # per running Python call: a Scope, _PRIMITIVE or None
+        # per running Python call: its Scope (or None), _PRIMITIVE, or (primitive depth to
+        # return to, its Scope or None) for a fusable's plain function inside its wrapper
+        self.stack = []
         self.primitive_depth = 0
         self.user_frames = []   # frames of the user-level functions running, outermost first
         self.made_by = {}       # id(array) -> name of the first scope that returned it
@@ -200,7 +169,7 @@ class ScopeTracker:
         if code in PLAIN_DEFINITIONS and self.primitive_depth:
             restore, self.primitive_depth = self.primitive_depth, 0  # model code again
         scope = self.entered(frame, code)
-        self.stack.append(scope if restore is None else _Plain(restore, scope))
+        self.stack.append(scope if restore is None else (restore, scope))
 
     def entered(self, frame, code):
         """The scope a call opens (None for none), by the module docstring's rule."""
@@ -212,9 +181,15 @@ class ScopeTracker:
             return None
         if user_level:
             self.user_frames.append(frame)
-        scope = self.open_scope(frame, composite)
-        scope.alias = code in ALIASES
-        return scope
+        name = code.co_name.strip("<>")
+        if name == "__call__":  # a callable object: named by its class
+            name = _instance_class_name(frame) or name
+        self.scope = Scope(name, self.scope, composite, alias=code in ALIASES)
+        if self.root is None:
+            self.root = self.scope
+        else:
+            self.scope.parent.children.append(self.scope)
+        return self.scope
 
     def kind(self, code):
         """(composite op, user level) for a function's code, worked out once per code."""
@@ -224,17 +199,6 @@ class ScopeTracker:
             known = self.kinds[id(code)] = (code, composite, not composite and is_user_level(code))
         return known[1:]
 
-    def open_scope(self, frame, composite):
-        name = frame.f_code.co_name.strip("<>")
-        if name == "__call__":  # a callable object: named by its class
-            name = _instance_class_name(frame) or name
-        self.scope = Scope(name, self.scope, composite)
-        if self.root is None:
-            self.root = self.scope
-        else:
-            self.scope.parent.children.append(self.scope)
-        return self.scope
-
     def leave(self, frame, value):
         entry = self.stack.pop()
         if self.user_frames and self.user_frames[-1] is frame:
@@ -242,8 +206,8 @@ class ScopeTracker:
         if entry is _PRIMITIVE:
             self.primitive_depth -= 1
             return
-        if type(entry) is _Plain:
-            self.primitive_depth, entry = entry.depth, entry.scope
+        if type(entry) is tuple:
+            self.primitive_depth, entry = entry
         if entry is not None:
             if type(value) is np.ndarray:  # a constant's name, if an op uses it unbound
                 self.keep.append(value)

@@ -1,10 +1,7 @@
-"""What the explorer shows about the numbers of a recorded call (`values=True`): each
-value's statistics, and each float input's gradient norm, so that a page can answer
-"where do my activations saturate, where do my gradients vanish or explode".
-
-The gradients come from one backward pass over the recorded call itself (the same
-nodes, the same dropout masks), seeded with ones: the gradient of the sum of the
-outputs, which is the gradient of the output when it is a scalar loss.
+"""What the explorer shows of a recorded call's numbers (`values=True`): each value's
+statistics, and each float input's gradient norm from one backward pass over the recorded
+call itself (the same nodes, the same dropout masks) seeded with ones: the gradient of the
+sum of the outputs, which is the output's when it is a scalar loss.
 """
 import numpy as np
 

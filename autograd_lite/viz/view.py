@@ -1,32 +1,16 @@
-"""What a picture of a recorded call shows: which items are drawn as nodes, which calls
-are collapsed into boxes, the edges between them, the clusters they sit in and the
-outputs. `dot.py` writes a `View` as Graphviz text; the explorer (explorer.py) draws
-one call's `View` per page view.
+"""What a picture of a recorded call shows (`View`): the items drawn as nodes, the calls
+collapsed into boxes, the edges, the clusters and the outputs. dot.py writes a View as
+Graphviz text; the explorer draws one call's View at a time.
 
-Depth counts function scopes from the traced function itself:
-
-- `depth=None`: every op is drawn, inside one cluster per function call;
-- `depth=0`: the whole call is one box;
-- `depth=k`: ops in scopes nested at most k deep (the traced function is depth 1,
-  the functions it calls depth 2, ...) are drawn; each call at depth k + 1 is one
-  box with its function name, input and output shapes, op count, parameter count.
-
-One call's view (`View(graph, call=scope)`, the explorer's) is the picture at that
-call's depth cut down to the call's ops: its own ops, each nested call as one box, what
-flows in from outside (parameters, data, constants, ops of other calls) as nodes, and
-what flows out (used after the call, or an output of the graph) as its outputs.
-
-A parameter or constant whose every use lies inside one box is drawn inside it
-(counted in its label, not as a node of its own).
+Depth counts function scopes from the traced function (depth 1): `depth=None` draws every
+op; `depth=0` the whole call as one box; `depth=k` the ops of scopes nested at most k deep,
+each call at depth k + 1 as one box (its name, shapes in and out, op and parameter counts).
+One call's view (`View(graph, call=scope)`) is the picture at that call's depth cut down to
+its ops: its own ops, its nested calls as boxes, what flows in from outside (parameters,
+data, constants, ops of other calls) and what flows out (used after the call, or an output).
+A parameter or constant whose every use lies inside one box is drawn inside it.
 """
 import numpy as np
-
-
-def _inside(op, call):
-    """Whether the op ran inside `call` (in it or in a call nested in it)."""
-    path = op.scope.path
-    depth = len(call.path)
-    return len(path) >= depth and path[depth - 1] is call
 
 
 class View:
@@ -50,7 +34,8 @@ class View:
     def __init__(self, graph, depth=None, call=None):
         self.graph, self.call = graph, call
         self.depth = depth if call is None else len(call.path)
-        self.ops = graph.ops if call is None else [op for op in graph.ops if _inside(op, call)]
+        # the call's ops: those that ran in it or in a call nested in it
+        self.ops = graph.ops if call is None else [op for op in graph.ops if call in op.scope.path]
         self.box_of = {}
         for op in self.ops:
             path = op.scope.path if op.scope is not None else ()
@@ -76,12 +61,9 @@ class View:
         for op in self.ops:
             for source, _ in op.inputs:
                 holders.setdefault(source, set()).add(self.box_of.get(op.id))
-        inside = {}
-        for source, boxes in holders.items():
-            if self.graph.items[source].kind in ("param", "const") and None not in boxes \
-                    and len(boxes) == 1:
-                inside[source] = next(iter(boxes))
-        return inside
+        return {source: next(iter(boxes)) for source, boxes in holders.items()
+                if len(boxes) == 1 and None not in boxes
+                and self.graph.items[source].kind in ("param", "const")}
 
     def _leaving(self):
         """(label, item id) for each value made in the call that is used outside it or is an
