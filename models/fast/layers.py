@@ -11,7 +11,8 @@ from .conditions import dropout_fits, dropout_keep, one_float_dtype
 
 
 def feed_forward_applies(p, x, rate, rng, activation):
-    return activation is ag.relu and dropout_fits(rate, rng) and one_float_dtype(x, p)
+    return (activation is ag.relu and getattr(p, "_fields", None) == FeedForward._fields
+            and dropout_fits(rate, rng) and one_float_dtype(x, p))
 
 
 @ag.fast_rule(layers.feed_forward, applies=feed_forward_applies)
