@@ -245,17 +245,18 @@ def check_prompt(caller, p, prompt, n_new):
     return prompt
 
 
-def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None, eos=None):
+def generate(p, prompt, n_new, temperature=1.0, top_k=None, rng=None, eos=None, top_p=None):
     """Extend prompt (B, T_p) by n_new sampled tokens -> (B, T_p + n_new) int64
-    (decoding.sample: softmax(logits / temperature) over the top_k most probable; greedy
-    when temperature == 0 or top_k == 1). With eos, a row ends at its first eos and is padded
-    with eos, and the result stops when every row has ended: (B, L), L <= T_p + n_new.
+    (decoding.sample: softmax(logits / temperature) over the top_k most probable, then over
+    the nucleus of mass top_p; greedy when temperature == 0 or top_k == 1). With eos, a row
+    ends at its first eos and is padded with eos, and the result stops when every row has
+    ended: (B, L), L <= T_p + n_new.
 
     The prompt is read in one pass; each later step feeds one token through the
     cached blocks. T_p + n_new must not exceed max_len. The sampling settings are checked
     first, even when n_new is 0: sampling (temperature > 0, top_k != 1) needs an rng.
     """
-    return generated("lm.generate", (p,), prompt, n_new, temperature, top_k, rng, eos)
+    return generated("lm.generate", (p,), prompt, n_new, temperature, top_k, rng, eos, top_p)
 
 
 def beam_search(p, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
@@ -277,11 +278,12 @@ def beam_search_with_scores(p, prompt, n_new, beam_size=4, length_penalty=0.6, e
                     no_repeat_ngram)
 
 
-def ensemble_generate(members, prompt, n_new, temperature=1.0, top_k=None, rng=None, eos=None):
+def ensemble_generate(members, prompt, n_new, temperature=1.0, top_k=None, rng=None, eos=None,
+                      top_p=None):
     """generate, sampling each token from the mean of the members' probabilities."""
     members = check_members("lm.ensemble_generate", members)
     return generated("lm.ensemble_generate", members, prompt, n_new, temperature, top_k, rng,
-                     eos)
+                     eos, top_p)
 
 
 def ensemble_beam_search(members, prompt, n_new, beam_size=4, length_penalty=0.6, eos=None,
@@ -292,14 +294,14 @@ def ensemble_beam_search(members, prompt, n_new, beam_size=4, length_penalty=0.6
                     length_penalty, eos, no_repeat_ngram)[0]
 
 
-def generated(caller, members, prompt, n_new, temperature, top_k, rng, eos):
+def generated(caller, members, prompt, n_new, temperature, top_k, rng, eos, top_p=None):
     """The body of generate and ensemble_generate: their checks, under `caller`'s name, then
     decoding.sample over ensemble_step, each member with its own cache."""
-    decoding.check_sampling(caller, temperature, top_k, vocab_size(members[0]), rng)
+    decoding.check_sampling(caller, temperature, top_k, vocab_size(members[0]), rng, top_p)
     prompt = check_prompt(caller, members[0], prompt, n_new)
     caches = tuple(empty_cache(p, prompt.shape[0]) for p in members)
     return decoding.sample(functools.partial(ensemble_step, members), caches, prompt,
-                           prompt.shape[1] + n_new, temperature, top_k, rng, eos)
+                           prompt.shape[1] + n_new, temperature, top_k, rng, eos, top_p)
 
 
 def searched(caller, members, prompt, n_new, beam_size, length_penalty, eos, no_repeat_ngram):
