@@ -74,6 +74,13 @@ def load(directory, dtype=np.float32, dropout=0.0):
     return from_tensors(tensors, config, dtype, dropout)
 
 
+def shaped(config, dtype=np.float32):
+    """A GPT-2 of config's sizes with every weight zero: the `like` that ag.load checks a
+    saved GPT-2 (a fine-tuned one) against."""
+    zeros = {name: np.zeros(shape, dtype) for name, shape in expected_shapes(config).items()}
+    return from_tensors(zeros, config, dtype)
+
+
 # --- names ------------------------------------------------------------------------------
 
 IGNORED = (".attn.bias", ".attn.masked_bias", "lm_head.weight")  # masks; the tied head

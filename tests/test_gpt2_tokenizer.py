@@ -2,12 +2,10 @@
 loaded from one tiny vocab.json and merges.txt written here (the 256 byte symbols, merges
 learnt from a small text by counting pairs, "<|endoftext|>"): the same ids on a text with
 unicode, runs of spaces, newlines, numbers and contractions, and decoding back to the text."""
-import collections
-import json
-
 import pytest
 
 from conftest import missing
+from helpers.gpt2_files import write_bpe_files
 
 TEXT = ("Hello world! It's the   end\n\nof the line, isn't it?\tNaïve café: 日本語 😀 costs "
         "€12.50 -- they'll say 'hello' again.\r\n  Spaces  and\n  the end. ")
@@ -24,39 +22,10 @@ def bpe():
     return module
 
 
-def learnt_merges(bpe, corpus, n):
-    """n merges learnt as BPE learns them: in each pre-token's symbols, the most frequent
-    adjacent pair (ties: the first seen) is joined, n times."""
-    import regex
-    table = bpe.byte_characters()
-    words = collections.Counter(tuple(table[b] for b in piece.encode("utf-8"))
-                                for piece in regex.findall(bpe.PATTERN, corpus))
-    merges = []
-    for _ in range(n):
-        pairs = collections.Counter()
-        for word, count in words.items():
-            for pair in zip(word, word[1:]):
-                pairs[pair] += count
-        if not pairs:
-            break
-        best = max(pairs, key=pairs.__getitem__)
-        merges.append(best)
-        words = collections.Counter({tuple(bpe.merged(word, {best: 0})): count
-                                     for word, count in words.items()})
-    return merges
-
-
 @pytest.fixture(scope="module")
 def files(bpe, tmp_path_factory):
     folder = tmp_path_factory.mktemp("bpe")
-    merges = learnt_merges(bpe, CORPUS, 40)
-    symbols = list(bpe.byte_characters().values()) + [a + b for a, b in merges]
-    vocab = {s: i for i, s in enumerate(dict.fromkeys(symbols))}
-    vocab[bpe.END_OF_TEXT] = len(vocab)
-    (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
-    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(f"{a} {b}" for a, b
-                                                                      in merges) + "\n",
-                                       encoding="utf-8")
+    write_bpe_files(folder, CORPUS, 40)
     return folder
 
 
