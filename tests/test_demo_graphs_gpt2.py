@@ -8,7 +8,6 @@ import re
 import xml.etree.ElementTree as ElementTree
 
 import numpy as np
-import pytest
 
 import autograd_lite as ag
 from conftest import missing
