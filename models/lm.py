@@ -117,6 +117,7 @@ def has_learned_positions(p):
     return "positions" in getattr(p.embed, "_fields", ())
 
 
+@ag.viz.transparent  # pictured in its caller, as the call it makes was before GPT-2's options
 def embedded(p, ids, start=0):
     """x_0 for ids (B, T) at positions start .. start + T - 1 -> (B, T, D): the paper's
     E[ids] · √D + PE (layers.embed_with_positions), or E[ids] + P with learned positions."""
@@ -126,6 +127,7 @@ def embedded(p, ids, start=0):
     return embed(p.embed.tokens, ids) + positions  # (B, T, D)
 
 
+@ag.viz.transparent
 def logits_of(p, h):
     """The head over the final layer norm: LN(h) W + b, or LN(h) Eᵀ with the head tied to
     the token table.  h: (B, T, D) -> (B, T, V)"""
