@@ -264,3 +264,20 @@ def test_gpt2_blocks_run_the_attention_rule_and_equal_the_plain_functions(fast_r
     assert_fused_matches_composed(block, rules_off(block), p.blocks[0], x, rtol=1e-10)
     tokens = ids()
     assert_close(lm.apply(p, tokens), rules_off(lm.apply)(p, tokens), 1e-12, "whole model")
+
+
+@pytest.mark.parametrize("options", [dict(positions="learned"), dict(activation=ag.gelu),
+                                     dict(tied_head=True), dict(weights="gpt2")])
+def test_each_option_alone_keeps_cached_decoding_equal_to_the_whole_forward(options):
+    p = lm.init(np.random.default_rng(0), 13, 16, 2, 32, 2, 12, dtype=np.float64, **options)
+    tokens = np.random.default_rng(1).integers(0, 13, (2, 7))
+    logits, cache = lm.forward_cached(p, tokens[:, :3], lm.empty_cache(p, 2))
+    more, _ = lm.forward_cached(p, tokens[:, 3:], cache)
+    assert_close(np.concatenate([logits, more], axis=1), lm.apply(p, tokens), 1e-12, "cached")
+    assert (p.head is None) == options.get("tied_head", False)
+
+
+def test_lm_init_refuses_an_unknown_choice_by_name():
+    with pytest.raises(ValueError, match=r"^lm.init: positions must be one of \('sinusoidal', "
+                                         r"'learned'\), got 'rotary'$"):
+        lm.init(np.random.default_rng(0), 13, 16, 2, 32, 1, 12, positions="rotary")
