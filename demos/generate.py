@@ -7,6 +7,8 @@ and is measured against a character n-gram model on the same held-out text.
     python -m demos.generate --out DIR --resume   # continue a stopped run, its own options
     python -m demos.generate --model DIR --prompt "The with" --length 200 [--beam 4]
     python -m demos.generate --data FILE --ensemble 2  # two models at once, one a core
+    python -m demos.generate --gpt2 DIR --prompt "..." [--top-p 0.9]  # GPT-2's own files
+    python -m demos.generate --gpt2 DIR --data FILE   # fine-tune GPT-2 (demos/support/gpt2_demo.py)
 
 The default corpus is the text of Python's help topics that ships with Python
 (pydoc_data.topics: 79 topics, joined in sorted order of their names with a newline
@@ -63,7 +65,7 @@ from autograd_lite.io.atomic import write_text  # noqa: E402
 from models import data, health, lm, side_by_side, text, train  # noqa: E402
 from models.training.run_files import CHECKPOINT, HYPERPARAMETERS, write_json  # noqa: E402
 
-from .support import common, ngram, program, runs  # noqa: E402
+from .support import common, gpt2_demo, ngram, program, runs  # noqa: E402
 from .support.common import flag  # noqa: E402
 
 FULL = dict(steps=2500, d_model=96, heads=4, d_ff=384, layers=2, context=128, batch_size=16,
@@ -144,9 +146,23 @@ def parse_args(argv=None):
                           "prompt included (as Hugging Face's no_repeat_ngram_size), which "
                           f"keeps the beam from looping; the demo's own beam uses "
                           f"{NO_REPEAT_NGRAM}")
+    use.add_argument("--top-k", type=positive(int), default=None, metavar="K",
+                     help="with --gpt2: sample among the K most probable tokens only")
+    use.add_argument("--top-p", type=positive(float), default=None, metavar="P",
+                     help="with --gpt2: sample among the most probable tokens that hold "
+                          "probability P (nucleus sampling), P in (0, 1]")
+    parser.add_argument("--gpt2", type=pathlib.Path, default=None, metavar="DIR",
+                        help="GPT-2's files (model.safetensors, config.json, vocab.json, "
+                             "merges.txt): continue --prompt, or fine-tune on --data FILE")
     common.add_device_option(parser)
     args = parser.parse_args(argv)
     check_ranges(parser, args)
+    if args.top_p is not None and args.top_p > 1:
+        parser.error(f"--top-p must lie in (0, 1], got {args.top_p}")
+    if (args.gpt2 is not None or gpt2_demo.is_run(args.model)
+            or (args.resume and args.out is not None and gpt2_demo.is_run(args.out))):
+        return gpt2_demo.checked_args(parser, args)
+    common.refuse_unused(parser, args, ("top_k", "top_p"), "is for GPT-2 (--gpt2 DIR)")
     model_options = ("length", "temperature", "beam", "no_repeat_ngram")
     if args.model is not None or args.prompt is not None:
         if args.model is None or not args.prompt:
@@ -515,6 +531,8 @@ def main(argv=None):
     common.use_threads(args)
     common.check_device("generate", args)
     common.say_if_compiling()
+    if args.gpt2 is not None or gpt2_demo.is_run(args.model):
+        return gpt2_demo.main(args, argv)
     if args.model is not None:
         with runs.stopped_quietly("generate"):
             return use_model(args)

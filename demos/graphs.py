@@ -4,6 +4,7 @@
     python -m demos.graphs --quick            # tiny models (CI)
     python -m demos.graphs --readme-picture docs/encoder_block.svg    # the README's picture
     python -m demos.graphs --readme-screenshot docs/explorer.png      # and its screenshot
+    python -m demos.graphs --gpt2 [DIR]       # GPT-2 alone: DIR's weights, or random ones
 
 Each picture is one recorded call of a model's loss (or, for the attention block, of the
 block), drawn forward and backward (what the pullbacks keep, and the gradient edges), as
@@ -17,6 +18,12 @@ SVG and PNG in --out (default runs/graphs-<timestamp>/):
                           and every op
     transformer           the encoder-decoder's loss (the paper's base model, 6 + 6 blocks),
                           at depth 3 (each block one box) and depth 4 (inside each block)
+
+--gpt2 draws GPT-2 instead (124M's sizes, or those of DIR's config.json; GPT-2's random
+init where no DIR is given, the weights of DIR's model.safetensors where one is): its loss
+on 8 tokens at depth 1, the first block open (its sublayers, norms and residual sums) and
+the others folded, one box each, and at depth 2 (inside the sublayers); one block alone at
+depth 2 and every op; its explorer opens any block.
 
 The files are named <model>-<depth>[-backward].<svg|png>, the depth "all" for every op. A
 PNG is left out where it would pass MAX_PNG_SIDE pixels a side (the base Transformer at
@@ -43,7 +50,9 @@ from typing import Any, NamedTuple  # noqa: E402
 import numpy as np  # noqa: E402
 
 import autograd_lite as ag  # noqa: E402
-from models import blocks, classifier, transformer  # noqa: E402
+from models import blocks, classifier, gpt2, lm, transformer  # noqa: E402
+from models.attention import causal_mask, multihead_attention  # noqa: E402
+from models.layers import activation_of, feed_forward  # noqa: E402
 
 from .support import browser, common, program  # noqa: E402
 from . import logistic_regression as logistic  # noqa: E402
@@ -108,6 +117,43 @@ def pictures(sizes, rng):
         Picture("transformer", translation_loss,
                 (translator, nw.encode_sources(values), nw.encode_targets(values)), (3, 4)),
     ]
+
+
+GPT2_TOKENS = 8  # the length of the sequence GPT-2's pictures record
+
+
+@ag.viz.transparent
+def block_drawn_open(p, x, causal):
+    """blocks.decoder_only_block's two sublayers, called from here (a transparent function)
+    so that a picture draws them at its caller's level: the block open, where every other
+    block is one box.  x: (B, T, D) -> (B, T, D)"""
+    x = blocks.residual(p.norm1, x, lambda h: multihead_attention(p.self_attn, h, h, causal),
+                        "pre")  # (B, T, D)
+    return blocks.residual(p.norm2, x, lambda h: feed_forward(p.ff, h,
+                                                              activation=activation_of(p.ff)),
+                           "pre")
+
+
+def gpt2_loss(p, ids, targets):
+    """lm.apply's cross-entropy, the first block drawn open (block_drawn_open).
+    ids, targets (B, T)"""
+    x = lm.embedded(p, ids)  # (B, T, D)
+    mask = causal_mask(ids.shape[1])  # (1, 1, T, T)
+    x = block_drawn_open(p.blocks[0], x, mask)
+    for block in p.blocks[1:]:
+        x = blocks.decoder_only_block(block, x, mask)  # (B, T, D)
+    return ag.cross_entropy(lm.logits_of(p, x), targets)
+
+
+def gpt2_pictures(directory, rng):
+    """GPT-2's loss (the first block open, the others folded) and one block alone, from
+    DIR's files, or GPT-2 small's sizes and GPT-2's random init (directory None)."""
+    p = gpt2.load(directory) if directory else gpt2.init(rng)
+    ids = rng.integers(0, lm.vocab_size(p), (1, GPT2_TOKENS + 1))
+    x = rng.standard_normal((1, GPT2_TOKENS, p.norm.scale.shape[0])).astype(np.float32)
+    return [Picture("gpt2", gpt2_loss, (p, ids[:, :-1], ids[:, 1:]), (1, 2)),
+            Picture("gpt2_block", blocks.decoder_only_block,
+                    (p.blocks[0], x, causal_mask(GPT2_TOKENS)), (None, 2))]
 
 
 def file_stem(name, depth, backward):
@@ -187,7 +233,13 @@ def parse_args(argv=None):
     parser.add_argument("--readme-screenshot", metavar="PATH", default=None,
                         help="also photograph the transformer's explorer in headless Chromium "
                              "(Debian's chromium and chromium-driver, with selenium) to PATH (.png)")
+    parser.add_argument("--gpt2", nargs="?", const="", default=None, metavar="DIR",
+                        help="draw GPT-2 alone: the weights in DIR (model.safetensors, "
+                             "config.json), or GPT-2 small's sizes with random weights")
     args = parser.parse_args(argv)
+    if args.gpt2 is not None:
+        common.refuse_unused(parser, args, ("quick", "readme_picture", "readme_screenshot"),
+                             "is for the other models' pictures, not --gpt2's")
     common.check_output_folder(parser, common.output_path(args, "graphs"))
     common.check_picture_path(parser, "--readme-picture", args.readme_picture, (".svg", ".png"))
     common.check_picture_path(parser, "--readme-screenshot", args.readme_screenshot, (".png",))
@@ -225,7 +277,13 @@ def draw_all(args, out):
         print(f"Graphviz's `dot` was not found: writing each picture's DOT text instead.\n"
               f"{ag.viz.dot.INSTALL}")
     written, explorers = [], []
-    for picture in pictures(QUICK if args.quick else FULL, np.random.default_rng(args.seed)):
+    rng = np.random.default_rng(args.seed)
+    if args.gpt2 is not None:
+        with common.exit_on_bad_input("graphs"):
+            drawn = gpt2_pictures(args.gpt2, rng)
+    else:
+        drawn = pictures(QUICK if args.quick else FULL, rng)
+    for picture in drawn:
         graph, paths, left_out = draw(picture, out, formats)
         written += paths
         print(describe(picture, graph), flush=True)
@@ -242,7 +300,7 @@ def draw_all(args, out):
     if args.readme_screenshot and explorers:
         write_readme_screenshot(explorers[-1], args.readme_screenshot)
     common.print_result(f"wrote {len(written)} pictures ({', '.join(formats)}) and "
-                        f"{len(explorers)} explorers of 4 models in {out}")
+                        f"{len(explorers)} explorers of {len(drawn)} models in {out}")
 
 
 if __name__ == "__main__":

@@ -19,10 +19,10 @@ from . import fast  # noqa: E402,F401  (registers the models' fast rules: the sp
 # the support code sits in subpackages, and `from models import train` reaches it the same.
 SUBMODULES = {name: f".{name}" for name in (
     "transformer", "decoding", "classifier", "lm", "layers", "attention", "blocks",
-    "torch_bridge")}
+    "torch_bridge", "gpt2")}
 SUBMODULES.update({name: f".training.{name}" for name in (
     "train", "run_files", "progress", "health", "plots", "side_by_side")})
-SUBMODULES.update({name: f".inputs.{name}" for name in ("text", "data")})
+SUBMODULES.update({name: f".inputs.{name}" for name in ("text", "data", "bpe")})
 
 
 def __getattr__(name):

@@ -22,8 +22,8 @@ import autograd_lite as ag
 
 from .attention import (MultiHeadAttention, attention_over, cached_self_attention,
                         cross_attention, multihead_attention, multihead_attention_init)
-from .layers import (FeedForward, LayerNorm, add_and_norm, feed_forward, feed_forward_init,
-                     layer_norm, layer_norm_init)
+from .layers import (FeedForward, LayerNorm, activation_of, add_and_norm, feed_forward,
+                     feed_forward_init, layer_norm, layer_norm_init)
 
 NORM_ORDERS = ("post", "pre")
 
@@ -78,13 +78,17 @@ class DecoderOnlyBlock(NamedTuple):
     """A GPT-style block: an encoder block's parameters, used pre-LN under a causal mask."""
     self_attn: MultiHeadAttention
     norm1: LayerNorm
-    ff: FeedForward
+    ff: FeedForward  # or layers.ActivatedFeedForward (GPT-2's gelu)
     norm2: LayerNorm
 
 
-def decoder_only_block_init(rng, d_model, n_heads, d_ff, dtype=np.float32):
-    """The same parameters, drawn in the same order, as encoder_block_init."""
-    return DecoderOnlyBlock(*encoder_block_init(rng, d_model, n_heads, d_ff, dtype))
+def decoder_only_block_init(rng, d_model, n_heads, d_ff, dtype=np.float32, activation=ag.relu):
+    """The same parameters, drawn in the same order, as encoder_block_init; the feed-forward
+    network's activation is relu, or `activation` (layers.feed_forward_init)."""
+    return DecoderOnlyBlock(multihead_attention_init(rng, d_model, n_heads, dtype),
+                            layer_norm_init(d_model, dtype),
+                            feed_forward_init(rng, d_model, d_ff, dtype, activation),
+                            layer_norm_init(d_model, dtype))
 
 
 def decoder_only_block(p, x, causal, rate=0.0, rng=None):
@@ -92,7 +96,8 @@ def decoder_only_block(p, x, causal, rate=0.0, rng=None):
     x: (B, T, D), causal: (1, 1, T, T) -> (B, T, D)"""
     x = residual(p.norm1, x, lambda h: multihead_attention(p.self_attn, h, h, causal, rate,
                                                            rng), "pre", rate, rng)  # (B, T, D)
-    return residual(p.norm2, x, lambda h: feed_forward(p.ff, h, rate, rng), "pre", rate, rng)
+    return residual(p.norm2, x, lambda h: feed_forward(p.ff, h, rate, rng, activation_of(p.ff)),
+                    "pre", rate, rng)
 
 
 def decoder_only_block_step(p, x, kv):
@@ -100,7 +105,8 @@ def decoder_only_block_step(p, x, kv):
     are kv ((N, H, s, d_head) each).  -> (out (N, t, D), kv with s + t rows)"""
     x, kv = residual(p.norm1, x, lambda h: cached_self_attention(p.self_attn, h, kv),
                      "pre")  # (N, t, D)
-    return residual(p.norm2, x, lambda h: feed_forward(p.ff, h), "pre"), kv
+    return residual(p.norm2, x, lambda h: feed_forward(p.ff, h, activation=activation_of(p.ff)),
+                    "pre"), kv
 
 
 class DecoderBlock(NamedTuple):

@@ -116,24 +116,27 @@ def greedy(step, state, prefix, max_len, eos=None):
 
 # --- sampling ---------------------------------------------------------------------------------
 
-def check_sampling(caller, temperature, top_k, vocab_size, rng):
-    """temperature >= 0 (not NaN), top_k in 1..V or None, and an rng unless the choice is greedy;
-    `caller` names the function in the error."""
+def check_sampling(caller, temperature, top_k, vocab_size, rng, top_p=None):
+    """temperature >= 0 (not NaN), top_k in 1..V or None, top_p in (0, 1] or None, and an rng
+    unless the choice is greedy; `caller` names the function in the error."""
     if not temperature >= 0:
         raise ValueError(f"{caller}: temperature must be >= 0, got {temperature}")
     if top_k is not None and not 1 <= top_k <= vocab_size:
         raise ValueError(f"{caller}: top_k must lie in 1..{vocab_size} (the vocabulary), "
                          f"got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"{caller}: top_p must lie in (0, 1], got {top_p}")
     if rng is None and not (temperature == 0 or top_k == 1):
         raise ValueError(f"{caller}: sampling (temperature > 0) needs an rng")
 
 
-def sample_next(logits, temperature=1.0, top_k=None, rng=None):
+def sample_next(logits, temperature=1.0, top_k=None, rng=None, top_p=None):
     """One token per row of logits (N, V): greedy (argmax) when temperature == 0 or top_k == 1,
-    otherwise a draw from softmax(logits / temperature) restricted to the top_k largest.
-    One uniform number per row per call: same rng, same tokens. -> (N,)"""
+    otherwise a draw from softmax(logits / temperature) restricted to the top_k largest, and
+    then to its nucleus of mass top_p (nucleus). One uniform number per row per call: same
+    rng, same tokens. -> (N,)"""
     n_rows, vocab_size = logits.shape
-    check_sampling("decoding.sample_next", temperature, top_k, vocab_size, rng)
+    check_sampling("decoding.sample_next", temperature, top_k, vocab_size, rng, top_p)
     if temperature == 0 or top_k == 1:
         return most_probable(logits)  # (N,)
     z = logits.astype(np.float64)  # (N, V)
@@ -145,6 +148,8 @@ def sample_next(logits, temperature=1.0, top_k=None, rng=None):
         keep = np.zeros(z.shape, dtype=bool)  # (N, V)
         np.put_along_axis(keep, top, True, axis=-1)
         z = np.where(keep, z, -np.inf)  # (N, V)
+    if top_p is not None:
+        z = nucleus(z, top_p)  # (N, V)
     probs = np.exp(z)  # (N, V); the largest is exp(0) = 1
     cdf = np.cumsum(probs, axis=-1)  # (N, V)
     cdf /= cdf[:, -1:]  # the last entry exactly 1
@@ -152,9 +157,26 @@ def sample_next(logits, temperature=1.0, top_k=None, rng=None):
     return (cdf <= u).sum(axis=-1)  # (N,) the first token whose cdf exceeds u
 
 
-def sample(step, state, prefix, max_len, temperature=1.0, top_k=None, rng=None, eos=None):
+def nucleus(z, top_p):
+    """z (N, V) with -inf outside each row's nucleus (Holtzman et al. 2020, top-p): the
+    fewest most probable tokens whose probabilities under softmax(z) sum to at least top_p,
+    i.e. each token whose more probable tokens hold less than top_p (the most probable
+    always). Tied tokens are taken in index order. -> (N, V)"""
+    order = np.argsort(-z, axis=-1, kind="stable")  # (N, V) most probable first
+    ranked = np.take_along_axis(z, order, axis=-1)  # (N, V)
+    probs = np.exp(ranked - ranked[:, :1])  # (N, V)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    before = np.cumsum(probs, axis=-1) - probs  # (N, V): the mass of the tokens ranked above
+    keep = np.zeros(z.shape, dtype=bool)  # (N, V)
+    np.put_along_axis(keep, order, before < top_p, axis=-1)
+    return np.where(keep, z, -np.inf)
+
+
+def sample(step, state, prefix, max_len, temperature=1.0, top_k=None, rng=None, eos=None,
+           top_p=None):
     """Each next token drawn by sample_next.  prefix (N, T_0) -> ids (N, L)"""
-    choose = functools.partial(sample_next, temperature=temperature, top_k=top_k, rng=rng)
+    choose = functools.partial(sample_next, temperature=temperature, top_k=top_k, rng=rng,
+                               top_p=top_p)
     return extend(step, state, prefix, max_len, choose, eos)[0]
 
 

@@ -122,8 +122,26 @@ class FeedForward(NamedTuple):
     linear2: Dense  # (d_ff, D)
 
 
-def feed_forward_init(rng, d_model, d_ff, dtype=np.float32):
-    return FeedForward(dense_init(rng, d_model, d_ff, dtype), dense_init(rng, d_ff, d_model, dtype))
+class ActivatedFeedForward(NamedTuple):
+    """A feed-forward network with another activation than the paper's relu (GPT-2's gelu),
+    kept in the tree as a function leaf (ag.save stores its name; ag.load's like gives it
+    back). The paper's network stays a FeedForward: its files keep their layout."""
+    linear1: Dense  # (D, d_ff)
+    linear2: Dense  # (d_ff, D)
+    activation: object  # (..., d_ff) -> (..., d_ff), e.g. ag.gelu
+
+
+def feed_forward_init(rng, d_model, d_ff, dtype=np.float32, activation=ag.relu):
+    """A FeedForward for relu, an ActivatedFeedForward for any other activation."""
+    linears = (dense_init(rng, d_model, d_ff, dtype), dense_init(rng, d_ff, d_model, dtype))
+    if activation is ag.relu:
+        return FeedForward(*linears)
+    return ActivatedFeedForward(*linears, activation)
+
+
+def activation_of(p):
+    """The activation of a feed-forward network's parameters: relu for a FeedForward."""
+    return getattr(p, "activation", ag.relu)
 
 
 @ag.fusable

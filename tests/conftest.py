@@ -3,7 +3,8 @@ with the reason, and fail them instead where AUTOGRAD_LITE_REQUIRE_<PART>=1 (set
 `torch`, the independent reference of many tests (REQUIRE_TORCH); `browser`, headless
 Chromium (REQUIRE_BROWSER); `dot`, Graphviz's program that draws the pictures (REQUIRE_DOT);
 `numba`, the `fast` extra's compiler (REQUIRE_NUMBA); `installed_version`, the package's
-metadata from `pip install -e .` (REQUIRE_INSTALL)."""
+metadata from `pip install -e .` (REQUIRE_INSTALL); `transformers`, Hugging Face's GPT-2, the
+reference of tests/test_gpt2.py (REQUIRE_TRANSFORMERS, its own fixture there)."""
 import importlib.util
 import os
 import signal

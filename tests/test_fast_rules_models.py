@@ -242,10 +242,12 @@ def test_fused_feed_forward_second_order_and_jvp_match_finite_differences(rng):
     assert_hvp_and_jvp_match_central_differences(*feed_forward_loss(rng))
 
 
-def test_gelu_and_float16_feed_forwards_go_op_by_op_and_dropout_takes_the_rule(rng):
+def test_gelu_and_dropout_take_the_rule_and_float16_and_tanh_go_op_by_op(rng):
     p = random_feed_forward(rng, dtype=np.float32)
     x = rng.standard_normal((2, 3, 6)).astype(np.float32)
-    assert "feed_forward" not in fused_calls(lambda p, x: feed_forward(p, x, activation=ag.gelu),
+    assert "feed_forward" in fused_calls(lambda p, x: feed_forward(p, x, activation=ag.gelu),
+                                         p, x)
+    assert "feed_forward" not in fused_calls(lambda p, x: feed_forward(p, x, activation=ag.tanh),
                                              p, x)
     assert "feed_forward" in fused_calls(
         lambda p, x: feed_forward(p, x, 0.5, np.random.default_rng(1)), p, x)
@@ -349,7 +351,8 @@ def test_post_ln_blocks_run_the_add_and_norm_rule_and_pictures_show_the_sum(rng)
 
 @pytest.mark.parametrize("sublayer", ["self-attention", "cross-attention", "feed-forward",
                                       "add and norm", "self-attention with dropout",
-                                      "cross-attention with dropout", "feed-forward with dropout"])
+                                      "cross-attention with dropout", "feed-forward with dropout",
+                                      "feed-forward with gelu and dropout"])
 def test_each_rule_agrees_with_its_function(sublayer, rng):
     """The rule's value and pullback against the plain function's (what pictures and higher
     order run), in float64 at the same point, to first and second order; float32 stays
@@ -364,6 +367,9 @@ def test_each_rule_agrees_with_its_function(sublayer, rng):
         args = (random_attention(rng), x, rng.standard_normal((2, 5, 8)))
     elif sublayer == "feed-forward with dropout":
         function = lambda p, x: layers.feed_forward(p, x, 0.3, drop())  # noqa: E731
+        args = (random_feed_forward(rng, d_model=8), x)
+    elif sublayer == "feed-forward with gelu and dropout":
+        function = lambda p, x: layers.feed_forward(p, x, 0.3, drop(), ag.gelu)  # noqa: E731
         args = (random_feed_forward(rng, d_model=8), x)
     elif sublayer == "add and norm":
         function, args = layers.add_and_norm, (random_layer_norm(rng), x,

@@ -5,7 +5,7 @@ the default.
 
     attention.py   multihead_attention (and so cross_attention), and decoding's
                    attention_over and projected_heads
-    layers.py      feed_forward with relu, the post-LN blocks' add_and_norm
+    layers.py      feed_forward with relu or gelu, the post-LN blocks' add_and_norm
     sublayers.py   their kernels: BLAS products and ag.kernels, forward and backward
     conditions.py  when a rule applies (one float dtype, a mask of the scores' rank) and
                    the dropout masks the rules draw as ag.dropout does

@@ -1,5 +1,6 @@
-"""Fast rules for models/layers.py: the relu feed-forward network and the post-LN blocks'
-Add & Norm, forward and backward by the kernels of sublayers.py and ag.kernels."""
+"""Fast rules for models/layers.py: the feed-forward network with relu or gelu (GPT-2's) and
+the post-LN blocks' Add & Norm, forward and backward by the kernels of sublayers.py and
+ag.kernels."""
 import numpy as np
 
 import autograd_lite as ag
@@ -11,21 +12,28 @@ from .conditions import dropout_fits, dropout_keep, one_float_dtype
 
 
 def feed_forward_applies(p, x, rate, rng, activation):
-    return activation is ag.relu and dropout_fits(rate, rng) and one_float_dtype(x, p)
+    fields = getattr(p, "_fields", ())
+    return ((activation is ag.relu or activation is ag.gelu)
+            and fields[:2] == FeedForward._fields and fields[2:] in ((), ("activation",))
+            and dropout_fits(rate, rng) and one_float_dtype(x, p.linear1, p.linear2))
 
 
 @ag.fast_rule(layers.feed_forward, applies=feed_forward_applies)
 def feed_forward_rule(p, x, rate, rng, activation):
     """max(x W1 + b1, 0) W2 + b2: bias and relu in one pass after the first product, and
-    relu's mask with b1's sum in one pass backward (sublayers.feed_forward_forward); dropout
-    on the hidden layer draws the mask the function's ag.dropout would."""
+    relu's mask with b1's sum in one pass backward (sublayers.feed_forward_forward); with
+    gelu, its kernels after the bias. Dropout on the hidden layer draws the mask the
+    function's ag.dropout would. p: a FeedForward, or an ActivatedFeedForward (whose
+    activation gets no cotangent)."""
     hidden = x.shape[:-1] + p.linear1.w.shape[1:]  # (B, T, d_ff)
     keep = dropout_keep(hidden, x.dtype, rate, rng)
-    out, saved = sublayers.feed_forward_forward(x, *p.linear1, *p.linear2, keep)
+    out, saved = sublayers.feed_forward_forward(x, *p.linear1, *p.linear2, keep,
+                                                gelu=activation is ag.gelu)
 
     def feed_forward_pullback(g):
         d_x, d_w1, d_b1, d_w2, d_b2 = sublayers.feed_forward_backward(g, saved)
-        return FeedForward(Dense(d_w1, d_b1), Dense(d_w2, d_b2)), d_x, None, None, None
+        d_p = type(p)(Dense(d_w1, d_b1), Dense(d_w2, d_b2), *[None] * (len(p) - 2))
+        return d_p, d_x, None, None, None
     return out, feed_forward_pullback
 
 

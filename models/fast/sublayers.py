@@ -18,7 +18,8 @@ of the heads either way). Shapes: x_q (B, T_q, D), x_kv (B, T_k, D), weights (D,
 biases (D,), mask bool, broadcastable to (B, H, T_q, T_k) and of that rank, or None.
 
 The feed-forward network: out = dropout(max(x W1 + b1, 0)) W2 + b2, the bias and relu one
-pass after the first product, and in the backward pass relu's mask and b1's sum one pass.
+pass after the first product, and in the backward pass relu's mask and b1's sum one pass;
+or GPT-2's, gelu in relu's place (ag.kernels' gelu forward and backward after the bias).
 Dropout (attention's on P, the feed-forward's on the hidden layer) multiplies by the mask
 that ag.dropout would draw, `keep` (0 or 1/(1 - rate)), which the rules draw from the same
 generator in the same order as the functions do.
@@ -207,25 +208,33 @@ def multihead_attention_backward(g, saved):
             d_wkv[:, :d], d_bkv[:d], d_wkv[:, d:], d_bkv[d:], d_wo, d_bo)
 
 
-def feed_forward_forward(x, w1, b1, w2, b2, keep=None):
+def feed_forward_forward(x, w1, b1, w2, b2, keep=None, gelu=False):
     """-> (out (B, T, D), saved). keep: the dropout mask of the hidden layer (B, T, d_ff),
-    scaled, or None."""
+    scaled, or None. gelu: GELU's tanh form (ag.kernels.gelu_forward) after the bias, where
+    relu is the default."""
     x_rows = x.reshape(-1, x.shape[-1])
-    hidden = ag.kernels.bias_relu_forward(x_rows @ w1, b1)  # (N, d_ff)
+    if gelu:
+        hidden, activation_saved = ag.kernels.gelu_forward(_project(x_rows, w1, b1))
+    else:
+        hidden = activation_saved = ag.kernels.bias_relu_forward(x_rows @ w1, b1)  # (N, d_ff)
     keep = None if keep is None else keep.reshape(hidden.shape)
     dropped = hidden if keep is None else hidden * keep  # (N, d_ff)
     out = _project(dropped, w2, b2).reshape(x.shape[:-1] + w2.shape[1:])
-    return out, (x_rows, w1, w2, hidden, dropped, keep, x.shape)
+    return out, (x_rows, w1, w2, activation_saved, gelu, dropped, keep, x.shape)
 
 
 def feed_forward_backward(g, saved):
     """-> the cotangents of (x, w1, b1, w2, b2)."""
-    x_rows, w1, w2, hidden, dropped, keep, x_shape = saved
+    x_rows, w1, w2, activation_saved, gelu, dropped, keep, x_shape = saved
     g_rows = g.reshape(-1, g.shape[-1])
     d_w2, d_b2 = dropped.T @ g_rows, column_sums(g_rows)
     d_dropped = g_rows @ w2.T  # (N, d_ff)
     d_hidden = d_dropped if keep is None else d_dropped * keep
-    d_z, d_b1 = ag.kernels.bias_relu_backward(d_hidden, hidden)  # (N, d_ff), (d_ff,)
+    if gelu:
+        d_z = ag.kernels.gelu_backward(d_hidden, activation_saved)  # (N, d_ff)
+        d_b1 = column_sums(d_z)
+    else:  # activation_saved is relu's output
+        d_z, d_b1 = ag.kernels.bias_relu_backward(d_hidden, activation_saved)
     return (d_z @ w1.T).reshape(x_shape), x_rows.T @ d_z, d_b1, d_w2, d_b2
 
 
