@@ -6,6 +6,7 @@ the front (`to_front`) and call the op once with the op's own axes shifted by on
 """
 import numpy as np
 
+from ..core.batched import BATCHING_RULES
 from ..core.tracer import is_array
 from ..core.tree import is_python_number
 from ..ops import broadcast_to, expand_dims, reshape, transpose
@@ -91,8 +92,7 @@ def shifted_axes(op, axis, ndim):
         return tuple(range(1, ndim + 1))
     if isinstance(axis, (tuple, list)):
         return tuple(a + 1 for a in normalize_axes(op, tuple(axis), ndim))
-    (a,) = normalize_axes(op, (axis,), ndim)
-    return a + 1
+    return shifted_axis(op, axis, ndim)
 
 
 def shifted_axis(op, axis, ndim):
@@ -106,3 +106,37 @@ def static(op, bdims, names, start):
     for b, name in zip(bdims[start:], names):
         if b is not None:
             raise ValueError(f"vmap: {op}'s {name} cannot differ from one example to the next")
+
+
+def merged_front(x):
+    """x (B, a, ...) as (B * a, ...): the examples' axis joined with the next (a second vmap
+    level's, or so that a kernel sees arrays of an example's rank)."""
+    shape = shape_of(x)
+    return reshape(x, (shape[0] * shape[1],) + shape[2:])
+
+
+def split_front(x, length):
+    """The inverse of merged_front for `length` examples."""
+    shape = shape_of(x)
+    return reshape(x, (length, shape[0] // length) + shape[1:])
+
+
+def examples_first(*ops):
+    """Register body(op, x, *rest) as the batching rule of each op whose operands after x
+    must be the same for every example (axes, shapes): body gets x with its examples on axis
+    0 and gives the output with them there."""
+    def register(body):
+        for op in ops:
+            BATCHING_RULES[op] = _examples_first_rule(op, body)
+        return body
+    return register
+
+
+def _examples_first_rule(op, body):
+    names = [name for name, _ in op.parameters[1:]]
+
+    def rule(values, bdims):
+        static(op.op_name, bdims, names, start=1)
+        return body(op, to_front(values[0], bdims[0]), *values[1:]), 0
+    rule.__name__ = f"{op.op_name}_batching_rule"
+    return rule

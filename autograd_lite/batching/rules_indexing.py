@@ -18,8 +18,8 @@ from ..core.batched import BATCHING_RULES, Batched
 from ..core.placement import array_module
 from ..core.tracer import every_value, primitive
 from ..ops import indexing as ix, reshape, transpose
-from .axes import (front_or_broadcast, is_array, length_of, moveaxis, ndim_of, shape_of, static,
-                   to_front)
+from .axes import (front_or_broadcast, is_array, length_of, merged_front, moveaxis, ndim_of,
+                   shape_of, split_front, static, to_front)
 from .shared_parameters import gather_each
 
 
@@ -250,9 +250,7 @@ def selected_positions_rule(values, bdims):
     """selected_positions under a second vmap: the two levels' rows as one axis."""
     (masks,), (b,) = values, bdims
     masks = to_front(masks, b)
-    shape = shape_of(masks)
-    out = selected_positions(reshape(masks, (shape[0] * shape[1], shape[2])))
-    return reshape(out, shape[:2] + shape_of(out)[1:]), 0
+    return split_front(selected_positions(merged_front(masks)), shape_of(masks)[0]), 0
 
 
 def gather_rule(values, bdims):
@@ -271,9 +269,7 @@ def gather_each_rule(values, bdims):
     (tables, indices), (bt, bi) = values, bdims
     length = length_of(values, bdims)
     tables, indices = front_or_broadcast(tables, bt, length), front_or_broadcast(indices, bi, length)
-    t, i = shape_of(tables), shape_of(indices)
-    out = gather_each(reshape(tables, (t[0] * t[1],) + t[2:]), reshape(indices, (i[0] * i[1],) + i[2:]))
-    return reshape(out, t[:2] + i[2:] + t[3:]), 0
+    return split_front(gather_each(merged_front(tables), merged_front(indices)), length), 0
 
 
 def scatter_add_rule(values, bdims):

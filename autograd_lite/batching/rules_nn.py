@@ -11,22 +11,9 @@ from ..ops import expand_dims, mean, nn, take_along_axis, where
 from ..ops import sum as sum_
 from ..ops.nn import check_cross_entropy
 from ..ops.softmax import log_softmax, softmax
-from .axes import (front_or_broadcast, length_of, ndim_of, padded, reshape, shape_of,
-                   shifted_axis, static, to_front)
+from .axes import (front_or_broadcast, length_of, merged_front, ndim_of, padded, reshape,
+                   shape_of, shifted_axis, split_front, static, to_front)
 from .shared_parameters import layer_norm_each
-
-
-def merged_front(x):
-    """x (B, a, ...) as (B * a, ...): the examples' axis joined with the next, so that a
-    kernel sees arrays of an example's rank (the compiled kernels have a version per rank)."""
-    shape = shape_of(x)
-    return reshape(x, (shape[0] * shape[1],) + shape[2:])
-
-
-def split_front(x, length):
-    """The inverse of merged_front for `length` examples."""
-    shape = shape_of(x)
-    return reshape(x, (length, shape[0] // length) + shape[1:])
 
 
 def softmax_rule(values, bdims):
