@@ -1,9 +1,6 @@
-"""What the batching rules share: where a value's examples are and how to move them.
-
-A rule gets each argument's value at its vmap level with `bdim`, the axis that holds its
-examples (None: the argument is the same for every example). Most rules bring that axis to
-the front (`to_front`) and call the op once with the op's own axes shifted by one.
-"""
+"""What the batching rules share: where a value's examples are and how to move them. A rule
+gets each argument's value at its vmap level with `bdim`, the axis that holds its examples
+(None: the same for every example)."""
 import numpy as np
 
 from ..core.batched import BATCHING_RULES
@@ -14,15 +11,16 @@ from ..ops.checks import normalize_axes
 
 
 def is_operand(x):
-    """An array, a numpy scalar or a Python number: what broadcasts (not an op's static
-    operands, such as a dtype or a None bound)."""
+    """An array, a numpy scalar or a Python number: what broadcasts (not a dtype, a None)."""
     return is_array(x) or isinstance(x, np.generic) or is_python_number(x)
 
 
-def example_rank(values, bdims):
-    """The most axes one example of the operands has."""
-    return max((ndim_of(v) - (b is not None) for v, b in zip(values, bdims) if is_operand(v)),
+def aligned_operands(values, bdims):
+    """The operands, each batched one padded to the most axes that one example has, so that
+    all broadcast as one example's would (unbatched ones broadcast from the right as they are)."""
+    rank = max((ndim_of(v) - (b is not None) for v, b in zip(values, bdims) if is_operand(v)),
                default=0)
+    return [v if b is None else padded(v, b, rank) for v, b in zip(values, bdims)]
 
 
 def ndim_of(x):
@@ -85,9 +83,8 @@ def padded(x, bdim, ndim):
 
 
 def shifted_axes(op, axis, ndim):
-    """An op's axis argument (None, an int or a tuple) for one example of `ndim` axes, as
-    axes of the batch with its examples on axis 0: every axis one further on; None: all of
-    the example's axes."""
+    """An op's axis argument (None: all, an int or a tuple) for one example of `ndim` axes
+    as the axes of the batch with its examples on axis 0."""
     if axis is None:
         return tuple(range(1, ndim + 1))
     if isinstance(axis, (tuple, list)):

@@ -1,6 +1,6 @@
-"""Batching rules of the products: matmul, linear and einsum; and of the square-matrix ops
-(solve, inv, det, slogdet, cholesky). Each makes one call: matmul and the matrix ops over
-stacks whose first axis holds the examples, einsum with one more letter for them."""
+"""Batching rules of the products (matmul, linear, einsum) and of the square-matrix ops
+(solve, inv, det, slogdet, cholesky): one call over stacks whose first axis holds the
+examples; einsum with one more letter for them."""
 from ..core.batched import BATCHING_RULES, Batched
 from ..ops import expand_dims, linalg, squeeze
 from ..ops.einsum import LETTERS, einsum_of_subscripts, explicit_subscripts
@@ -43,9 +43,8 @@ def matmul_rule(values, bdims):
 
 
 def linear_rule(values, bdims):
-    """linear of each example's x by one w and b: one call; a w and b per example (the
-    parameters of vmap(grad(f)), or an ensemble's): linear_each, one call too; else (and
-    under a second vmap) the plain definition, op by op."""
+    """linear of each example's x by one w and b: one call; a w and b per example:
+    linear_each; else (and under a second vmap) the plain definition, op by op."""
     x, w, b = values
     if bdims[1] is None and bdims[2] is None:
         return linear(to_front(x, bdims[0]), w, b), 0

@@ -1,8 +1,5 @@
 """The check every optimizer's update makes first: each gradient leaf has its parameter's
-shape and dtype. numpy would broadcast a (2,) gradient into a (3, 2) parameter without a
-word, and promote a float32 parameter by a float64 gradient; the update refuses both, naming
-the leaf's tree path, so a wrong gradient is found where it enters, not epochs later.
-"""
+shape and dtype, where numpy would broadcast or promote without a word."""
 import numpy as np
 
 from ..core.devices import is_device_array
@@ -10,10 +7,8 @@ from ..core.tree import tree_leaves, tree_paths
 
 
 def check_gradient_shapes(caller, params, grads):
-    """Raise a ValueError naming the first leaf (its path in params) whose gradient is not an
-    array of the parameter's shape and dtype. Only float array parameters with a gradient are
-    checked; trees of different structure are left to tree_map, which names where they
-    differ."""
+    """Raise a ValueError naming the first float parameter (its path) whose gradient is not an
+    array of its shape and dtype (trees of different structure: tree_map names them)."""
     p_leaves, g_leaves = tree_leaves(params), tree_leaves(grads)
     if len(p_leaves) != len(g_leaves):
         return
