@@ -142,10 +142,8 @@ def _zero_cotangent(value):
     point would do: the pullback is linear in its cotangent)."""
     if value is None:  # a static leaf of the output (a gradient tree's)
         return None
-    if isinstance(value, numbers.Number):
+    if isinstance(value, (numbers.Number, np.generic)):
         return type(value)(0)
-    if isinstance(value, np.generic):
-        return value.dtype.type(0)
     return array_module(value).zeros(value.shape, dtype=value.dtype)
 
 

@@ -72,8 +72,7 @@ def front_or_broadcast(x, bdim, length):
 
 
 def padded(x, bdim, ndim):
-    """A batched x with its examples on axis 0 and ones after it, so that one example has
-    `ndim` axes: it then broadcasts against unbatched operands as one example would."""
+    """A batched x with its examples on axis 0, then ones so that one example has `ndim` axes."""
     x = to_front(x, bdim)
     shape = shape_of(x)
     missing = ndim - (len(shape) - 1)
@@ -106,8 +105,8 @@ def static(op, bdims, names, start):
 
 
 def merged_front(x):
-    """x (B, a, ...) as (B * a, ...): the examples' axis joined with the next (a second vmap
-    level's, or so that a kernel sees arrays of an example's rank)."""
+    """x (B, a, ...) as (B * a, ...): a second vmap level's examples, or arrays of an
+    example's rank for a kernel."""
     shape = shape_of(x)
     return reshape(x, (shape[0] * shape[1],) + shape[2:])
 

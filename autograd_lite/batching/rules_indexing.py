@@ -126,17 +126,13 @@ def each_examples_index(op, example, parts, bdims, length, xp):
             axis += p is not None
             continue
         if isinstance(p, numbers.Integral) and not isinstance(p, bool):
-            _check_in_range(op, p, example, axis)
-            advanced.append((len(entries), ()))
-            entries.append(p)
-            shape.append(example[axis])
-            axis += 1
-            continue
-        if not is_array(p) or p.dtype.kind not in "iub":
+            pass  # the same int for every example
+        elif is_array(p) and p.dtype.kind in "iub":
+            p = front_or_broadcast(p, b, length)  # (B, ...)
+        else:
             raise IndexError(f"vmap: {op}: an index holds {_described(p)}; only integers, "
                              "slices, Ellipsis, None, and integer or bool arrays are valid")
-        p = front_or_broadcast(p, b, length)  # (B, ...)
-        if p.dtype == np.bool_:
+        if getattr(p, "dtype", None) == np.bool_:
             k = ndim_of(p) - 1
             if not 1 <= k or shape_of(p)[1:] != example[axis:axis + k]:
                 raise IndexError(f"vmap: {op}: each example's bool index {shape_of(p)[1:]} "
@@ -149,7 +145,7 @@ def each_examples_index(op, example, parts, bdims, length, xp):
             _check_in_range(op, p, example, axis)
             shape.append(example[axis])
             axis += 1
-        advanced.append((len(entries), shape_of(p)[1:]))
+        advanced.append((len(entries), shape_of(p)[1:] if is_array(p) else ()))
         entries.append(p)
     shape.extend(example[axis:])
     try:

@@ -1,12 +1,6 @@
 """Ops for a parameter that vmap gives every example as one copy (vmap(grad(f)) with the
 parameters unmapped: a broadcast view, core/batched.py). The forward pass needs it once; the
-pullbacks give every example its own cotangent, as the gradient asks.
-
-    shared_matmul(a, b)    a @ b for b (B, 1, ..., k, m) whose B examples are one matrix
-    gather_each(tables, indices)   out[e, i...] = tables[e, indices[e, i...]]
-    linear_each(x, w, b)   each example's x by its own w and b; one linear where they are one copy
-    layer_norm_each(x, scale, bias, eps)   likewise for layer norm's scale and bias
-"""
+pullbacks give every example its own cotangent, as the gradient asks."""
 import math
 
 import numpy as np
