@@ -13,8 +13,8 @@ from ..core.batched import BATCHING_RULES, Batched
 from ..core.placement import array_module
 from ..core.tracer import every_value, primitive
 from ..ops import indexing as ix, reshape, transpose
-from .axes import (front_or_broadcast, is_array, length_of, merged_front, moveaxis, ndim_of,
-                   shape_of, split_front, static, to_front)
+from .axes import (examples_first, front_or_broadcast, is_array, length_of, merged_front,
+                   moveaxis, ndim_of, shape_of, split_front, static, to_front)
 from .shared_parameters import gather_each
 
 
@@ -227,11 +227,10 @@ def selected_positions(masks):
     return positions.reshape(masks.shape[0], count), lambda g: (None,)
 
 
-def selected_positions_rule(values, bdims):
+@examples_first(selected_positions)
+def selected_positions_rule(op, masks):
     """selected_positions under a second vmap: the two levels' rows as one axis."""
-    (masks,), (b,) = values, bdims
-    masks = to_front(masks, b)
-    return split_front(selected_positions(merged_front(masks)), shape_of(masks)[0]), 0
+    return split_front(op(merged_front(masks)), shape_of(masks)[0])
 
 
 def gather_rule(values, bdims):
@@ -275,5 +274,4 @@ def scatter_add_rule(values, bdims):
 
 BATCHING_RULES.update({ix.getitem: getitem_rule, ix.add_at: add_at_rule,
                        ix.gather: gather_rule, ix.scatter_add: scatter_add_rule,
-                       gather_each: gather_each_rule,
-                       selected_positions: selected_positions_rule})
+                       gather_each: gather_each_rule})

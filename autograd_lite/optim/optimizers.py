@@ -121,11 +121,11 @@ def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
 
     def update(params, grads, state, *, in_place=False):
         """in_place=True writes the new p (and b) into the arrays given (as torch.optim)."""
-        check_gradient_shapes("sgd.update", params, grads)
         step = state.step + 1
         rate = _learning_rate(lr, step)
         velocity = state.velocity if momentum else tree_map(lambda p: None, params)
         leaves = _leaves("sgd", (params, grads, velocity), ("params", "grads", "state.velocity"))
+        check_gradient_shapes("sgd.update", params, leaves)
         moving = [i for i, (p, g, b) in enumerate(leaves)
                   if _moves(p, g) and (b is not None or not momentum)]
         columns = [[_as_array(a) for a in leaves[i] if a is not None]  # a number: 0-d
@@ -159,11 +159,11 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
         """in_place=True writes the new p, m and v into the arrays given (as torch.optim; no
         second copy of them, and the old values are gone). A leaf's t (its bias correction)
         counts the updates it moved in."""
-        check_gradient_shapes(f"{name}.update", params, grads)
         step = state.step + 1
         rate = _learning_rate(lr, step)
         leaves = _leaves(name, (params, grads, state.m, state.v, state.leaf_steps),
                          ("params", "grads", "state.m", "state.v", "state.leaf_steps"))
+        check_gradient_shapes(f"{name}.update", params, leaves)
         moving = [i for i, (p, g, m, v, t) in enumerate(leaves)
                   if _moves(p, g) and m is not None and v is not None and t is not None]
         columns = [[_as_array(a) for a in leaves[i][:4]] for i in moving]
