@@ -1,15 +1,14 @@
-"""How many threads the library uses: one count for the BLAS (numpy's products) and for the
-pool that runs the kernels in shares of rows (kernels/parallel.py).
+"""How many threads the library uses: one count for the BLAS and for the kernels' pool
+(kernels/parallel.py), which never changes a result (the BLAS's larger products may round
+differently at another count).
 
-    ag.thread_count()    the count in use: until set_threads, the BLAS's own as threadpoolctl
-                         reads it (where installed), else OPENBLAS_NUM_THREADS, then
+    ag.thread_count()    the count in use: until set_threads, the BLAS's own (threadpoolctl's
+                         reading, where installed), else OPENBLAS_NUM_THREADS, then
                          OMP_NUM_THREADS, else the cores; capped at the cores
     ag.set_threads(n)    n threads from now on (above the cores too): the pool's, and the
                          BLAS's through threadpoolctl (without it, only the pool follows n)
 
 Importing sets nothing (no BLAS setting, no environment variable, no thread); a leaf module.
-The splits never change a result (each share runs the serial kernel on its own rows); the
-BLAS's larger products may round differently at another thread count.
 """
 import numbers
 import os

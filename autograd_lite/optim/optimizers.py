@@ -1,5 +1,6 @@
 """SGD, Adam and AdamW as pure functions over parameter trees (the package docstring): the
-moving leaves joined in 1-D chunks (flat.py), each updated by a kernel (autograd_lite/kernels)."""
+moving leaves joined in 1-D chunks (flat.py: a dozen numpy calls a chunk, the bits of the
+leaf-by-leaf rule), each updated by a kernel (autograd_lite/kernels)."""
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
