@@ -36,15 +36,10 @@ def _directions(leaf, max_coordinates, n_directions, rng):
 
 def check_gradients(f, *args, eps=1e-6, rtol=1e-5, atol=1e-8, max_coordinates=16,
                     n_directions=3, seed=0):
-    """Compare ag.gradient(f, *args) with central differences for every float leaf.
-
-    The arguments are converted to float64 first. Returns {leaf path: largest
-    absolute error}; raises AssertionError naming the worst leaf (its path, the
-    reverse-mode and the numerical number) when any error exceeds atol + rtol·|numerical|.
-    Arguments with no float leaf (integer arrays, strings, None: static, no gradient) leave
-    nothing to check, which is a ValueError naming what they hold: an empty result would
-    read as a pass.
-    """
+    """Compare ag.gradient(f, *args), args in float64, with central differences for every
+    float leaf: {leaf path: largest absolute error}, or an AssertionError naming the worst
+    leaf where an error exceeds atol + rtol·|numerical|. No float leaf at all is a
+    ValueError: an empty result would read as a pass."""
     args = tuple(tree_map(_as_float64, a) for a in args)
     leaves = tree_leaves(args)
     if not any(is_differentiable(leaf) for leaf in leaves):

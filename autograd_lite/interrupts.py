@@ -1,8 +1,6 @@
 """Ctrl-C held back while some work must finish whole: writing a run's files together, or
-numba compiling a kernel (llvmlite calls back into Python through ctypes, and a
-KeyboardInterrupt raised inside a ctypes callback is printed as "Exception ignored" and
-dropped, so the program would go on as if no Ctrl-C came). A leaf: it imports nothing of
-the library, so that any part of it, the kernels included, may use it.
+numba compiling a kernel (a KeyboardInterrupt raised in llvmlite's ctypes callbacks is
+printed and dropped). A leaf: it imports nothing of the library, so the kernels may use it.
 
     with deferred_interrupts():
         save_the_files()      # a Ctrl-C here raises KeyboardInterrupt once they are written
@@ -14,10 +12,9 @@ import threading
 
 @contextlib.contextmanager
 def deferred_interrupts():
-    """Inside, a SIGINT is recorded instead of raising KeyboardInterrupt; on leaving, a
-    recorded one raises KeyboardInterrupt there (an error raised inside goes first).
-    Only in the main thread and only while Python's own SIGINT handler is installed (a
-    program's own handler is left alone); elsewhere, and nested, it changes nothing."""
+    """A SIGINT inside is recorded, and raised as KeyboardInterrupt on leaving (after an
+    error raised inside). Only in the main thread under Python's own SIGINT handler;
+    elsewhere, and nested, it changes nothing."""
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         yield

@@ -1,18 +1,11 @@
 """Keep freed memory in the process for reuse (glibc only), when the program asks.
 
-A backward pass allocates and frees many arrays of a few hundred kB to a few MB.
-glibc serves each such block with mmap and gives it back with munmap, so every
-step pays thousands of page faults to get fresh zeroed pages. `keep_freed_memory()`
-raises glibc's mmap and trim thresholds, so that freed blocks stay in the heap and
-are reused; the process then keeps its peak memory instead of returning it to the
-system.
-
-Importing autograd_lite changes nothing: the allocator belongs to the whole process
-(torch, a notebook kernel, a server) and the setting cannot be undone, so a training
-loop, a benchmark or a demo makes the call. The same setting without code, from the
-environment of a process about to start, is `GLIBC_TUNABLES` below:
-
-    GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456
+A backward pass allocates and frees many blocks of a few hundred kB to a few MB, which glibc
+serves with mmap and gives back with munmap: thousands of page faults a step. Raising glibc's
+mmap and trim thresholds keeps freed blocks in the heap for reuse (the process keeps its peak
+memory). The allocator is the whole process's and the setting cannot be undone, so importing
+changes nothing: a training loop or a demo makes the call, or a process about to start gets
+`GLIBC_TUNABLES` below in its environment.
 """
 import ctypes
 import sys
@@ -28,8 +21,7 @@ GLIBC_TUNABLES = (f"glibc.malloc.mmap_threshold={_LARGEST_HEAP_BLOCK}:"
 
 def keep_freed_memory():
     """Ask glibc to serve blocks up to 32 MiB from the heap and to keep up to 256 MiB of
-    freed memory; True if it did (False elsewhere than Linux with glibc). For the whole
-    process, irreversibly."""
+    freed memory, for the whole process; True if it did (False but on Linux with glibc)."""
     if not sys.platform.startswith("linux"):
         return False
     try:

@@ -1,24 +1,14 @@
-"""How many threads the library uses: one count for the BLAS (numpy's products) and for the
-pool that runs the kernels in shares of rows (kernels/parallel.py).
+"""How many threads the library uses: one count for the BLAS and for the kernels' pool
+(kernels/parallel.py), which never changes a result (the BLAS's larger products may round
+differently at another count).
 
-    ag.thread_count()    the count in use
-    ag.set_threads(n)    use n threads from now on: the BLAS's (through threadpoolctl, where
-                         it is installed) and the kernels' pool
+    ag.thread_count()    the count in use: until set_threads, the BLAS's own (threadpoolctl's
+                         reading, where installed), else OPENBLAS_NUM_THREADS, then
+                         OMP_NUM_THREADS, else the cores; capped at the cores
+    ag.set_threads(n)    n threads from now on (above the cores too): the pool's, and the
+                         BLAS's through threadpoolctl (without it, only the pool follows n)
 
-Until set_threads is called, the count is the BLAS's own, read on first use: threadpoolctl's
-reading of the loaded BLAS where threadpoolctl is installed (the `fast` and `demos` extras),
-else OPENBLAS_NUM_THREADS, then OMP_NUM_THREADS, else the cores; capped at the cores this
-process may run on. set_threads(n) is taken as asked, above the cores too (tests run 8
-threads on 2 cores). Without threadpoolctl the BLAS keeps the threads it started with
-(OPENBLAS_NUM_THREADS, set before numpy loads) and only the pool follows n.
-
-Importing the library sets nothing: no BLAS setting, no environment variable, no thread is
-started (the pool starts on the first call that splits). This module is a leaf: it imports
-nothing of the library.
-
-Same bits: the library's splits never change a result (each share runs the serial kernel on
-its own rows). The BLAS's products are its own: OpenBLAS's larger products may round
-differently at another thread count.
+Importing sets nothing (no BLAS setting, no environment variable, no thread); a leaf module.
 """
 import numbers
 import os
@@ -35,9 +25,8 @@ def cores():
 
 
 def _threadpoolctl():
-    """threadpoolctl where it is installed, else None. Its import sets KMP_DUPLICATE_LIB_OK
-    in os.environ where it is unset: put back as it was (the library changes nothing outside
-    it)."""
+    """threadpoolctl where it is installed, else None, with the KMP_DUPLICATE_LIB_OK that its
+    import sets taken out of os.environ again."""
     unset = "KMP_DUPLICATE_LIB_OK" not in os.environ
     try:
         import threadpoolctl
@@ -50,8 +39,7 @@ def _threadpoolctl():
 
 
 def _blas_threads():
-    """The loaded BLAS's thread count as threadpoolctl reads it, or None (no threadpoolctl,
-    or no BLAS it knows)."""
+    """The loaded BLAS's thread count as threadpoolctl reads it, or None."""
     threadpoolctl = _threadpoolctl()
     if threadpoolctl is None:
         return None
@@ -75,7 +63,7 @@ def _environment_threads():
 
 
 def thread_count():
-    """The threads the BLAS and the kernels' pool use (the module's docstring says which)."""
+    """The threads the BLAS and the kernels' pool use (module docstring)."""
     global _count
     if _count is None:
         found = _blas_threads() or _environment_threads() or cores()
@@ -84,8 +72,7 @@ def thread_count():
 
 
 def set_threads(n):
-    """Use n threads from now on: the BLAS's (through threadpoolctl, where installed) and the
-    kernels' pool. n: a whole number >= 1, taken as asked (above the cores too)."""
+    """Use n threads from now on, a whole number >= 1 (module docstring)."""
     global _count
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise ValueError(f"set_threads: n={n!r}, expected a whole number >= 1")

@@ -1,23 +1,15 @@
-"""Transformations built on reverse mode: jacobian, hessian, hvp, jvp.
+"""jacobian, hessian, hvp and jvp, built on reverse mode; like `gradient`, each takes and
+returns pytrees in the structure of the arguments.
 
-Like `gradient`, each takes and returns pytrees in the structure of the arguments.
+    jacobian(f, argnums=0)(*args)  per output leaf of shape S and argument leaf of shape L, an
+        array S + L (jax.jacrev's layout): the vjps of every one-hot cotangent, under vmap
+    hessian(f, argnums=0)(*args)   jacobian(grad(f)), nested as jax.hessian nests it
+    hvp(f, primals, tangents)      (f(*primals), H·v), H·v = ∇_x ⟨∇f(x), v⟩ without building H
+    jvp(f, primals, tangents)      (f(*primals), J·v), J·v = ∇_u ⟨Jᵀu, v⟩: the pullback
+        u ↦ Jᵀu is linear, so one more reverse pass, through the recorded backward pass
 
-    jacobian(f, argnums=0)(*args)  ∂f/∂x. For an output leaf of shape S and an argument
-        leaf of shape L, an array of shape S + L (jax.jacrev's layout), in the argument's
-        tree (argnums an int) or a tuple of such trees (a tuple); a tree-valued f gives
-        its output's tree of those. One backward pass for all the output's elements:
-        the vjp of each one-hot cotangent, under vmap.
-    hessian(f, argnums=0)(*args)   jacobian(grad(f)): ∂²f/∂x_i∂x_j of shape L_i + L_j,
-        nested as jax.hessian nests it (H.w.b for parameters with fields w and b).
-    hvp(f, primals, tangents)      (f(*primals), H·v) for scalar f, one tree per primal:
-        reverse over reverse, ∇_x ⟨∇f(x), v⟩, without building H.
-    jvp(f, primals, tangents)      (f(*primals), J·v), J·v in the output's structure, by
-        the double-vjp trick: the pullback u ↦ Jᵀu is linear in u, so J·v = ∇_u ⟨Jᵀu, v⟩,
-        one more reverse pass, through the recorded backward pass.
-
-primals: a tuple of f's arguments; tangents: a tuple with a tree in each one's structure,
-each float leaf of its primal's shape and dtype (a number for a Python float). Static
-leaves are not differentiated: their tangents are ignored (pass None).
+primals: a tuple of f's arguments; tangents: a tree per primal in its structure, each float
+leaf's of that leaf's shape and dtype (a static leaf's is ignored: pass None).
 """
 import functools
 import numbers
@@ -34,14 +26,10 @@ from .core.tree import is_differentiable, tree_leaves, tree_map, tree_paths
 from .batching import vmap
 
 
-# ---------------------------------------------------------------- jacobian, hessian
-
 def _blocks(caller, leaf, trace, input_nodes):
-    """For an output leaf of the trace, the Jacobian block of each input node, the output's
-    shape + the input's: the pullbacks of the one-hot cotangents of every output element,
-    computed together as one backward pass under vmap (the rows' axis batched through every
-    pullback) rather than one pass per element. Under an enclosing vmap the output and the
-    inputs hold many examples (their Batched layers, core/batched.py): each gets its own."""
+    """For an output leaf of the trace, the Jacobian block (output's shape + input's) of each
+    input node: one backward pass of every one-hot cotangent under vmap. Under an enclosing
+    vmap each example (the Batched layers, core/batched.py) gets its own."""
     core, layers, lengths = batched_output(leaf, trace)
     value, node = output_of(caller, core, trace)
     xp = array_module(value)  # the seeds and zeros on the output's device
@@ -93,8 +81,6 @@ def hessian(f, argnums=0):
     """The function args -> ∂²f/∂x² for scalar f, x = args[argnums]: jacobian(grad(f))."""
     return _jacobian("hessian", gradient_function("hessian", f, argnums), argnums)
 
-
-# ---------------------------------------------------------------- hvp, jvp
 
 def _describe(x):
     return f"{np.shape(x)} {getattr(x, 'dtype', type(x).__name__)}"
@@ -156,10 +142,8 @@ def _zero_cotangent(value):
     point would do: the pullback is linear in its cotangent)."""
     if value is None:  # a static leaf of the output (a gradient tree's)
         return None
-    if isinstance(value, numbers.Number):
+    if isinstance(value, (numbers.Number, np.generic)):
         return type(value)(0)
-    if isinstance(value, np.generic):
-        return value.dtype.type(0)
     return array_module(value).zeros(value.shape, dtype=value.dtype)
 
 

@@ -1,5 +1,5 @@
-"""vmap and the ops' batching rules (core/batched.py has the mechanism; vmap.py the
-transform; rules_*.py one file per op family, registered when this package is imported)."""
+"""vmap (vmap.py) and the ops' batching rules (rules_*.py, registered on import);
+core/batched.py has the mechanism."""
 from ..core.batched import Batched, Ops
 from ..core.tracer import every_value
 from ..ops import operators

@@ -1,11 +1,9 @@
-"""What the batching rules share: where a value's examples are and how to move them.
-
-A rule gets each argument's value at its vmap level with `bdim`, the axis that holds its
-examples (None: the argument is the same for every example). Most rules bring that axis to
-the front (`to_front`) and call the op once with the op's own axes shifted by one.
-"""
+"""What the batching rules share: where a value's examples are and how to move them. A rule
+gets each argument's value at its vmap level with `bdim`, the axis that holds its examples
+(None: the same for every example)."""
 import numpy as np
 
+from ..core.batched import BATCHING_RULES
 from ..core.tracer import is_array
 from ..core.tree import is_python_number
 from ..ops import broadcast_to, expand_dims, reshape, transpose
@@ -13,15 +11,16 @@ from ..ops.checks import normalize_axes
 
 
 def is_operand(x):
-    """An array, a numpy scalar or a Python number: what broadcasts (not an op's static
-    operands, such as a dtype or a None bound)."""
+    """An array, a numpy scalar or a Python number: what broadcasts (not a dtype, a None)."""
     return is_array(x) or isinstance(x, np.generic) or is_python_number(x)
 
 
-def example_rank(values, bdims):
-    """The most axes one example of the operands has."""
-    return max((ndim_of(v) - (b is not None) for v, b in zip(values, bdims) if is_operand(v)),
+def aligned_operands(values, bdims):
+    """The operands, each batched one padded to the most axes that one example has, so that
+    all broadcast as one example's would (unbatched ones broadcast from the right as they are)."""
+    rank = max((ndim_of(v) - (b is not None) for v, b in zip(values, bdims) if is_operand(v)),
                default=0)
+    return [v if b is None else padded(v, b, rank) for v, b in zip(values, bdims)]
 
 
 def ndim_of(x):
@@ -73,8 +72,7 @@ def front_or_broadcast(x, bdim, length):
 
 
 def padded(x, bdim, ndim):
-    """A batched x with its examples on axis 0 and ones after it, so that one example has
-    `ndim` axes: it then broadcasts against unbatched operands as one example would."""
+    """A batched x with its examples on axis 0, then ones so that one example has `ndim` axes."""
     x = to_front(x, bdim)
     shape = shape_of(x)
     missing = ndim - (len(shape) - 1)
@@ -84,15 +82,13 @@ def padded(x, bdim, ndim):
 
 
 def shifted_axes(op, axis, ndim):
-    """An op's axis argument (None, an int or a tuple) for one example of `ndim` axes, as
-    axes of the batch with its examples on axis 0: every axis one further on; None: all of
-    the example's axes."""
+    """An op's axis argument (None: all, an int or a tuple) for one example of `ndim` axes
+    as the axes of the batch with its examples on axis 0."""
     if axis is None:
         return tuple(range(1, ndim + 1))
     if isinstance(axis, (tuple, list)):
         return tuple(a + 1 for a in normalize_axes(op, tuple(axis), ndim))
-    (a,) = normalize_axes(op, (axis,), ndim)
-    return a + 1
+    return shifted_axis(op, axis, ndim)
 
 
 def shifted_axis(op, axis, ndim):
@@ -106,3 +102,37 @@ def static(op, bdims, names, start):
     for b, name in zip(bdims[start:], names):
         if b is not None:
             raise ValueError(f"vmap: {op}'s {name} cannot differ from one example to the next")
+
+
+def merged_front(x):
+    """x (B, a, ...) as (B * a, ...): a second vmap level's examples, or arrays of an
+    example's rank for a kernel."""
+    shape = shape_of(x)
+    return reshape(x, (shape[0] * shape[1],) + shape[2:])
+
+
+def split_front(x, length):
+    """The inverse of merged_front for `length` examples."""
+    shape = shape_of(x)
+    return reshape(x, (length, shape[0] // length) + shape[1:])
+
+
+def examples_first(*ops):
+    """Register body(op, x, *rest) as the batching rule of each op whose operands after x
+    must be the same for every example (axes, shapes): body gets x with its examples on axis
+    0 and gives the output with them there."""
+    def register(body):
+        for op in ops:
+            BATCHING_RULES[op] = _examples_first_rule(op, body)
+        return body
+    return register
+
+
+def _examples_first_rule(op, body):
+    names = [name for name, _ in op.parameters[1:]]
+
+    def rule(values, bdims):
+        static(op.op_name, bdims, names, start=1)
+        return body(op, to_front(values[0], bdims[0]), *values[1:]), 0
+    rule.__name__ = f"{op.op_name}_batching_rule"
+    return rule

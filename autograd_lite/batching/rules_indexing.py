@@ -1,14 +1,9 @@
-"""Batching rules of indexing: getitem and add_at, gather and scatter_add.
+"""Batching rules of indexing: getitem and add_at (its pullback), gather and scatter_add.
 
-A static index gets a full slice in front for the examples' axis; where numpy moves the
-advanced indices' axes to the front (advanced indices not side by side), the examples' axis
-follows them. An index with mapped entries (integer arrays or bool masks that differ from
-one example to the next, alone or in a tuple beside slices, ints and other arrays) becomes
-one numpy index of the examples' x: each example's number (arange(B), broadcast) in front
-of its entries (`each_examples_index`), a mask as the flat positions it selects
-(`selected_positions`, one array only where every example selects as many entries); the
-advanced block is then moved to where numpy puts it in one example's result. getitem's own
-pullback (add_at) gives each example's x its cotangent."""
+A static index gets a full slice in front for the examples' axis (which follows the advanced
+indices' axes where numpy moves those to the front). An index with mapped entries (integer
+arrays or bool masks that differ between examples) becomes one numpy index of the examples'
+x, each example's number in front of its entries (each_examples_index)."""
 import math
 import numbers
 
@@ -18,8 +13,8 @@ from ..core.batched import BATCHING_RULES, Batched
 from ..core.placement import array_module
 from ..core.tracer import every_value, primitive
 from ..ops import indexing as ix, reshape, transpose
-from .axes import (front_or_broadcast, is_array, length_of, moveaxis, ndim_of, shape_of, static,
-                   to_front)
+from .axes import (examples_first, front_or_broadcast, is_array, length_of, merged_front,
+                   moveaxis, ndim_of, shape_of, split_front, static, to_front)
 from .shared_parameters import gather_each
 
 
@@ -61,7 +56,7 @@ def getitem_rule(values, bdims):
         except IndexError:  # numpy's words, of one example's axes
             _example_index_error(shape_of(x)[1:], index)
             raise
-    length = _length(x, bx, parts, part_bdims)
+    length = length_of((x, *parts), (bx, *part_bdims))
     x = front_or_broadcast(x, bx, length)  # (B, ...): each example's
     example = shape_of(x)[1:]
     merged, index, block, before = each_examples_index("getitem", example, parts, part_bdims,
@@ -83,7 +78,7 @@ def add_at_rule(values, bdims):
         axis = examples_axis(index)
         v = moveaxis(v, bv, axis)
         return ix.add_at(v, (slice(None),) + parts, (shape_of(v)[axis],) + tuple(shape)), 0
-    length = _length(v, bv, parts, part_bdims)
+    length = length_of((v, *parts), (bv, *part_bdims))
     v = front_or_broadcast(v, bv, length)  # (B, one example's values)
     merged, index, block, before = each_examples_index("add_at", tuple(shape), parts, part_bdims,
                                                        length, array_module(v))
@@ -104,13 +99,6 @@ def _one_for_all(parts, bdims):
     return all(b is None and type(p) is not Batched for p, b in zip(parts, bdims))
 
 
-def _length(x, bx, parts, bdims):
-    """The number of examples, from x's batch axis or a mapped entry's."""
-    if bx is not None:
-        return shape_of(x)[bx]
-    return next(shape_of(p)[b] for p, b in zip(parts, bdims) if b is not None)
-
-
 def _example_order(ndim, block, before):
     """The axes of numpy's (B, advanced block, the other axes) in one example's order, the
     block after its first `before` other axes (None where that is numpy's order)."""
@@ -121,14 +109,13 @@ def _example_order(ndim, block, before):
 
 
 def each_examples_index(op, example, parts, bdims, length, xp):
-    """The index parts of one example of x (each mapped along its bdim, or None: the same
-    for all) as one numpy index of the examples' x (B, x's example shape with each mask's
-    axes merged): (that shape, index, block, before). Every array entry gets the examples'
-    axis in front, each example's number (arange(B), made by xp) leads the index, and a bool
-    mask covering k axes becomes the flat positions it selects in those axes, merged into
-    one. numpy gives (B, advanced block of `block` axes, the other axes); one example's
-    result has the block after its first `before` axes (numpy's rule: advanced entries side
-    by side keep their place, else their axes go first)."""
+    """The index parts of one example of x (each mapped along its bdim, or None) as one
+    numpy index of the examples' x (B, the example's shape with each mask's axes merged):
+    -> (that shape, index, block, before). Each array entry gets the examples' axis in
+    front, arange(B) (made by xp) leads, a bool mask becomes the flat positions it selects
+    (selected_positions). numpy gives (B, advanced block of `block` axes, the other axes);
+    one example's result has the block after its first `before` axes (numpy's rule:
+    advanced entries side by side keep their place, else their axes go first)."""
     parts, bdims = _spelled_out(op, parts, bdims, example)
     shape, entries, advanced = [], [], []  # x's axes (masks' merged), the index, (position, shape)
     axis = 0
@@ -139,17 +126,13 @@ def each_examples_index(op, example, parts, bdims, length, xp):
             axis += p is not None
             continue
         if isinstance(p, numbers.Integral) and not isinstance(p, bool):
-            _check_in_range(op, p, example, axis)
-            advanced.append((len(entries), ()))
-            entries.append(p)
-            shape.append(example[axis])
-            axis += 1
-            continue
-        if not is_array(p) or p.dtype.kind not in "iub":
+            pass  # the same int for every example
+        elif is_array(p) and p.dtype.kind in "iub":
+            p = front_or_broadcast(p, b, length)  # (B, ...)
+        else:
             raise IndexError(f"vmap: {op}: an index holds {_described(p)}; only integers, "
                              "slices, Ellipsis, None, and integer or bool arrays are valid")
-        p = front_or_broadcast(p, b, length)  # (B, ...)
-        if p.dtype == np.bool_:
+        if getattr(p, "dtype", None) == np.bool_:
             k = ndim_of(p) - 1
             if not 1 <= k or shape_of(p)[1:] != example[axis:axis + k]:
                 raise IndexError(f"vmap: {op}: each example's bool index {shape_of(p)[1:]} "
@@ -162,7 +145,7 @@ def each_examples_index(op, example, parts, bdims, length, xp):
             _check_in_range(op, p, example, axis)
             shape.append(example[axis])
             axis += 1
-        advanced.append((len(entries), shape_of(p)[1:]))
+        advanced.append((len(entries), shape_of(p)[1:] if is_array(p) else ()))
         entries.append(p)
     shape.extend(example[axis:])
     try:
@@ -221,8 +204,7 @@ def _described(p):
 
 
 def _example_index_error(example, index):
-    """Raise numpy's IndexError for `index` into an array of one example's shape, naming
-    vmap and getitem (nothing if the index fits it)."""
+    """Raise numpy's IndexError, if any, for `index` into one example's shape."""
     try:
         np.lib.stride_tricks.as_strided(np.zeros(1), example, (0,) * len(example))[index]
     except IndexError as error:
@@ -232,8 +214,7 @@ def _example_index_error(example, index):
 @primitive
 def selected_positions(masks):
     """The flat positions of each row's True entries: masks (B, N) bool -> (B, k) integers,
-    k the count that every row must share (one array holds every example's selection only
-    then). No derivative."""
+    k the count that every row must share. No derivative."""
     counts = masks.sum(axis=1)
     if masks.shape[0] and bool((counts != counts[0]).any()):
         found = sorted({int(c) for c in every_value(counts).reshape(-1)})  # int(): one number
@@ -246,13 +227,10 @@ def selected_positions(masks):
     return positions.reshape(masks.shape[0], count), lambda g: (None,)
 
 
-def selected_positions_rule(values, bdims):
+@examples_first(selected_positions)
+def selected_positions_rule(op, masks):
     """selected_positions under a second vmap: the two levels' rows as one axis."""
-    (masks,), (b,) = values, bdims
-    masks = to_front(masks, b)
-    shape = shape_of(masks)
-    out = selected_positions(reshape(masks, (shape[0] * shape[1], shape[2])))
-    return reshape(out, shape[:2] + shape_of(out)[1:]), 0
+    return split_front(op(merged_front(masks)), shape_of(masks)[0])
 
 
 def gather_rule(values, bdims):
@@ -268,12 +246,10 @@ def gather_rule(values, bdims):
 
 def gather_each_rule(values, bdims):
     """gather_each under a second vmap: the two levels' examples as one axis."""
-    (tables, indices), (bt, bi) = values, bdims
     length = length_of(values, bdims)
-    tables, indices = front_or_broadcast(tables, bt, length), front_or_broadcast(indices, bi, length)
-    t, i = shape_of(tables), shape_of(indices)
-    out = gather_each(reshape(tables, (t[0] * t[1],) + t[2:]), reshape(indices, (i[0] * i[1],) + i[2:]))
-    return reshape(out, t[:2] + i[2:] + t[3:]), 0
+    tables, indices = (merged_front(front_or_broadcast(v, b, length))
+                       for v, b in zip(values, bdims))
+    return split_front(gather_each(tables, indices), length), 0
 
 
 def scatter_add_rule(values, bdims):
@@ -298,5 +274,4 @@ def scatter_add_rule(values, bdims):
 
 BATCHING_RULES.update({ix.getitem: getitem_rule, ix.add_at: add_at_rule,
                        ix.gather: gather_rule, ix.scatter_add: scatter_add_rule,
-                       gather_each: gather_each_rule,
-                       selected_positions: selected_positions_rule})
+                       gather_each: gather_each_rule})

@@ -1,7 +1,5 @@
-"""Batching rules of the fused neural-network ops: softmax and layer norm make one call of
-the op on every example (its fast rule runs where it applies); with a scale, bias or eps per
-example layer norm runs its plain definition op by op. cross_entropy is a mean over each example's
-labels: its rule is one log_softmax of every example and a mean per example."""
+"""Batching rules of the fused neural-network ops, softmax, layer_norm and cross_entropy: one
+call for every example where the op allows it."""
 import numpy as np
 
 from ..core.batched import BATCHING_RULES, Batched, peel, wrap
@@ -11,22 +9,9 @@ from ..ops import expand_dims, mean, nn, take_along_axis, where
 from ..ops import sum as sum_
 from ..ops.nn import check_cross_entropy
 from ..ops.softmax import log_softmax, softmax
-from .axes import (front_or_broadcast, length_of, ndim_of, padded, reshape, shape_of,
-                   shifted_axis, static, to_front)
+from .axes import (front_or_broadcast, length_of, merged_front, ndim_of, padded, reshape,
+                   shape_of, shifted_axis, split_front, static, to_front)
 from .shared_parameters import layer_norm_each
-
-
-def merged_front(x):
-    """x (B, a, ...) as (B * a, ...): the examples' axis joined with the next, so that a
-    kernel sees arrays of an example's rank (the compiled kernels have a version per rank)."""
-    shape = shape_of(x)
-    return reshape(x, (shape[0] * shape[1],) + shape[2:])
-
-
-def split_front(x, length):
-    """The inverse of merged_front for `length` examples."""
-    shape = shape_of(x)
-    return reshape(x, (length, shape[0] // length) + shape[1:])
 
 
 def softmax_rule(values, bdims):
@@ -49,10 +34,9 @@ def softmax_rule(values, bdims):
 
 
 def layer_norm_rule(values, bdims):
-    """layer_norm of every example in one call (over the last axis, so the examples' axis
-    may be merged with the next); a scale and bias per example (vmap(grad(f))'s parameters,
-    an ensemble's), eps shared and constant: layer_norm_each, one call too; else (and under
-    a second vmap) the plain definition, op by op."""
+    """layer_norm of every example in one call; a scale and bias per example (vmap(grad(f))'s
+    parameters, an ensemble's): layer_norm_each; else (and under a second vmap, or with a
+    traced or batched eps) the plain definition, op by op."""
     x, scale, bias, eps = values
     if bdims[1] is not None or bdims[2] is not None:
         if (bdims[3] is not None or is_traced(eps) or ndim_of(x) < 2
@@ -74,11 +58,9 @@ BATCHING_RULES.update({softmax: softmax_rule, nn.layer_norm: layer_norm_rule})
 
 
 def cross_entropy_rule(values, bdims):
-    """Each example's mean over its counted labels of
-    -((1 - ε) log p_label + ε mean_c log p_c), p = softmax(logits) over the classes: one
-    log_softmax of every example, the labels' entries taken along the class axis, and a
-    masked mean per example (NaN where an example counts no label, with a gradient of 0, as
-    the op gives)."""
+    """Each example's mean over its counted labels of -((1 - ε) log p_label + ε mean_c log p_c),
+    p = softmax(logits): one log_softmax of every example, then a masked mean per example
+    (NaN where an example counts no label, with a gradient of 0, as the op gives)."""
     logits, labels, ignore_index, smoothing = values
     bl, by, bi, bs = bdims
     static("cross_entropy", bdims, ("ignore_index",), start=2)
@@ -96,7 +78,8 @@ def cross_entropy_rule(values, bdims):
     if counted is not None:
         labels = where(counted, labels, 0)
     classes = shape_of(logits)[-1]
-    log_p = reshape(log_softmax(reshape(logits, (-1, classes)), -1), shape_of(logits))  # (B, ..., C)
+    log_p = log_softmax(reshape(logits, (-1, classes)), -1)
+    log_p = reshape(log_p, shape_of(logits))  # (B, ..., C)
     picked = take_along_axis(log_p, expand_dims(labels, -1), -1)[..., 0]  # (B, ...)
     per_row = -((1 - smoothing) * picked + smoothing * mean(log_p, -1))  # (B, ...)
     axes = tuple(range(1, ndim + 1))
@@ -109,8 +92,7 @@ def cross_entropy_rule(values, bdims):
 
 
 def _beside(labels, logits):
-    """Labels given on the host for logits on a device (which the op indexes with, as
-    numpy's indices may index a device's array) on that device: the rule computes with them."""
+    """Labels on the host moved to the logits' device, where the rule computes with them."""
     xp = array_module(logits)
     if xp is np or array_module(labels) is not np:
         return labels

@@ -4,50 +4,34 @@ from ..core.batched import BATCHING_RULES, Batched
 from ..core.tracer import stop_gradient
 from ..ops import linalg, reductions as red, sorting
 from ..ops.softmax import log_softmax, logsumexp
-from ..ops.checks import normalize_axes
-from .axes import (front_or_broadcast, ndim_of, reshape, shape_of, shifted_axes, shifted_axis,
-                   static, to_front)
+from .axes import (examples_first, front_or_broadcast, ndim_of, reshape, shape_of, shifted_axes,
+                   shifted_axis, static, to_front)
 
 
-def reduction_rule(op):
-    """op(x, axis=None, keepdims=False) over each example's axes (sum, mean, max, min, prod,
-    logsumexp)."""
-    def rule(values, bdims):
-        static(op.op_name, bdims, ("axis", "keepdims"), start=1)
-        x, axis, keepdims = values
-        ndim = ndim_of(x) - 1
-        return op(to_front(x, bdims[0]), shifted_axes(op.op_name, axis, ndim), keepdims), 0
-    rule.__name__ = f"{op.op_name}_batching_rule"
-    return rule
+@examples_first(red.sum, red.mean, red.max, red.min, red.prod, logsumexp)
+def reduction_rule(op, x, axis, keepdims):
+    return op(x, shifted_axes(op.op_name, axis, ndim_of(x) - 1), keepdims)
 
 
-def axis_rule(op):
-    """op(x, axis) along one axis of each example; axis None: the flattened example (sort,
-    cumsum); log_softmax."""
-    def rule(values, bdims):
-        static(op.op_name, bdims, ("axis",), start=1)
-        x, axis = values
-        x = to_front(x, bdims[0])
-        if axis is None:
-            return op(reshape(x, (shape_of(x)[0], -1)), 1), 0
-        return op(x, shifted_axis(op.op_name, axis, ndim_of(x) - 1)), 0
-    rule.__name__ = f"{op.op_name}_batching_rule"
-    return rule
+@examples_first(red.cumsum, log_softmax, sorting.sort)
+def axis_rule(op, x, axis):
+    """op(x, axis) along one axis of each example; axis None: the flattened example."""
+    if axis is None:
+        return op(reshape(x, (shape_of(x)[0], -1)), 1)
+    return op(x, shifted_axis(op.op_name, axis, ndim_of(x) - 1))
 
 
-def norm_rule(values, bdims):
+@examples_first(linalg.norm)
+def norm_rule(op, x, ord, axis, keepdims):
     """norm of each example; axis None: the whole example (flattened where ord allows it)."""
-    static("norm", bdims, ("ord", "axis", "keepdims"), start=1)
-    x, ord, axis, keepdims = values
-    x = to_front(x, bdims[0])
     shape = shape_of(x)
     ndim = len(shape) - 1
     if axis is None and (ord is None or ndim == 1 or (ord == "fro" and ndim == 2)):
-        out = linalg.norm(reshape(x, (shape[0], -1)), None if ord == "fro" else ord, 1)
-        return (reshape(out, (shape[0],) + (1,) * ndim) if keepdims else out), 0
+        out = op(reshape(x, (shape[0], -1)), None if ord == "fro" else ord, 1)
+        return reshape(out, (shape[0],) + (1,) * ndim) if keepdims else out
     if axis is None:
         axis = tuple(range(ndim))
-    return linalg.norm(x, ord, shifted_axes("norm", axis, ndim), keepdims), 0
+    return op(x, ord, shifted_axes("norm", axis, ndim), keepdims)
 
 
 def take_along_axis_rule(values, bdims):
@@ -61,8 +45,8 @@ def take_along_axis_rule(values, bdims):
     if axis is None:  # over the flattened example
         flat = (length, -1)
         return sorting.take_along_axis(reshape(x, flat), reshape(indices, flat), 1), 0
-    (a,) = normalize_axes("take_along_axis", (axis,), ndim_of(x) - 1)
-    return sorting.take_along_axis(x, indices, a + 1), 0
+    axis = shifted_axis("take_along_axis", axis, ndim_of(x) - 1)
+    return sorting.take_along_axis(x, indices, axis), 0
 
 
 def constant_along(function, x, axis, keepdims):
@@ -80,9 +64,4 @@ def constant_along(function, x, axis, keepdims):
     return Batched(out, x.level, 0)
 
 
-for _op in (red.sum, red.mean, red.max, red.min, red.prod, logsumexp):
-    BATCHING_RULES[_op] = reduction_rule(_op)
-for _op in (red.cumsum, log_softmax, sorting.sort):
-    BATCHING_RULES[_op] = axis_rule(_op)
 BATCHING_RULES[sorting.take_along_axis] = take_along_axis_rule
-BATCHING_RULES[linalg.norm] = norm_rule

@@ -1,14 +1,6 @@
 """Ops for a parameter that vmap gives every example as one copy (vmap(grad(f)) with the
-parameters unmapped: core/batched.py batches them as a broadcast view, so that each example
-gets its own gradient). Its examples are one array, so the forward pass needs it once: one
-product with the shared matrix, one lookup in the shared table; the pullbacks give every
-example its own cotangent, as the gradient asks.
-
-    shared_matmul(a, b)    a @ b for b (B, 1, ..., k, m) whose B examples are one matrix
-    gather_each(tables, indices)   out[e, i...] = tables[e, indices[e, i...]]
-    linear_each(x, w, b)   each example's x by its own w and b; one linear where they are one copy
-    layer_norm_each(x, scale, bias, eps)   likewise for layer norm's scale and bias
-"""
+parameters unmapped: a broadcast view, core/batched.py). The forward pass needs it once; the
+pullbacks give every example its own cotangent, as the gradient asks."""
 import math
 
 import numpy as np
@@ -27,16 +19,15 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 def is_one_copy(x, bdim):
     """Whether x is a plain array whose examples along bdim are one array seen B times (a
-    stride of 0). Not a traced value: an enclosing trace differentiating it must see every
-    example's copy used, or its derivatives would all go to the first."""
+    stride of 0); never a traced value, whose every copy must be seen used."""
     return type(x) is np.ndarray and x.ndim > bdim and x.strides[bdim] == 0 and x.shape[bdim] > 1
 
 
 @primitive(name="matmul")
 def shared_matmul(a, b):
     """a @ b, b (B, 1, ..., 1, k, m) with one matrix for its B examples, a (B, ..., n, k):
-    one product with that matrix forward and for a's cotangent; b's per example. (Where b
-    is not one plain copy, as under higher order, the stacked product.)"""
+    one product with that matrix forward and for a's cotangent (the stacked product where b
+    is not one plain copy, as under higher order); b's per example."""
     a_shape, b_shape = a.shape, b.shape
     matrix = reshape(b[(0,) * (b.ndim - 2)], b.shape[-2:]) if is_one_copy(b, 0) else b
     out = matmul(a, matrix)
@@ -48,17 +39,16 @@ def shared_matmul(a, b):
 
 
 def fits_shared_matmul(a, b):
-    """a (B, ..., n, k) and b (B, 1, ..., 1, k, m), b's value one copy of a matrix along
-    axis 0 (the body checks again on the array it gets)."""
+    """a (B, ..., n, k) and b (B, 1, ..., 1, k, m), b's value one copy of a matrix."""
     return (b.ndim >= 3 and a.ndim >= b.ndim and a.shape[0] == b.shape[0]
             and all(n == 1 for n in b.shape[1:-2]) and is_one_copy(primal(b), 0))
 
 
 @primitive
 def gather_each(tables, indices):
-    """Each example's rows of its own table: tables (B, n, ...), indices (B, ...) integers
-    in [0, n); out (B, indices..., row...). Tables that are one copy are looked up once; the
-    cotangent of each example's table is its own scatter_add (one call over B * n rows)."""
+    """Each example's rows of its own table: tables (B, n, ...), indices (B, ...) in [0, n)
+    -> (B, indices..., row...); one lookup where the tables are one copy. The tables'
+    cotangent: one scatter_add over B * n rows."""
     length, n = tables.shape[:2]
     row = tables.shape[2:]
     check_indices("gather", indices, n)
@@ -79,7 +69,7 @@ def gather_each(tables, indices):
 @fusable(drawn_as_op=True, name="linear")
 def linear_each(x, w, b):
     """linear of each example by its own weights: x (B, ..., d_in), w (B, d_in, d_out),
-    b (B, d_out) -> (B, ..., d_out). Written out: one stacked product, then the biases."""
+    b (B, d_out) -> (B, ..., d_out)."""
     rows = reshape(x, (x.shape[0], -1, x.shape[-1]))  # (B, N, d_in)
     out = matmul(rows, w) + expand_dims(b, 1)
     return reshape(out, x.shape[:-1] + w.shape[-1:])
@@ -91,8 +81,8 @@ def _one_copy_of_weights(x, w, b):
 
 @fast_rule(linear_each, applies=_one_copy_of_weights)
 def linear_each_of_one_copy(x, w, b):
-    """w and b one copy for every example: one linear forward (its own fast rule) and one
-    product for x's cotangent; w's and b's per example, xₑᵀ gₑ and Σ_rows gₑ."""
+    """w and b one copy: one linear forward and one product for x's cotangent; w's and b's
+    per example, xₑᵀ gₑ and Σ_rows gₑ."""
     w0 = w[0]
     out = linear(x, w0, b[0])
     length, d_in, d_out = w.shape
@@ -108,7 +98,7 @@ def linear_each_of_one_copy(x, w, b):
 @fusable(drawn_as_op=True, name="layer_norm")
 def layer_norm_each(x, scale, bias, eps):
     """layer_norm of each example by its own scale and bias: x (B, ..., D), scale and bias
-    (B, D). Written out: x normalized, then each example's scale and bias."""
+    (B, D)."""
     d, xp = x.shape[-1], array_module(x)
     normalized = layer_norm(x, xp.ones(d, x.dtype), xp.zeros(d, x.dtype), eps)
     shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (d,)
@@ -121,10 +111,9 @@ def _one_copy_of_scale_and_bias(x, scale, bias, eps):
 
 @fast_rule(layer_norm_each, applies=_one_copy_of_scale_and_bias)
 def layer_norm_each_of_one_copy(x, scale, bias, eps):
-    """scale and bias one copy for every example: layer_norm's own fast rule, once, gives
-    the output and x's cotangent; scale's and bias's are per example, Σ_rows gₑ ⊙ x̂ₑ and
-    Σ_rows gₑ (x̂ recomputed by one more layer_norm, with a unit scale and no bias). eps is
-    held constant (the batching rule sends a traced eps to the plain definition)."""
+    """scale and bias one copy: layer_norm's fast rule, once, gives the output and x's
+    cotangent; scale's and bias's per example, Σ_rows gₑ ⊙ x̂ₑ (x̂ recomputed) and Σ_rows gₑ.
+    eps is constant (the batching rule sends a traced eps to the plain definition)."""
     out, x_pullback = layer_norm_rule(x, scale[0], bias[0], eps)
     length, d = scale.shape
 

@@ -2,20 +2,15 @@
 
     vmap(f, in_axes=0, out_axes=0, randomness="error")(*args)
 
-in_axes says where each argument holds its examples: an int (that axis of every array leaf),
-None (not mapped: every example sees the same value), or a tuple with one entry per
-positional argument, each an int, None or a tree of them in the argument's structure (a
-prefix of it: an int or None there applies to the whole subtree). Array leaves (float, int
-and bool) are mapped; ints, floats, strings, None and functions pass unchanged. out_axes is
-the same for the output's tree: where each output leaf gets its examples (an output that
-is the same for every example is broadcast there). randomness says what a random op
-(ag.dropout with a generator) draws under it: "error" (it raises), "different" (each example
-the draws of a Python loop over the examples: the same bits) or "same" (one draw for all);
-core/randomness.py.
+in_axes: where the examples are, an int (that axis of every array leaf), None (the same for
+every example), or a tuple with an entry per positional argument, each an int, None or a tree
+of them (a prefix of the argument's structure). Non-array leaves pass unchanged. out_axes: the
+same for the output (an output that is the same for every example is broadcast). randomness,
+for a random op (ag.dropout with a generator): "error", "different" (each example the draws of
+a Python loop over them: the same bits) or "same" (one draw for all); core/randomness.py.
 
-The function runs once, on `Batched` values (core/batched.py): each op it calls computes all
-the examples at once by its batching rule (autograd_lite/batching/rules_*.py). It composes
-both ways with gradient, grad, vjp, jvp, jacobian, hessian, checkpoint and itself.
+f runs once, on `Batched` values (core/batched.py): each op computes every example by its
+batching rule (rules_*.py). It composes both ways with the other transforms and itself.
 """
 import functools
 import numbers
@@ -80,8 +75,7 @@ def _unmapped_output(leaf, level, axis, length, path):
             raise ValueError(f"vmap: out_axes is None for {path}, but it differs from one "
                              "example to the next")
         return leaf
-    ndim = np.ndim(value) if bdim is None else value.ndim
-    ndim_out = ndim + (1 if bdim is None else 0)
+    ndim_out = np.ndim(value) + (bdim is None)
     if not -ndim_out <= axis < ndim_out:
         raise ValueError(f"vmap: out_axes {axis} for {path} is out of range for "
                          f"{ndim_out} dimensions")
@@ -92,9 +86,6 @@ def _unmapped_output(leaf, level, axis, length, path):
     return strong(value)
 
 
-RANDOMNESS = ("error", "different", "same")
-
-
 def vmap(f, in_axes=0, out_axes=0, randomness="error"):
     """The function of many examples that runs f once for all of them (module docstring)."""
     if not callable(f):
@@ -102,15 +93,13 @@ def vmap(f, in_axes=0, out_axes=0, randomness="error"):
                         f"{type(f).__name__}")
     _check_axes_spec("in_axes", in_axes)
     _check_axes_spec("out_axes", out_axes)
-    if randomness not in RANDOMNESS:
+    spec = tuple(in_axes) if isinstance(in_axes, list) else in_axes
+    if randomness not in ("error", "different", "same"):
         raise ValueError(f"vmap: randomness must be 'error', 'different' or 'same', got "
                          f"{randomness!r}")
 
     @functools.wraps(f)
     def vmapped(*args):
-        spec = in_axes
-        if isinstance(spec, list):
-            spec = tuple(spec)
         if isinstance(spec, tuple) and len(spec) != len(args):
             raise ValueError(f"vmap: in_axes has {len(spec)} entries for {len(args)} arguments")
         leaves, structure = tree_flatten(args)

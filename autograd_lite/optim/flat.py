@@ -1,9 +1,4 @@
-"""Leaves in flat buffers, for optimizers that update many leaves with a few numpy calls:
-`joined` lays arrays back to back in one 1-D array (a view when they already lie so),
-`split_like` cuts one into views shaped like the leaves, `update_in_chunks` runs an
-optimizer's kernel over such chunks (the one update path of every optimizer), and
-`unflatten_each` rebuilds several trees of one structure from their leaves, flattening it once.
-"""
+"""Leaves in flat buffers, for optimizers that update many leaves with a few numpy calls."""
 import numpy as np
 
 from ..core.tracer import plain
@@ -16,10 +11,8 @@ def _address(a):
 
 
 def joined(arrays):
-    """The arrays back to back in one 1-D array: a view when they already lie so in one
-    buffer (as the leaves of a chunk that the optimizer returned do), else a fresh copy. The
-    buffer must be a plain numpy array (`plain`; not None, bytes or a memory map) to be
-    sliced."""
+    """The arrays back to back in one 1-D array: a view when they already lie so in one plain
+    numpy buffer (as a chunk's leaves that the optimizer returned do), else a fresh copy."""
     first = arrays[0]
     if len(arrays) == 1:
         return first.reshape(-1)
@@ -46,8 +39,7 @@ def split_like(flat, arrays):
 
 
 def unflatten_each(like, columns):
-    """[tree_unflatten(like, column) for column in columns], `like` flattened once: each
-    column holds one tree's leaves in tree order (tree_leaves), all of like's length."""
+    """[tree_unflatten(like, column) for column in columns], `like` flattened once."""
     structure = tree_flatten(like)[1]
     count = leaf_count(structure)
     if any(len(column) != count for column in columns):
@@ -72,25 +64,16 @@ def chunks(sizes, keys, limit=CHUNK_SIZE):
     return runs
 
 
-def _write_back(new, originals):
-    """Copy a chunk's new 1-D array into its leaves, unless it is a view of them already."""
-    if not np.may_share_memory(new, originals[0]):
-        for original, value in zip(originals, split_like(new, originals)):
-            np.copyto(original, value)
-
-
 def update_in_chunks(kernel, columns, keys, in_place):
     """Run `kernel(key, p, g, *buffers, *outputs)` over chunks of leaves joined into 1-D arrays.
 
-    columns: per leaf, the arrays [p, g, *buffers] (one shape); keys: per leaf, what a
-    chunk must share (the dtype, Adam's count t). The kernel writes the new p and buffers
-    into `outputs` (called as kernel(key, *arrays, *outputs)): fresh arrays, whose views become the new leaves (the next update finds
-    them joined), or with in_place the joined arrays themselves, copied back into the
-    leaves where they were not views of them. -> per leaf, the new [p, *buffers].
-    The chunks are independent: on the host they are taken in shares (kernels.parallel's
-    split_rows, each share its chunks one after another: the same bits at any thread count).
-    A device's leaves (CuPy's; keys keep them apart from numpy's) make chunks of any size,
-    updated in the calling thread: there a kernel launch costs more than a cache miss."""
+    columns: per leaf, the arrays [p, g, *buffers] (one shape); keys: per leaf, what a chunk
+    must share (the dtype, Adam's count t). The kernel writes the new p and buffers into
+    `outputs`: fresh arrays, whose views become the new leaves (joined for the next update),
+    or with in_place the joined arrays, copied back into leaves they are not views of.
+    -> per leaf, the new [p, *buffers]. On the host, shares of the chunks run in parallel
+    (kernels.parallel: the same bits at any thread count); a device's leaves make chunks of
+    any size, in the calling thread (a kernel launch costs more than a cache miss there)."""
     new = [None] * len(columns)
     on_host = all(type(column[0]) is np.ndarray for column in columns)
     sizes = [column[0].size for column in columns]
@@ -103,10 +86,14 @@ def update_in_chunks(kernel, columns, keys, in_place):
         outputs = updated if in_place else [np.empty_like(a) for a in updated]
         kernel(keys[chunk[0]], *flat, *outputs)
         originals = [leaves[0]] + leaves[2:]
-        for output, arrays in zip(outputs, originals):
-            if in_place:
-                _write_back(output, arrays)
-        parts = originals if in_place else [split_like(o, a) for o, a in zip(outputs, originals)]
+        if in_place:  # the leaves, written back where a joined array is a copy of them
+            for output, arrays in zip(outputs, originals):
+                if not np.may_share_memory(output, arrays[0]):
+                    for original, value in zip(arrays, split_like(output, arrays)):
+                        np.copyto(original, value)
+            parts = originals
+        else:
+            parts = [split_like(o, a) for o, a in zip(outputs, originals)]
         for j, i in enumerate(chunk):
             new[i] = [part[j] for part in parts]
 

@@ -1,23 +1,15 @@
 """The check every optimizer's update makes first: each gradient leaf has its parameter's
-shape and dtype. numpy would broadcast a (2,) gradient into a (3, 2) parameter without a
-word, and promote a float32 parameter by a float64 gradient; the update refuses both, naming
-the leaf's tree path, so a wrong gradient is found where it enters, not epochs later.
-"""
+shape and dtype, where numpy would broadcast or promote without a word."""
 import numpy as np
 
 from ..core.devices import is_device_array
-from ..core.tree import tree_leaves, tree_paths
+from ..core.tree import tree_paths
 
 
-def check_gradient_shapes(caller, params, grads):
-    """Raise a ValueError naming the first leaf (its path in params) whose gradient is not an
-    array of the parameter's shape and dtype. Only float array parameters with a gradient are
-    checked; trees of different structure are left to tree_map, which names where they
-    differ."""
-    p_leaves, g_leaves = tree_leaves(params), tree_leaves(grads)
-    if len(p_leaves) != len(g_leaves):
-        return
-    for position, (p, g) in enumerate(zip(p_leaves, g_leaves)):
+def check_gradient_shapes(caller, params, leaves):
+    """Raise a ValueError naming the first float parameter (its path in params) whose gradient
+    is not an array of its shape and dtype. leaves: per leaf of params, (p, g, ...)."""
+    for position, (p, g, *_) in enumerate(leaves):
         if g is None or not (isinstance(p, np.ndarray) or is_device_array(p)) \
                 or p.dtype.kind != "f":
             continue

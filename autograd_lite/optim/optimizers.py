@@ -1,8 +1,6 @@
-"""SGD, Adam and AdamW as pure functions over parameter trees (see the package docstring).
-
-Every update takes one path: the leaves that move are joined into 1-D chunks (flat.py) and
-a kernel (autograd_lite/kernels: numpy, or numba where installed) updates each chunk.
-"""
+"""SGD, Adam and AdamW as pure functions over parameter trees (the package docstring): the
+moving leaves joined in 1-D chunks (flat.py: a dozen numpy calls a chunk, the bits of the
+leaf-by-leaf rule), each updated by a kernel (autograd_lite/kernels)."""
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -124,18 +122,19 @@ def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
 
     def update(params, grads, state, *, in_place=False):
         """in_place=True writes the new p (and b) into the arrays given (as torch.optim)."""
-        check_gradient_shapes("sgd.update", params, grads)
         step = state.step + 1
         rate = _learning_rate(lr, step)
         velocity = state.velocity if momentum else tree_map(lambda p: None, params)
         leaves = _leaves("sgd", (params, grads, velocity), ("params", "grads", "state.velocity"))
+        check_gradient_shapes("sgd.update", params, leaves)
         moving = [i for i, (p, g, b) in enumerate(leaves)
                   if _moves(p, g) and (b is not None or not momentum)]
         columns = [[_as_array(a) for a in leaves[i] if a is not None]  # a number: 0-d
                    for i in moving]
 
         def kernel(key, p, g, *buffers_and_outputs):
-            b, out_p, out_b = buffers_and_outputs if momentum else (None, *buffers_and_outputs, None)
+            b, out_p, out_b = (buffers_and_outputs if momentum
+                               else (None, *buffers_and_outputs, None))
             _chunk_kernels("sgd.update", (p, g, b)).sgd_update(
                 p, g, b, out_p, out_b, rate, momentum, nesterov, weight_decay)
         new = update_in_chunks(kernel, columns,
@@ -145,37 +144,27 @@ def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     return Optimizer(init, update)
 
 
-class _AdamSettings(NamedTuple):
-    beta1: float
-    beta2: float
-    eps: float
-    weight_decay: float
-    decoupled: bool  # AdamW: the weights decay themselves; Adam: weight_decay·p joins g
-
-
 def _adam(name, lr, betas, eps, weight_decay, decoupled):
-    beta1, beta2, eps, weight_decay = float(betas[0]), float(betas[1]), float(eps), float(weight_decay)
+    beta1, beta2 = float(betas[0]), float(betas[1])
+    eps, weight_decay = float(eps), float(weight_decay)
     _check_rate_and_decay(name, lr, weight_decay)
-    _check_setting(name, "betas", betas, 0 <= beta1 < 1 and 0 <= beta2 < 1, "two numbers in [0, 1)")
+    _check_setting(name, "betas", betas, 0 <= beta1 < 1 and 0 <= beta2 < 1,
+                   "two numbers in [0, 1)")
     _check_setting(name, "eps", eps, eps >= 0, "a number >= 0")
-    settings = _AdamSettings(beta1, beta2, eps, weight_decay, decoupled)
 
     def init(params):
         return AdamState(np.int64(0), _zeros_like_floats(params), _zeros_like_floats(params),
                          _zero_counts(params))
 
     def update(params, grads, state, *, in_place=False):
-        """Every moving leaf (a float leaf with a gradient) is updated in chunks; the new p,
-        m and v of a chunk are views of one fresh array each, so that the next update finds
-        them joined. in_place=True (as torch.optim does) writes the new p, m and v into the
-        arrays of params and state and returns them: the step then holds no second copy of
-        the parameters and moments, and the caller must not keep using the old values.
-        A leaf's count t (its bias correction) counts the updates it moved in."""
-        check_gradient_shapes(f"{name}.update", params, grads)
+        """in_place=True writes the new p, m and v into the arrays given (as torch.optim; no
+        second copy of them, and the old values are gone). A leaf's t (its bias correction)
+        counts the updates it moved in."""
         step = state.step + 1
         rate = _learning_rate(lr, step)
         leaves = _leaves(name, (params, grads, state.m, state.v, state.leaf_steps),
                          ("params", "grads", "state.m", "state.v", "state.leaf_steps"))
+        check_gradient_shapes(f"{name}.update", params, leaves)
         moving = [i for i, (p, g, m, v, t) in enumerate(leaves)
                   if _moves(p, g) and m is not None and v is not None and t is not None]
         columns = [[_as_array(a) for a in leaves[i][:4]] for i in moving]
@@ -183,8 +172,8 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
 
         def kernel(key, p, g, m, v, out_p, out_m, out_v):
             _chunk_kernels(f"{name}.update", (p, g, m, v)).adam_update(
-                p, g, m, v, out_p, out_m, out_v, rate, *settings[:4], settings.decoupled,
-                int(key[1]))
+                p, g, m, v, out_p, out_m, out_v, rate, beta1, beta2, eps, weight_decay,
+                decoupled, int(key[1]))
         new = update_in_chunks(kernel, columns, [(c[0].dtype, t, array_module(c[0]))
                                                  for c, t in zip(columns, counts)], in_place)
         t = [leaf[4] for leaf in leaves]
@@ -201,5 +190,5 @@ def adam(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
 
 
 def adamw(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-    """AdamW (Loshchilov & Hutter 2019) as torch.optim.AdamW: p ← p(1 - lr·wd) before the Adam step."""
+    """AdamW (Loshchilov & Hutter 2019) as torch.optim.AdamW: p ← p(1 - lr·wd), then Adam."""
     return _adam("adamw", lr, betas, eps, weight_decay, decoupled=True)
