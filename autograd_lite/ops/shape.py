@@ -1,8 +1,5 @@
-"""Shape primitives: reshape, transpose, swapaxes, expand_dims, squeeze, concatenate, stack; split.
-
-All of them move elements without changing them, so each pullback is the
-inverse movement applied to the cotangent.
-"""
+"""Shape ops: primitives that move elements without changing them (each pullback the inverse
+movement of the cotangent), and numpy's other joins, splits and rearrangements over them."""
 import numbers
 
 import numpy as np
@@ -18,7 +15,6 @@ from .selection import where
 
 @primitive
 def reshape(x, shape):
-    """x with a new shape of the same size (one entry may be -1)."""
     x = as_array("reshape", x)
     try:
         out = x.reshape(shape)
@@ -34,7 +30,6 @@ def reshape(x, shape):
 
 @primitive
 def transpose(x, axes=None):
-    """Permute the axes (reverse them when `axes` is None)."""
     x = as_array("transpose", x)
     if axes is None:
         axes = tuple(reversed(range(x.ndim)))
@@ -51,7 +46,6 @@ def transpose(x, axes=None):
 
 @primitive
 def swapaxes(x, axis1, axis2):
-    """Exchange two axes."""
     x = as_array("swapaxes", x)
     normalize_axes("swapaxes", (axis1,), x.ndim)
     normalize_axes("swapaxes", (axis2,), x.ndim)
@@ -92,12 +86,6 @@ def squeeze(x, axis=None):
     return out, squeeze_pullback
 
 
-def _check_same_shapes_but(op, shapes, axis, ndim):
-    for s in shapes:
-        if len(s) != ndim or any(n != m for i, (n, m) in enumerate(zip(s, shapes[0])) if i != axis):
-            raise ValueError(f"{op}: shapes {shapes} must agree on every axis but {axis}")
-
-
 @primitive(name="concatenate")
 def concatenate_arrays(axis, *xs):
     """Join arrays along an existing axis; the pullback slices the cotangent back apart."""
@@ -107,7 +95,9 @@ def concatenate_arrays(axis, *xs):
     ndim = xs[0].ndim
     (axis,) = normalize_axes("concatenate", axis, ndim)
     shapes = [x.shape for x in xs]
-    _check_same_shapes_but("concatenate", shapes, axis, ndim)
+    rest = [s[:axis] + s[axis + 1:] for s in shapes]
+    if any(len(s) != ndim for s in shapes) or any(r != rest[0] for r in rest):
+        raise ValueError(f"concatenate: shapes {shapes} must agree on every axis but {axis}")
     for x in xs[1:]:
         check_same_float_dtype("concatenate", xs[0], x)
     out = np.concatenate(xs, axis)
@@ -121,7 +111,6 @@ def concatenate_arrays(axis, *xs):
 
 
 def concatenate(xs, axis=0):
-    """np.concatenate(xs, axis) for traced or plain arrays; axis None joins them flattened."""
     if axis is None:
         return concatenate_arrays(0, *(reshape(x, -1) for x in xs))
     return concatenate_arrays(axis, *xs)
@@ -151,7 +140,6 @@ def stack_arrays(axis, *xs):
 
 
 def stack(xs, axis=0):
-    """np.stack(xs, axis) for traced or plain arrays."""
     return stack_arrays(axis, *xs)
 
 
@@ -176,19 +164,16 @@ def split(x, indices_or_sections, axis=0):
 # ---- numpy's other joins, splits and rearrangements, each by the ops above -------------------
 
 def _at_least(x, ndim, op):
-    """x (an array, traced or not, a list or a number) with length-1 axes in front up to
-    `ndim` axes (np.atleast_2d puts a vector in one row)."""
+    """x with length-1 axes in front up to `ndim` axes (np.atleast_2d: a vector as one row)."""
     x = as_array(op, x)
     return x if x.ndim >= ndim else reshape(x, (1,) * (ndim - x.ndim) + x.shape)
 
 
 def atleast_1d(x):
-    """np.atleast_1d: a number as a vector of one."""
     return _at_least(x, 1, "atleast_1d")
 
 
 def atleast_2d(x):
-    """np.atleast_2d: a vector as one row."""
     return _at_least(x, 2, "atleast_2d")
 
 
@@ -199,8 +184,7 @@ def atleast_3d(x):
 
 
 def moveaxis(x, source, destination):
-    """np.moveaxis: the axes `source` (an int or a sequence) moved to `destination`, the
-    others in their order."""
+    """np.moveaxis: the axes `source` moved to `destination`, the others in their order."""
     x = as_array("moveaxis", x)
     source, destination = (normalize_positions("moveaxis", a, x.ndim)
                            for a in (source, destination))
@@ -242,7 +226,6 @@ def rot90(x, k=1, axes=(0, 1)):
 
 
 def diff(x, n=1, axis=-1):
-    """np.diff: differences of neighbours along `axis`, n times."""
     x = as_array("diff", x)
     (a,) = normalize_axes("diff", axis, x.ndim)
     lead = (slice(None),) * a
@@ -274,9 +257,8 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 
 def central_differences(x, axis=None):
-    """np.gradient of traced values (ag.gradient differentiates), unit spacing: along each
-    axis the central differences (x[i+1] - x[i-1]) / 2 inside and one-sided differences at
-    the two ends; one array for one axis, else a list of one per axis."""
+    """np.gradient, unit spacing: (x[i+1] - x[i-1]) / 2 inside, one-sided differences at the
+    ends; one array for one axis, else a list of one per axis."""
     x = as_array("np.gradient", x)
     axes = normalize_positions("np.gradient", range(x.ndim) if axis is None else axis, x.ndim)
     slopes = []
@@ -317,18 +299,15 @@ def hstack(xs):
 
 
 def hsplit(x, sections):
-    """np.hsplit: split along axis 1 (a vector's axis 0)."""
     x = as_array("hsplit", x)
     return split(x, sections, 1 if x.ndim > 1 else 0)
 
 
 def vsplit(x, sections):
-    """np.vsplit: split along axis 0."""
     return split(x, sections, 0)
 
 
 def dsplit(x, sections):
-    """np.dsplit: split along axis 2."""
     return split(x, sections, 2)
 
 
@@ -339,15 +318,13 @@ def column_stack(xs):
 
 
 def append(x, values, axis=None):
-    """np.append: values after x along `axis`; both flattened when axis is None."""
     if axis is None:
         return concatenate([ravel(x), ravel(values)])
     return concatenate([x, values], axis)
 
 
 def array_split(x, sections, axis=0):
-    """np.array_split: like split, but `sections` need not divide the axis: the first
-    length % sections pieces are one longer."""
+    """np.array_split: split, the first length % sections pieces one longer where uneven."""
     x = as_array("array_split", x)
     if not isinstance(sections, numbers.Integral):
         return split(x, sections, axis)
@@ -396,8 +373,8 @@ def repeat(x, repeats, axis=None):
 
 
 def tile(x, reps):
-    """np.tile: x repeated reps[i] times along axis i (x and reps padded with leading 1s to
-    one length): x broadcast along a new axis before each of its axes, then merged."""
+    """np.tile: x repeated reps[i] times along axis i (both padded with leading 1s), by
+    broadcasting along a new axis before each of x's."""
     x = as_array("tile", x)
     reps = (reps,) if isinstance(reps, numbers.Integral) else tuple(reps)
     ndim = max(x.ndim, len(reps))
@@ -475,8 +452,7 @@ def diagonal(x, offset=0, axis1=0, axis2=1):
 
 
 def diag(v, k=0):
-    """np.diag: a vector's square matrix with it on diagonal k, or a matrix's diagonal k.
-    The vector, padded to the matrix's width, is selected where column - row = k."""
+    """np.diag: a vector's square matrix with it on diagonal k, or a matrix's diagonal k."""
     v = as_array("diag", v)
     if v.ndim == 2:
         return diagonal(v, k)
@@ -488,7 +464,6 @@ def diag(v, k=0):
 
 
 def trace(x, offset=0, axis1=0, axis2=1):
-    """np.trace: the sum of the diagonal (`diagonal`)."""
     return reductions.sum(diagonal(x, offset, axis1, axis2), -1)
 
 
@@ -517,10 +492,8 @@ r_, c_ = _Joiner(columns=False), _Joiner(columns=True)
 
 
 def array(values, dtype=None):
-    """np.array for values that may hold traced ones: a list or a tuple (nested too) holding
-    traced values stacked along a new first axis. Python numbers are weak, as in every op:
-    without `dtype`, the result has the float arrays' dtype where there are any (float32
-    values and 1.0 make float32, traced or not)."""
+    """np.array for values that may hold traced ones (stacked along a new first axis). Python
+    numbers are weak: without `dtype`, the float arrays' dtype where there are any."""
     floats = _float_dtypes(values)
     if dtype is None and floats:
         dtype = np.result_type(*floats)
@@ -534,8 +507,7 @@ def array(values, dtype=None):
 
 
 def _holds_arrays_to_stack(values):
-    """Whether values is, or a list or tuple holds (nested), an array that np.array cannot
-    take in: a traced, a mapped or a device's array."""
+    """Whether values is, or holds (nested), a traced, a mapped or a device's array."""
     if isinstance(values, (list, tuple)):
         return any(_holds_arrays_to_stack(v) for v in values)
     return is_array(values) and not isinstance(values, np.ndarray)

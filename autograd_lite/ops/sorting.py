@@ -1,5 +1,4 @@
-"""Reordering along an axis: take_along_axis, and sort, which is take_along_axis by the
-sorting permutation.
+"""Reordering along an axis: take_along_axis, and sort by the sorting permutation.
 
     take_along_axis(x, indices, axis)  <->  add_at of the cotangent at those positions
     sort(x, axis)                      <->  the cotangent taken back by the inverse permutation
@@ -12,7 +11,7 @@ from .indexing import add_at
 
 
 def _flattened_when_none(x, axis):
-    """(x, axis), with x flattened and axis 0 when axis is None (numpy's convention)."""
+    """(x flattened, 0) when axis is None (numpy's convention), else (x, axis)."""
     return (x.reshape(-1), 0) if axis is None else (x, axis)
 
 
@@ -46,10 +45,8 @@ def along_axis_index(x_shape, indices, axis):
 
 @primitive
 def take_along_axis(x, indices, axis=-1):
-    """out[..., i, ...] = x[..., indices[..., i, ...], ...] along `axis`, as np.take_along_axis
-    (x flattened when axis is None); indices: integers with x's number of dimensions, whose
-    other axes broadcast against x's. A position taken several times gets the sum of their
-    cotangents."""
+    """out[..., i, ...] = x[..., indices[..., i, ...], ...] along `axis` (np.take_along_axis);
+    a position taken several times gets the sum of their cotangents."""
     x = as_array("take_along_axis", x)
     x_shape = x.shape
     x, axis = _flattened_when_none(x, axis)
@@ -70,9 +67,7 @@ def take_along_axis(x, indices, axis=-1):
 
 @primitive
 def sort(x, axis=-1):
-    """x sorted ascending along `axis` (flattened when None, as np.sort); equal entries keep
-    their order (a stable sort). Each cotangent entry goes back to the entry of x that was
-    moved there: dx = take_along_axis(g, inverse permutation)."""
+    """np.sort, stable; dx = take_along_axis(g, inverse permutation)."""
     x = as_array("sort", x)
     x_shape = x.shape
     x, axis = _flattened_when_none(x, axis)
@@ -92,23 +87,17 @@ def partition(x, kth, axis=-1):
     return sort(x, axis)
 
 
-# ---- no derivative: integers, rounding, comparisons of plain, traced or mapped values --------
-# Each is numpy's function, which reaches ops/operators.py's rule for traced and mapped values:
-# computed on their plain values, a plain (or, under vmap, a mapped) array, as JAX and HIPS
-# autograd give.
+# ---- no derivative: numpy's function, which ops/operators.py computes on the plain values ----
 
 def argsort(x, axis=-1):
-    """np.argsort: the integers of the permutation that sorts x along `axis`."""
     return np.argsort(as_array("argsort", x), axis=axis)
 
 
 def argmax(x, axis=None, keepdims=False):
-    """np.argmax: the integer position of the largest entry along `axis`."""
     return np.argmax(as_array("argmax", x), axis=axis, keepdims=keepdims)
 
 
 def argmin(x, axis=None, keepdims=False):
-    """np.argmin: the integer position of the smallest entry along `axis`."""
     return np.argmin(as_array("argmin", x), axis=axis, keepdims=keepdims)
 
 
@@ -118,6 +107,5 @@ def round(x, decimals=0):
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """np.allclose of the values: True where |a - b| <= atol + rtol |b| everywhere."""
     return bool(np.allclose(as_array("allclose", a, "a"), as_array("allclose", b, "b"),
                             rtol, atol, equal_nan))
