@@ -6,8 +6,6 @@ At ‖x‖ = 0 the second order is finite but the limit of g/‖x‖ is lost (to
 composite that matters, ‖x‖² written `n * n` or `n ** 2`, is differentiated as Σ x²
 (`square_of_norm`).
 """
-import numbers
-
 import numpy as np
 
 from ..core.placement import array_module
@@ -26,16 +24,12 @@ def _norm_axes(x, ord, axis):
     """The axes np.linalg.norm(x, ord, axis) sums the squares over; an error for other ords."""
     if axis is None and ord is None:
         return tuple(range(x.ndim))  # numpy: the 2-norm of x flattened, any rank
-    given = range(x.ndim) if axis is None else (
-        (axis,) if isinstance(axis, numbers.Integral) else tuple(axis))
-    axes = normalize_axes("norm", tuple(given), x.ndim)
-    if len(axes) == 1 and (ord is None or ord == 2):
-        return axes
-    if len(axes) == 2 and (ord is None or ord == "fro"):
-        return axes
+    axes = normalize_axes("norm", axis, x.ndim)
     if len(axes) not in (1, 2):
         raise ValueError(f"norm: a norm is over one axis (a vector's) or two (a matrix's), got "
                          f"{len(axes)} axes of {x.shape} (axis={axis})")
+    if ord is None or ord == (2 if len(axes) == 1 else "fro"):
+        return axes
     if len(axes) == 2 and ord == 2:
         raise ValueError("norm: ord=2 over two axes is the spectral norm (the largest singular "
                          f"value), which is not supported: {_SUPPORTED}")

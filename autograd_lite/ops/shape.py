@@ -9,7 +9,7 @@ from ..core.tracer import is_array, primitive
 from ..core.dtypes import check_same_float_dtype
 from . import reductions
 from .broadcasting import broadcast_to
-from .checks import as_array, normalize_axes
+from .checks import as_array, composite, normalize_axes
 from .selection import where
 
 
@@ -139,10 +139,6 @@ def stack_arrays(axis, *xs):
     return out, stack_pullback
 
 
-def stack(xs, axis=0):
-    return stack_arrays(axis, *xs)
-
-
 def split(x, indices_or_sections, axis=0):
     """np.split: a list of slices of x along `axis` (equal sections, or cut at the given indices)."""
     x = as_array("split", x)
@@ -167,14 +163,6 @@ def _at_least(x, ndim, op):
     """x with length-1 axes in front up to `ndim` axes (np.atleast_2d: a vector as one row)."""
     x = as_array(op, x)
     return x if x.ndim >= ndim else reshape(x, (1,) * (ndim - x.ndim) + x.shape)
-
-
-def atleast_1d(x):
-    return _at_least(x, 1, "atleast_1d")
-
-
-def atleast_2d(x):
-    return _at_least(x, 2, "atleast_2d")
 
 
 def atleast_3d(x):
@@ -282,16 +270,6 @@ def linspace(start, stop, num=50, endpoint=True):
     return start + (stop - start) * t
 
 
-def ravel(x):
-    """x flattened to one axis (np.ravel, x.ravel(), x.flatten())."""
-    return reshape(as_array("ravel", x), -1)
-
-
-def vstack(xs):
-    """np.vstack: the arrays as rows (a vector a row of one), joined along axis 0."""
-    return concatenate([_at_least(x, 2, "vstack") for x in xs], axis=0)
-
-
 def hstack(xs):
     """np.hstack: vectors joined end to end; arrays of 2 or more axes along axis 1."""
     xs = [_at_least(x, 1, "hstack") for x in xs]
@@ -301,14 +279,6 @@ def hstack(xs):
 def hsplit(x, sections):
     x = as_array("hsplit", x)
     return split(x, sections, 1 if x.ndim > 1 else 0)
-
-
-def vsplit(x, sections):
-    return split(x, sections, 0)
-
-
-def dsplit(x, sections):
-    return split(x, sections, 2)
 
 
 def column_stack(xs):
@@ -427,16 +397,6 @@ def _triangle(op, x, k, lower):
     return where(keep if lower else ~keep, x, 0.0)
 
 
-def tril(x, k=0):
-    """x's lower triangle from diagonal k down (np.tril); 0 above it."""
-    return _triangle("tril", x, k, lower=True)
-
-
-def triu(x, k=0):
-    """x's upper triangle from diagonal k up (np.triu); 0 below it."""
-    return _triangle("triu", x, k, lower=False)
-
-
 def diagonal(x, offset=0, axis1=0, axis2=1):
     """np.diagonal: the entries x[i, i + offset] of axes axis1 and axis2, on a last axis."""
     x = as_array("diagonal", x)
@@ -463,10 +423,6 @@ def diag(v, k=0):
     return where(on_diagonal, pad(v, (max(k, 0), max(-k, 0))), 0.0)
 
 
-def trace(x, offset=0, axis1=0, axis2=1):
-    return reductions.sum(diagonal(x, offset, axis1, axis2), -1)
-
-
 class _Joiner:
     """np.r_ and np.c_ of traced values: r_[a, b, 1:4] joins along the first axis (numbers as
     vectors of one, a slice as np.arange); c_[a, b] along the last, vectors as columns."""
@@ -489,6 +445,26 @@ class _Joiner:
 
 
 r_, c_ = _Joiner(columns=False), _Joiner(columns=True)
+
+
+# ---- numpy's functions that are one expression over the ops above, one row each -------------
+
+stack = composite("stack", lambda xs, axis=0: stack_arrays(axis, *xs))
+atleast_1d = composite("atleast_1d", lambda x: _at_least(x, 1, "atleast_1d"))
+atleast_2d = composite("atleast_2d", lambda x: _at_least(x, 2, "atleast_2d"))
+ravel = composite("ravel", lambda x: reshape(as_array("ravel", x), -1),
+                  "x flattened to one axis (np.ravel, x.ravel(), x.flatten()).")
+vstack = composite("vstack", lambda xs: concatenate([_at_least(x, 2, "vstack") for x in xs]),
+                   "np.vstack: the arrays as rows (a vector a row of one), joined along axis 0.")
+vsplit = composite("vsplit", lambda x, sections: split(x, sections, 0))
+dsplit = composite("dsplit", lambda x, sections: split(x, sections, 2))
+tril = composite("tril", lambda x, k=0: _triangle("tril", x, k, lower=True),
+                 "x's lower triangle from diagonal k down (np.tril); 0 above it.")
+triu = composite("triu", lambda x, k=0: _triangle("triu", x, k, lower=False),
+                 "x's upper triangle from diagonal k up (np.triu); 0 below it.")
+trace = composite("trace", lambda x, offset=0, axis1=0, axis2=1:
+                  reductions.sum(diagonal(x, offset, axis1, axis2), -1),
+                  "np.trace: the sum of the diagonal.")
 
 
 def array(values, dtype=None):
