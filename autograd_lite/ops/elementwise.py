@@ -126,15 +126,15 @@ def float_cast(x, dtype):
     return out, astype_pullback
 
 
-def astype(x, dtype):
+def astype(x, dtype, *args, **kwargs):
     """x.astype(dtype): differentiable to a float dtype (`float_cast`), a constant to any
-    other."""
+    other (numpy's further arguments passed on)."""
     if not hasattr(x, "astype"):
         raise TypeError(f"astype: x must be an array, got {type(x).__name__}")
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         return float_cast(x, dtype)
-    return primal(x).astype(dtype)
+    return primal(x).astype(dtype, *args, **kwargs)
 
 
 # ---- the table: an element-wise op is a row --------------------------------------------------

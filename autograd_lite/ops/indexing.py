@@ -90,18 +90,19 @@ def _one_hot_rows(indices, n, dtype, xp):
     return onehot
 
 
-def _check_gather(table, indices):
+def _checked_table(table, indices):
+    table = as_array("gather", table, "table")
     if table.ndim < 1:
         raise ValueError(f"gather: table must have at least one axis, got {table.shape}")
     check_indices("gather", indices, table.shape[0])
+    return table
 
 
 @fusable(drawn_as_op=True)
 def gather(table, indices):
     """out[i...] = table[indices[i...]]: (*indices.shape, *table.shape[1:]). Written out:
     onehot(indices) @ table, reshaped."""
-    table = as_array("gather", table, "table")
-    _check_gather(table, indices)
+    table = _checked_table(table, indices)
     rows = table.reshape(table.shape[0], math.prod(table.shape[1:]))  # (n, row)
     picked = matmul(_one_hot_rows(indices, table.shape[0], table.dtype, array_module(table)),
                     rows)
@@ -110,8 +111,7 @@ def gather(table, indices):
 
 @fast_rule(gather, applies=on_host, takes_traced=True)
 def gather_rule(table, indices):
-    table = as_array("gather", table, "table")
-    _check_gather(table, indices)
+    table = _checked_table(table, indices)
     out = kernels.gather_rows(table, indices)
     n = table.shape[0]
 
@@ -120,19 +120,20 @@ def gather_rule(table, indices):
     return out, gather_pullback
 
 
-def _check_scatter(values, indices, n):
+def _checked_values(values, indices, n):
+    values = as_array("scatter_add", values, "values")
     check_indices("scatter_add", indices, n)
     if values.shape[:indices.ndim] != indices.shape:
         raise ValueError(f"scatter_add: values {values.shape} must start with the shape of "
                          f"indices {indices.shape}")
+    return values
 
 
 @fusable(drawn_as_op=True)
 def scatter_add(values, indices, n):
     """out[k] = Σ_{i : indices[i] = k} values[i], for k < n; gather's adjoint.
     Written out: onehot(indices)ᵀ @ values, reshaped."""
-    values = as_array("scatter_add", values, "values")
-    _check_scatter(values, indices, n)
+    values = _checked_values(values, indices, n)
     row_shape = values.shape[indices.ndim:]
     rows = values.reshape(indices.size, math.prod(row_shape))  # (k, row)
     summed = matmul(_one_hot_rows(indices, n, values.dtype, array_module(values)).T,
@@ -142,8 +143,7 @@ def scatter_add(values, indices, n):
 
 @fast_rule(scatter_add, applies=on_host, takes_traced=True)
 def scatter_add_rule(values, indices, n):
-    values = as_array("scatter_add", values, "values")
-    _check_scatter(values, indices, n)
+    values = _checked_values(values, indices, n)
     out = kernels.segment_sum(values, indices, n)
 
     def scatter_add_pullback(g):  # the library's ops: a traced cotangent too

@@ -102,8 +102,9 @@ def matmul(a, b):
     return out, matmul_pullback
 
 
-def _check_linear(x, w, b):
-    """x (..., d_in), w (d_in, d_out), b (d_out,), one float dtype."""
+def _checked_linear(x, w, b):
+    """x (..., d_in), w (d_in, d_out), b (d_out,) as arrays of one float dtype, checked."""
+    x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
     if w.ndim != 2 or x.ndim < 1:
         raise ValueError(f"linear: x {x.shape} @ w {w.shape}: x needs at least 1 dimension and "
                          f"w must be a matrix (d_in, d_out)")
@@ -115,6 +116,7 @@ def _check_linear(x, w, b):
                          f"w {w.shape}")
     check_same_float_dtype("linear", x, w)
     check_same_float_dtype("linear", w, b)
+    return x, w, b
 
 
 def _times_transpose(g, w):
@@ -130,8 +132,7 @@ def linear(x, w, b):
 
         dx = g Wᵀ,   dW = Σ_rows xᵀ g,   db = Σ_rows g
     """
-    x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
-    _check_linear(x, w, b)
+    x, w, b = _checked_linear(x, w, b)
     return matmul(x, w) + b
 
 
@@ -139,8 +140,7 @@ def linear(x, w, b):
 def linear_rule(x, w, b):
     """linear as one op, the bias added in place by the kernel (one pass where numpy's
     broadcast add makes two)."""
-    x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
-    _check_linear(x, w, b)
+    x, w, b = _checked_linear(x, w, b)
     out_shape, x_shape, b_shape = x.shape[:-1] + w.shape[1:], x.shape, b.shape
     out = kernels.add_bias(_rows(x) @ w, b)  # (N, d_out)
 

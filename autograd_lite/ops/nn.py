@@ -114,20 +114,16 @@ def _check_labels(logits, labels, ignore_index):
                          f"{counted.min()} to {counted.max()}")
 
 
-def _check_smoothing(logits, smoothing):
-    if np.ndim(smoothing) != 0:
-        raise ValueError(f"cross_entropy: label_smoothing must be a scalar, got shape "
-                         f"{np.shape(smoothing)}")
-    check_same_float_dtype("cross_entropy", logits, smoothing)
-    values = every_value(smoothing)
-    if not np.all((0.0 <= values) & (values <= 1.0)):
-        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {values}")
-
-
 def check_cross_entropy(logits, labels, ignore_index, label_smoothing):
     """cross_entropy's checks of its labels and smoothing (its batching rule's too)."""
     _check_labels(logits, labels, ignore_index)
-    _check_smoothing(logits, label_smoothing)
+    if np.ndim(label_smoothing) != 0:
+        raise ValueError(f"cross_entropy: label_smoothing must be a scalar, got shape "
+                         f"{np.shape(label_smoothing)}")
+    check_same_float_dtype("cross_entropy", logits, label_smoothing)
+    values = every_value(label_smoothing)
+    if not np.all((0.0 <= values) & (values <= 1.0)):
+        raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {values}")
 
 
 def _checked_cross_entropy_operands(logits, labels, ignore_index, label_smoothing):

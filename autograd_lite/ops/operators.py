@@ -66,12 +66,6 @@ def _transpose_method(self, *axes):
     return sh.transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes)
 
 
-def _astype_method(self, dtype, *args, **kwargs):
-    if np.dtype(dtype).kind == "f":
-        return ew.astype(self, np.dtype(dtype))
-    return primal(self).astype(dtype, *args, **kwargs)
-
-
 def _sort_method(self, *args, **kwargs):
     raise TypeError("x.sort() sorts in place, which a traced value cannot be: write "
                     "np.sort(x, axis) (or ag.sort), which returns the sorted copy")
@@ -110,7 +104,7 @@ _BOX_METHODS = {
     "swapaxes": sh.swapaxes, "squeeze": sh.squeeze,
     "sum": red.sum, "mean": red.mean, "max": red.max, "min": red.min, "prod": red.prod,
     "var": red.var, "cumsum": red.cumsum, "clip": _clip, "dot": mm.dot, "sort": _sort_method,
-    "astype": _astype_method, "argmax": _index_of_extreme(np.argmax),
+    "astype": ew.astype, "argmax": _index_of_extreme(np.argmax),
     "argmin": _index_of_extreme(np.argmin), "argsort": _argsort, "round": _round,
     "std": red.std, "ravel": sh.ravel, "flatten": sh.ravel, "repeat": sh.repeat,
     "diagonal": sh.diagonal,  # (no x.trace(): a traced value's `trace` is its Trace)
