@@ -55,16 +55,14 @@ _READY = frozenset({np.ndarray, Box, Batched, float, int})  # operand types take
 
 
 def as_operands(op, a, b, names=("a", "b")):
-    """Both operands of a binary op, each as `as_operand` takes it (one look when both are
-    arrays, traced values or Python numbers: the common case, on every op's path)."""
+    """Both operands of a binary op as `as_operand` takes them (one look in the common case)."""
     if type(a) in _READY and type(b) in _READY:
         return a, b
     return as_operand(op, a, names[0]), as_operand(op, b, names[1])
 
 
 def composite(name, body, doc=None):
-    """A numpy function written as one expression over the library's ops (a lambda), named
-    `name`, its code too (tracebacks), with `doc`: a composite as one row of a table."""
+    """`body`, a lambda over the library's ops, named `name` (its code too) with `doc`."""
     body.__code__ = body.__code__.replace(co_name=name, co_qualname=name)
     body.__name__ = body.__qualname__ = name
     body.__doc__ = doc

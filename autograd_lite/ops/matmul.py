@@ -23,8 +23,7 @@ from .shape import reshape
 
 
 def _as_matrix(x, side):
-    """numpy's rule for a vector operand of @: on the left a row (1, n), on the right a
-    column (n, 1); a matrix (or a stack) as it is."""
+    """numpy's @ of a vector: a row (1, n) on the left, a column (n, 1) on the right."""
     if x.ndim != 1:
         return x
     return x.reshape(1, -1) if side == "left" else x.reshape(-1, 1)
@@ -62,8 +61,7 @@ def _rows(x):
 
 
 def _product_with_vectors(a, b):
-    """(a @ b, its pullback) where a or b is a vector: the product of the matrices numpy makes
-    of them (`_as_matrix`), with the vector's axis dropped from it."""
+    """(a @ b, its pullback) where a or b is a vector (`_as_matrix`), its axis dropped."""
     a_shape, b_shape = a.shape, b.shape
     out, matrices_pullback = matmul.body(_as_matrix(a, "left"), _as_matrix(b, "right"))
     product_shape = out.shape
@@ -138,8 +136,7 @@ def linear(x, w, b):
 
 @fast_rule(linear, applies=on_host, takes_traced=True)
 def linear_rule(x, w, b):
-    """linear as one op, the bias added in place by the kernel (one pass where numpy's
-    broadcast add makes two)."""
+    """linear as one op, the kernel adding the bias in place (one pass, not two)."""
     x, w, b = _checked_linear(x, w, b)
     out_shape, x_shape, b_shape = x.shape[:-1] + w.shape[1:], x.shape, b.shape
     out = kernels.add_bias(_rows(x) @ w, b)  # (N, d_out)

@@ -127,8 +127,7 @@ def check_cross_entropy(logits, labels, ignore_index, label_smoothing):
 
 
 def _checked_cross_entropy_operands(logits, labels, ignore_index, label_smoothing):
-    """(logits, flat labels (N,) with ignored ones 0, counted (N,) bool or None, count),
-    after the operands' checks."""
+    """(logits, flat labels with ignored ones 0, counted (N,) bool or None, count), checked."""
     logits = as_array("cross_entropy", logits, "logits")
     labels = as_array("cross_entropy", labels, "labels")
     check_cross_entropy(logits, labels, ignore_index, label_smoothing)

@@ -233,8 +233,7 @@ def select(conditions, choices, default=0.0):
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    """np.nan_to_num: x where finite (its gradient passes); NaN, +inf and -inf replaced by
-    constants (by default 0 and the dtype's largest and smallest floats)."""
+    """np.nan_to_num: x where finite (its gradient passes), constants elsewhere."""
     x = as_array("nan_to_num", x)
     largest = float(np.finfo(x.dtype).max)  # a Python float: weak, in x's dtype
     out = where(np.isnan(x), nan, x)
@@ -314,8 +313,7 @@ def flip(x, axis=None):
 
 
 def roll(x, shift, axis=None):
-    """np.roll: entries moved `shift` places along `axis` (ints or tuples), those that leave
-    at one end coming back at the other; axis None rolls the flattened x."""
+    """np.roll: entries moved `shift` places along `axis`, cyclically (None: x flattened)."""
     x = as_array("roll", x)
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), x.shape)
@@ -328,8 +326,7 @@ def roll(x, shift, axis=None):
 
 
 def repeat(x, repeats, axis=None):
-    """np.repeat: each entry along `axis` repeated `repeats` times (an int, or one count per
-    entry); axis None repeats the flattened x."""
+    """np.repeat: each entry along `axis` repeated `repeats` times (None: x flattened)."""
     x = as_array("repeat", x)
     if axis is None:
         x, axis = ravel(x), 0
@@ -343,8 +340,7 @@ def repeat(x, repeats, axis=None):
 
 
 def tile(x, reps):
-    """np.tile: x repeated reps[i] times along axis i (both padded with leading 1s), by
-    broadcasting along a new axis before each of x's."""
+    """np.tile, by broadcasting along a new axis before each of x's."""
     x = as_array("tile", x)
     reps = (reps,) if isinstance(reps, numbers.Integral) else tuple(reps)
     ndim = max(x.ndim, len(reps))
@@ -368,8 +364,7 @@ def kron(a, b):
 
 
 def pad(x, pad_width, mode="constant", constant_values=0):
-    """np.pad with a constant: `pad_width` (before, after) entries of `constant_values`
-    added along each axis (one pair, or one per axis), by concatenation."""
+    """np.pad with a constant (mode='constant'), by concatenation."""
     x = as_array("pad", x)
     if mode != "constant":
         raise ValueError(f"pad: mode {mode!r} is not supported: autograd_lite pads with a "

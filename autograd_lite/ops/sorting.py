@@ -45,8 +45,7 @@ def along_axis_index(x_shape, indices, axis):
 
 @primitive
 def take_along_axis(x, indices, axis=-1):
-    """out[..., i, ...] = x[..., indices[..., i, ...], ...] along `axis` (np.take_along_axis);
-    a position taken several times gets the sum of their cotangents."""
+    """np.take_along_axis; a position taken several times sums its cotangents."""
     x = as_array("take_along_axis", x)
     x_shape = x.shape
     x, axis = _flattened_when_none(x, axis)
