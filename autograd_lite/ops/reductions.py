@@ -73,31 +73,22 @@ def _axes_last(x, axes):
     return moved.reshape(moved_shape[:len(rest)] + (-1,)), undo
 
 
-def _exclusive_products(x):
-    """Π_{j ≠ i} x_j along the last axis of a plain array, as the products before i times
-    those after it (no division)."""
-    ones = array_module(x).ones(x.shape[:-1] + (1,), x.dtype)
-    before = np.cumprod(np.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
-    after = np.cumprod(np.concatenate([ones, x[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
-    return before * after
-
-
-def _exclusive_products_traced(x):
-    """Π_{j ≠ i} x_j along the last axis of a traced x: row i of a (..., n, n) stack is x with
-    x_i replaced by 1. O(n²): higher order only."""
-    n = x.shape[-1]
-    return prod(np.where(array_module(x).eye(n, dtype=bool), 1.0, x[..., None, :]), axis=-1)
-
-
 def product_of_others(x, axes, kept):
     """∂ prod / ∂x_i = Π_{j ≠ i} x_j over each slice along `axes` (`kept`: the products,
-    keepdims): kept / x where no slice holds a zero, else formed without division (torch)."""
+    keepdims): kept / x where no slice holds a zero, else without division (torch): on a
+    plain x the products before i times those after it; on a traced one, row i of a
+    (..., n, n) stack is x with x_i replaced by 1 (O(n²): higher order only)."""
     if not (primal(x) == 0).any():
         return kept / x
-    moved, undo = _axes_last(x, axes)
+    moved, undo = _axes_last(x, axes)  # (..., n)
+    xp = array_module(moved)
     if plain(moved):
-        return undo(_exclusive_products(moved))
-    return undo(_exclusive_products_traced(moved))
+        ones = xp.ones(moved.shape[:-1] + (1,), moved.dtype)
+        before = np.cumprod(np.concatenate([ones, moved[..., :-1]], axis=-1), axis=-1)
+        after = np.cumprod(np.concatenate([ones, moved[..., :0:-1]], axis=-1), axis=-1)
+        return undo(before * after[..., ::-1])
+    n = moved.shape[-1]
+    return undo(prod(np.where(xp.eye(n, dtype=bool), 1.0, moved[..., None, :]), axis=-1))
 
 
 sum = reduction("sum", wide_sum, None,

@@ -10,11 +10,6 @@ from .checks import as_array, composite, normalize_axes
 from .indexing import add_at
 
 
-def _flattened_when_none(x, axis):
-    """(x flattened, 0) when axis is None (numpy's convention), else (x, axis)."""
-    return (x.reshape(-1), 0) if axis is None else (x, axis)
-
-
 def _check_indices_along(x, indices, axis):
     dtype = getattr(indices, "dtype", None)
     if dtype is None or dtype.kind not in "iu":
@@ -48,7 +43,7 @@ def take_along_axis(x, indices, axis=-1):
     """np.take_along_axis; a position taken several times sums its cotangents."""
     x = as_array("take_along_axis", x)
     x_shape = x.shape
-    x, axis = _flattened_when_none(x, axis)
+    x, axis = (x.reshape(-1), 0) if axis is None else (x, axis)  # numpy's convention
     (axis,) = normalize_axes("take_along_axis", axis, x.ndim)
     _check_indices_along(x, indices, axis)
     try:
@@ -69,7 +64,7 @@ def sort(x, axis=-1):
     """np.sort, stable; dx = take_along_axis(g, inverse permutation)."""
     x = as_array("sort", x)
     x_shape = x.shape
-    x, axis = _flattened_when_none(x, axis)
+    x, axis = (x.reshape(-1), 0) if axis is None else (x, axis)  # numpy's convention
     (axis,) = normalize_axes("sort", axis, x.ndim)
     order = np.argsort(primal(x), axis=axis, kind="stable")
     out = np.take_along_axis(x, order, axis)
