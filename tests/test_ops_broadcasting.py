@@ -106,18 +106,6 @@ def test_shape_of_is_numpys_shape():
     assert seen == [(3, 1)]
 
 
-def test_in_place_writes_into_a_fresh_array_and_records_traced_values(rng):
-    from autograd_lite.ops.broadcasting import in_place
-    fresh, other = rng.standard_normal((3, 4)), rng.standard_normal(4)
-    want = fresh - other
-    out = in_place(np.subtract, fresh, other)
-    assert out is fresh and np.array_equal(out, want)
-    assert in_place(np.multiply, fresh, 2.0) is fresh
-    x = rng.standard_normal((3, 4))
-    (g,) = ag.gradient(lambda x: ag.sum(in_place(np.multiply, x * 1.0, x)), x)  # x ⊙ x, traced
-    np.testing.assert_allclose(g, 2 * x, rtol=1e-15)
-
-
 @pytest.mark.parametrize("shape", [(5, 3), (2, 4, 3), (3,), (0, 3)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
 def test_sum_rows_sums_every_axis_but_the_last(shape, dtype, rng):

@@ -1,9 +1,5 @@
-"""Numpy broadcasting and its adjoint: binary ops that broadcast, broadcast_to, unbroadcast.
-
-`unbroadcast` is the one place that knows how numpy broadcasting is undone: the
-cotangent of a broadcast operand is the cotangent of the result summed over
-the axes that broadcasting added or stretched.
-"""
+"""Numpy broadcasting and its adjoint, `unbroadcast`, the one place that knows how it is
+undone: the cotangent summed over the axes that broadcasting added or stretched."""
 import numpy as np
 
 from ..core.tracer import plain, primitive
@@ -24,11 +20,8 @@ def unbroadcast(g, shape):
 
 
 def sum_rows(g):
-    """Σ over every axis but the last: (..., n) -> (n,), the cotangent of a bias or a scale
-    broadcast over rows. A plain float32 or float64 g is summed as one matrix-vector product
-    (BLAS, where np.sum is slower over many rows); float16 and traced values go
-    through unbroadcast, whose sum a trace records (`plain`: the product with np.ones is
-    for numpy's own arrays)."""
+    """Σ over every axis but the last, (..., n) -> (n,): a bias's cotangent. A plain float32 or
+    float64 g as one matrix-vector product (BLAS: faster than np.sum over many rows)."""
     if plain(g) and g.dtype in _BLAS_FLOATS and g.ndim > 1 and g.size:
         rows = g.reshape(-1, g.shape[-1])
         return np.ones(rows.shape[0], dtype=g.dtype) @ rows
@@ -56,21 +49,9 @@ def broadcast_to(x, shape):
 
 
 def shape_of(operand):
-    """An operand's shape, () for a Python number (np.shape, without its cost for numbers).
-    A pullback that needs only the shape keeps this, so that the operand's memory can be
-    freed before the backward pass."""
+    """An operand's shape, () for a Python number (np.shape, without its cost): a pullback
+    keeps this, not the operand, whose memory is freed before the backward pass."""
     return getattr(operand, "shape", ())
-
-
-def in_place(ufunc, fresh, other):
-    """ufunc(fresh, other), written into `fresh` when it and `other` are plain arrays or numbers:
-    `fresh` must be an array the caller has just made (nothing else holds it) and the result
-    must have its shape and dtype. Values of an enclosing trace (higher order) get the
-    recorded op instead (`plain`: numpy cannot write into a traced value, and a trace must
-    record the op)."""
-    if plain(fresh, other):
-        return ufunc(fresh, other, out=fresh)
-    return ufunc(fresh, other)
 
 
 def broadcast_binary(op, ufunc, a, b):

@@ -1,6 +1,5 @@
-"""Checks an op makes on its operands before computing: what numpy's function would take
-(lists, numbers) and axis arguments (the dtypes numpy would promote silently: core/dtypes.py).
-Each error names the op, the operands and what was expected."""
+"""Checks an op makes on its operands before computing (dtypes: core/dtypes.py); each error
+names the op, the operands and what was expected."""
 import numbers
 
 import numpy as np
@@ -13,11 +12,9 @@ from ..core.tree import is_python_number
 
 
 def as_array(op, x, name="x"):
-    """`x` as numpy's function would take it: an array, a traced or a batched value as it is;
-    a list, a tuple, a number or anything with `__array__` through np.asarray; a device's
-    array (CuPy's) as it is too; a list or a tuple holding traced, batched or a device's
-    arrays (nested lists too) stacked (ops/shape.array). Anything else is refused naming the
-    op, the argument and its type."""
+    """`x` as numpy's function would take it: arrays (traced, batched, a device's) as they
+    are; a list, a number or anything with `__array__` through np.asarray, or stacked
+    (ops/shape.array) where it holds arrays numpy refuses. Anything else is refused."""
     if type(x) is np.ndarray or type(x) is Box or type(x) is Batched or \
             isinstance(x, np.ndarray) or device_of_type(type(x)) is not None:  # CuPy's, say
         return x
@@ -58,11 +55,18 @@ _READY = frozenset({np.ndarray, Box, Batched, float, int})  # operand types take
 
 
 def as_operands(op, a, b, names=("a", "b")):
-    """Both operands of a binary op, each as `as_operand` takes it (one look when both are
-    arrays, traced values or Python numbers: the common case, on every op's path)."""
+    """Both operands of a binary op as `as_operand` takes them (one look in the common case)."""
     if type(a) in _READY and type(b) in _READY:
         return a, b
     return as_operand(op, a, names[0]), as_operand(op, b, names[1])
+
+
+def composite(name, body, doc=None):
+    """`body`, a lambda over the library's ops, named `name` (its code too) with `doc`."""
+    body.__code__ = body.__code__.replace(co_name=name, co_qualname=name)
+    body.__name__ = body.__qualname__ = name
+    body.__doc__ = doc
+    return body
 
 
 def normalize_axes(op, axis, ndim):

@@ -51,9 +51,8 @@ def explicit_subscripts(subscripts, ndims):
 
 
 def _fit(grad, shape):
-    """The gradient einsum's result brought to the operand's shape: summed over the axes where
-    the operand had length 1 (einsum broadcast it), broadcast along those where the result
-    has length 1 (the operand's axis met only length-1 axes of the others)."""
+    """The gradient brought to the operand's shape: summed where the operand had length 1,
+    broadcast where the gradient has."""
     summed = tuple(i for i, (n, m) in enumerate(zip(shape, grad.shape)) if n == 1 and m != 1)
     if summed:
         grad = grad.sum(axis=summed, keepdims=True)
@@ -88,9 +87,7 @@ def operand_gradient(g, inputs, output, operands, k, optimize):
 @primitive(name="einsum")
 @settles_weak_floats
 def einsum_of_subscripts(subscripts, *operands, optimize=False):
-    """np.einsum(subscripts, *operands): sums of products over the letters of `subscripts`
-    ("ij,jk->ik" a matrix product, "ii->" a trace, "bij,bjk->bik" a batched product,
-    "...ij->...ji"); `optimize` as numpy's."""
+    """np.einsum(subscripts, *operands)."""
     if not isinstance(subscripts, str):
         raise TypeError(f"einsum: subscripts must be a string such as 'ij,jk->ik', got "
                         f"{type(subscripts).__name__}")

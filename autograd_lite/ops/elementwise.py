@@ -1,13 +1,7 @@
-"""Elementwise primitives: arithmetic with numpy broadcasting, casts, and the functions of
-one or two arrays.
-
-The arithmetic (add, sub, mul, div, pow) is written out: each body computes its output and
-defines its pullback right below it. The other functions are rows of a table: the op's name,
-numpy's function, its cotangent written with numpy's vocabulary, and its equation
-(`unary_op`, `binary_op`). A binary pullback gives each operand's cotangent as a function of
-no arguments, which the engine calls only for an operand that is traced (never for a Python
-number or a constant array), and hands it to `unbroadcast`.
-"""
+"""Elementwise ops with numpy broadcasting: the arithmetic written out, each body with its
+pullback below it; casts; and the functions of one or two arrays as rows of a table (name,
+numpy's function, cotangent, equation). A binary pullback gives each operand's cotangent as a
+function of no arguments, called only for a traced operand."""
 import functools
 import inspect
 import math
@@ -132,16 +126,15 @@ def float_cast(x, dtype):
     return out, astype_pullback
 
 
-def astype(x, dtype):
-    """x converted to `dtype` (x.astype(dtype) on a traced value). To a float dtype the
-    conversion is differentiable, its cotangent converted back to x's dtype; to an integer,
-    bool or complex dtype the result is a constant (no gradient flows through it)."""
+def astype(x, dtype, *args, **kwargs):
+    """x.astype(dtype): differentiable to a float dtype (`float_cast`), a constant to any
+    other (numpy's further arguments passed on)."""
     if not hasattr(x, "astype"):
         raise TypeError(f"astype: x must be an array, got {type(x).__name__}")
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         return float_cast(x, dtype)
-    return primal(x).astype(dtype)
+    return primal(x).astype(dtype, *args, **kwargs)
 
 
 # ---- the table: an element-wise op is a row --------------------------------------------------
@@ -151,10 +144,9 @@ ROW_OPS = {}  # numpy's function -> the op built from its row: ops/operators.py 
 
 
 def unary_op(name, forward, vjp, equation):
-    """The op `name` of one array from its row: y = forward(x), numpy's function; its pullback
-    vjp(x, g) or vjp(y, g) (from the input or the output, which it keeps; vjp(g) keeps
-    neither) returns the cotangent as a 1-tuple, written with numpy's vocabulary or the
-    library's ops so that a trace records it (higher order). `equation` is its docstring."""
+    """The op `name` from its row: y = forward(x); vjp(x, g), vjp(y, g) or vjp(g) (keeping the
+    input, the output or neither) returns the cotangent as a 1-tuple, in numpy's vocabulary
+    so that a trace records it (higher order)."""
     keeps = tuple(inspect.signature(vjp).parameters)[:-1]  # ("x",), ("y",) or ()
     named_pullback(vjp, name)
 
@@ -168,10 +160,9 @@ def unary_op(name, forward, vjp, equation):
 
 
 def binary_op(name, forward, vjp_a, vjp_b, equation):
-    """The op `name` of two operands that broadcast together, from its row: out = forward(a, b),
-    numpy's ufunc (a weak float is settled, core/dtypes.py); vjp_a(g, a, b, out) and vjp_b(...)
-    give each operand's cotangent, summed down to its shape (`unbroadcast`), each computed
-    only for a traced operand (bound by a functools.partial: no Python call of its own)."""
+    """The op `name` of two broadcasting operands from its row: out = forward(a, b);
+    vjp_a(g, a, b, out) and vjp_b(...) give each operand's cotangent, unbroadcast, bound by a
+    functools.partial (no Python call of its own) and called only for a traced operand."""
     def body(a, b):
         a, b = as_operands(name, a, b)
         out = broadcast_binary(name, forward, a, b)
@@ -185,23 +176,20 @@ def binary_op(name, forward, vjp_a, vjp_b, equation):
 
 
 def _stable_sigmoid(x):
-    """σ(x) = 1 / (1 + e^-x) with e = e^-|x| in (0, 1]: 1 / (1 + e) for x >= 0 and
-    e / (1 + e) for x < 0, neither of which overflows or cancels, so σ keeps its relative
-    precision on both sides (σ(-20) is 2.06e-9 in float32, where (1 + tanh(x/2)) / 2 gives 0)."""
+    """σ(x) with e = e^-|x|: 1 / (1 + e) for x >= 0, e / (1 + e) for x < 0, neither overflowing
+    nor cancelling (σ(-20) is 2.06e-9 in float32, where (1 + tanh(x/2)) / 2 gives 0)."""
     e = np.exp(-np.abs(x))
     r = 1 / (1 + e)
     return np.where(primal(x) >= 0, r, e * r)
 
 
 def _softplus(x):
-    """log(1 + eˣ) as max(x, 0) + log1p(e^-|x|): no overflow for large x, no rounding to 0
-    for very negative x."""
+    """log(1 + eˣ) as max(x, 0) + log1p(e^-|x|): no overflow, no rounding to 0."""
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
 def _tie_weights(a, b, out_dtype):
-    """1 where a wins, 1/2 where a and b tie (the mean of the one-sided derivatives), 0 where
-    b wins."""
+    """1 where a wins, 1/2 at a tie (the mean of the one-sided derivatives), 0 where b wins."""
     pa, pb = primal(a), primal(b)
     return ((pa > pb) + 0.5 * (pa == pb)).astype(out_dtype)
 
@@ -310,7 +298,6 @@ def relu(x):
 
 @fast_rule(relu, applies=on_host, takes_traced=True)
 def relu_rule(x):
-    """relu by kernels.relu_forward / relu_backward."""
     x = as_array("relu", x)
     out, saved = kernels.relu_forward(x)
     shape, dtype = out.shape, out.dtype  # (the pullback keeps these, not out)
@@ -336,7 +323,6 @@ def gelu(x):
 
 @fast_rule(gelu, applies=on_host, takes_traced=True)
 def gelu_rule(x):
-    """gelu by kernels.gelu_forward / gelu_backward."""
     x = as_array("gelu", x)
     out, saved = kernels.gelu_forward(x)
     shape, dtype = out.shape, out.dtype  # (the pullback keeps these, not out)
@@ -355,6 +341,5 @@ def silu(x):
 
 
 def square(x):
-    """x², as x · x."""
     x = as_array("square", x)
     return mul(x, x)

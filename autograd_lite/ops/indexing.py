@@ -3,12 +3,9 @@
     getitem(x, index)          <->  add_at(values, index, shape)
     gather(table, indices)     <->  scatter_add(values, indices, n)
 
-`gather` is the embedding lookup: rows of `table` along axis 0; its adjoint sums the
-cotangent rows that share an index. add_at, gather and scatter_add are linear, and are
-defined by compositions the traces record under higher order: a constant one-hot matrix and
-`matmul` (gather, scatter_add), or scatter_add over flat positions (add_at). Each has a fast
-rule beside it (core/rules.py) for plain arrays: numpy's indexing, and kernels.segment_sum for
-the rows that share an index (`np.add.at` is slow on a hot path).
+`gather` is the embedding lookup (rows of `table`). add_at, gather and scatter_add are
+defined by compositions a trace records (a constant one-hot matrix and `matmul`, or
+scatter_add over flat positions), each with a fast rule beside it for plain arrays.
 """
 import math
 import numbers
@@ -31,20 +28,15 @@ def _selects_each_element_once(index):
                or getattr(p, "dtype", None) == np.bool_ for p in parts)
 
 
-def _check_index(index):
-    parts = index if isinstance(index, tuple) else (index,)
-    for p in parts:
-        # a traced index of the same trace arrives here unboxed: refuse float arrays too
-        if is_traced(p) or getattr(getattr(p, "dtype", None), "kind", None) == "f":
-            raise TypeError("getitem: an index cannot be a traced (float) value; "
-                            "indices must be integers, slices or bool masks")
-
-
 @primitive
 def getitem(x, index):
     """x[index] with basic slicing or integer/bool arrays; repeated indices accumulate."""
     x = as_array("getitem", x)
-    _check_index(index)
+    for p in index if isinstance(index, tuple) else (index,):
+        # a traced index of the same trace arrives here unboxed: refuse float arrays too
+        if is_traced(p) or getattr(getattr(p, "dtype", None), "kind", None) == "f":
+            raise TypeError("getitem: an index cannot be a traced (float) value; "
+                            "indices must be integers, slices or bool masks")
     out = x[index]
     x_shape = x.shape
 
@@ -55,9 +47,8 @@ def getitem(x, index):
 
 @fusable(drawn_as_op=True)
 def add_at(values, index, shape):
-    """zeros(shape) with `values` added at x[index] (numpy's np.add.at); getitem's adjoint.
-    Written out: scatter_add of the values into the flat positions that `index` selects
-    (np.arange over `shape`, indexed as x would be)."""
+    """zeros(shape) with `values` added at x[index] (np.add.at); getitem's adjoint. Written
+    out: scatter_add into the flat positions that `index` selects."""
     values = as_array("add_at", values, "values")
     positions = array_module(values).arange(math.prod(shape)).reshape(shape)[index]
     flat = scatter_add(values.reshape(-1), positions.reshape(-1), math.prod(shape))
@@ -92,26 +83,26 @@ def check_indices(op, indices, n):
 
 
 def _one_hot_rows(indices, n, dtype, xp):
-    """(indices.size, n) with a 1 at (i, indices[i]): gather is this matrix times the table
-    (made by xp, the table's module)."""
+    """(indices.size, n) with a 1 at (i, indices[i]), made by xp (the table's module)."""
     flat = indices.reshape(-1)
     onehot = xp.zeros((flat.size, n), dtype=dtype)
     onehot[xp.arange(flat.size), flat] = 1
     return onehot
 
 
-def _check_gather(table, indices):
+def _checked_table(table, indices):
+    table = as_array("gather", table, "table")
     if table.ndim < 1:
         raise ValueError(f"gather: table must have at least one axis, got {table.shape}")
     check_indices("gather", indices, table.shape[0])
+    return table
 
 
 @fusable(drawn_as_op=True)
 def gather(table, indices):
-    """Rows of `table` at `indices`: out[i...] = table[indices[i...]], shape indices.shape + table.shape[1:].
-    Written out: onehot(indices) @ table, reshaped."""
-    table = as_array("gather", table, "table")
-    _check_gather(table, indices)
+    """out[i...] = table[indices[i...]]: (*indices.shape, *table.shape[1:]). Written out:
+    onehot(indices) @ table, reshaped."""
+    table = _checked_table(table, indices)
     rows = table.reshape(table.shape[0], math.prod(table.shape[1:]))  # (n, row)
     picked = matmul(_one_hot_rows(indices, table.shape[0], table.dtype, array_module(table)),
                     rows)
@@ -120,9 +111,7 @@ def gather(table, indices):
 
 @fast_rule(gather, applies=on_host, takes_traced=True)
 def gather_rule(table, indices):
-    """gather by kernels.gather_rows; the pullback is scatter_add."""
-    table = as_array("gather", table, "table")
-    _check_gather(table, indices)
+    table = _checked_table(table, indices)
     out = kernels.gather_rows(table, indices)
     n = table.shape[0]
 
@@ -131,19 +120,20 @@ def gather_rule(table, indices):
     return out, gather_pullback
 
 
-def _check_scatter(values, indices, n):
+def _checked_values(values, indices, n):
+    values = as_array("scatter_add", values, "values")
     check_indices("scatter_add", indices, n)
     if values.shape[:indices.ndim] != indices.shape:
         raise ValueError(f"scatter_add: values {values.shape} must start with the shape of "
                          f"indices {indices.shape}")
+    return values
 
 
 @fusable(drawn_as_op=True)
 def scatter_add(values, indices, n):
     """out[k] = Σ_{i : indices[i] = k} values[i], for k < n; gather's adjoint.
     Written out: onehot(indices)ᵀ @ values, reshaped."""
-    values = as_array("scatter_add", values, "values")
-    _check_scatter(values, indices, n)
+    values = _checked_values(values, indices, n)
     row_shape = values.shape[indices.ndim:]
     rows = values.reshape(indices.size, math.prod(row_shape))  # (k, row)
     summed = matmul(_one_hot_rows(indices, n, values.dtype, array_module(values)).T,
@@ -153,9 +143,7 @@ def scatter_add(values, indices, n):
 
 @fast_rule(scatter_add, applies=on_host, takes_traced=True)
 def scatter_add_rule(values, indices, n):
-    """scatter_add by kernels.segment_sum; the pullback is gather."""
-    values = as_array("scatter_add", values, "values")
-    _check_scatter(values, indices, n)
+    values = _checked_values(values, indices, n)
     out = kernels.segment_sum(values, indices, n)
 
     def scatter_add_pullback(g):  # the library's ops: a traced cotangent too

@@ -1,16 +1,11 @@
-"""Norms, as np.linalg.norm computes them: the 2-norm of vectors and the Frobenius norm of
-matrices, both √(Σ x²) over their axes.
+"""Linear algebra: norms (the vector 2-norm and the Frobenius norm) and square matrices.
 
     ‖x‖ = √(Σ x²),   d‖x‖/dx = x / ‖x‖   (0 where ‖x‖ = 0, as torch: x is 0 there)
 
-Second order is exact wherever ‖x‖ > 0 and finite where ‖x‖ = 0. There the rule's x · g/‖x‖
-is 0/0, and the limit of g/‖x‖ is in no value the rule sees (torch gives NaN); a composite
-that is smooth at 0 would need it. The one that matters, the square ‖x‖² (Hessian 2I), is
-recognised where it is written, `n * n` or `n ** 2` of a traced norm `n`, and differentiated
-as Σ x², whose derivative 2x is smooth (`square_of_norm`); any other composite gets 0 there.
+At ‖x‖ = 0 the second order is finite but the limit of g/‖x‖ is lost (torch gives NaN); the
+composite that matters, ‖x‖² written `n * n` or `n ** 2`, is differentiated as Σ x²
+(`square_of_norm`).
 """
-import numbers
-
 import numpy as np
 
 from ..core.placement import array_module
@@ -26,20 +21,15 @@ _SUPPORTED = ("autograd_lite computes the 2-norm of vectors (ord=None or 2) and 
 
 
 def _norm_axes(x, ord, axis):
-    """The axes np.linalg.norm(x, ord, axis) sums the squares over, for the orders that are
-    √(Σ x²); an error naming the order or the axes for any other."""
+    """The axes np.linalg.norm(x, ord, axis) sums the squares over; an error for other ords."""
     if axis is None and ord is None:
         return tuple(range(x.ndim))  # numpy: the 2-norm of x flattened, any rank
-    given = range(x.ndim) if axis is None else (
-        (axis,) if isinstance(axis, numbers.Integral) else tuple(axis))
-    axes = normalize_axes("norm", tuple(given), x.ndim)
-    if len(axes) == 1 and (ord is None or ord == 2):
-        return axes
-    if len(axes) == 2 and (ord is None or ord == "fro"):
-        return axes
+    axes = normalize_axes("norm", axis, x.ndim)
     if len(axes) not in (1, 2):
         raise ValueError(f"norm: a norm is over one axis (a vector's) or two (a matrix's), got "
                          f"{len(axes)} axes of {x.shape} (axis={axis})")
+    if ord is None or ord == (2 if len(axes) == 1 else "fro"):
+        return axes
     if len(axes) == 2 and ord == 2:
         raise ValueError("norm: ord=2 over two axes is the spectral norm (the largest singular "
                          f"value), which is not supported: {_SUPPORTED}")
@@ -49,8 +39,7 @@ def _norm_axes(x, ord, axis):
 
 @primitive
 def norm(x, ord=None, axis=None, keepdims=False):
-    """np.linalg.norm(x, ord, axis, keepdims) for the norms that are √(Σ x²) over some axes
-    (`_norm_axes`); integers are taken as float64, as numpy takes them."""
+    """np.linalg.norm for the norms that are √(Σ x²); integers are taken as float64."""
     x = as_array("norm", x)
     if x.dtype.kind == "c":
         raise TypeError(f"norm: x must be real, got {x.dtype}")
@@ -69,8 +58,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
 
 @primitive(name="squared_norm")
 def _squared_norm(x, norm_value, axes, keepdims):
-    """norm_value², the square of ‖x‖ over `axes` already computed (the same bits as n · n);
-    its derivative 2x, that of Σ x², smooth at x = 0."""
+    """norm_value² (the bits of n · n), differentiated as Σ x²: 2x, smooth at x = 0."""
     out = norm_value * norm_value
 
     def squared_norm_pullback(g):
@@ -88,25 +76,17 @@ def _traced_norm(n):
 
 
 def square_of_norm(a, b):
-    """a · b differentiated as Σ x² when a and b are the same traced norm of x (the same
-    call, or two calls on the same x and axes); None otherwise. The square of a norm is
-    smooth at x = 0, its second derivative 2I, which the norm's own rule (x · g/‖x‖, 0/0
-    there) cannot give. mul and pow ask before they multiply."""
+    """a · b differentiated as Σ x² when a and b are the same traced norm of x (one call, or
+    two on the same x and axes), else None: mul and pow ask before they multiply."""
     norm_a = _traced_norm(a)
-    if norm_a is None or b is not a and not _same_norm(norm_a, _traced_norm(b)):
+    norm_b = norm_a if b is a or norm_a is None else _traced_norm(b)
+    if norm_b is None or norm_b[0] is not norm_a[0] or norm_b[2:] != norm_a[2:]:  # x, axes
         return None
     x_node, x_value, axes, keepdims = norm_a
     return _squared_norm(Box(x_value, a.trace, x_node), a.value, axes, keepdims)
 
 
-def _same_norm(one, other):
-    """Two _traced_norm results: the same x (its node) and the same axes and keepdims."""
-    return (other is not None and one[0] is other[0]
-            and (one[2], one[3]) == (other[2], other[3]))
-
-
-# ---- square matrices (stacks of them too, as numpy's linalg takes them; float16 computed in
-# float32, which numpy's linalg needs) ---------------------------------------------------------
+# ---- square matrices (stacks of them too; float16 computed in float32) ----------------------
 
 def _square(op, a):
     """a as a square matrix or a stack of them (..., n, n), of floats; else an error naming op."""
@@ -127,8 +107,7 @@ def _t(a):
 @primitive
 @computed_in_float32
 def solve(a, b):
-    """x = A⁻¹ b (np.linalg.solve: b a vector (n,), or matrices (..., n, k); the stacks
-    broadcast); b̄ = A⁻ᵀ g, Ā = -b̄ xᵀ."""
+    """x = A⁻¹ b (np.linalg.solve: b (n,) or (..., n, k)); b̄ = A⁻ᵀ g, Ā = -b̄ xᵀ."""
     a, b = _square("solve", a), as_array("solve", b, "b")
     vector = b.ndim == 1
     if b.ndim == 0 or b.shape[0 if vector else -2] != a.shape[-1]:
@@ -146,9 +125,8 @@ def solve(a, b):
 
 
 def matrix_op(name, forward, vjp, equation):
-    """The op `name` of a square matrix (a stack of them) from its row: out = forward(a);
-    its pullback vjp(a, out, g) returns the cotangent as a 1-tuple, with the library's ops
-    (higher order). `equation` is its docstring."""
+    """The op `name` of square matrices from its row: out = forward(a); vjp(a, out, g) returns
+    the cotangent as a 1-tuple, with the library's ops (higher order)."""
     named_pullback(vjp, name)
 
     def body(a):
@@ -160,7 +138,6 @@ def matrix_op(name, forward, vjp, equation):
 
 
 def _cholesky(a):
-    """np.linalg.cholesky, its error naming the op."""
     try:
         return np.linalg.cholesky(a)
     except np.linalg.LinAlgError:

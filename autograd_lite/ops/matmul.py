@@ -1,6 +1,5 @@
-"""Matrix products: matmul (numpy's @) of stacks of matrices, with numpy's broadcasting of
-the batch axes and its rule for vectors; dot and outer, numpy's other two products; and
-linear, x W + b fused (a network's dense layer: one op where matmul and add would be two).
+"""Matrix products: matmul (numpy's @, batch axes broadcast), numpy's other products, and
+linear, x W + b (a dense layer: one op where matmul and add would be two).
 
     out[..., i, j] = Σ_k a[..., i, k] b[..., k, j]
     da = g @ bᵀ,  db = aᵀ @ g   (each summed over the batch axes its operand was broadcast along)
@@ -24,8 +23,7 @@ from .shape import reshape
 
 
 def _as_matrix(x, side):
-    """numpy's rule for a vector operand of @: on the left a row (1, n), on the right a
-    column (n, 1); a matrix (or a stack) as it is."""
+    """numpy's @ of a vector: a row (1, n) on the left, a column (n, 1) on the right."""
     if x.ndim != 1:
         return x
     return x.reshape(1, -1) if side == "left" else x.reshape(-1, 1)
@@ -49,25 +47,21 @@ def _check_matmul(a, b):
 
 
 def _blas_ready(x):
-    """x, copied if its matrices have neither contiguous rows nor contiguous columns: numpy's
-    matmul hands a matrix to BLAS only when one of its two strides is the item size
-    (a transposed or head-split view qualifies; a strided slice does not). Only a plain x
-    (`plain`) has strides: a traced one goes to the recorded matmul as it is."""
+    """A plain x copied if its matrices have neither contiguous rows nor columns: numpy's
+    matmul hands BLAS only a matrix with one stride the item size (not a strided slice)."""
     if plain(x) and x.itemsize not in x.strides[-2:]:
         return np.ascontiguousarray(x)
     return x
 
 
 def _rows(x):
-    """(..., n) -> (N, n): a stack sharing one right-hand matrix is one 2-D product (one BLAS
-    call, not one per matrix of the stack).
-    N is counted, not inferred: reshape(-1, 0) of an empty array is ambiguous to numpy."""
+    """(..., n) -> (N, n): a stack sharing one right-hand matrix is one BLAS call. N is
+    counted, not inferred: reshape(-1, 0) of an empty array is ambiguous to numpy."""
     return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
 def _product_with_vectors(a, b):
-    """(a @ b, its pullback) where a or b is a vector: the product of the matrices numpy makes
-    of them (`_as_matrix`), with the vector's axis dropped from it."""
+    """(a @ b, its pullback) where a or b is a vector (`_as_matrix`), its axis dropped."""
     a_shape, b_shape = a.shape, b.shape
     out, matrices_pullback = matmul.body(_as_matrix(a, "left"), _as_matrix(b, "right"))
     product_shape = out.shape
@@ -85,9 +79,8 @@ def _product_with_vectors(a, b):
 
 @primitive
 def matmul(a, b):
-    """a @ b as numpy's @: stacks of matrices of any rank >= 2, their batch axes broadcast;
-    a vector operand is a row on the left and a column on the right, and that axis is not
-    in the result ((n,) @ (n, m) -> (m,), (k, n) @ (n,) -> (k,), (n,) @ (n,) -> ())."""
+    """a @ b as numpy's @: stacks of matrices, their batch axes broadcast; a vector is a row
+    on the left, a column on the right, its axis dropped from the result."""
     a, b = as_array("matmul", a, "a"), as_array("matmul", b, "b")
     _check_matmul(a, b)
     if a.ndim == 1 or b.ndim == 1:
@@ -107,8 +100,9 @@ def matmul(a, b):
     return out, matmul_pullback
 
 
-def _check_linear(x, w, b):
-    """x (..., d_in), w (d_in, d_out), b (d_out,), one float dtype."""
+def _checked_linear(x, w, b):
+    """x (..., d_in), w (d_in, d_out), b (d_out,) as arrays of one float dtype, checked."""
+    x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
     if w.ndim != 2 or x.ndim < 1:
         raise ValueError(f"linear: x {x.shape} @ w {w.shape}: x needs at least 1 dimension and "
                          f"w must be a matrix (d_in, d_out)")
@@ -120,6 +114,7 @@ def _check_linear(x, w, b):
                          f"w {w.shape}")
     check_same_float_dtype("linear", x, w)
     check_same_float_dtype("linear", w, b)
+    return x, w, b
 
 
 def _times_transpose(g, w):
@@ -135,17 +130,14 @@ def linear(x, w, b):
 
         dx = g Wᵀ,   dW = Σ_rows xᵀ g,   db = Σ_rows g
     """
-    x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
-    _check_linear(x, w, b)
+    x, w, b = _checked_linear(x, w, b)
     return matmul(x, w) + b
 
 
 @fast_rule(linear, applies=on_host, takes_traced=True)
 def linear_rule(x, w, b):
-    """linear as one op, the bias added in place by the kernel (one pass where numpy's
-    broadcast add makes two)."""
-    x, w, b = as_array("linear", x), as_array("linear", w, "w"), as_array("linear", b, "b")
-    _check_linear(x, w, b)
+    """linear as one op, the kernel adding the bias in place (one pass, not two)."""
+    x, w, b = _checked_linear(x, w, b)
     out_shape, x_shape, b_shape = x.shape[:-1] + w.shape[1:], x.shape, b.shape
     out = kernels.add_bias(_rows(x) @ w, b)  # (N, d_out)
 
@@ -153,16 +145,6 @@ def linear_rule(x, w, b):
         return (lambda: _times_transpose(_rows(g), w).reshape(x_shape),
                 lambda: _rows(x).T @ _rows(g), lambda: sum_rows(g).reshape(b_shape))
     return out.reshape(out_shape), linear_pullback
-
-
-def _dot_subscripts(a_ndim, b_ndim):
-    """einsum subscripts of np.dot for a of rank >= 2 and b of rank >= 3: a's last axis
-    against b's second to last, every other axis of both kept, a's first."""
-    a_letters = string.ascii_letters[:a_ndim]
-    b_letters = string.ascii_letters[a_ndim:a_ndim + b_ndim]
-    b_letters = b_letters[:-2] + a_letters[-1] + b_letters[-1]
-    out = a_letters[:-1] + b_letters[:-2] + b_letters[-1]
-    return f"{a_letters},{b_letters}->{out}"
 
 
 def dot(a, b):
@@ -177,7 +159,7 @@ def dot(a, b):
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"dot: {a.shape} · {b.shape}: the last axis of a ({a.shape[-1]}) and "
                          f"the second to last of b ({b.shape[-2]}) differ")
-    return einsum(_dot_subscripts(a.ndim, b.ndim), a, b)
+    return tensordot(a, b, ([-1], [-2]))
 
 
 def outer(a, b):
@@ -187,8 +169,7 @@ def outer(a, b):
 
 
 def _tensordot_axes(a, b, axes):
-    """The paired axes of np.tensordot: an int N, a's last N with b's first N; or two
-    sequences (or ints) of axes; checked against the shapes."""
+    """The paired axes of np.tensordot (an int N: a's last N with b's first N), checked."""
     if isinstance(axes, numbers.Integral):
         if not 0 <= axes <= min(a.ndim, b.ndim):
             raise ValueError(f"tensordot: axes={axes} for {a.shape} and {b.shape}: at most "
@@ -205,8 +186,7 @@ def _tensordot_axes(a, b, axes):
 
 
 def tensordot(a, b, axes=2):
-    """np.tensordot: Σ over the paired axes of a and b (`_tensordot_axes`), a's other axes
-    then b's, by einsum."""
+    """np.tensordot: Σ over the paired axes, a's other axes then b's, by einsum."""
     a, b = as_array("tensordot", a, "a"), as_array("tensordot", b, "b")
     a_axes, b_axes = _tensordot_axes(a, b, axes)
     a_letters = string.ascii_letters[:a.ndim]
@@ -219,7 +199,7 @@ def tensordot(a, b, axes=2):
 
 
 def inner(a, b):
-    """np.inner: Σ over the last axis of both (a product with a number)."""
+    """np.inner: Σ over the last axis of both."""
     a, b = as_operands("inner", a, b)
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return mul(a, b)

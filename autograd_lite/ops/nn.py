@@ -1,12 +1,6 @@
-"""Neural-network ops: layer_norm and cross_entropy, each with a fast rule; and dropout, a one-liner
-over `mul`. (The softmax family is in softmax.py.)
-
-layer_norm and cross_entropy are defined by their composition of the library's ops (what
-higher order and `ag.fast_rules(False)` run), and each has a fast rule beside it
-(core/rules.py): on plain arrays the kernels (autograd_lite/kernels) make one pass or two
-forward and backward where the compositions record a handful of ops. Their float
-hyperparameters (eps, label_smoothing) are differentiable arguments like the others.
-float16 is computed in float32 (core/dtypes.py).
+"""Neural-network ops: layer_norm and cross_entropy, each a composition of the library's ops
+(what higher order and `ag.fast_rules(False)` run) with a fast rule beside it over the
+kernels; their float hyperparameters (eps, label_smoothing) are differentiable. And dropout.
 """
 import numbers
 
@@ -55,10 +49,8 @@ def _checked_layer_norm_operands(x, scale, bias, eps):
 @fusable(drawn_as_op=True)
 @defined_in_float32
 def layer_norm(x, scale, bias, eps=1e-5):
-    """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
-    (as torch.nn.functional.layer_norm). scale, bias: (D,) for x of shape (..., D); eps a
-    scalar, differentiable: ∂out/∂eps = -½ scale ⊙ x̂ / (σ² + eps). D = 0: the empty
-    result."""
+    """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis (D), σ² the biased variance
+    (torch's layer_norm); ∂out/∂eps = -½ scale ⊙ x̂ / (σ² + eps)."""
     x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
     if x.size == 0:
         return array_module(x).zeros(x.shape, dtype=x.dtype)
@@ -71,8 +63,7 @@ def layer_norm(x, scale, bias, eps=1e-5):
 @settles_weak_floats
 @computed_in_float32
 def layer_norm_rule(x, scale, bias, eps):
-    """layer_norm by kernels.layer_norm_forward / layer_norm_backward (the host's or the
-    device's): the pullbacks keep x̂ and 1/σ, not x."""
+    """layer_norm by the kernels: the pullbacks keep x̂ and 1/σ, not x."""
     x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
     xp = array_module(x)
     if x.size == 0:
@@ -94,10 +85,8 @@ def layer_norm_rule(x, scale, bias, eps):
 
 
 def layer_norm_composed_cotangents(g, saved, scale, x_shape, eps_shape=(), ks=kernels):
-    """The cotangents (dx, dscale, dbias, d_eps lazily) of layer_norm for a cotangent g that
-    an enclosing trace records (jvp's double vjp), written with the library's ops over what
-    the kernel's forward saved (x̂ and 1/σ: x itself is not kept); ks: the kernels that
-    saved it."""
+    """layer_norm's cotangents (dx, dscale, dbias, d_eps lazily) for a traced g (jvp's double
+    vjp), with the library's ops over what the kernels `ks` saved (x̂ and 1/σ)."""
     x_hat, inv_std = ks.layer_norm_normalized(saved)
     x_hat, inv_std = x_hat.reshape(x_shape), inv_std.reshape(x_shape[:-1] + (1,))
     return (layer_norm_backward(g, x_hat, inv_std, scale), sum_rows(g * x_hat), sum_rows(g),
@@ -125,40 +114,28 @@ def _check_labels(logits, labels, ignore_index):
                          f"{counted.min()} to {counted.max()}")
 
 
-def _check_smoothing(logits, smoothing):
-    if np.ndim(smoothing) != 0:
+def check_cross_entropy(logits, labels, ignore_index, label_smoothing):
+    """cross_entropy's checks of its labels and smoothing (its batching rule's too)."""
+    _check_labels(logits, labels, ignore_index)
+    if np.ndim(label_smoothing) != 0:
         raise ValueError(f"cross_entropy: label_smoothing must be a scalar, got shape "
-                         f"{np.shape(smoothing)}")
-    check_same_float_dtype("cross_entropy", logits, smoothing)
-    values = every_value(smoothing)
+                         f"{np.shape(label_smoothing)}")
+    check_same_float_dtype("cross_entropy", logits, label_smoothing)
+    values = every_value(label_smoothing)
     if not np.all((0.0 <= values) & (values <= 1.0)):
         raise ValueError(f"cross_entropy: label_smoothing must lie in [0, 1], got {values}")
 
 
-def _counted_labels(labels, ignore_index):
-    """(labels (N,) with ignored ones set to 0, counted (N,) bool or None, count)."""
-    flat_labels = labels.reshape(-1)
-    if ignore_index is None:
-        return flat_labels, None, flat_labels.size
-    counted = flat_labels != ignore_index
-    return np.where(counted, flat_labels, 0), counted, int(counted.sum())
-
-
-def check_cross_entropy(logits, labels, ignore_index, label_smoothing):
-    """cross_entropy's checks of its operands (the labels' dtype, shape and range, the
-    smoothing's), for a function that computes it otherwise (its batching rule)."""
-    _check_labels(logits, labels, ignore_index)
-    _check_smoothing(logits, label_smoothing)
-
-
 def _checked_cross_entropy_operands(logits, labels, ignore_index, label_smoothing):
-    """(logits, flat labels (N,) with ignored ones 0, counted (N,) bool or None, count),
-    after the operands' checks."""
+    """(logits, flat labels with ignored ones 0, counted (N,) bool or None, count), checked."""
     logits = as_array("cross_entropy", logits, "logits")
     labels = as_array("cross_entropy", labels, "labels")
-    _check_labels(logits, labels, ignore_index)
-    _check_smoothing(logits, label_smoothing)
-    return (logits, *_counted_labels(labels, ignore_index))
+    check_cross_entropy(logits, labels, ignore_index, label_smoothing)
+    flat_labels = labels.reshape(-1)
+    if ignore_index is None:
+        return logits, flat_labels, None, flat_labels.size
+    counted = flat_labels != ignore_index
+    return logits, np.where(counted, flat_labels, 0), counted, int(counted.sum())
 
 
 @fusable(drawn_as_op=True)
@@ -167,15 +144,10 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     """Mean over counted positions of -Σ_c target_c log softmax(logits)_c,
     target = (1 - ε) onehot(label) + ε / C (torch.nn.functional.cross_entropy).
 
-    logits: (..., C); labels: integers of shape logits.shape[:-1]. Positions whose
-    label equals `ignore_index` (an int) are not counted; if none is counted the loss is
-    NaN (a mean over no label) and its gradient zero, whatever the cotangent, the NaN that
-    a function of the loss sends back included: an all-padding batch moves no parameter
-    (torch.nn.functional.cross_entropy gives both; so do the fast rule and vmap's rule).
-    label_smoothing ε, a scalar in [0, 1], is differentiable: the row loss is
-    (1 - ε)(-log p_label) + ε(-mean_c log p_c), so ∂/∂ε = log p_label - mean_c log p_c.
-    Written out with a constant one-hot matrix: the counted rows' mean of
-    -Σ_c ((1 - ε) onehot + ε / C) log p_c.
+    logits: (..., C); labels: integers of shape logits.shape[:-1]. Labels equal to
+    `ignore_index` are not counted; with none counted the loss is NaN and its gradient zero
+    whatever the cotangent (an all-padding batch moves no parameter; torch does both).
+    ε in [0, 1] is differentiable: ∂/∂ε = log p_label - mean_c log p_c.
     """
     logits, flat_labels, counted, n_counted = _checked_cross_entropy_operands(
         logits, labels, ignore_index, label_smoothing)
@@ -196,8 +168,6 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
 @settles_weak_floats
 @computed_in_float32
 def cross_entropy_rule(logits, labels, ignore_index, label_smoothing):
-    """cross_entropy by kernels.cross_entropy_forward / cross_entropy_backward (the host's or
-    the device's)."""
     ks = kernels.of(kernels_of((logits, labels, label_smoothing)))
     logits, flat_labels, counted, n_counted = _checked_cross_entropy_operands(
         logits, labels, ignore_index, label_smoothing)
@@ -235,9 +205,8 @@ def cross_entropy_rule(logits, labels, ignore_index, label_smoothing):
 
 
 def dropout(x, rate, rng):
-    """Inverted dropout: each entry kept with probability 1 - rate and scaled by 1/(1 - rate).
-    The identity when rate is 0 or rng is None (inference). Under vmap, as its `randomness`
-    says (core/randomness.py)."""
+    """Inverted dropout: each entry kept with probability 1 - rate, scaled by 1/(1 - rate);
+    the identity when rate is 0 or rng is None."""
     x = as_array("dropout", x)
     if is_traced(rate):
         raise TypeError("dropout: rate is a traced value, but dropout has no derivative in its "

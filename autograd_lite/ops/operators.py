@@ -1,9 +1,5 @@
-"""Python operators, methods and numpy functions on traced values.
-
-`x + y`, `x[i]`, `x.sum()`, `np.exp(x)`, `np.where(m, x, y)` all reach the
-library's ops, which is also how a primitive's numpy-written body and pullback
-are recorded when an enclosing trace differentiates them.
-"""
+"""Python operators, methods and numpy functions on traced values: `x + y`, `x.sum()`,
+`np.exp(x)` reach the library's ops, which is how numpy-written pullbacks are recorded."""
 import functools
 
 import numpy as np
@@ -20,14 +16,12 @@ def _constant(ufunc, *inputs):
 
 
 def _constant_along(function, x, axis, keepdims):
-    """function(x, axis, keepdims=...) without a derivative (np.argmax, np.argmin) on a traced
-    value: computed on its plain value."""
+    """function(x, axis, keepdims=...) without a derivative (np.argmax) on the plain value."""
     return function(primal(x), axis=axis, keepdims=keepdims)
 
 
 def _index_of_extreme(function):
-    """x.argmax(axis) and np.argmax(x, axis) (argmin likewise): integers, no derivative; under
-    vmap each example's (the class's `constant_along`)."""
+    """x.argmax(axis) and np.argmax(x, axis) (argmin likewise): integers, no derivative."""
     def index_of_extreme(x, axis=None, out=None, *, keepdims=False):
         if out is not None:
             raise TypeError(f"{function.__name__}: out= cannot hold a traced or mapped result")
@@ -41,8 +35,7 @@ def _argsort_of(values, axis=-1, keepdims=False):
 
 
 def _argsort(x, axis=-1, kind=None, order=None, *, stable=None):
-    """np.argsort(x, axis) and x.argsort(axis): integers, no derivative; under vmap each
-    example's."""
+    """np.argsort(x, axis) and x.argsort(axis): integers, no derivative."""
     return type(x).constant_along(_argsort_of, x, axis, False)
 
 
@@ -54,13 +47,12 @@ def _round(x, decimals=0, out=None):
 
 
 def _allclose(a, b, *args, **kwargs):
-    """np.allclose of the values under every trace and vmap (all examples at once)."""
+    """np.allclose of the values under every trace and vmap."""
     return np.allclose(every_value(a), every_value(b), *args, **kwargs)
 
 
 def _comparison(ufunc):
-    """Comparisons are not differentiable: they give plain bool arrays (batched ones under
-    vmap, by the class's `constant_ufunc`)."""
+    """A comparison: plain bool arrays (batched ones under vmap), no derivative."""
     return lambda self, other: type(self).constant_ufunc(ufunc, self, other)
 
 
@@ -72,13 +64,6 @@ def _transpose_method(self, *axes):
     if not axes:
         return sh.transpose(self)
     return sh.transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes)
-
-
-def _astype_method(self, dtype, *args, **kwargs):
-    """x.astype(float dtype) is recorded; any other dtype gives a constant (no gradient)."""
-    if np.dtype(dtype).kind == "f":
-        return ew.astype(self, np.dtype(dtype))
-    return primal(self).astype(dtype, *args, **kwargs)
 
 
 def _sort_method(self, *args, **kwargs):
@@ -119,7 +104,7 @@ _BOX_METHODS = {
     "swapaxes": sh.swapaxes, "squeeze": sh.squeeze,
     "sum": red.sum, "mean": red.mean, "max": red.max, "min": red.min, "prod": red.prod,
     "var": red.var, "cumsum": red.cumsum, "clip": _clip, "dot": mm.dot, "sort": _sort_method,
-    "astype": _astype_method, "argmax": _index_of_extreme(np.argmax),
+    "astype": ew.astype, "argmax": _index_of_extreme(np.argmax),
     "argmin": _index_of_extreme(np.argmin), "argsort": _argsort, "round": _round,
     "std": red.std, "ravel": sh.ravel, "flatten": sh.ravel, "repeat": sh.repeat,
     "diagonal": sh.diagonal,  # (no x.trace(): a traced value's `trace` is its Trace)
@@ -204,10 +189,8 @@ def _array_function(self, func, types, args, kwargs):
 
 def install(cls=Box, constant_ufunc=_constant, constant_along=_constant_along,
             described="traced values"):
-    """Give Box (or vmap's Batched, with its own `constant_ufunc(ufunc, *inputs)` for the
-    ufuncs without a derivative and `constant_along(function, x, axis, keepdims)` for argmax
-    and argmin) its operators, methods and numpy protocol; `described` names its values in
-    errors."""
+    """Give Box (or vmap's Batched, with its own `constant_ufunc` and `constant_along`) its
+    operators, methods and numpy protocol; `described` names its values in errors."""
     for name, method in _BOX_METHODS.items():
         setattr(cls, name, method)
     cls.__hash__ = None  # __eq__ compares elementwise, so traced values cannot be dict keys

@@ -1,9 +1,5 @@
-"""Reductions over an axis (int, tuple or None), with keepdims: sum, mean, max, min, prod,
-var; the running sum cumsum; and the fast sums over one axis that the fused rules use.
-
-A reduction's pullback reshapes the cotangent to the keepdims shape and lets it
-broadcast back over the reduced axes.
-"""
+"""Reductions over an axis (int, tuple or None) with keepdims, each pullback the cotangent
+reshaped to the keepdims shape and broadcast back; cumsum; the fast sums the fused rules use."""
 import inspect
 import math
 
@@ -22,11 +18,9 @@ def keepdims_shape(shape, axes):
 
 
 def reduction(name, forward, share, equation):
-    """The reduction `name` over `axis` (None, an int or a tuple), with keepdims, from its row:
-    out = forward(x, axes, keepdims); ∂out/∂x, which the cotangent (reshaped to the keepdims
-    shape) multiplies and broadcasts over, is 1 for share None (a sum's), share(shape, axes)
-    (a number from the shapes alone: the pullback keeps neither x nor out) or
-    share(x, out, axes) (a number or an array of x's shape). `equation` is its docstring."""
+    """The reduction `name` from its row: out = forward(x, axes, keepdims); ∂out/∂x is 1 for
+    share None (a sum's), share(shape, axes) (from the shapes alone: the pullback keeps
+    neither x nor out) or share(x, out, axes) (a number or an array of x's shape)."""
     from_shapes = share is not None and list(inspect.signature(share).parameters) == [
         "shape", "axes"]
 
@@ -62,15 +56,13 @@ def _nonempty(op, x, axes):
 
 
 def _extreme_shares(x, out, axes):
-    """1/k at each of the k entries of a slice of x (along `axes`) that equal its extreme
-    `out`, 0 elsewhere: tied maxima (or minima) share the cotangent equally, as in torch."""
+    """1/k at each of the k entries of a slice of x that equal its extreme `out`, else 0."""
     is_extreme = primal(x) == primal(out).reshape(keepdims_shape(x.shape, axes))
     return (is_extreme / is_extreme.sum(axis=axes, keepdims=True)).astype(x.dtype)
 
 
 def _axes_last(x, axes):
-    """x with `axes` moved to the end and merged into one: (..., n), n their total length;
-    and the function that undoes it on an array of that shape."""
+    """(x with `axes` moved last and merged: (..., n), the function that undoes it)."""
     rest = [i for i in range(x.ndim) if i not in axes]
     moved = np.transpose(x, rest + list(axes))
     moved_shape = moved.shape
@@ -81,34 +73,22 @@ def _axes_last(x, axes):
     return moved.reshape(moved_shape[:len(rest)] + (-1,)), undo
 
 
-def _exclusive_products(x):
-    """Π_{j ≠ i} x_j along the last axis of a plain array: the product of the entries before
-    i times the product of those after it (exact where x has zeros; no division)."""
-    ones = array_module(x).ones(x.shape[:-1] + (1,), x.dtype)
-    before = np.cumprod(np.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
-    after = np.cumprod(np.concatenate([ones, x[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
-    return before * after
-
-
-def _exclusive_products_traced(x):
-    """Π_{j ≠ i} x_j along the last axis (n entries) of a traced x, with the library's ops:
-    row i of the (..., n, n) stack is x with x_i replaced by 1. O(n²): higher order only."""
-    n = x.shape[-1]
-    return prod(np.where(array_module(x).eye(n, dtype=bool), 1.0, x[..., None, :]), axis=-1)
-
-
 def product_of_others(x, axes, kept):
-    """p_i = Π_{j ≠ i} x_j over each slice of x along `axes`: ∂ prod / ∂x_i. `kept`: the
-    products, keepdims. Where no slice holds a zero it is kept / x (with the library's ops,
-    so that it is differentiable in turn); otherwise the products are formed without
-    division, as torch does: with cumulative products on a plain x (`plain`), with the
-    library's ops on a traced one (numpy's cumprod records nothing; O(n²), higher order only)."""
+    """∂ prod / ∂x_i = Π_{j ≠ i} x_j over each slice along `axes` (`kept`: the products,
+    keepdims): kept / x where no slice holds a zero, else without division (torch): on a
+    plain x the products before i times those after it; on a traced one, row i of a
+    (..., n, n) stack is x with x_i replaced by 1 (O(n²): higher order only)."""
     if not (primal(x) == 0).any():
         return kept / x
-    moved, undo = _axes_last(x, axes)
+    moved, undo = _axes_last(x, axes)  # (..., n)
+    xp = array_module(moved)
     if plain(moved):
-        return undo(_exclusive_products(moved))
-    return undo(_exclusive_products_traced(moved))
+        ones = xp.ones(moved.shape[:-1] + (1,), moved.dtype)
+        before = np.cumprod(np.concatenate([ones, moved[..., :-1]], axis=-1), axis=-1)
+        after = np.cumprod(np.concatenate([ones, moved[..., :0:-1]], axis=-1), axis=-1)
+        return undo(before * after[..., ::-1])
+    n = moved.shape[-1]
+    return undo(prod(np.where(xp.eye(n, dtype=bool), 1.0, moved[..., None, :]), axis=-1))
 
 
 sum = reduction("sum", wide_sum, None,
@@ -129,7 +109,7 @@ prod = reduction("prod", lambda x, axes, keep: x.prod(axis=axes, keepdims=keep),
 
 
 def var(x, axis=None, keepdims=False, ddof=0):
-    """Variance over `axis`: mean of squared deviations, divided by (n - ddof) instead of n."""
+    """Variance over `axis`: Σ (x - mean)² / (n - ddof)."""
     x = as_array("var", x)
     axes = normalize_axes("var", axis, x.ndim)
     count = math.prod(x.shape[a] for a in axes)
@@ -143,9 +123,8 @@ def var(x, axis=None, keepdims=False, ddof=0):
 
 
 def root_of_squares(s):
-    """√s for a sum of squares s >= 0, its square root taken of 1 where s = 0 and replaced by
-    0: the same values, but under an enclosing trace (second order) the sqrt pullback never
-    divides 0 by 0 at a zero norm, which gave NaN for every element of a zero row."""
+    """√s for a sum of squares s >= 0, taken of 1 where s = 0 and replaced by 0: under an
+    enclosing trace (second order) the sqrt pullback never divides 0 by 0."""
     positive = primal(s) > 0
     return np.where(positive, np.sqrt(np.where(positive, s, 1)), 0)
 
@@ -157,9 +136,7 @@ def std(x, axis=None, keepdims=False, ddof=0):
 
 @primitive
 def cumsum(x, axis=None):
-    """Running sums along `axis` (of the flattened x when None, as np.cumsum). Each x_i is
-    in every sum from position i on, so the cotangent is summed from the end:
-    dx = reverse(cumsum(reverse(g)))."""
+    """np.cumsum: running sums along `axis`; dx = reverse(cumsum(reverse(g)))."""
     x = as_array("cumsum", x)
     x_shape = x.shape
     if axis is None:
@@ -174,9 +151,8 @@ def cumsum(x, axis=None):
 
 
 def sum_last(x):
-    """Σ over the last axis, keepdims. On plain arrays (`plain`) np.einsum, faster than
-    x.sum(-1) on short rows (attention scores, layer norm); traced values use the op, which
-    the trace records (np.einsum would refuse them)."""
+    """Σ over the last axis, keepdims: np.einsum on plain arrays (faster than x.sum(-1) on
+    short rows), the recorded op on traced ones."""
     if plain(x):
         return np.einsum("...i->...", x)[..., None]
     return x.sum(axis=-1, keepdims=True)
@@ -193,8 +169,7 @@ def mean_last(x):
 
 
 def mean_of_products_last(a, b):
-    """mean_last(a ⊙ b) for a and b of one shape; on plain arrays (`plain`) np.einsum sums the
-    products without making the array a ⊙ b; traced ones go through the recorded ops."""
+    """mean_last(a ⊙ b), on plain arrays without making a ⊙ b."""
     if plain(a, b):
         return np.einsum("...i,...i->...", a, b)[..., None] * (
             1.0 / a.shape[-1] if a.shape[-1] else np.nan)

@@ -1,10 +1,5 @@
-"""Elementwise selections: where and clip (maximum and minimum are rows of elementwise.py's
-table). Each output element is one of the operands' elements, and its cotangent goes to the
-operand it was taken from. At a tie, where the derivative is one-sided, the convention is
-the library's own, stated with each op (and tested as stated, not against a release of
-another library): maximum and minimum split the cotangent evenly; clip gives it to x at a
-tie with a bound (the derivative with the bounds moved apart by an infinitesimal).
-"""
+"""Elementwise selections, where and clip: each output element's cotangent goes to the
+operand it was taken from (at a tie, as each op states)."""
 import numpy as np
 
 from ..core.tracer import primal, primitive
@@ -37,15 +32,15 @@ def where(condition, x, y):
 
 
 def _clip_routes(x, a_min, a_max):
-    """Where each of x, a_min and a_max receives the cotangent: where the output is taken
-    from, as the derivative with the bounds moved apart by an infinitesimal sees it:
+    """Where x, a_min and a_max each receive the cotangent (bounds moved apart by an
+    infinitesimal):
 
         x      where a_min ≤ x ≤ a_max (a tie with a bound counts as inside)
         a_min  where x < a_min ≤ a_max (below equal bounds too)
         a_max  where x > a_max ≥ a_min, or where a_max < a_min (crossed bounds: the output
                is a_max, as np.clip makes it)
 
-    A missing bound (None) is -∞ or +∞. Bool arrays of the output's shape."""
+    A missing bound (None) is -∞ or +∞."""
     x = primal(x)
     low = -np.inf if a_min is None else primal(a_min)
     high = np.inf if a_max is None else primal(a_max)
@@ -62,10 +57,8 @@ def _shape_or_none(bound):
 @primitive
 @settles_weak_floats
 def clip(x, a_min, a_max):
-    """min(max(x, a_min), a_max) elementwise, as np.clip: each bound is an array or a number
-    that broadcasts with x, or None (no bound on that side). The cotangent goes where the
-    output was taken from; at a tie, as if the bounds were moved apart by an infinitesimal
-    (`_clip_routes`): x's at a tie with a bound."""
+    """np.clip: min(max(x, a_min), a_max), a bound None for none; the cotangent goes where
+    the output was taken from, x's at a tie with a bound (`_clip_routes`)."""
     x = as_array("clip", x)
     bounds = [None if b is None else as_operand("clip", b, name)
               for b, name in ((a_min, "a_min"), (a_max, "a_max"))]

@@ -1,8 +1,5 @@
-"""Shape primitives: reshape, transpose, swapaxes, expand_dims, squeeze, concatenate, stack; split.
-
-All of them move elements without changing them, so each pullback is the
-inverse movement applied to the cotangent.
-"""
+"""Shape ops: primitives that move elements without changing them (each pullback the inverse
+movement of the cotangent), and numpy's other joins, splits and rearrangements over them."""
 import numbers
 
 import numpy as np
@@ -12,13 +9,12 @@ from ..core.tracer import is_array, primitive
 from ..core.dtypes import check_same_float_dtype
 from . import reductions
 from .broadcasting import broadcast_to
-from .checks import as_array, normalize_axes
+from .checks import as_array, composite, normalize_axes
 from .selection import where
 
 
 @primitive
 def reshape(x, shape):
-    """x with a new shape of the same size (one entry may be -1)."""
     x = as_array("reshape", x)
     try:
         out = x.reshape(shape)
@@ -34,7 +30,6 @@ def reshape(x, shape):
 
 @primitive
 def transpose(x, axes=None):
-    """Permute the axes (reverse them when `axes` is None)."""
     x = as_array("transpose", x)
     if axes is None:
         axes = tuple(reversed(range(x.ndim)))
@@ -51,7 +46,6 @@ def transpose(x, axes=None):
 
 @primitive
 def swapaxes(x, axis1, axis2):
-    """Exchange two axes."""
     x = as_array("swapaxes", x)
     normalize_axes("swapaxes", (axis1,), x.ndim)
     normalize_axes("swapaxes", (axis2,), x.ndim)
@@ -92,12 +86,6 @@ def squeeze(x, axis=None):
     return out, squeeze_pullback
 
 
-def _check_same_shapes_but(op, shapes, axis, ndim):
-    for s in shapes:
-        if len(s) != ndim or any(n != m for i, (n, m) in enumerate(zip(s, shapes[0])) if i != axis):
-            raise ValueError(f"{op}: shapes {shapes} must agree on every axis but {axis}")
-
-
 @primitive(name="concatenate")
 def concatenate_arrays(axis, *xs):
     """Join arrays along an existing axis; the pullback slices the cotangent back apart."""
@@ -107,7 +95,9 @@ def concatenate_arrays(axis, *xs):
     ndim = xs[0].ndim
     (axis,) = normalize_axes("concatenate", axis, ndim)
     shapes = [x.shape for x in xs]
-    _check_same_shapes_but("concatenate", shapes, axis, ndim)
+    rest = [s[:axis] + s[axis + 1:] for s in shapes]
+    if any(len(s) != ndim for s in shapes) or any(r != rest[0] for r in rest):
+        raise ValueError(f"concatenate: shapes {shapes} must agree on every axis but {axis}")
     for x in xs[1:]:
         check_same_float_dtype("concatenate", xs[0], x)
     out = np.concatenate(xs, axis)
@@ -121,7 +111,6 @@ def concatenate_arrays(axis, *xs):
 
 
 def concatenate(xs, axis=0):
-    """np.concatenate(xs, axis) for traced or plain arrays; axis None joins them flattened."""
     if axis is None:
         return concatenate_arrays(0, *(reshape(x, -1) for x in xs))
     return concatenate_arrays(axis, *xs)
@@ -150,11 +139,6 @@ def stack_arrays(axis, *xs):
     return out, stack_pullback
 
 
-def stack(xs, axis=0):
-    """np.stack(xs, axis) for traced or plain arrays."""
-    return stack_arrays(axis, *xs)
-
-
 def split(x, indices_or_sections, axis=0):
     """np.split: a list of slices of x along `axis` (equal sections, or cut at the given indices)."""
     x = as_array("split", x)
@@ -176,20 +160,9 @@ def split(x, indices_or_sections, axis=0):
 # ---- numpy's other joins, splits and rearrangements, each by the ops above -------------------
 
 def _at_least(x, ndim, op):
-    """x (an array, traced or not, a list or a number) with length-1 axes in front up to
-    `ndim` axes (np.atleast_2d puts a vector in one row)."""
+    """x with length-1 axes in front up to `ndim` axes (np.atleast_2d: a vector as one row)."""
     x = as_array(op, x)
     return x if x.ndim >= ndim else reshape(x, (1,) * (ndim - x.ndim) + x.shape)
-
-
-def atleast_1d(x):
-    """np.atleast_1d: a number as a vector of one."""
-    return _at_least(x, 1, "atleast_1d")
-
-
-def atleast_2d(x):
-    """np.atleast_2d: a vector as one row."""
-    return _at_least(x, 2, "atleast_2d")
 
 
 def atleast_3d(x):
@@ -199,8 +172,7 @@ def atleast_3d(x):
 
 
 def moveaxis(x, source, destination):
-    """np.moveaxis: the axes `source` (an int or a sequence) moved to `destination`, the
-    others in their order."""
+    """np.moveaxis: the axes `source` moved to `destination`, the others in their order."""
     x = as_array("moveaxis", x)
     source, destination = (normalize_positions("moveaxis", a, x.ndim)
                            for a in (source, destination))
@@ -242,7 +214,6 @@ def rot90(x, k=1, axes=(0, 1)):
 
 
 def diff(x, n=1, axis=-1):
-    """np.diff: differences of neighbours along `axis`, n times."""
     x = as_array("diff", x)
     (a,) = normalize_axes("diff", axis, x.ndim)
     lead = (slice(None),) * a
@@ -262,8 +233,7 @@ def select(conditions, choices, default=0.0):
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    """np.nan_to_num: x where finite (its gradient passes); NaN, +inf and -inf replaced by
-    constants (by default 0 and the dtype's largest and smallest floats)."""
+    """np.nan_to_num: x where finite (its gradient passes), constants elsewhere."""
     x = as_array("nan_to_num", x)
     largest = float(np.finfo(x.dtype).max)  # a Python float: weak, in x's dtype
     out = where(np.isnan(x), nan, x)
@@ -274,9 +244,8 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 
 def central_differences(x, axis=None):
-    """np.gradient of traced values (ag.gradient differentiates), unit spacing: along each
-    axis the central differences (x[i+1] - x[i-1]) / 2 inside and one-sided differences at
-    the two ends; one array for one axis, else a list of one per axis."""
+    """np.gradient, unit spacing: (x[i+1] - x[i-1]) / 2 inside, one-sided differences at the
+    ends; one array for one axis, else a list of one per axis."""
     x = as_array("np.gradient", x)
     axes = normalize_positions("np.gradient", range(x.ndim) if axis is None else axis, x.ndim)
     slopes = []
@@ -300,16 +269,6 @@ def linspace(start, stop, num=50, endpoint=True):
     return start + (stop - start) * t
 
 
-def ravel(x):
-    """x flattened to one axis (np.ravel, x.ravel(), x.flatten())."""
-    return reshape(as_array("ravel", x), -1)
-
-
-def vstack(xs):
-    """np.vstack: the arrays as rows (a vector a row of one), joined along axis 0."""
-    return concatenate([_at_least(x, 2, "vstack") for x in xs], axis=0)
-
-
 def hstack(xs):
     """np.hstack: vectors joined end to end; arrays of 2 or more axes along axis 1."""
     xs = [_at_least(x, 1, "hstack") for x in xs]
@@ -317,19 +276,8 @@ def hstack(xs):
 
 
 def hsplit(x, sections):
-    """np.hsplit: split along axis 1 (a vector's axis 0)."""
     x = as_array("hsplit", x)
     return split(x, sections, 1 if x.ndim > 1 else 0)
-
-
-def vsplit(x, sections):
-    """np.vsplit: split along axis 0."""
-    return split(x, sections, 0)
-
-
-def dsplit(x, sections):
-    """np.dsplit: split along axis 2."""
-    return split(x, sections, 2)
 
 
 def column_stack(xs):
@@ -339,15 +287,13 @@ def column_stack(xs):
 
 
 def append(x, values, axis=None):
-    """np.append: values after x along `axis`; both flattened when axis is None."""
     if axis is None:
         return concatenate([ravel(x), ravel(values)])
     return concatenate([x, values], axis)
 
 
 def array_split(x, sections, axis=0):
-    """np.array_split: like split, but `sections` need not divide the axis: the first
-    length % sections pieces are one longer."""
+    """np.array_split: split, the first length % sections pieces one longer where uneven."""
     x = as_array("array_split", x)
     if not isinstance(sections, numbers.Integral):
         return split(x, sections, axis)
@@ -367,8 +313,7 @@ def flip(x, axis=None):
 
 
 def roll(x, shift, axis=None):
-    """np.roll: entries moved `shift` places along `axis` (ints or tuples), those that leave
-    at one end coming back at the other; axis None rolls the flattened x."""
+    """np.roll: entries moved `shift` places along `axis`, cyclically (None: x flattened)."""
     x = as_array("roll", x)
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), x.shape)
@@ -381,8 +326,7 @@ def roll(x, shift, axis=None):
 
 
 def repeat(x, repeats, axis=None):
-    """np.repeat: each entry along `axis` repeated `repeats` times (an int, or one count per
-    entry); axis None repeats the flattened x."""
+    """np.repeat: each entry along `axis` repeated `repeats` times (None: x flattened)."""
     x = as_array("repeat", x)
     if axis is None:
         x, axis = ravel(x), 0
@@ -396,8 +340,7 @@ def repeat(x, repeats, axis=None):
 
 
 def tile(x, reps):
-    """np.tile: x repeated reps[i] times along axis i (x and reps padded with leading 1s to
-    one length): x broadcast along a new axis before each of its axes, then merged."""
+    """np.tile, by broadcasting along a new axis before each of x's."""
     x = as_array("tile", x)
     reps = (reps,) if isinstance(reps, numbers.Integral) else tuple(reps)
     ndim = max(x.ndim, len(reps))
@@ -421,8 +364,7 @@ def kron(a, b):
 
 
 def pad(x, pad_width, mode="constant", constant_values=0):
-    """np.pad with a constant: `pad_width` (before, after) entries of `constant_values`
-    added along each axis (one pair, or one per axis), by concatenation."""
+    """np.pad with a constant (mode='constant'), by concatenation."""
     x = as_array("pad", x)
     if mode != "constant":
         raise ValueError(f"pad: mode {mode!r} is not supported: autograd_lite pads with a "
@@ -450,16 +392,6 @@ def _triangle(op, x, k, lower):
     return where(keep if lower else ~keep, x, 0.0)
 
 
-def tril(x, k=0):
-    """x's lower triangle from diagonal k down (np.tril); 0 above it."""
-    return _triangle("tril", x, k, lower=True)
-
-
-def triu(x, k=0):
-    """x's upper triangle from diagonal k up (np.triu); 0 below it."""
-    return _triangle("triu", x, k, lower=False)
-
-
 def diagonal(x, offset=0, axis1=0, axis2=1):
     """np.diagonal: the entries x[i, i + offset] of axes axis1 and axis2, on a last axis."""
     x = as_array("diagonal", x)
@@ -475,8 +407,7 @@ def diagonal(x, offset=0, axis1=0, axis2=1):
 
 
 def diag(v, k=0):
-    """np.diag: a vector's square matrix with it on diagonal k, or a matrix's diagonal k.
-    The vector, padded to the matrix's width, is selected where column - row = k."""
+    """np.diag: a vector's square matrix with it on diagonal k, or a matrix's diagonal k."""
     v = as_array("diag", v)
     if v.ndim == 2:
         return diagonal(v, k)
@@ -485,11 +416,6 @@ def diag(v, k=0):
     n = v.shape[0] + abs(k)
     on_diagonal = array_module(v).eye(n, n, k, dtype=bool)
     return where(on_diagonal, pad(v, (max(k, 0), max(-k, 0))), 0.0)
-
-
-def trace(x, offset=0, axis1=0, axis2=1):
-    """np.trace: the sum of the diagonal (`diagonal`)."""
-    return reductions.sum(diagonal(x, offset, axis1, axis2), -1)
 
 
 class _Joiner:
@@ -516,11 +442,29 @@ class _Joiner:
 r_, c_ = _Joiner(columns=False), _Joiner(columns=True)
 
 
+# ---- numpy's functions that are one expression over the ops above, one row each -------------
+
+stack = composite("stack", lambda xs, axis=0: stack_arrays(axis, *xs))
+atleast_1d = composite("atleast_1d", lambda x: _at_least(x, 1, "atleast_1d"))
+atleast_2d = composite("atleast_2d", lambda x: _at_least(x, 2, "atleast_2d"))
+ravel = composite("ravel", lambda x: reshape(as_array("ravel", x), -1),
+                  "x flattened to one axis (np.ravel, x.ravel(), x.flatten()).")
+vstack = composite("vstack", lambda xs: concatenate([_at_least(x, 2, "vstack") for x in xs]),
+                   "np.vstack: the arrays as rows (a vector a row of one), joined along axis 0.")
+vsplit = composite("vsplit", lambda x, sections: split(x, sections, 0))
+dsplit = composite("dsplit", lambda x, sections: split(x, sections, 2))
+tril = composite("tril", lambda x, k=0: _triangle("tril", x, k, lower=True),
+                 "x's lower triangle from diagonal k down (np.tril); 0 above it.")
+triu = composite("triu", lambda x, k=0: _triangle("triu", x, k, lower=False),
+                 "x's upper triangle from diagonal k up (np.triu); 0 below it.")
+trace = composite("trace", lambda x, offset=0, axis1=0, axis2=1:
+                  reductions.sum(diagonal(x, offset, axis1, axis2), -1),
+                  "np.trace: the sum of the diagonal.")
+
+
 def array(values, dtype=None):
-    """np.array for values that may hold traced ones: a list or a tuple (nested too) holding
-    traced values stacked along a new first axis. Python numbers are weak, as in every op:
-    without `dtype`, the result has the float arrays' dtype where there are any (float32
-    values and 1.0 make float32, traced or not)."""
+    """np.array for values that may hold traced ones (stacked along a new first axis). Python
+    numbers are weak: without `dtype`, the float arrays' dtype where there are any."""
     floats = _float_dtypes(values)
     if dtype is None and floats:
         dtype = np.result_type(*floats)
@@ -534,8 +478,7 @@ def array(values, dtype=None):
 
 
 def _holds_arrays_to_stack(values):
-    """Whether values is, or a list or tuple holds (nested), an array that np.array cannot
-    take in: a traced, a mapped or a device's array."""
+    """Whether values is, or holds (nested), a traced, a mapped or a device's array."""
     if isinstance(values, (list, tuple)):
         return any(_holds_arrays_to_stack(v) for v in values)
     return is_array(values) and not isinstance(values, np.ndarray)

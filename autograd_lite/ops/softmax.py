@@ -1,11 +1,6 @@
-"""The softmax family: softmax (with an optional mask), log_softmax, logsumexp.
-
-softmax and log_softmax are defined by their composition of the library's ops (what higher
-order, pictures of it and `ag.fast_rules(False)` run), and each has a fast rule beside it
-(core/rules.py): on plain arrays the kernels (autograd_lite/kernels) make one or two passes
-forward and backward where the composition records a handful of ops; the op table holds the
-two against each other. float16 is computed in float32 (core/dtypes.py). An empty axis gives
-the empty result (logsumexp: log 0 = -inf), as in torch.
+"""The softmax family: softmax (with an optional mask), log_softmax, logsumexp. softmax and
+log_softmax are compositions of the library's ops with a fast rule beside each over the
+kernels. An empty axis gives the empty result (logsumexp: log 0 = -inf), as in torch.
 """
 import numbers
 
@@ -40,7 +35,7 @@ def _check_mask(op, mask, shape):
 
 
 def _checked_softmax_operands(x, axis, mask):
-    """(x, axis, mask with x's rank) after the checks both sides of the seam share."""
+    """(x, axis, mask with x's rank), checked."""
     x = as_array("softmax", x)
     axis = _one_axis("softmax", axis, x.ndim)
     if mask is not None:
@@ -54,11 +49,9 @@ def softmax(x, axis=-1, mask=None):
     """y = exp(x) / Σ_axis exp(x) over the entries where `mask` is True (bool, broadcastable
     to x), as torch's x.masked_fill(~mask, -inf).softmax(axis).
 
-    Masked entries get 0 and have gradient 0, and their values (NaN and inf included) change
-    nothing. A row with every entry masked is all zeros (torch: NaN), with gradient 0.
-    Written out: exp shifted by the largest kept entry of each row (a constant; 0 where that
-    is -inf, so that a row of -inf gives 0 / 0, and a kept NaN or +inf makes the row NaN),
-    masked entries selected away, a row with nothing kept divided by infinity.
+    Masked entries get 0 and gradient 0, whatever their values; a row with every entry
+    masked is all zeros (torch: NaN). Written out: exp shifted by the largest kept entry of
+    each row (a constant; 0 where that is -inf), a row with nothing kept divided by infinity.
     """
     x, axis, mask = _checked_softmax_operands(x, axis, mask)
     if x.size == 0:
@@ -82,7 +75,6 @@ def _along_last(a, axis):
 @fast_rule(softmax, applies=has_kernels, takes_traced=True)
 @computed_in_float32
 def softmax_rule(x, axis, mask):
-    """softmax by kernels.softmax_forward / softmax_backward (the host's or the device's)."""
     x, axis, mask = _checked_softmax_operands(x, axis, mask)
     if x.size == 0:
         def empty_pullback(g):
@@ -116,8 +108,6 @@ def log_softmax(x, axis=-1):
 @fast_rule(log_softmax, applies=has_kernels, takes_traced=True)
 @computed_in_float32
 def log_softmax_rule(x, axis):
-    """log_softmax by kernels.log_softmax_forward / log_softmax_backward (the host's or the
-    device's)."""
     x = as_array("log_softmax", x)
     axis = _one_axis("log_softmax", axis, x.ndim)
     if x.size == 0:
@@ -139,8 +129,7 @@ def log_softmax_rule(x, axis):
 @primitive
 @computed_in_float32
 def logsumexp(x, axis=-1, keepdims=False):
-    """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x). Over an empty axis (or a
-    row of -inf) log 0 = -inf, as in torch."""
+    """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x)."""
     x = as_array("logsumexp", x)
     axes = normalize_axes("logsumexp", axis, x.ndim)
     if not isinstance(keepdims, (bool, np.bool_)):

@@ -1,5 +1,4 @@
-"""Reordering along an axis: take_along_axis, and sort, which is take_along_axis by the
-sorting permutation.
+"""Reordering along an axis: take_along_axis, and sort by the sorting permutation.
 
     take_along_axis(x, indices, axis)  <->  add_at of the cotangent at those positions
     sort(x, axis)                      <->  the cotangent taken back by the inverse permutation
@@ -7,13 +6,8 @@ sorting permutation.
 import numpy as np
 
 from ..core.tracer import primal, primitive
-from .checks import as_array, normalize_axes
+from .checks import as_array, composite, normalize_axes
 from .indexing import add_at
-
-
-def _flattened_when_none(x, axis):
-    """(x, axis), with x flattened and axis 0 when axis is None (numpy's convention)."""
-    return (x.reshape(-1), 0) if axis is None else (x, axis)
 
 
 def _check_indices_along(x, indices, axis):
@@ -46,13 +40,10 @@ def along_axis_index(x_shape, indices, axis):
 
 @primitive
 def take_along_axis(x, indices, axis=-1):
-    """out[..., i, ...] = x[..., indices[..., i, ...], ...] along `axis`, as np.take_along_axis
-    (x flattened when axis is None); indices: integers with x's number of dimensions, whose
-    other axes broadcast against x's. A position taken several times gets the sum of their
-    cotangents."""
+    """np.take_along_axis; a position taken several times sums its cotangents."""
     x = as_array("take_along_axis", x)
     x_shape = x.shape
-    x, axis = _flattened_when_none(x, axis)
+    x, axis = (x.reshape(-1), 0) if axis is None else (x, axis)  # numpy's convention
     (axis,) = normalize_axes("take_along_axis", axis, x.ndim)
     _check_indices_along(x, indices, axis)
     try:
@@ -70,12 +61,10 @@ def take_along_axis(x, indices, axis=-1):
 
 @primitive
 def sort(x, axis=-1):
-    """x sorted ascending along `axis` (flattened when None, as np.sort); equal entries keep
-    their order (a stable sort). Each cotangent entry goes back to the entry of x that was
-    moved there: dx = take_along_axis(g, inverse permutation)."""
+    """np.sort, stable; dx = take_along_axis(g, inverse permutation)."""
     x = as_array("sort", x)
     x_shape = x.shape
-    x, axis = _flattened_when_none(x, axis)
+    x, axis = (x.reshape(-1), 0) if axis is None else (x, axis)  # numpy's convention
     (axis,) = normalize_axes("sort", axis, x.ndim)
     order = np.argsort(primal(x), axis=axis, kind="stable")
     out = np.take_along_axis(x, order, axis)
@@ -86,38 +75,21 @@ def sort(x, axis=-1):
     return out, sort_pullback
 
 
-def partition(x, kth, axis=-1):
-    """np.partition: x sorted along `axis`, which is a partition at every kth (within each
-    side numpy's own order may differ)."""
-    return sort(x, axis)
+partition = composite("partition", lambda x, kth, axis=-1: sort(x, axis),
+                      "np.partition: x sorted along `axis`, a partition at every kth.")
 
 
-# ---- no derivative: integers, rounding, comparisons of plain, traced or mapped values --------
-# Each is numpy's function, which reaches ops/operators.py's rule for traced and mapped values:
-# computed on their plain values, a plain (or, under vmap, a mapped) array, as JAX and HIPS
-# autograd give.
+# ---- no derivative: numpy's function, which ops/operators.py computes on the plain values ----
 
-def argsort(x, axis=-1):
-    """np.argsort: the integers of the permutation that sorts x along `axis`."""
-    return np.argsort(as_array("argsort", x), axis=axis)
-
-
-def argmax(x, axis=None, keepdims=False):
-    """np.argmax: the integer position of the largest entry along `axis`."""
-    return np.argmax(as_array("argmax", x), axis=axis, keepdims=keepdims)
-
-
-def argmin(x, axis=None, keepdims=False):
-    """np.argmin: the integer position of the smallest entry along `axis`."""
-    return np.argmin(as_array("argmin", x), axis=axis, keepdims=keepdims)
-
-
-def round(x, decimals=0):
-    """np.round: x rounded to `decimals` places, half to even (derivative 0: a constant)."""
-    return np.round(as_array("round", x), decimals)
+argsort = composite("argsort", lambda x, axis=-1: np.argsort(as_array("argsort", x), axis=axis))
+argmax = composite("argmax", lambda x, axis=None, keepdims=False:
+                   np.argmax(as_array("argmax", x), axis=axis, keepdims=keepdims))
+argmin = composite("argmin", lambda x, axis=None, keepdims=False:
+                   np.argmin(as_array("argmin", x), axis=axis, keepdims=keepdims))
+round = composite("round", lambda x, decimals=0: np.round(as_array("round", x), decimals),
+                  "np.round: half to even; a constant (derivative 0).")
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """np.allclose of the values: True where |a - b| <= atol + rtol |b| everywhere."""
     return bool(np.allclose(as_array("allclose", a, "a"), as_array("allclose", b, "b"),
                             rtol, atol, equal_nan))
