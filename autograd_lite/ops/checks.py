@@ -61,14 +61,6 @@ def as_operands(op, a, b, names=("a", "b")):
     return as_operand(op, a, names[0]), as_operand(op, b, names[1])
 
 
-def composite(name, body, doc=None):
-    """`body`, a lambda over the library's ops, named `name` (its code too) with `doc`."""
-    body.__code__ = body.__code__.replace(co_name=name, co_qualname=name)
-    body.__name__ = body.__qualname__ = name
-    body.__doc__ = doc
-    return body
-
-
 def normalize_axes(op, axis, ndim):
     """`axis` (None, int or tuple) as a sorted tuple of non-negative axes, checked."""
     if axis is None:

@@ -9,7 +9,7 @@ from ..core.tracer import is_array, primitive
 from ..core.dtypes import check_same_float_dtype
 from . import reductions
 from .broadcasting import broadcast_to
-from .checks import as_array, composite, normalize_axes
+from .checks import as_array, normalize_axes
 from .selection import where
 
 
@@ -442,24 +442,51 @@ class _Joiner:
 r_, c_ = _Joiner(columns=False), _Joiner(columns=True)
 
 
-# ---- numpy's functions that are one expression over the ops above, one row each -------------
+# ---- numpy's functions that are one expression over the ops above ------------------------
 
-stack = composite("stack", lambda xs, axis=0: stack_arrays(axis, *xs))
-atleast_1d = composite("atleast_1d", lambda x: _at_least(x, 1, "atleast_1d"))
-atleast_2d = composite("atleast_2d", lambda x: _at_least(x, 2, "atleast_2d"))
-ravel = composite("ravel", lambda x: reshape(as_array("ravel", x), -1),
-                  "x flattened to one axis (np.ravel, x.ravel(), x.flatten()).")
-vstack = composite("vstack", lambda xs: concatenate([_at_least(x, 2, "vstack") for x in xs]),
-                   "np.vstack: the arrays as rows (a vector a row of one), joined along axis 0.")
-vsplit = composite("vsplit", lambda x, sections: split(x, sections, 0))
-dsplit = composite("dsplit", lambda x, sections: split(x, sections, 2))
-tril = composite("tril", lambda x, k=0: _triangle("tril", x, k, lower=True),
-                 "x's lower triangle from diagonal k down (np.tril); 0 above it.")
-triu = composite("triu", lambda x, k=0: _triangle("triu", x, k, lower=False),
-                 "x's upper triangle from diagonal k up (np.triu); 0 below it.")
-trace = composite("trace", lambda x, offset=0, axis1=0, axis2=1:
-                  reductions.sum(diagonal(x, offset, axis1, axis2), -1),
-                  "np.trace: the sum of the diagonal.")
+def stack(xs, axis=0):
+    return stack_arrays(axis, *xs)
+
+
+def atleast_1d(x):
+    return _at_least(x, 1, "atleast_1d")
+
+
+def atleast_2d(x):
+    return _at_least(x, 2, "atleast_2d")
+
+
+def ravel(x):
+    """x flattened to one axis (np.ravel, x.ravel(), x.flatten())."""
+    return reshape(as_array("ravel", x), -1)
+
+
+def vstack(xs):
+    """np.vstack: the arrays as rows (a vector a row of one), joined along axis 0."""
+    return concatenate([_at_least(x, 2, "vstack") for x in xs])
+
+
+def vsplit(x, sections):
+    return split(x, sections, 0)
+
+
+def dsplit(x, sections):
+    return split(x, sections, 2)
+
+
+def tril(x, k=0):
+    """x's lower triangle from diagonal k down (np.tril); 0 above it."""
+    return _triangle("tril", x, k, lower=True)
+
+
+def triu(x, k=0):
+    """x's upper triangle from diagonal k up (np.triu); 0 below it."""
+    return _triangle("triu", x, k, lower=False)
+
+
+def trace(x, offset=0, axis1=0, axis2=1):
+    """np.trace: the sum of the diagonal."""
+    return reductions.sum(diagonal(x, offset, axis1, axis2), -1)
 
 
 def array(values, dtype=None):

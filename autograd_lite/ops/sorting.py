@@ -6,7 +6,7 @@
 import numpy as np
 
 from ..core.tracer import primal, primitive
-from .checks import as_array, composite, normalize_axes
+from .checks import as_array, normalize_axes
 from .indexing import add_at
 
 
@@ -75,19 +75,28 @@ def sort(x, axis=-1):
     return out, sort_pullback
 
 
-partition = composite("partition", lambda x, kth, axis=-1: sort(x, axis),
-                      "np.partition: x sorted along `axis`, a partition at every kth.")
+def partition(x, kth, axis=-1):
+    """np.partition: x sorted along `axis`, a partition at every kth."""
+    return sort(x, axis)
 
 
 # ---- no derivative: numpy's function, which ops/operators.py computes on the plain values ----
 
-argsort = composite("argsort", lambda x, axis=-1: np.argsort(as_array("argsort", x), axis=axis))
-argmax = composite("argmax", lambda x, axis=None, keepdims=False:
-                   np.argmax(as_array("argmax", x), axis=axis, keepdims=keepdims))
-argmin = composite("argmin", lambda x, axis=None, keepdims=False:
-                   np.argmin(as_array("argmin", x), axis=axis, keepdims=keepdims))
-round = composite("round", lambda x, decimals=0: np.round(as_array("round", x), decimals),
-                  "np.round: half to even; a constant (derivative 0).")
+def argsort(x, axis=-1):
+    return np.argsort(as_array("argsort", x), axis=axis)
+
+
+def argmax(x, axis=None, keepdims=False):
+    return np.argmax(as_array("argmax", x), axis=axis, keepdims=keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    return np.argmin(as_array("argmin", x), axis=axis, keepdims=keepdims)
+
+
+def round(x, decimals=0):
+    """np.round: half to even; a constant (derivative 0)."""
+    return np.round(as_array("round", x), decimals)
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
