@@ -19,7 +19,8 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 def is_one_copy(x, bdim):
     """Whether x is a plain array whose examples along bdim are one array seen B times (a
-    stride of 0); never a traced value, whose every copy must be seen used."""
+    stride of 0); never a traced value: a trace must see every copy used, or the derivatives
+    would all go to the first."""
     return type(x) is np.ndarray and x.ndim > bdim and x.strides[bdim] == 0 and x.shape[bdim] > 1
 
 

@@ -4,9 +4,10 @@
 
 in_axes: where the examples are, an int (that axis of every array leaf), None (the same for
 every example), or a tuple with an entry per positional argument, each an int, None or a tree
-of them (a prefix of the argument's structure). Non-array leaves pass unchanged. out_axes: the
-same for the output (an output that is the same for every example is broadcast). randomness,
-for a random op (ag.dropout with a generator): "error", "different" (each example the draws of
+of them (a prefix of the argument's structure: an int or None stands for its whole subtree).
+Array leaves (float, int, bool) are mapped, others pass unchanged. out_axes: the same for the
+output (an output that is the same for every example is broadcast). randomness, for a random
+op (ag.dropout with a generator): "error" (it raises), "different" (each example the draws of
 a Python loop over them: the same bits) or "same" (one draw for all); core/randomness.py.
 
 f runs once, on `Batched` values (core/batched.py): each op computes every example by its

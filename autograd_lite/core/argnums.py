@@ -1,8 +1,9 @@
 """Which arguments a transformation differentiates: `argnums`, as jax.grad reads it.
 
-None: every argument, a tuple of gradient trees. An int: that argument, its own tree. A
-tuple of ints: a tuple of trees, in that order. Negative numbers count from the end. An
-argument named by argnums must hold a float leaf (a zero would hide the mistake).
+None: every argument, a tuple of gradient trees (static leaves get None). An int: that
+argument, its own tree. A tuple of ints: a tuple of trees, in that order. Negative numbers
+count from the end. An argument named by argnums must hold a float leaf (a zero would hide
+the mistake).
 """
 import numbers
 

@@ -1,9 +1,11 @@
 """Whole-program reverse mode: gradient, value_and_gradient, grad, vjp. Each call opens a
 trace, boxes every float leaf of the arguments it differentiates (a Python float as a weak
 float, dtypes.py), runs the function once and sends the output's cotangent back through the
-recorded nodes. Gradients come back in the arguments' structure, each leaf of its own kind;
-static leaves (tree.is_differentiable) get None. `argnums` follows jax.grad (argnums.py);
-`gradient` and `value_and_gradient` default to every argument.
+recorded nodes. Gradients come back in the arguments' structure, each leaf of its own kind
+(a Python float's a float); static leaves (tree.is_differentiable) get None. `argnums` follows
+jax.grad (argnums.py); `gradient` and `value_and_gradient` default to every argument. The
+trace ends when the function returns: nothing is kept between calls, and a traced value that
+escaped is refused.
 """
 import functools
 import inspect

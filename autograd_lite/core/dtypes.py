@@ -102,7 +102,8 @@ def is_weak_float(x):
 
 
 def strong_float_dtype(operands):
-    """The common dtype of the operands that are float arrays and not weak, or None."""
+    """The common dtype of the operands that are float arrays (numpy float scalars too) and
+    not weak, or None."""
     dtypes = []
     for x in operands:
         kind = type(x)
@@ -224,7 +225,8 @@ def defined_in_float32(function):
 def computed_in_float32(body):
     """A primitive's or a rule's body `body(x, ...) -> (out, pullback)` that runs in float32
     when x and its other float operands are all float16, the output and every cotangent
-    rounded back to float16 (as torch's CPU softmax, layer norm and cross entropy)."""
+    rounded back to float16 (as torch's CPU softmax, layer norm and cross entropy). Other
+    dtypes, mixed ones too (the body's check names them), reach `body` as they are."""
     @functools.wraps(body)
     def in_float32(*args):
         if not _all_half(args):

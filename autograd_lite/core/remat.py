@@ -2,11 +2,13 @@
 trace keeps none of f's forward values: the backward pass computes them again.
 
 A checkpointed call is one primitive over the traced leaves of f's arguments: its forward
-runs f on their plain values (nothing recorded, f's arrays freed as it goes), its pullback
-runs f again under a trace of its own and sends the cotangent back through it. An enclosing
-trace records both runs, so grad(grad(...)) through a checkpoint is exact. The
-recomputation draws what the forward drew: each np.random.Generator among f's arguments is
-copied at the call (a generator in a closure is not: pass it as an argument).
+runs f on their plain values (nothing recorded, f's arrays freed as it goes; the node keeps
+only f's inputs), its pullback runs f again under a trace of its own, dropped when done, and
+sends the cotangent back through it. An enclosing trace records both runs, so
+grad(grad(...)) through a checkpoint is exact. The recomputation draws what the forward
+drew: each np.random.Generator among f's arguments is copied at the call (the forward
+advances the caller's as without checkpoint); np.random.* or a generator in a closure is not
+saved: pass it as an argument.
 """
 import functools
 
@@ -21,7 +23,8 @@ from .tree import tree_leaves, tree_unflatten
 
 
 class CheckpointedCall:
-    """f, its arguments without their traced leaves, and its generators as at the call."""
+    """f, its arguments without their traced leaves (so that the node holds no box), and its
+    generators as at the call."""
 
     def __init__(self, f, args, leaves, traced):
         self.f = f

@@ -20,8 +20,9 @@ positional argument, defaults filled in from the plain function's signature. The
 pullback takes a plain cotangent and returns one cotangent per positional argument: None,
 or a tree of the argument's structure (None for a subtree stands for None at its leaves; a
 leaf is an array or a function of no arguments computing it). None means "no derivative":
-for a differentiated float it is an error naming the rule and the argument. A weak float
-among float arrays reaches the rule cast to their dtype (core/dtypes.py).
+for a differentiated float it is an error naming the rule and the argument (a zero
+derivative is given as zeros). A weak float among float arrays reaches the rule cast to
+their dtype, its cotangent going back weak (core/dtypes.py).
 The plain function runs instead, op by op, so that the traces record it:
 
 - under higher order (a value of an enclosing trace);
@@ -73,7 +74,8 @@ class _Switch:
 
 @contextlib.contextmanager
 def fast_rules(enabled):
-    """`with fast_rules(False): ...` runs every fusable function as its plain definition."""
+    """`with fast_rules(False): ...` runs every fusable function as its plain definition. The
+    setting is the process's (not the thread's), restored on leaving the block."""
     previous, _Switch.on = _Switch.on, bool(enabled)
     try:
         yield

@@ -23,8 +23,10 @@ class Trace:
     active: until the call returns (`end_trace`).
     on_op: None, or the recording hook (`viz` sets one): after an op records its node it
     calls `on_op(op, args, kwargs, box)`: the op's wrapper (`op_name`, `parameters`: (name,
-    default) of each positional parameter; `body`), its positional arguments with keywords
-    moved to their positions and defaults filled in, the keyword-only ones, and the `Box`.
+    default) of each positional parameter, `inspect.Parameter.empty` where it has none, any
+    arguments past them being `*args`; `body`), its positional arguments (boxes included;
+    keywords moved to their positions, defaults filled in), the keyword-only ones, and the
+    `Box` returned, whose `node` is the recorded one.
     picturing: a picture records the call, so a model's fusable functions run their plain
     definitions (core/rules.py).
     batch_layers, batch_levels: what a trace opened inside vmap keeps to batch its inputs,

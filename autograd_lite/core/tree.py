@@ -1,10 +1,11 @@
 """Pytrees: nested NamedTuples, tuples, lists and dicts with anything else as leaves.
 
 Parameters, gradients and optimizer states are pytrees of one shape, rebuilt with their own
-container types. The one leaf policy: `is_differentiable` says which leaves are parameters
-(boxed by `gradient`, moved by optimizers, counted by `models.summary`); every other leaf (an
-int, a `Hyper` rate, an integer array, None, a function) is static. Complex leaves are
-refused rather than taken for static (the ops and their derivatives are real).
+container types (dicts in their key order). The one leaf policy: `is_differentiable` says
+which leaves are parameters (boxed by `gradient`, moved by optimizers, counted by
+`models.summary`); every other leaf (an int, a `Hyper` rate, an integer array, None, a
+function) is static. Complex leaves are refused rather than taken for static (the ops and
+their derivatives are real).
 """
 import collections
 import numbers
