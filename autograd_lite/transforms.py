@@ -2,14 +2,17 @@
 returns pytrees in the structure of the arguments.
 
     jacobian(f, argnums=0)(*args)  per output leaf of shape S and argument leaf of shape L, an
-        array S + L (jax.jacrev's layout): the vjps of every one-hot cotangent, under vmap
-    hessian(f, argnums=0)(*args)   jacobian(grad(f)), nested as jax.hessian nests it
+        array S + L (jax.jacrev's layout), in the output's tree of the argument's tree (of
+        a tuple of trees for a tuple argnums): the vjps of every one-hot cotangent, under vmap
+    hessian(f, argnums=0)(*args)   jacobian(grad(f)): blocks L_i + L_j, nested as jax.hessian
+        nests them (H.w.b for parameters with fields w and b)
     hvp(f, primals, tangents)      (f(*primals), H·v), H·v = ∇_x ⟨∇f(x), v⟩ without building H
     jvp(f, primals, tangents)      (f(*primals), J·v), J·v = ∇_u ⟨Jᵀu, v⟩: the pullback
         u ↦ Jᵀu is linear, so one more reverse pass, through the recorded backward pass
 
 primals: a tuple of f's arguments; tangents: a tree per primal in its structure, each float
-leaf's of that leaf's shape and dtype (a static leaf's is ignored: pass None).
+leaf's of that leaf's shape and dtype (a number for a Python float; a static leaf's is
+ignored: pass None).
 """
 import functools
 import numbers

@@ -5,7 +5,8 @@
 
 `gather` is the embedding lookup (rows of `table`). add_at, gather and scatter_add are
 defined by compositions a trace records (a constant one-hot matrix and `matmul`, or
-scatter_add over flat positions), each with a fast rule beside it for plain arrays.
+scatter_add over flat positions), each with a fast rule beside it for plain arrays
+(kernels.segment_sum for the rows that share an index: np.add.at is slow on a hot path).
 """
 import math
 import numbers

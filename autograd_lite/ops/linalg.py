@@ -2,9 +2,9 @@
 
     ‖x‖ = √(Σ x²),   d‖x‖/dx = x / ‖x‖   (0 where ‖x‖ = 0, as torch: x is 0 there)
 
-At ‖x‖ = 0 the second order is finite but the limit of g/‖x‖ is lost (torch gives NaN); the
-composite that matters, ‖x‖² written `n * n` or `n ** 2`, is differentiated as Σ x²
-(`square_of_norm`).
+Second order is exact where ‖x‖ > 0. At ‖x‖ = 0 it is finite but the limit of g/‖x‖ is
+lost (torch gives NaN): the composite that matters, ‖x‖² written `n * n` or `n ** 2`, is
+differentiated as Σ x² (`square_of_norm`); any other gets 0 there.
 """
 import numpy as np
 
@@ -107,7 +107,8 @@ def _t(a):
 @primitive
 @computed_in_float32
 def solve(a, b):
-    """x = A⁻¹ b (np.linalg.solve: b (n,) or (..., n, k)); b̄ = A⁻ᵀ g, Ā = -b̄ xᵀ."""
+    """x = A⁻¹ b (np.linalg.solve: b (n,) or (..., n, k), the stacks broadcast);
+    b̄ = A⁻ᵀ g, Ā = -b̄ xᵀ."""
     a, b = _square("solve", a), as_array("solve", b, "b")
     vector = b.ndim == 1
     if b.ndim == 0 or b.shape[0 if vector else -2] != a.shape[-1]:

@@ -49,8 +49,9 @@ def _checked_layer_norm_operands(x, scale, bias, eps):
 @fusable(drawn_as_op=True)
 @defined_in_float32
 def layer_norm(x, scale, bias, eps=1e-5):
-    """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis (D), σ² the biased variance
-    (torch's layer_norm); ∂out/∂eps = -½ scale ⊙ x̂ / (σ² + eps)."""
+    """scale ⊙ (x - μ) / √(σ² + eps) + bias over the last axis, σ² the biased variance
+    (torch's layer_norm): x (..., D), scale and bias (D,), eps a scalar, differentiable:
+    ∂out/∂eps = -½ scale ⊙ x̂ / (σ² + eps). D = 0: the empty result."""
     x, scale, bias = _checked_layer_norm_operands(x, scale, bias, eps)
     if x.size == 0:
         return array_module(x).zeros(x.shape, dtype=x.dtype)
@@ -145,9 +146,10 @@ def cross_entropy(logits, labels, ignore_index=None, label_smoothing=0.0):
     target = (1 - ε) onehot(label) + ε / C (torch.nn.functional.cross_entropy).
 
     logits: (..., C); labels: integers of shape logits.shape[:-1]. Labels equal to
-    `ignore_index` are not counted; with none counted the loss is NaN and its gradient zero
-    whatever the cotangent (an all-padding batch moves no parameter; torch does both).
-    ε in [0, 1] is differentiable: ∂/∂ε = log p_label - mean_c log p_c.
+    `ignore_index` (an int) are not counted; with none counted the loss is NaN and its
+    gradient zero whatever the cotangent, NaN included (an all-padding batch moves no
+    parameter; torch does both).
+    ε, a scalar in [0, 1], is differentiable: ∂/∂ε = log p_label - mean_c log p_c.
     """
     logits, flat_labels, counted, n_counted = _checked_cross_entropy_operands(
         logits, labels, ignore_index, label_smoothing)
@@ -206,7 +208,7 @@ def cross_entropy_rule(logits, labels, ignore_index, label_smoothing):
 
 def dropout(x, rate, rng):
     """Inverted dropout: each entry kept with probability 1 - rate, scaled by 1/(1 - rate);
-    the identity when rate is 0 or rng is None."""
+    the identity when rate is 0 or rng is None. Under vmap, as its `randomness` says."""
     x = as_array("dropout", x)
     if is_traced(rate):
         raise TypeError("dropout: rate is a traced value, but dropout has no derivative in its "

@@ -50,8 +50,9 @@ def softmax(x, axis=-1, mask=None):
     to x), as torch's x.masked_fill(~mask, -inf).softmax(axis).
 
     Masked entries get 0 and gradient 0, whatever their values; a row with every entry
-    masked is all zeros (torch: NaN). Written out: exp shifted by the largest kept entry of
-    each row (a constant; 0 where that is -inf), a row with nothing kept divided by infinity.
+    masked is all zeros (torch: NaN); a row that keeps a NaN or +inf, or only -inf, is NaN.
+    Written out: exp shifted by the largest kept entry of each row (a constant; 0 where that
+    is -inf), a row with nothing kept divided by infinity.
     """
     x, axis, mask = _checked_softmax_operands(x, axis, mask)
     if x.size == 0:
@@ -129,7 +130,8 @@ def log_softmax_rule(x, axis):
 @primitive
 @computed_in_float32
 def logsumexp(x, axis=-1, keepdims=False):
-    """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x)."""
+    """log Σ_axis exp(x), stable for any finite x; d/dx = softmax(x). A row of -inf gives
+    -inf (log 0), as in torch."""
     x = as_array("logsumexp", x)
     axes = normalize_axes("logsumexp", axis, x.ndim)
     if not isinstance(keepdims, (bool, np.bool_)):

@@ -76,7 +76,8 @@ def sort(x, axis=-1):
 
 
 def partition(x, kth, axis=-1):
-    """np.partition: x sorted along `axis`, a partition at every kth."""
+    """np.partition: x sorted along `axis`, a partition at every kth (numpy's own order within
+    each side may differ)."""
     return sort(x, axis)
 
 
