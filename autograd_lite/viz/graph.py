@@ -110,7 +110,7 @@ class Graph:
         return "\n".join(lines)
 
     def to_dot(self, depth=None, backward=False):
-        """Graphviz DOT text of the picture (see the module docstring for `depth`)."""
+        """Graphviz DOT text of the picture (`depth`: view.py)."""
         return to_dot(self.view(depth), backward)
 
     def render(self, path, depth=None, backward=False):

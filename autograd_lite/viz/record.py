@@ -9,7 +9,8 @@ engine records is pictured: a primitive's body runs on plain arrays, unseen, unl
 itself differentiates (a picture of `ag.grad(f)`). Keyword-only arguments are not shown.
 Constants made during the call are named by the variable holding them in user code, else
 by the user function that returned them. Afterwards saved.py measures what the pullbacks
-keep; the result is plain data (`Item`s and `Scope`s).
+keep; the result is plain data (`Item`s and `Scope`s), the boxes, nodes and pullbacks
+released.
 """
 import inspect
 
