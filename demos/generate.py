@@ -170,13 +170,8 @@ def parse_args(argv=None):
         common.refuse_unused(parser, args, ("quick", "out", "resume", "data", "device", *FULL),
                              "is for training: --model DIR uses the model trained in DIR, "
                              "on the CPU")
-        if args.beam is not None:
-            common.refuse_unused(parser, args, ("temperature", "seed"),
-                                 "is for sampling: --beam N searches, drawing nothing")
-        else:
-            common.refuse_unused(parser, args, ("no_repeat_ngram",), "is for --beam N")
-        args.length = LENGTH if args.length is None else args.length
-        args.temperature = TEMPERATURE if args.temperature is None else args.temperature
+        common.check_decoding_options(parser, args, ("temperature", "seed"), LENGTH,
+                                      TEMPERATURE)
         return args
     common.refuse_unused(parser, args, model_options, "is for --model DIR --prompt TEXT (a "
                                                       "trained model's answers)")

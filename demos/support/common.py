@@ -175,6 +175,18 @@ def refuse_unused(parser, args, names, reason):
             parser.error(f"{flag(name)} {reason}")
 
 
+def check_decoding_options(parser, args, sampling, length, temperature):
+    """--beam N refuses the `sampling` options; sampling refuses --no-repeat-ngram. Fills in
+    --length and --temperature where they were not given."""
+    if args.beam is not None:
+        refuse_unused(parser, args, sampling,
+                      "is for sampling: --beam N searches, drawing nothing")
+    else:
+        refuse_unused(parser, args, ("no_repeat_ngram",), "is for --beam N")
+    args.length = length if args.length is None else args.length
+    args.temperature = temperature if args.temperature is None else args.temperature
+
+
 def check_output_folder(parser, path, option="--out"):
     """Refuse (parser.error) a folder that cannot be made: the folders of `path` that are
     missing are made, to see that they can be, and removed again."""

@@ -64,13 +64,8 @@ def checked_args(parser, args):
             parser.error("--prompt TEXT (not empty) is what the model continues")
         common.refuse_unused(parser, args, ("out", "resume", "data", *TRAINING),
                              "is for fine-tuning (--gpt2 DIR --data FILE)")
-        if args.beam is not None:
-            common.refuse_unused(parser, args, ("temperature", "top_k", "top_p", "seed"),
-                                 "is for sampling: --beam N searches, drawing nothing")
-        else:
-            common.refuse_unused(parser, args, ("no_repeat_ngram",), "is for --beam N")
-        args.length = LENGTH if args.length is None else args.length
-        args.temperature = TEMPERATURE if args.temperature is None else args.temperature
+        common.check_decoding_options(parser, args, ("temperature", "top_k", "top_p", "seed"),
+                                      LENGTH, TEMPERATURE)
         return args
     common.refuse_unused(parser, args, SAMPLING, "is for --prompt TEXT (sampling)")
     if args.resume:
