@@ -1,12 +1,10 @@
 """Every option of the demos is checked before anything is read or written: each bad value
 below ends the program through its main(argv) with a last line naming the option or the
 file, no traceback, and no output folder left behind."""
-import json
 import os
 
 import pytest
 
-import autograd_lite as ag
 from demos import classify, generate, graphs, logistic_regression, translate
 
 DEMOS = {"translate": translate, "classify": classify, "generate": generate,

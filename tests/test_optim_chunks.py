@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import autograd_lite as ag
-from autograd_lite.optim import flat, optimizers as optim
+from autograd_lite.optim import flat
 from helpers.threads import THREAD_COUNTS, pool_runs, split_at
 
 

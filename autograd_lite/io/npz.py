@@ -119,7 +119,8 @@ def _read_header(key, member):
                             "which ag.save does not write (any shape would fit in no data)")
     if math.prod(n for n in shape if n) * dtype.itemsize > _LARGEST_BYTES:  # even with a 0
         raise MalformedFile(f"the entry {key!r} claims the shape {shape} {dtype}, which numpy "
-                            f"refuses: its nonzero lengths span more than {_LARGEST_BYTES:,} bytes")
+                            f"refuses: its nonzero lengths span more than {_LARGEST_BYTES:,} "
+                            "bytes")
     if dtype.hasobject:
         raise MalformedFile(f"the entry {key!r} holds Python objects ({dtype}), which only "
                             "pickle could read: refused")

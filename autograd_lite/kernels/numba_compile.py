@@ -8,7 +8,6 @@ from the library): numba's compiler calls back into Python through ctypes, where
 KeyboardInterrupt is dropped. `watch_compiles` counts the kernels this process really
 compiles, from numba's "numba:compile" event, which a load from the disk cache does not
 send: so a notice of it tells the truth, and says nothing once they are cached."""
-import os
 import time
 
 import numba

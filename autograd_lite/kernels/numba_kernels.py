@@ -19,9 +19,9 @@ The timings: tests/benchmarks/README.md.
 Same bits. Every reduction runs inside one row, in order, in one thread; the sums over rows
 (layer norm's dscale and dbias) go through fixed blocks of rows whose partial sums are added
 in block order (the backward pass is split by blocks): the result does not depend on the
-number of threads. A sum down the rows in order (bias_relu_backward's) is never split. The optimizer kernels
-round every operation in the arrays' dtype in numpy_kernels' order, so they give numpy's
-bits exactly.
+number of threads. A sum down the rows in order (bias_relu_backward's) is never split. The
+optimizer kernels round every operation in the arrays' dtype in numpy_kernels' order, so they
+give numpy's bits exactly.
 
 Caching. Kernels compile on first use and are cached on disk (`cache=True`: numba writes
 beside this file, or under the user's cache folder when the install is read-only); where no

@@ -4,10 +4,10 @@ from ..core import tracer
 from .broadcasting import broadcast_to, unbroadcast
 from .einsum import einsum
 from .elementwise import (abs, add, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh,
-                          astype, cos, cosh, deg2rad, div, exp, exp2, expm1, fabs, fmax, fmin, gelu,
-                          hypot, log, log1p, log2, log10, logaddexp, logaddexp2, maximum, minimum,
-                          mod, mul, neg, pow, rad2deg, reciprocal, relu, sigmoid, silu, sin, sinc,
-                          sinh, softplus, sqrt, square, sub, tan, tanh)
+                          astype, cos, cosh, deg2rad, div, exp, exp2, expm1, fabs, fmax, fmin,
+                          gelu, hypot, log, log1p, log2, log10, logaddexp, logaddexp2, maximum,
+                          minimum, mod, mul, neg, pow, rad2deg, reciprocal, relu, sigmoid, silu,
+                          sin, sinc, sinh, softplus, sqrt, square, sub, tan, tanh)
 from .indexing import add_at, gather, getitem, scatter_add
 from .linalg import cholesky, det, inv, norm, slogdet, solve
 from .matmul import dot, inner, linear, matmul, outer, tensordot

@@ -18,7 +18,8 @@ def as_array(op, x, name="x"):
     if type(x) is np.ndarray or type(x) is Box or type(x) is Batched or \
             isinstance(x, np.ndarray) or device_of_type(type(x)) is not None:  # CuPy's, say
         return x
-    if not isinstance(x, (list, tuple, numbers.Number, np.generic)) and not hasattr(x, "__array__"):
+    array_like = isinstance(x, (list, tuple, numbers.Number, np.generic))
+    if not array_like and not hasattr(x, "__array__"):
         raise TypeError(f"{op}: {name} must be an array, a list or a number, got "
                         f"{type(x).__name__}")
     if isinstance(x, (list, tuple)) and _holds_arrays_numpy_refuses(x):  # traced, mapped or

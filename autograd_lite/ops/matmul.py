@@ -126,7 +126,8 @@ def _times_transpose(g, w):
 @fusable(drawn_as_op=True)
 def linear(x, w, b):
     """x W + b over the last axis of x (torch.nn.functional.linear, with W stored as (d_in,
-    d_out)). Written out: matmul, then add; its fast rule is one op.  x: (..., d_in) -> (..., d_out)
+    d_out)). Written out: matmul, then add; its fast rule is one op.
+    x: (..., d_in) -> (..., d_out)
 
         dx = g Wᵀ,   dW = Σ_rows xᵀ g,   db = Σ_rows g
     """

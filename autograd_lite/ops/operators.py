@@ -57,7 +57,8 @@ def _comparison(ufunc):
 
 
 def _reshape_method(self, *shape):
-    return sh.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+    one_shape = len(shape) == 1 and not isinstance(shape[0], int)  # x.reshape((2, 3))
+    return sh.reshape(self, shape[0] if one_shape else shape)
 
 
 def _transpose_method(self, *axes):
@@ -143,7 +144,8 @@ _FUNCTIONS = {
     np.sum: red.sum, np.mean: red.mean, np.max: red.max, np.amax: red.max, np.var: red.var,
     np.min: red.min, np.amin: red.min, np.prod: red.prod, np.cumsum: red.cumsum,
     np.clip: _clip, np.einsum: es.einsum, np.dot: mm.dot, np.outer: mm.outer,
-    np.linalg.norm: linalg.norm, np.sort: sorting.sort, np.take_along_axis: sorting.take_along_axis,
+    np.linalg.norm: linalg.norm, np.sort: sorting.sort,
+    np.take_along_axis: sorting.take_along_axis,
     np.reshape: sh.reshape, np.transpose: sh.transpose, np.swapaxes: sh.swapaxes,
     np.expand_dims: sh.expand_dims, np.squeeze: sh.squeeze, np.concatenate: sh.concatenate,
     np.stack: sh.stack, np.split: sh.split, np.where: sel.where, np.broadcast_to: red.broadcast_to,

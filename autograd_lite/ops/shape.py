@@ -20,7 +20,8 @@ def reshape(x, shape):
         out = x.reshape(shape)
     except ValueError:
         target = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
-        raise ValueError(f"reshape: cannot reshape {x.shape} (size {x.size}) into {target}") from None
+        raise ValueError(f"reshape: cannot reshape {x.shape} (size {x.size}) "
+                         f"into {target}") from None
     x_shape = x.shape
 
     def reshape_pullback(g):
@@ -35,7 +36,8 @@ def transpose(x, axes=None):
         axes = tuple(reversed(range(x.ndim)))
     axes = tuple(axes)
     if sorted(a % x.ndim if -x.ndim <= a < x.ndim else a for a in axes) != list(range(x.ndim)):
-        raise ValueError(f"transpose: axes {axes} are not a permutation of the {x.ndim} axes of {x.shape}")
+        raise ValueError(f"transpose: axes {axes} are not a permutation of the {x.ndim} axes "
+                         f"of {x.shape}")
     out = np.transpose(x, axes)
     inverse = tuple(np.argsort([a % x.ndim for a in axes]))
 
@@ -140,7 +142,8 @@ def stack_arrays(axis, *xs):
 
 
 def split(x, indices_or_sections, axis=0):
-    """np.split: a list of slices of x along `axis` (equal sections, or cut at the given indices)."""
+    """np.split: a list of slices of x along `axis` (equal sections, or cut at the given
+    indices)."""
     x = as_array("split", x)
     (axis,) = normalize_axes("split", axis, x.ndim)
     length = x.shape[axis]

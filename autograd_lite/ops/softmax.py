@@ -140,7 +140,8 @@ def logsumexp(x, axis=-1, keepdims=False):
     peak = np.where(np.isfinite(peak), peak, 0)  # a row of -inf: log Σ e^x = log 0 = -inf
     with np.errstate(divide="ignore"):
         kept = np.log(np.exp(x - peak).sum(axis=axes, keepdims=True)) + peak
-    out = kept if keepdims else kept.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
+    kept_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    out = kept if keepdims else kept.reshape(kept_shape)
 
     def logsumexp_pullback(g):
         return g.reshape(keepdims_shape(x.shape, axes)) * np.exp(x - kept), None, None

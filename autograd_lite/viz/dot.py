@@ -103,7 +103,8 @@ def _legend(view, backward):
                      f'pass keeps · +N residuals: other arrays an op\'s pullback makes and keeps '
                      f'(a normalized x, a mask)</FONT></TD></TR>')
     # at the bottom, below the outputs (rank=sink): a node of its own would float to the side
-    return [f'  legend [shape=plaintext, class="legend", fontsize=9, label=<<TABLE BORDER="0" CELLBORDER="1" '
+    return [f'  legend [shape=plaintext, class="legend", fontsize=9, '
+            f'label=<<TABLE BORDER="0" CELLBORDER="1" '
             f'CELLSPACING="4" CELLPADDING="3"><TR><TD BORDER="0"><B>legend</B></TD>'
             f'{"".join(cells)}</TR>{explained}</TABLE>>];',
             '  { rank=sink; legend; }']
@@ -189,7 +190,8 @@ def to_dot(view, backward=False):
                          f'constraint=false, arrowsize=0.5, class="gradient"];')
     for k, (label, source) in enumerate(view.outputs):
         out = f"out{k}"
-        lines.append(_node(out, "output", f"<B>{_esc(label)}</B>  {_small(shape_and_dtype(items[source]), DARK)}"))
+        shape = _small(shape_and_dtype(items[source]), DARK)
+        lines.append(_node(out, "output", f"<B>{_esc(label)}</B>  {shape}"))
         lines.append(f"  {name(source)} -> {out};")
     lines += _legend(view, backward)
     if view.outputs:  # keeps the legend under the outputs, not beside the graph

@@ -32,7 +32,9 @@ def format_static(v):
         return ":".join(parts[:2] if v.step is None else parts)
     if isinstance(v, np.ndarray):
         if foldable(v):
-            return _number(v.item()) if v.ndim == 0 else "[" + ", ".join(map(_number, v.ravel())) + "]"
+            if v.ndim == 0:
+                return _number(v.item())
+            return "[" + ", ".join(map(_number, v.ravel())) + "]"
         return f"{v.dtype.name}{list(v.shape)}"
     if isinstance(v, tuple):
         return "(" + ", ".join(map(format_static, v)) + ("," if len(v) == 1 else "") + ")"
@@ -103,7 +105,8 @@ def call_counts(box):
 
 def typed(item, shape=None):
     """jaxpr-style type: f32[2,7,16]; `shape` when an op is passed a slice of the item."""
-    return f"{dtype_text(item.dtype)}[{','.join(map(str, item.shape if shape is None else shape))}]"
+    shape = item.shape if shape is None else shape
+    return f"{dtype_text(item.dtype)}[{','.join(map(str, shape))}]"
 
 
 def size_text(nbytes):
