@@ -413,6 +413,40 @@ def test_randomness_different_gives_each_example_the_loops_draws(f):
     assert after == after_loop  # the generator left where the loop leaves it
 
 
+def one_dropout(x, w, rng):
+    return ag.sum(ag.sin(ag.dropout(x, 0.5, rng)) @ w)
+
+
+@pytest.mark.parametrize("f", [one_dropout, two_dropouts], ids=["one dropout", "two dropouts"])
+@pytest.mark.parametrize("mode", ["grad", "jvp"])
+def test_a_checkpoint_under_vmap_recomputed_after_the_call_draws_what_it_drew(f, mode):
+    """grad (or jvp) of the sum of vmap(checkpoint(f), randomness="different"): the pullback
+    recomputes f after the vmap call has returned, and must draw each example's masks again;
+    against the loop over the examples, drawing from one generator in turn."""
+    rng = np.random.default_rng(15)
+    xs, w, v = (rng.standard_normal(s) for s in ((4, 3), (3, 5), (4, 3)))
+
+    def summed(g, rng):
+        return lambda xs, w: ag.sum(ag.vmap(lambda x, w: g(x, w, rng), in_axes=(0, None),
+                                            randomness="different")(xs, w))
+    gen = np.random.default_rng(3)
+    if mode == "grad":
+        got = ag.grad(summed(ag.checkpoint(f), gen), argnums=(0, 1))(xs, w)
+    else:
+        got = tuple(map(np.asarray, ag.jvp(lambda xs: summed(ag.checkpoint(f), gen)(xs, w),
+                                           (xs,), (v,))))
+    after = gen.random()
+    gen = np.random.default_rng(3)
+    if mode == "grad":
+        rows = [ag.grad(lambda x, w: f(x, w, gen), argnums=(0, 1))(x, w) for x in xs]
+        want = np.stack([r[0] for r in rows]), sum(r[1] for r in rows)
+    else:
+        pairs = [ag.jvp(lambda x: f(x, w, gen), (x,), (t,)) for x, t in zip(xs, v)]
+        want = np.asarray(sum(p[0] for p in pairs)), np.asarray(sum(p[1] for p in pairs))
+    assert_trees_close(got, want, 1e-13)
+    assert after == gen.random()  # the generator left where the loop leaves it
+
+
 def test_randomness_under_two_vmaps_and_on_a_device(device_double):
     rng = np.random.default_rng(13)
     xss = rng.standard_normal((2, 3, 4))

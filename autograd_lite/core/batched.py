@@ -130,6 +130,20 @@ def running(call):
 
 
 @contextlib.contextmanager
+def resumed(calls):
+    """`with resumed(calls):` marks those of the vmap calls `calls` whose function has
+    returned as running again, innermost last (checkpoint's recomputation in a backward pass
+    after its vmap call returned: its random ops draw as they did in that call)."""
+    ended = [c for c in calls if c not in _CALLS]
+    _CALLS.extend(ended)
+    try:
+        yield
+    finally:
+        for call in ended:
+            _CALLS.remove(call)
+
+
+@contextlib.contextmanager
 def opened_levels(levels):
     """The vmap calls of `levels` count as not running meanwhile (a trace's backward pass,
     computing on the arrays under their Batched layers)."""

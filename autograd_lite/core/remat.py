@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from .backward import backward
-from .batched import Batched, closed_levels, peel, wrap
+from .batched import Batched, calls_in_progress, closed_levels, peel, resumed, wrap
 from .differentiate import box_input, output_of
 from .randomness import copied_generator
 from .tracer import Box, Trace, end_trace, is_array, primitive
@@ -23,8 +23,8 @@ from .tree import tree_leaves, tree_unflatten
 
 
 class CheckpointedCall:
-    """f, its arguments without their traced leaves (so that the node holds no box), and its
-    generators as at the call."""
+    """f, its arguments without their traced leaves (so that the node holds no box), its
+    generators as at the call, and the vmap calls it ran under."""
 
     def __init__(self, f, args, leaves, traced):
         self.f = f
@@ -34,6 +34,7 @@ class CheckpointedCall:
         self.skeleton = tree_unflatten(args, static)
         self.saved_generators = {i: copied_generator(leaf) for i, leaf in enumerate(leaves)
                                  if isinstance(leaf, np.random.Generator)}
+        self.vmap_calls = calls_in_progress()
 
     def arguments(self, traced_values, replay):
         """f's arguments holding `traced_values`; replay: generators as at call time."""
@@ -51,7 +52,8 @@ def _recomputed_cotangents(call, traced_values, g):
     trace = Trace(caller="checkpoint")
     boxed = [box_input(v, trace) for v in traced_values]
     try:
-        out = call.f(*call.arguments(boxed, replay=True))
+        with resumed(call.vmap_calls):  # vmap(randomness="different") draws per example
+            out = call.f(*call.arguments(boxed, replay=True))
     finally:
         end_trace(trace)
     _, node = output_of("checkpoint", out, trace)
