@@ -1,21 +1,23 @@
 """How fast a training step could be with every core: Amdahl's bound from where a one-thread
 step's CPU time goes. A script (Linux, needs `perf`: apt-get install linux-perf):
 
-    python3 tests/benchmarks/ceiling.py [--only w2,lm] [--steps 40] [--threads 2]
+    python3 tests/benchmarks/ceiling.py [--only w2,lm] [--steps 40] [--threads 2] [--target 0.8]
 
-For each workload, our step runs on one thread (BLAS and kernels) and `perf record -e
-cpu-clock` samples it after the warm-up steps, attached to this process. The samples are
-grouped by the library they fall in: OpenBLAS, the CPython interpreter, numba's compiled
-kernels, libc (memset, memcpy), numpy's own C. The interpreter's share G runs under the
-GIL, so no arrangement of threads shortens it; if everything else split perfectly over n
-threads, with no hand-off cost, a step would take
+For each workload, our step runs on one thread and `perf record -e cpu-clock`, attached to
+this process after the warm-up steps, samples it. The samples are grouped by the library they
+fall in: OpenBLAS (the products), the CPython interpreter, numba's compiled kernels, libc
+(memset, memcpy) and numpy's own C. Then ours and the PyTorch twin at one thread and at n
+(`ag.set_threads`, torch's intra-op threads), in alternating blocks as bench_models.py times
+them. Two bounds follow, with T_1 our one-thread step, G the interpreter's share (it runs
+under the GIL: no arrangement of threads shortens it), B the products' and R the rest's:
 
-    T_n >= G T_1 + (1 - G) T_1 / n
-
-Then the same bound against the PyTorch twin's step at n threads, timed in alternating
-blocks (timing.alternating_blocks, as bench_models.py does): the best ratio ours / PyTorch
-that any use of the other cores could reach, and the one-thread step it would take to reach
-a target ratio. numpy's C is counted with the parts that split: the bound is generous.
+1. Every part but the interpreter split perfectly over n threads, for free:
+   T_n >= G T_1 + (1 - G) T_1 / n.
+2. The products' speed-up, today and needed. Today's step at n threads runs the products on
+   n BLAS threads and the rest serially, so the products take T_n - (G + R) T_1 of it. To
+   reach the target ratio t against PyTorch's T'_n, with the rest split perfectly, they would
+   have to take t T'_n - G T_1 - R T_1 / n: B T_1 over that is the speed-up over one thread
+   they would need, against n threads' n at most.
 """
 import argparse
 import os
@@ -29,15 +31,13 @@ import time
 
 import timing
 
-timing.pin_threads(1)  # the one-thread step; torch's threads are set per measurement below
-
-import numpy as np  # noqa: E402
+timing.pin_threads(1)  # one thread while perf samples; at_threads sets both sides' counts
 
 import autograd_lite as ag  # noqa: E402
 import workloads  # noqa: E402
 
-PARTS = {"OpenBLAS": r"openblas", "CPython": r"libpython", "numba kernels": r"\[JIT\]",
-         "libc": r"libc\.so", "numpy": r"_multiarray_umath"}
+PARTS = {"OpenBLAS": r"openblas", "CPython": r"libpython|^python3[\d.]*$",
+         "numba kernels": r"\[JIT\]", "libc": r"libc\.so", "numpy": r"_multiarray_umath"}
 
 
 def cpu_shares(step, steps):
@@ -59,10 +59,21 @@ def cpu_shares(step, steps):
         match = re.match(r"\s*([\d.]+)%\s+(.*)", line)
         if match:
             for part, pattern in PARTS.items():
-                if re.search(pattern, match.group(2)):
+                if re.search(pattern, match.group(2).strip()):
                     shares[part] += float(match.group(1)) / 100
     shares["other"] = max(0.0, 1.0 - sum(shares.values()))
     return shares
+
+
+def at_threads(n, ours, twin, torch, rounds):
+    """ours against PyTorch at n threads each, in alternating blocks -> timing summary."""
+    ag.set_threads(n)
+    timing.torch_threads(torch, n)
+    try:
+        return timing.alternating_blocks(ours.step, twin.step, rounds=rounds).summary()
+    finally:
+        ag.set_threads(1)
+        timing.torch_threads(torch, 1)
 
 
 def report(key, args, torch):
@@ -71,22 +82,25 @@ def report(key, args, torch):
     for _ in range(3):
         ours.step()
     shares = cpu_shares(ours.step, args.steps)
-    timing.torch_threads(torch, 1)
-    one = timing.alternating_blocks(ours.step, twin.step, rounds=args.rounds).summary()
-    timing.torch_threads(torch, args.threads)
-    twin_n = float(np.median([1e3 * timing.seconds_of(twin.step, 5) / 5
-                              for _ in range(args.rounds)]))
-    timing.torch_threads(torch, 1)
-    g, t1, n = shares["CPython"], one["ms_a"], args.threads
-    bound = g * t1 + (1 - g) * t1 / n
-    needed = args.target * twin_n / (g + (1 - g) / n)
+    one, many = (at_threads(n, ours, twin, torch, args.rounds) for n in (1, args.threads))
+    n, t1, tn, theirs = args.threads, one["ms_a"], many["ms_a"], many["ms_b"]
+    g, b = shares["CPython"], shares["OpenBLAS"]
+    rest = 1 - g - b
+    perfect = g * t1 + (1 - g) * t1 / n
+    products_today = tn - (g + rest) * t1
+    products_allowed = args.target * theirs - g * t1 - rest * t1 / n
     print(f"{key}: CPU samples of a one-thread step: "
           + ", ".join(f"{part} {100 * share:.1f}%" for part, share in shares.items()))
-    print(f"  one thread: ours {t1:.1f} ms, PyTorch {one['ms_b']:.1f} ms "
-          f"({one['ratio']:.2f}); PyTorch at {n} threads {twin_n:.1f} ms")
-    print(f"  at {n} threads, every part but the interpreter split perfectly: ours >= "
-          f"{bound:.1f} ms, {bound / twin_n:.2f} of PyTorch's; {args.target} of it needs a "
-          f"one-thread step of {needed:.1f} ms ({needed / t1:.2f} of today's)")
+    print(f"  1 thread: ours {t1:.1f} ms, PyTorch {one['ms_b']:.1f} ms, {one['ratio']:.2f} "
+          f"({one['ratio_q1']:.2f} - {one['ratio_q3']:.2f}); {n} threads: ours {tn:.1f} ms, "
+          f"PyTorch {theirs:.1f} ms, {many['ratio']:.2f} ({many['ratio_q1']:.2f} - "
+          f"{many['ratio_q3']:.2f})")
+    print(f"  1. all but the interpreter split perfectly: ours >= {perfect:.1f} ms at {n} "
+          f"threads, {perfect / theirs:.2f} of PyTorch's")
+    needed = (f"{b * t1 / products_allowed:.2f}x" if products_allowed > 0
+              else "more than any (the rest alone is over it)")
+    print(f"  2. the products: {b * t1:.1f} ms at 1 thread, about {products_today:.1f} at {n} "
+          f"({b * t1 / products_today:.2f}x); {args.target} of PyTorch's step needs {needed}")
 
 
 def main():
