@@ -7,8 +7,10 @@ only f's inputs), its pullback runs f again under a trace of its own, dropped wh
 sends the cotangent back through it. An enclosing trace records both runs, so
 grad(grad(...)) through a checkpoint is exact. The recomputation draws what the forward
 drew: each np.random.Generator among f's arguments is copied at the call (the forward
-advances the caller's as without checkpoint); np.random.* or a generator in a closure is not
-saved: pass it as an argument.
+advances the caller's as without checkpoint), and it runs under the vmap calls the forward
+ran under, resumed if they have returned (each example draws its own again under
+randomness="different"); np.random.* or a generator in a closure is not saved: pass it as an
+argument.
 """
 import functools
 
