@@ -111,6 +111,19 @@ def test_dropout_is_replayed_from_the_generators_state_at_call_time(problem):
     assert value != ag.value_and_gradient(plain, p, x)[0]
 
 
+def test_a_generator_held_by_two_arguments_draws_as_one_when_recomputed():
+    """checkpoint(f)(x, (g, g)): f's second draw follows its first in the recomputation too,
+    as in f itself (a copy per leaf would draw the first mask twice)."""
+    def f(x, pair):
+        return ag.dropout(ag.sin(x), 0.5, pair[0]) + ag.dropout(ag.cos(x), 0.5, pair[1])
+
+    def loss(f, seed):
+        g = np.random.default_rng(seed)
+        return lambda x: ag.sum(f(x, (g, g)) ** 2)
+    x = np.random.default_rng(8).standard_normal(16)
+    assert_same(ag.grad(loss(ag.checkpoint(f), 5))(x), ag.grad(loss(f, 5))(x))
+
+
 def test_second_order_through_a_checkpointed_function(problem):
     p, x = problem
     v = MLP(*(np.ones_like(a) for a in p[:3]), None)

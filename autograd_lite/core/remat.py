@@ -34,8 +34,8 @@ class CheckpointedCall:
         positions = set(traced)
         static = [None if i in positions else leaf for i, leaf in enumerate(leaves)]
         self.skeleton = tree_unflatten(args, static)
-        self.saved_generators = {i: copied_generator(leaf) for i, leaf in enumerate(leaves)
-                                 if isinstance(leaf, np.random.Generator)}
+        self.saved_generators = _copied_once({i: leaf for i, leaf in enumerate(leaves)
+                                              if isinstance(leaf, np.random.Generator)})
         self.vmap_calls = calls_in_progress()
 
     def arguments(self, traced_values, replay):
@@ -44,9 +44,20 @@ class CheckpointedCall:
         for i, value in zip(self.traced, traced_values):
             leaves[i] = value
         if replay:
-            for i, generator in self.saved_generators.items():
-                leaves[i] = copied_generator(generator)
+            for i, generator in _copied_once(self.saved_generators).items():
+                leaves[i] = generator
         return tree_unflatten(self.skeleton, leaves)
+
+
+def _copied_once(generators):
+    """{position: a copy of the generator there}, one copy for each distinct generator: a
+    generator that two leaves hold draws as one generator again."""
+    copies, out = {}, {}
+    for i, generator in generators.items():
+        if id(generator) not in copies:
+            copies[id(generator)] = copied_generator(generator)
+        out[i] = copies[id(generator)]
+    return out
 
 
 def _recomputed_cotangents(call, traced_values, g):
