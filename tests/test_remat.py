@@ -187,3 +187,38 @@ def test_anything_but_a_function_is_refused_when_checkpoint_is_called(not_a_func
     with pytest.raises(TypeError, match=rf"^checkpoint: expected the function to recompute, "
                                         rf"got {type(not_a_function).__name__} "):
         ag.checkpoint(not_a_function)
+
+
+@pytest.mark.parametrize("rules", [True, False], ids=["rules on", "rules off"])
+def test_drawing_from_a_generator_that_is_not_an_argument_is_refused(rng, rules):
+    """A generator in a closure (or a global one) is not saved, so a recomputation would draw
+    other masks: the first run refuses it once f returns, through the op and the fast rule
+    alike; one that is handed over but never drawn from (a rate of 0) is fine."""
+    p = blocks.encoder_block_init(rng, d_model=8, n_heads=2, d_ff=16)
+    x, mask = rng.standard_normal((2, 5, 8)).astype(np.float32), np.ones((2, 1, 1, 5), bool)
+    closed_over = np.random.default_rng(0)
+
+    def block_with(rate):
+        return ag.checkpoint(lambda p, x: blocks.encoder_block(p, x, mask, "post", rate,
+                                                               closed_over))
+    with ag.fast_rules(rules):
+        with pytest.raises(ValueError, match=r"^checkpoint: <lambda> drew from a generator "
+                                             r"that is not one of its arguments \(one in a "
+                                             r"closure, or a global one\).* pass the "
+                                             r"generator to it as an argument"):
+            ag.gradient(lambda p: ag.sum(block_with(0.1)(p, x) ** 2), p)
+        got = ag.gradient(lambda p: ag.sum(block_with(0.0)(p, x) ** 2), p)
+        expected = ag.gradient(lambda p: ag.sum(blocks.encoder_block(p, x, mask, "post") ** 2),
+                               p)
+    for u, v in zip(ag.tree_leaves(got), ag.tree_leaves(expected)):  # float32; rules off,
+        if isinstance(u, np.ndarray):  # the key bias's 0 rounds apart
+            np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-5)
+
+
+def test_a_closure_generator_through_the_dropout_op_is_refused():
+    g = np.random.default_rng(1)
+    dropped = ag.checkpoint(lambda x: ag.dropout(ag.sin(x), 0.5, g))
+    with pytest.raises(ValueError, match=r"^checkpoint: <lambda> drew from a generator"):
+        ag.grad(lambda x: ag.sum(dropped(x)))(np.ones(4))
+    assert ag.grad(lambda x: ag.sum(ag.checkpoint(lambda x, g: ag.dropout(x, 0.5, g))(x, g)))(
+        np.ones(4)).shape == (4,)  # passed as an argument: saved

@@ -14,8 +14,10 @@ every layer), each example's count D is known only once the function has run: th
 first draw from each generator taking every example's row of D draws at once, and each
 random op its slice of every row. Nested "different" calls' examples are rows too.
 """
+import contextlib
 import copy
 import math
+import pickle
 
 import numpy as np
 
@@ -55,6 +57,46 @@ def copied_generator(rng):
         if call.draws is not None:
             call.draws.copied(rng, duplicate)
     return duplicate
+
+
+class CheckpointedRun:
+    """A checkpointed function's first run: the generators among its arguments, which its
+    recomputation draws from again (core/remat.py), and any other generator an op or a fast
+    rule was handed meanwhile, with its state then."""
+
+    def __init__(self, name, generators):
+        self.name = name
+        self.arguments = {id(g) for g in generators}
+        self.others = {}  # id -> (generator, its pickled state when first handed over)
+
+
+_RUNS = []  # the checkpointed functions running their first run, innermost last
+
+
+@contextlib.contextmanager
+def drawing_only_from(name, generators):
+    """f's first run under checkpoint: a random op that draws from a generator not among
+    `generators` (one in a closure, or a global one) is an error when f returns, for the
+    recomputation would draw other values."""
+    run = CheckpointedRun(name, generators)
+    _RUNS.append(run)
+    try:
+        yield
+    finally:
+        _RUNS.pop()
+    for rng, state in run.others.values():
+        if pickle.dumps(rng.bit_generator.state) != state:
+            raise ValueError(f"checkpoint: {name} drew from a generator that is not one of "
+                             "its arguments (one in a closure, or a global one), so its "
+                             "recomputation in the backward pass would draw other values: "
+                             "pass the generator to it as an argument")
+
+
+def handed_generator(rng):
+    """An op or a fast rule was handed `rng`: inside a checkpointed function's first run, one
+    not among its arguments is watched (drawing_only_from)."""
+    if _RUNS and id(rng) not in _RUNS[-1].arguments and id(rng) not in _RUNS[-1].others:
+        _RUNS[-1].others[id(rng)] = (rng, pickle.dumps(rng.bit_generator.state))
 
 
 class Stream:

@@ -9,8 +9,9 @@ grad(grad(...)) through a checkpoint is exact. The recomputation draws what the 
 drew: each np.random.Generator among f's arguments is copied at the call (the forward
 advances the caller's as without checkpoint), and it runs under the vmap calls the forward
 ran under, resumed if they have returned (each example draws its own again under
-randomness="different"); np.random.* or a generator in a closure is not saved: pass it as an
-argument.
+randomness="different"). A generator in a closure or a global one is not saved, so a random
+op's draw from it is an error when f's first run returns (randomness.drawing_only_from):
+pass it as an argument. np.random.*'s global state is not watched.
 """
 import functools
 
@@ -19,7 +20,7 @@ import numpy as np
 from .backward import backward
 from .batched import Batched, calls_in_progress, closed_levels, peel, resumed, wrap
 from .differentiate import box_input, output_of
-from .randomness import copied_generator
+from .randomness import copied_generator, drawing_only_from
 from .tracer import Box, Trace, end_trace, is_array, primitive
 from .tree import tree_leaves, tree_unflatten
 
@@ -77,7 +78,10 @@ def _recomputed_cotangents(call, traced_values, g):
 @primitive(name="checkpoint")
 def checkpointed_call(call, *traced_values):
     """f's output, with a pullback that recomputes f (module docstring)."""
-    out = call.f(*call.arguments(traced_values, replay=False))
+    args = call.arguments(traced_values, replay=False)
+    generators = [leaf for leaf in tree_leaves(args) if isinstance(leaf, np.random.Generator)]
+    with drawing_only_from(getattr(call.f, "__name__", "f"), generators):
+        out = call.f(*args)
     if not (is_array(out) or isinstance(out, (np.generic, float))):
         raise TypeError(f"checkpoint: {getattr(call.f, '__name__', 'f')} must return an "
                         f"array, got {type(out).__name__}")

@@ -51,7 +51,7 @@ from .devices import as_op_output
 from .batched import BATCHING_RULES, Batched, batched_call
 from .differentiate import vjp
 from .dtypes import WeakFloat, settled_weak_floats, weak_cotangents
-from .randomness import copied_generator
+from .randomness import copied_generator, handed_generator
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
                      move_keywords_to_positions, opened, positional_parameters,
                      raise_if_mixed_devices)
@@ -176,6 +176,8 @@ def _dispatch(function, args, kwargs):
             return function.plain(*args, **kwargs)
         elif t is WeakFloat:
             weak = True
+        elif t is np.random.Generator:  # inside a checkpointed function, it must not draw
+            handed_generator(a)  # from one that is not among its arguments
     if kwargs:
         check_keyword_only(function.op_name, kwargs, top)
     if top is None:  # nothing traced: the rule's output only
