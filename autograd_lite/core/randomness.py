@@ -17,7 +17,6 @@ random op its slice of every row. Nested "different" calls' examples are rows to
 import contextlib
 import copy
 import math
-import pickle
 
 import numpy as np
 
@@ -59,44 +58,46 @@ def copied_generator(rng):
     return duplicate
 
 
-class CheckpointedRun:
-    """A checkpointed function's first run: the generators among its arguments, which its
-    recomputation draws from again (core/remat.py), and any other generator an op or a fast
-    rule was handed meanwhile, with its state then."""
+class CheckpointFrame:
+    """A checkpointed function running (core/remat.py). Its first run: the generators among
+    its arguments (the recomputation gets copies of those) and a copy of every other
+    generator an op or a fast rule draws from, taken before its first draw (one in a closure,
+    or a global one). A recomputation: those others' stand-ins, copies of the saved copies."""
 
-    def __init__(self, name, generators):
-        self.name = name
-        self.arguments = {id(g) for g in generators}
-        self.others = {}  # id -> (generator, its pickled state when first handed over)
+    def __init__(self, arguments=(), stand_ins=None):
+        self.first_run = stand_ins is None
+        self.arguments = {id(g) for g in arguments}
+        self.others = {}  # first run: id -> (generator, its copy before its first draw)
+        self.stand_ins = stand_ins or {}  # recomputation: id(generator) -> its stand-in
 
 
-_RUNS = []  # the checkpointed functions running their first run, innermost last
+_FRAMES = []  # the checkpointed functions running, outermost first
 
 
 @contextlib.contextmanager
-def drawing_only_from(name, generators):
-    """f's first run under checkpoint: a random op that draws from a generator not among
-    `generators` (one in a closure, or a global one) is an error when f returns, for the
-    recomputation would draw other values."""
-    run = CheckpointedRun(name, generators)
-    _RUNS.append(run)
+def checkpoint_frame(frame):
+    """`with checkpoint_frame(frame):` a checkpointed function's first run or recomputation
+    runs: random ops draw through generator_to_draw_from."""
+    _FRAMES.append(frame)
     try:
-        yield
+        yield frame
     finally:
-        _RUNS.pop()
-    for rng, state in run.others.values():
-        if pickle.dumps(rng.bit_generator.state) != state:
-            raise ValueError(f"checkpoint: {name} drew from a generator that is not one of "
-                             "its arguments (one in a closure, or a global one), so its "
-                             "recomputation in the backward pass would draw other values: "
-                             "pass the generator to it as an argument")
+        _FRAMES.remove(frame)
 
 
-def handed_generator(rng):
-    """An op or a fast rule was handed `rng`: inside a checkpointed function's first run, one
-    not among its arguments is watched (drawing_only_from)."""
-    if _RUNS and id(rng) not in _RUNS[-1].arguments and id(rng) not in _RUNS[-1].others:
-        _RUNS[-1].others[id(rng)] = (rng, pickle.dumps(rng.bit_generator.state))
+def generator_to_draw_from(rng):
+    """The generator a random op handed `rng` draws from: in a recomputation, the stand-in
+    for a generator its first run drew from without it being an argument (so the
+    recomputation draws what the first run drew, and the caller's generator is not advanced
+    again); else rng, which a first run copies first if it is not one of its arguments."""
+    if not _FRAMES:
+        return rng
+    for frame in _FRAMES:  # outermost first: an inner first run recorded the outer's stand-in
+        rng = frame.stand_ins.get(id(rng), rng)
+    innermost = _FRAMES[-1]
+    if innermost.first_run and id(rng) not in innermost.arguments and id(rng) not in innermost.others:
+        innermost.others[id(rng)] = (rng, copied_generator(rng))
+    return rng
 
 
 class Stream:

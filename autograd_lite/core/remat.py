@@ -9,9 +9,10 @@ grad(grad(...)) through a checkpoint is exact. The recomputation draws what the 
 drew: each np.random.Generator among f's arguments is copied at the call (the forward
 advances the caller's as without checkpoint), and it runs under the vmap calls the forward
 ran under, resumed if they have returned (each example draws its own again under
-randomness="different"). A generator in a closure or a global one is not saved, so a random
-op's draw from it is an error when f's first run returns (randomness.drawing_only_from):
-pass it as an argument. np.random.*'s global state is not watched.
+randomness="different"). A generator f draws from that is not among its arguments (in a
+closure, or a global one) is copied before its first draw in the first run, and the
+recomputation draws from a copy of that instead (randomness.generator_to_draw_from).
+np.random.*'s global state and a generator's methods called directly are not seen.
 """
 import functools
 
@@ -20,7 +21,7 @@ import numpy as np
 from .backward import backward
 from .batched import Batched, calls_in_progress, closed_levels, peel, resumed, wrap
 from .differentiate import box_input, output_of
-from .randomness import copied_generator, drawing_only_from
+from .randomness import CheckpointFrame, checkpoint_frame, copied_generator
 from .tracer import Box, Trace, end_trace, is_array, primitive
 from .tree import tree_leaves, tree_unflatten
 
@@ -65,13 +66,16 @@ def _recomputed_cotangents(call, traced_values, g):
     """The cotangents of f's traced leaves for g, by running f again under its own trace."""
     trace = Trace(caller="checkpoint")
     boxed = [box_input(v, trace) for v in traced_values]
-    try:
-        with resumed(call.vmap_calls):  # vmap(randomness="different") draws per example
-            out = call.f(*call.arguments(boxed, replay=True))
-    finally:
-        end_trace(trace)
-    _, node = output_of("checkpoint", out, trace)
-    at_leaves = backward(node, g, release=True) if node is not None else {}
+    with checkpoint_frame(CheckpointFrame(stand_ins={})) as recomputation:
+        try:
+            with resumed(call.vmap_calls):  # vmap(randomness="different") draws per example
+                recomputation.stand_ins.update({id(rng): copied_generator(saved)
+                                                for rng, saved in call.drawn_elsewhere})
+                out = call.f(*call.arguments(boxed, replay=True))
+        finally:
+            end_trace(trace)
+        _, node = output_of("checkpoint", out, trace)  # an inner checkpoint's recomputation
+        at_leaves = backward(node, g, release=True) if node is not None else {}  # sees ours
     return [at_leaves.get(b.node) for b in boxed]
 
 
@@ -80,8 +84,9 @@ def checkpointed_call(call, *traced_values):
     """f's output, with a pullback that recomputes f (module docstring)."""
     args = call.arguments(traced_values, replay=False)
     generators = [leaf for leaf in tree_leaves(args) if isinstance(leaf, np.random.Generator)]
-    with drawing_only_from(getattr(call.f, "__name__", "f"), generators):
+    with checkpoint_frame(CheckpointFrame(arguments=generators)) as first_run:
         out = call.f(*args)
+    call.drawn_elsewhere = list(first_run.others.values())  # (generator, copy before drawing)
     if not (is_array(out) or isinstance(out, (np.generic, float))):
         raise TypeError(f"checkpoint: {getattr(call.f, '__name__', 'f')} must return an "
                         f"array, got {type(out).__name__}")

@@ -51,7 +51,7 @@ from .devices import as_op_output
 from .batched import BATCHING_RULES, Batched, batched_call
 from .differentiate import vjp
 from .dtypes import WeakFloat, settled_weak_floats, weak_cotangents
-from .randomness import copied_generator, handed_generator
+from .randomness import copied_generator, generator_to_draw_from
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
                      move_keywords_to_positions, opened, positional_parameters,
                      raise_if_mixed_devices)
@@ -164,7 +164,7 @@ def _dispatch(function, args, kwargs):
     leaves = []
     structure = flatten_into(args, leaves)
     top = None
-    weak = False
+    weak = drawing = False
     for a in leaves:
         t = type(a)
         if t is Box:
@@ -176,8 +176,14 @@ def _dispatch(function, args, kwargs):
             return function.plain(*args, **kwargs)
         elif t is WeakFloat:
             weak = True
-        elif t is np.random.Generator:  # inside a checkpointed function, it must not draw
-            handed_generator(a)  # from one that is not among its arguments
+        elif t is np.random.Generator:
+            drawing = True
+    if drawing:  # inside a checkpointed function, a generator may have a stand-in
+        drawn_from = [generator_to_draw_from(a) if type(a) is np.random.Generator else a
+                      for a in leaves]
+        if any(d is not a for d, a in zip(drawn_from, leaves)):
+            leaves = drawn_from
+            args = unflatten(structure, leaves)
     if kwargs:
         check_keyword_only(function.op_name, kwargs, top)
     if top is None:  # nothing traced: the rule's output only

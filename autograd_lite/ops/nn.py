@@ -11,7 +11,7 @@ from ..core.devices import has_kernels, kernels_of
 from ..core.placement import array_module
 from ..core.dtypes import (check_same_float_dtype, computed_in_float32, defined_in_float32,
                            settles_weak_floats)
-from ..core.randomness import draw_under_vmap, handed_generator
+from ..core.randomness import draw_under_vmap, generator_to_draw_from
 from ..core.rules import fast_rule, fusable, is_recorded
 from ..core.tracer import every_value, is_traced, primal
 from .broadcasting import sum_rows, unbroadcast
@@ -218,7 +218,7 @@ def dropout(x, rate, rng):
     if not 0 <= rate < 1:
         raise ValueError(f"dropout: rate must lie in [0, 1), got {rate}")
     xp, dtype = array_module(x), x.dtype
-    handed_generator(rng)
+    rng = generator_to_draw_from(rng)  # inside a checkpointed function, maybe a stand-in
 
     def mask(shape, source):  # drawn on the host: same bits
         keep = kernels.dropout_mask(shape, rate, source, dtype)
