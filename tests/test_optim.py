@@ -355,3 +355,18 @@ def test_an_update_refuses_a_gradient_of_another_shape_or_dtype_naming_its_path(
     new, _ = optimizer.update(params, right, state)
     assert new.layers[1].w.shape == (3, 2) and new.layers[1].w.dtype == np.float32
     assert np.all(new.layers[1].w < 1)
+
+
+@pytest.mark.parametrize("name, optimizer, buffer", [
+    ("sgd", ag.optim.sgd(0.1, momentum=0.9), "velocity"), ("adam", ag.optim.adam(1e-3), "m"),
+    ("adamw", ag.optim.adamw(1e-3), "m")])
+def test_an_update_refuses_a_state_made_for_other_parameters(name, optimizer, buffer):
+    """A state whose buffers have other shapes (a run resumed after the model changed) is
+    refused by name: joined in chunks, its entries would move other parameters."""
+    before = Dense(np.ones((4, 2), np.float32), np.zeros(2, np.float32))
+    _, state = optimizer.update(before, ag.tree_map(np.ones_like, before), optimizer.init(before))
+    params = Dense(np.ones((3, 2), np.float32), np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match=rf"^{name}\.update: state\.{buffer} holds \(4, 2\) "
+                                         r"for params\.w, which is \(3, 2\): the state was "
+                                         r"made for other parameters"):
+        optimizer.update(params, ag.tree_map(np.ones_like, params), state)

@@ -126,7 +126,7 @@ def sgd(lr, momentum=0.0, nesterov=False, weight_decay=0.0):
         rate = _learning_rate(lr, step)
         velocity = state.velocity if momentum else tree_map(lambda p: None, params)
         leaves = _leaves("sgd", (params, grads, velocity), ("params", "grads", "state.velocity"))
-        check_gradient_shapes("sgd.update", params, leaves)
+        check_gradient_shapes("sgd.update", params, leaves, ("state.velocity",))
         moving = [i for i, (p, g, b) in enumerate(leaves)
                   if _moves(p, g) and (b is not None or not momentum)]
         columns = [[_as_array(a) for a in leaves[i] if a is not None]  # a number: 0-d
@@ -164,7 +164,7 @@ def _adam(name, lr, betas, eps, weight_decay, decoupled):
         rate = _learning_rate(lr, step)
         leaves = _leaves(name, (params, grads, state.m, state.v, state.leaf_steps),
                          ("params", "grads", "state.m", "state.v", "state.leaf_steps"))
-        check_gradient_shapes(f"{name}.update", params, leaves)
+        check_gradient_shapes(f"{name}.update", params, leaves, ("state.m", "state.v"))
         moving = [i for i, (p, g, m, v, t) in enumerate(leaves)
                   if _moves(p, g) and m is not None and v is not None and t is not None]
         columns = [[_as_array(a) for a in leaves[i][:4]] for i in moving]
