@@ -161,3 +161,14 @@ def test_cholesky_second_order_against_central_differences(rng):
     a = rng.standard_normal((3, 3))
     check_first_order(f, a)
     check_second_order(lambda a: ag.sum(ag.tanh(f(a)) ** 2), a)
+
+
+def test_a_norm_and_a_std_of_a_row_with_a_nan_are_nan_as_numpy():
+    """Only an exact 0 takes the zero branch of √(sum of squares); nan and inf pass."""
+    x = np.array([[1.0, np.nan], [3.0, 4.0], [0.0, 0.0], [np.inf, -np.inf]])
+    with np.errstate(invalid="ignore"):
+        for ours, theirs in ((ag.norm(x, axis=1), np.linalg.norm(x, axis=1)),
+                             (ag.std(x, axis=1), np.std(x, axis=1))):
+            np.testing.assert_array_equal(ours, theirs)
+        traced = ag.value_and_gradient(lambda x: ag.sum(ag.std(x, axis=1)), x)[0]
+    assert np.isnan(traced)

@@ -124,9 +124,9 @@ def var(x, axis=None, keepdims=False, ddof=0):
 
 def root_of_squares(s):
     """√s for a sum of squares s >= 0, taken of 1 where s = 0 and replaced by 0: under an
-    enclosing trace (second order) the sqrt pullback never divides 0 by 0."""
-    positive = primal(s) > 0
-    return np.where(positive, np.sqrt(np.where(positive, s, 1)), 0)
+    enclosing trace (second order) the sqrt pullback never divides 0 by 0. A nan stays nan."""
+    zero = primal(s) == 0
+    return np.where(zero, 0, np.sqrt(np.where(zero, 1, s)))
 
 
 def std(x, axis=None, keepdims=False, ddof=0):
