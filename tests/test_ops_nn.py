@@ -309,3 +309,21 @@ def test_cross_entropy_backward_builds_no_one_hot(smoothing, ignore_index, fast_
     counted = np.ones(n) if ignore_index is None else (labels != ignore_index).astype(float)
     want = (p - target) * counted[:, None] / counted.sum()
     np.testing.assert_allclose(g, want, rtol=2e-5, atol=1e-9)
+
+
+def test_int_inputs_run_the_plain_functions_whatever_the_rules():
+    """The kernels compute in the input's dtype, so their rules apply to float inputs only: an
+    int input is promoted as numpy promotes it, with the rules on as off."""
+    ints = np.array([[1, 2, -1, 0, 3]])
+    calls = [lambda: ag.layer_norm(ints, np.ones(5), np.zeros(5)),
+             lambda: ag.cross_entropy(ints, np.array([0])), lambda: ag.softmax(ints),
+             lambda: ag.log_softmax(ints)]
+    for call in calls:
+        with ag.fast_rules(True):
+            on = np.asarray(call())
+        with ag.fast_rules(False):
+            off = np.asarray(call())
+        assert on.dtype == off.dtype and on.dtype.kind == "f"
+        np.testing.assert_array_equal(on, off)
+    centred = (ints - ints.mean()) / ints.std()
+    np.testing.assert_allclose(ag.layer_norm(ints, np.ones(5), np.zeros(5)), centred, rtol=1e-4)

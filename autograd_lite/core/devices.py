@@ -167,5 +167,8 @@ def on_host(*args, **kwargs):
 
 
 def has_kernels(*args, **kwargs):
-    """A fast rule's `applies`: the arguments' arrays lie on one device that has kernels."""
-    return kernels_of(args) is not None
+    """A fast rule's `applies`: the arguments' arrays lie on one device that has kernels, and
+    the first (the op's input) is a float array: the kernels compute in its dtype, where the
+    plain function promotes an int or bool input as numpy does."""
+    dtype = getattr(args[0], "dtype", None) if args else None
+    return dtype is not None and dtype.kind == "f" and kernels_of(args) is not None
