@@ -258,6 +258,14 @@ ERRORS = [
      "cross_entropy: label_smoothing must lie in [0, 1], got 1.5"),
     (lambda: ag.dropout(np.ones(3), 1.0, np.random.default_rng(0)), ValueError,
      "dropout: rate must lie in [0, 1), got 1.0"),
+    (lambda: ag.dropout(np.ones(3), 0.5, 0), TypeError,
+     "dropout: rng must be a numpy Generator (np.random.default_rng(seed)) or None, got int"),
+    (lambda: ag.dropout(np.ones(3), 0.5, np.random.RandomState(0)), TypeError,
+     "dropout: rng must be a numpy Generator (np.random.default_rng(seed)) or None, got "
+     "RandomState"),
+    (lambda: ag.dropout(np.full((2, 4), 3), 0.3, np.random.default_rng(0)), TypeError,
+     "dropout: x must be a float array (its kept entries are scaled by 1/(1 - rate)), got "
+     "int64 (2, 4)"),
     # float hyperparameters: eps and label_smoothing are differentiable scalars of the
     # operands' dtype; ignore_index and dropout's rate have no derivative and are refused
     (lambda: ag.layer_norm(np.ones((2, 4)), np.ones(4), np.ones(4), np.full(4, 1e-5)), ValueError,
