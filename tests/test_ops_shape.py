@@ -63,6 +63,8 @@ ERRORS = [
      "roll: axis 2 is out of range for an array of 2 dimensions"),
     (lambda: ag.vstack([np.ones((2, 3)), np.ones(2)]), ValueError,
      "concatenate: shapes [(2, 3), (1, 2)] must agree on every axis but 0"),
+    (lambda: ag.kron(np.ones(2, np.float32), np.ones(2)), TypeError,  # untraced, as traced
+     "kron: operands float32 (2,) and float64 (2,) have different dtypes"),
 ]
 
 

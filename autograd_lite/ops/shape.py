@@ -358,6 +358,7 @@ def tile(x, reps):
 def kron(a, b):
     """np.kron: the block array of a[i] · b (both padded with leading 1s to one rank)."""
     a, b = as_array("kron", a, "a"), as_array("kron", b, "b")
+    check_same_float_dtype("kron", a, b)  # plain arrays: numpy's product would promote
     ndim = max(a.ndim, b.ndim)
     a_shape = (1,) * (ndim - a.ndim) + a.shape
     b_shape = (1,) * (ndim - b.ndim) + b.shape
