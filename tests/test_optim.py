@@ -370,3 +370,10 @@ def test_an_update_refuses_a_state_made_for_other_parameters(name, optimizer, bu
                                          r"for params\.w, which is \(3, 2\): the state was "
                                          r"made for other parameters"):
         optimizer.update(params, ag.tree_map(np.ones_like, params), state)
+
+
+@pytest.mark.parametrize("max_norm", [0.0, -1.0, float("nan")])
+def test_clip_by_global_norm_refuses_a_max_norm_that_is_not_positive(max_norm):
+    with pytest.raises(ValueError, match=r"^clip_by_global_norm: max_norm must be a number > "
+                                         rf"0, got {max_norm}"):
+        ag.optim.clip_by_global_norm([np.ones(2)], max_norm)

@@ -17,7 +17,9 @@ def global_norm(grads):
 
 def clip_by_global_norm(grads, max_norm):
     """Scale all gradients by max_norm / ‖g‖ when the global norm ‖g‖ exceeds max_norm
-    (torch.nn.utils.clip_grad_norm_, with its 1e-6 guard)."""
+    (torch.nn.utils.clip_grad_norm_, with its 1e-6 guard); max_norm > 0."""
+    if not float(max_norm) > 0:
+        raise ValueError(f"clip_by_global_norm: max_norm must be a number > 0, got {max_norm}")
     coefficient = float(max_norm) / (global_norm(grads) + 1e-6)
     if coefficient >= 1.0:
         return grads
