@@ -259,10 +259,11 @@ ERRORS = [
     (lambda: ag.dropout(np.ones(3), 1.0, np.random.default_rng(0)), ValueError,
      "dropout: rate must lie in [0, 1), got 1.0"),
     (lambda: ag.dropout(np.ones(3), 0.5, 0), TypeError,
-     "dropout: rng must be a numpy Generator (np.random.default_rng(seed)) or None, got int"),
+     "dropout: rng must be a numpy Generator (np.random.default_rng(seed)), one with its "
+     "random(shape, dtype=) method, or None; got int"),
     (lambda: ag.dropout(np.ones(3), 0.5, np.random.RandomState(0)), TypeError,
-     "dropout: rng must be a numpy Generator (np.random.default_rng(seed)) or None, got "
-     "RandomState"),
+     "dropout: rng must be a numpy Generator (np.random.default_rng(seed)), one with its "
+     "random(shape, dtype=) method, or None; got RandomState"),
     (lambda: ag.dropout(np.full((2, 4), 3), 0.3, np.random.default_rng(0)), TypeError,
      "dropout: x must be a float array (its kept entries are scaled by 1/(1 - rate)), got "
      "int64 (2, 4)"),

@@ -217,9 +217,10 @@ def dropout(x, rate, rng):
         return x
     if not 0 <= rate < 1:
         raise ValueError(f"dropout: rate must lie in [0, 1), got {rate}")
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"dropout: rng must be a numpy Generator (np.random.default_rng(seed)) "
-                        f"or None, got {type(rng).__name__}")
+    if not callable(getattr(rng, "random", None)) or isinstance(rng, np.random.RandomState):
+        raise TypeError(f"dropout: rng must be a numpy Generator (np.random.default_rng(seed)), "
+                        f"one with its random(shape, dtype=) method, or None; got "
+                        f"{type(rng).__name__}")
     if x.dtype.kind != "f":
         raise TypeError(f"dropout: x must be a float array (its kept entries are scaled by "
                         f"1/(1 - rate)), got {x.dtype} {x.shape}")
