@@ -65,6 +65,8 @@ ERRORS = [
      "concatenate: shapes [(2, 3), (1, 2)] must agree on every axis but 0"),
     (lambda: ag.kron(np.ones(2, np.float32), np.ones(2)), TypeError,  # untraced, as traced
      "kron: operands float32 (2,) and float64 (2,) have different dtypes"),
+    (lambda: ag.linspace(np.float32(0), np.float64(1), 3), TypeError,
+     "linspace: operands float32 () and float64 () have different dtypes"),
 ]
 
 

@@ -265,6 +265,7 @@ def central_differences(x, axis=None):
 
 def linspace(start, stop, num=50, endpoint=True):
     """np.linspace with traced ends: start + (stop - start) t, t numpy's num points in [0, 1]."""
+    check_same_float_dtype("linspace", start, stop)
     t = array_module(start, stop).linspace(0.0, 1.0, num, endpoint=endpoint)
     dtype = _float_dtypes([start, stop])
     if dtype:
