@@ -95,9 +95,16 @@ def generator_to_draw_from(rng):
     for frame in _FRAMES:  # outermost first: an inner first run recorded the outer's stand-in
         rng = frame.stand_ins.get(id(rng), rng)
     innermost = _FRAMES[-1]
-    if innermost.first_run and id(rng) not in innermost.arguments and id(rng) not in innermost.others:
+    known = id(rng) in innermost.arguments or id(rng) in innermost.others
+    if innermost.first_run and not known:
         innermost.others[id(rng)] = (rng, copied_generator(rng))
     return rng
+
+
+def inside_checkpoint():
+    """Whether a checkpointed function is running (a fast rule's generators may need
+    generator_to_draw_from: rules.py asks this first, on its hot path)."""
+    return bool(_FRAMES)
 
 
 class Stream:

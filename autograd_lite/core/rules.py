@@ -51,7 +51,7 @@ from .devices import as_op_output
 from .batched import BATCHING_RULES, Batched, batched_call
 from .differentiate import vjp
 from .dtypes import WeakFloat, settled_weak_floats, weak_cotangents
-from .randomness import copied_generator, generator_to_draw_from
+from .randomness import copied_generator, generator_to_draw_from, inside_checkpoint
 from .tracer import (Box, Node, check_keyword_only, escaped_value_error,
                      move_keywords_to_positions, opened, positional_parameters,
                      raise_if_mixed_devices)
@@ -178,7 +178,7 @@ def _dispatch(function, args, kwargs):
             weak = True
         elif t is np.random.Generator:
             drawing = True
-    if drawing:  # inside a checkpointed function, a generator may have a stand-in
+    if drawing and inside_checkpoint():  # a generator may have a stand-in there
         drawn_from = [generator_to_draw_from(a) if type(a) is np.random.Generator else a
                       for a in leaves]
         if any(d is not a for d, a in zip(drawn_from, leaves)):
